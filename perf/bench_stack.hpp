@@ -1,0 +1,29 @@
+// bench_stack.hpp: CPU cost of the stack per delivered message, against the kernel's UDP path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace iccs {
+
+struct BenchStackOptions {
+    uint32_t size_bytes = 100;       // message payload
+    uint64_t messages = 2'000'000;   // per run
+    uint32_t runs = 5;               // the median of these is reported
+    bool json = false;
+};
+
+struct BenchStackResult {
+    double iccs_ns_per_msg = 0, iccs_min = 0, iccs_max = 0;
+    double kernel_ns_per_msg = 0, kernel_min = 0, kernel_max = 0;
+    double ratio = 0;
+    uint64_t iccs_retx = 0;
+    std::string kernel_error;  // why the kernel baseline could not run, if it could not
+};
+
+// Runs both measurements `runs` times, interleaved, and returns medians and spread.
+BenchStackResult bench_stack(const BenchStackOptions& o);
+// Prints the result as a table or as one JSON object.
+void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r);
+
+}  // namespace iccs

@@ -1,0 +1,49 @@
+// be.hpp: big-endian wire integers as types.
+//
+// A wire field can only be read through .get() and written through .set(): there is no implicit
+// conversion, so forgetting a byte swap is a compile error rather than a packet bug (TAS's beui16_t).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace iccs {
+
+struct be16 {
+    uint16_t raw;  // network order as stored on the wire
+    constexpr uint16_t get() const { return __builtin_bswap16(raw); }
+    constexpr void set(uint16_t v) { raw = __builtin_bswap16(v); }
+    static constexpr be16 of(uint16_t v) { return be16{__builtin_bswap16(v)}; }
+    friend constexpr bool operator==(be16 a, be16 b) { return a.raw == b.raw; }
+};
+
+struct be32 {
+    uint32_t raw;
+    constexpr uint32_t get() const { return __builtin_bswap32(raw); }
+    constexpr void set(uint32_t v) { raw = __builtin_bswap32(v); }
+    static constexpr be32 of(uint32_t v) { return be32{__builtin_bswap32(v)}; }
+    friend constexpr bool operator==(be32 a, be32 b) { return a.raw == b.raw; }
+};
+
+struct be64 {
+    uint64_t raw;
+    constexpr uint64_t get() const { return __builtin_bswap64(raw); }
+    constexpr void set(uint64_t v) { raw = __builtin_bswap64(v); }
+    static constexpr be64 of(uint64_t v) { return be64{__builtin_bswap64(v)}; }
+};
+
+static_assert(sizeof(be16) == 2 && sizeof(be32) == 4 && sizeof(be64) == 8);
+
+// Headers are read from and written to byte buffers that need not be aligned: go through memcpy.
+template <typename Hdr>
+inline Hdr load_hdr(const uint8_t* p) {
+    Hdr h;
+    std::memcpy(&h, p, sizeof(Hdr));
+    return h;
+}
+template <typename Hdr>
+inline void store_hdr(uint8_t* p, const Hdr& h) {
+    std::memcpy(p, &h, sizeof(Hdr));
+}
+
+}  // namespace iccs

@@ -1,0 +1,138 @@
+// ipv4.cpp: IPv4 input (validation, then reassembly) and output (fragmentation) of the Stack.
+// All destinations are on-link: a cluster's proxies and its peers share one L2 segment, so the
+// next hop is the destination (there is no router in the fabric).
+#include "checksum.hpp"
+#include "ipv4_frag.hpp"
+#include "stack.hpp"
+
+namespace iccs {
+
+void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
+    ++ctr_.ip_rx;
+    uint8_t scratch[60];
+    const uint8_t* raw = pkt_contig(p, 0, kIpv4HdrLen, scratch);
+    if (raw == nullptr) {
+        ++ctr_.drop_ip_short;
+        pkt_free(p);
+        return;
+    }
+    const Ipv4Hdr h = load_hdr<Ipv4Hdr>(raw);
+    const uint32_t hlen = h.hdr_len();
+    if ((h.ver_ihl >> 4) != 4) {
+        ++ctr_.drop_ip_version;
+        pkt_free(p);
+        return;
+    }
+    // The header must sit in the head segment so layers above can strip it in place.
+    if (hlen < kIpv4HdrLen || hlen > p->data_len) {
+        ++ctr_.drop_ip_hdrlen;
+        pkt_free(p);
+        return;
+    }
+    if (csum_fold(csum_add(0, p->data(), hlen)) != 0xffff) {
+        ++ctr_.drop_ip_csum;
+        pkt_free(p);
+        return;
+    }
+    const uint32_t total = h.total_len.get();
+    if (total < hlen || total > p->pkt_len) {
+        ++ctr_.drop_ip_len;
+        pkt_free(p);
+        return;
+    }
+    if (total < p->pkt_len) pkt_trim_to(p, total);  // Ethernet padding
+    const Ipv4Addr dst{h.dst.get()};
+    if (!(dst == cfg_.ip) && dst.v != 0xffffffffu) {
+        ++ctr_.drop_ip_dst;
+        pkt_free(p);
+        return;
+    }
+    if (h.proto != kIpProtoUdp) {
+        ++ctr_.drop_ip_proto;
+        pkt_free(p);
+        return;
+    }
+    if (h.is_fragment()) {
+        ++ctr_.ip_frag_rx;
+        p = reass_.ipv4_reassemble(p, now_ns, ctr_);
+        if (p == nullptr) return;  // held, or dropped and counted
+    }
+    // reassembly keeps the first fragment's header (maybe with options) in the head segment
+    const uint32_t whole_hlen = load_hdr<Ipv4Hdr>(p->data()).hdr_len();
+    pkt_adj(p, whole_hlen);
+    udp_input(p, Ipv4Addr{h.src.get()}, dst, now_ns);
+}
+
+bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
+    if (p->pkt_len + kIpv4HdrLen > kIpv4MaxDatagram) {
+        ++ctr_.drop_ip_too_big;
+        pkt_free(p);
+        return false;
+    }
+    const uint16_t id = next_ip_id_++;
+    if (p->pkt_len + kIpv4HdrLen <= cfg_.mtu_bytes) {
+        ipv4_emit(p, dst, proto, id, 0);
+        return true;
+    }
+    Ipv4Fragment frags[kIpv4MaxFragments];
+    const uint32_t n = ipv4_fragment(pool_, p, cfg_.mtu_bytes, frags);
+    pkt_free(p);  // the fragments hold their own references on the payload storage
+    if (n == 0) {
+        ++ctr_.drop_ip_nobuf;
+        return false;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint16_t field =
+            static_cast<uint16_t>((frags[i].offset / 8) | (frags[i].more ? kIpFlagMF : 0));
+        ++ctr_.ip_frag_tx;
+        ipv4_emit(frags[i].p, dst, proto, id, field);
+    }
+    return true;
+}
+
+void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint16_t frag_field) {
+    const uint32_t payload = p->pkt_len;
+    uint8_t* raw = pkt_prepend(p, kIpv4HdrLen);
+    if (raw == nullptr) {
+        ++ctr_.drop_ip_nobuf;
+        pkt_free(p);
+        return;
+    }
+    Ipv4Hdr h{};
+    h.ver_ihl = 0x45;
+    h.tos = 0;
+    h.total_len.set(static_cast<uint16_t>(payload + kIpv4HdrLen));
+    h.id.set(id);
+    h.frag.set(frag_field);
+    h.ttl = cfg_.ttl;
+    h.proto = proto;
+    h.csum.set(0);
+    h.src.set(cfg_.ip.v);
+    h.dst.set(dst.v);
+    h.csum.set(csum_finish(csum_add(0, &h, kIpv4HdrLen)));
+    store_hdr(raw, h);
+    link_output(p, dst);
+}
+
+void Stack::link_output(PktBuf* p, Ipv4Addr next_hop) {
+    if (next_hop.v == 0xffffffffu) {
+        eth_output(p, MacAddr::broadcast(), kEtherTypeIpv4);
+        return;
+    }
+    if (const MacAddr* mac = arp_.lookup(next_hop)) {
+        eth_output(p, *mac, kEtherTypeIpv4);
+        return;
+    }
+    // Slow path: hold the packet until ARP answers.
+    if (arp_pending_.size() >= cfg_.arp_pending_max) {
+        ++ctr_.drop_arp_pending_full;
+        pkt_free(p);
+        return;
+    }
+    arp_pending_.push_back(Pending{p, next_hop});
+    for (const ArpAsk& q : arp_asked_)
+        if (q.ip == next_hop) return;  // already asked; timers() resends
+    arp_request(next_hop, last_now_ns_);
+}
+
+}  // namespace iccs

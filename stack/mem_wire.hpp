@@ -1,0 +1,57 @@
+// mem_wire.hpp: the in-memory wire between two Stacks, a fake device for tests, the demo and
+// the stack benchmark (the seam eRPC calls its fake transport).
+//
+// pump() moves every frame queued on either stack's TX side to the other stack's input, as a
+// NIC would: the receiver gets its own copy in buffers of its own pool and the sender's frame is
+// freed. On the way it can drop, duplicate, reorder (hold up to `reorder_window` frames and let
+// them out in random order) and corrupt (flip one random bit) frames, from a seeded generator,
+// so every run is reproducible.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "stack.hpp"
+
+namespace iccs {
+
+struct WireImpairment {
+    double drop = 0.0;             // probability a frame is lost
+    double duplicate = 0.0;        // probability a frame arrives twice
+    double corrupt = 0.0;          // probability one bit of a frame is flipped
+    uint32_t reorder_window = 0;   // frames held back and released in random order (0: FIFO)
+    uint64_t seed = 1;
+};
+
+struct WireCounters {
+    uint64_t frames = 0, bytes = 0, dropped = 0, duplicated = 0, corrupted = 0, reordered = 0, nobuf = 0;
+};
+
+class MemWire {
+   public:
+    MemWire(Stack& a, Stack& b, const WireImpairment& imp = {});
+    ~MemWire();
+    MemWire(const MemWire&) = delete;
+    MemWire& operator=(const MemWire&) = delete;
+
+    // Move frames both ways and feed them to the stacks in bursts of up to 32. Frames held for
+    // reordering are released when the window is full, or all of them when `flush_held` (so a
+    // quiet wire never sits on a frame forever). Returns frames delivered.
+    uint32_t pump(uint64_t now_ns, bool flush_held = false);
+    void set_impairment(const WireImpairment& imp);
+    const WireCounters& counters() const { return ctr_; }
+    uint32_t held() const { return static_cast<uint32_t>(held_[0].size() + held_[1].size()); }
+
+   private:
+    uint32_t move(int dir, uint64_t now_ns, bool flush_held);
+    Stack* ends_[2];
+    WireImpairment imp_;
+    std::mt19937_64 rng_;
+    std::uniform_real_distribution<double> unit_{0.0, 1.0};
+    std::vector<PktBuf*> held_[2];
+    std::vector<PktBuf*> ready_;
+    WireCounters ctr_;
+};
+
+}  // namespace iccs

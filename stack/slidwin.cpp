@@ -1,0 +1,408 @@
+// slidwin.cpp: see slidwin.hpp. Sequence numbers wrap: compare them only through seq_lt.
+#include "slidwin.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace iccs {
+
+static inline bool seq_lt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+static inline bool seq_le(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
+
+static uint32_t pow2_at_least(uint32_t v) {
+    uint32_t n = 1;
+    while (n < v) n <<= 1;
+    return n;
+}
+
+SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel& wheel, SlidwinLink& link,
+                             uint16_t local_id, uint16_t remote_id, uint64_t now_ns)
+    : cfg_(cfg), pool_(pool), wheel_(wheel), link_(link), local_id_(local_id), remote_id_(remote_id) {
+    cfg_.snd_buf_datagrams = pow2_at_least(std::max<uint32_t>(cfg.snd_buf_datagrams, 1));
+    cfg_.rcv_buf_datagrams = pow2_at_least(std::clamp<uint32_t>(cfg.rcv_buf_datagrams, 1, 32768));
+    if (cfg_.ack_every == 0) cfg_.ack_every = 1;
+    snd_.reset(new SendSlot[cfg_.snd_buf_datagrams]);
+    snd_mask_ = cfg_.snd_buf_datagrams - 1;
+    rcv_.reset(new RecvSlot[cfg_.rcv_buf_datagrams]);
+    rcv_mask_ = cfg_.rcv_buf_datagrams - 1;
+    snd_una_ = snd_sent_ = snd_nxt_ = cfg_.initial_seq;
+    rcv_user_ = rcv_nxt_ = cfg_.initial_seq;
+    highest_sacked_ = cfg_.initial_seq;
+    // Until the first ack, assume the peer's buffer is as large as ours (both ends are set up from
+    // one machine configuration), and no larger than the configured initial window.
+    peer_right_ = cfg_.initial_seq + std::min(cfg_.initial_peer_window, cfg_.rcv_buf_datagrams);
+    last_adv_right_ = rcv_nxt_ + rcv_window();
+    rto_ns_ = cfg_.rto_initial_ns;
+    rto_timer_.fn = &SubConnection::on_rto;
+    delack_timer_.fn = &SubConnection::on_delack;
+    persist_timer_.fn = &SubConnection::on_persist;
+    rto_timer_.ctx = delack_timer_.ctx = persist_timer_.ctx = this;
+    (void)now_ns;
+}
+
+SubConnection::~SubConnection() {
+    wheel_.cancel(rto_timer_);
+    wheel_.cancel(delack_timer_);
+    wheel_.cancel(persist_timer_);
+    for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
+        SendSlot& slot = snd_[s & snd_mask_];
+        if (slot.p != nullptr) pkt_free(slot.p);
+        slot.p = nullptr;
+    }
+    for (uint32_t i = 0; i <= rcv_mask_; ++i)
+        if (rcv_[i].p != nullptr) pkt_free(rcv_[i].p);
+}
+
+uint32_t SubConnection::rcv_window() const { return cfg_.rcv_buf_datagrams - (rcv_nxt_ - rcv_user_); }
+
+std::string SubConnection::to_string() const {
+    char s[300];
+    std::snprintf(s, sizeof s,
+                  "subconn %u->%u snd[una %u sent %u nxt %u right %u] rcv[user %u nxt %u wnd %u] rto %lluus%s",
+                  local_id_, remote_id_, snd_una_, snd_sent_, snd_nxt_, peer_right_, rcv_user_, rcv_nxt_,
+                  rcv_window(), static_cast<unsigned long long>(rto_ns_ / 1000),
+                  rto_timer_.armed ? (" (timer armed, expires " + std::to_string(rto_timer_.expires_ns) + ")").c_str() : "");
+    return s;
+}
+
+// ---------------------------------------------------------------- sender
+
+SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns) {
+    if (msg->pkt_len > kSlidwinMaxMsg) return SlidwinSendResult::kTooBig;
+    if (sc.snd_nxt_ - sc.snd_una_ >= sc.cfg_.snd_buf_datagrams) {
+        ++sc.ctr_.window_stalls;
+        return SlidwinSendResult::kWouldBlock;
+    }
+    uint8_t* raw = pkt_prepend(msg, kSlidwinHdrLen);
+    if (raw == nullptr) return SlidwinSendResult::kTooBig;  // no headroom: not a buffer of ours
+    SlidwinHdr h{};
+    h.version = kSlidwinVersion;
+    h.flags = kSwData | kSwAck;
+    h.subconn.set(sc.remote_id_);
+    h.seq.set(sc.snd_nxt_);
+    store_hdr(raw, h);
+    SubConnection::SendSlot& slot = sc.snd_[sc.snd_nxt_ & sc.snd_mask_];
+    slot.p = msg;
+    slot.hdr_off = msg->data_off;
+    slot.sent_ns = 0;
+    slot.tx_count = 0;
+    slot.sacked = false;
+    ++sc.snd_nxt_;
+    sc.push_new(now_ns);
+    return SlidwinSendResult::kOk;
+}
+
+void SubConnection::push_new(uint64_t now_ns) {
+    while (snd_sent_ != snd_nxt_ && seq_lt(snd_sent_, peer_right_)) {
+        transmit(snd_sent_, now_ns, false);
+        ++snd_sent_;
+    }
+    // Window closed with data waiting and nothing in flight: no ack will come to open it, so probe.
+    if (snd_sent_ != snd_nxt_ && snd_una_ == snd_sent_ && !persist_timer_.armed)
+        wheel_.arm(persist_timer_, now_ns + cfg_.persist_ns);
+}
+
+void SubConnection::fill_ack(SlidwinHdr& h, uint64_t now_ns) {
+    const uint32_t wnd = rcv_window();
+    h.ack.set(rcv_nxt_);
+    h.wnd.set(static_cast<uint16_t>(wnd));
+    uint64_t bits = 0;
+    if (ooo_held_ > 0) {
+        const uint32_t span = std::min<uint32_t>(64, cfg_.rcv_buf_datagrams);
+        for (uint32_t i = 0; i < span; ++i)
+            if (seq_lt(rcv_nxt_ + 1 + i, rcv_user_ + cfg_.rcv_buf_datagrams) && rcv_[(rcv_nxt_ + 1 + i) & rcv_mask_].p != nullptr)
+                bits |= uint64_t{1} << i;
+    }
+    h.sack.set(bits);
+    h.tsval.set(static_cast<uint32_t>(now_ns / 1000));
+    h.tsecr.set(ts_recent_);
+    if (ts_recent_valid_) h.flags = static_cast<uint8_t>(h.flags | kSwTsEcr);
+    last_adv_right_ = rcv_nxt_ + wnd;
+    // Whatever ack was owed goes out with this datagram.
+    unacked_in_order_ = 0;
+    ack_now_ = false;
+    if (delack_timer_.armed) wheel_.cancel(delack_timer_);
+}
+
+void SubConnection::transmit(uint32_t seq, uint64_t now_ns, bool retx) {
+    SendSlot& slot = snd_[seq & snd_mask_];
+    PktBuf* p = slot.p;
+    if (p == nullptr) return;  // sacked meanwhile
+    if (retx && p->refcnt > 1) {
+        // Still queued below us (TX queue or fragments not yet on the wire): the previous copy
+        // has not even left, so a resend now would only duplicate it.
+        slot.sent_ns = now_ns;
+        return;
+    }
+    // Undo the headers the lower layers prepended last time.
+    if (p->data_off != slot.hdr_off) {
+        const uint32_t grown = slot.hdr_off - p->data_off;
+        p->data_off = slot.hdr_off;
+        p->data_len -= grown;
+        p->pkt_len -= grown;
+    }
+    SlidwinHdr h = load_hdr<SlidwinHdr>(p->data());
+    h.flags = static_cast<uint8_t>(kSwData | kSwAck | (retx ? kSwRetx : 0));
+    fill_ack(h, now_ns);
+    store_hdr(p->data(), h);
+    slot.sent_ns = now_ns;
+    ++slot.tx_count;
+    if (retx)
+        ++ctr_.tx_retx;
+    else
+        ++ctr_.tx_data;
+    if (!rto_timer_.armed) arm_rto(now_ns);
+    pkt_ref(p);
+    link_.slidwin_transmit(*this, p);
+}
+
+void SubConnection::arm_rto(uint64_t now_ns) { wheel_.arm(rto_timer_, now_ns + rto_ns_); }
+
+void SubConnection::rtt_sample(uint64_t rtt_ns) {
+    // RFC 6298 §2 (alpha 1/8, beta 1/4, K 4).
+    if (srtt_ns_ == 0) {
+        srtt_ns_ = rtt_ns;
+        rttvar_ns_ = rtt_ns / 2;
+    } else {
+        const uint64_t err = srtt_ns_ > rtt_ns ? srtt_ns_ - rtt_ns : rtt_ns - srtt_ns_;
+        rttvar_ns_ = (3 * rttvar_ns_ + err) / 4;
+        srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
+    }
+    rto_ns_ = std::clamp<uint64_t>(srtt_ns_ + 4 * rttvar_ns_, cfg_.rto_min_ns, cfg_.rto_max_ns);
+}
+
+void SubConnection::process_ack(const SlidwinHdr& h, uint64_t now_ns) {
+    ++ctr_.rx_ack;
+    const uint32_t ack = h.ack.get();
+    if (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams)) {
+        ++ctr_.rx_bad;  // acks what was never sent, or far behind: not from our peer's state
+        return;
+    }
+    bool news = false;  // this ack acknowledges something for the first time
+    const bool advanced = seq_lt(snd_una_, ack);
+    if (advanced) {
+        news = true;
+        for (uint32_t s = snd_una_; s != ack; ++s) {
+            SendSlot& slot = snd_[s & snd_mask_];
+            if (slot.p != nullptr) pkt_free(slot.p);
+            slot.p = nullptr;
+            slot.sacked = false;
+        }
+        snd_una_ = ack;
+        // Progress ends the backoff (as Linux does): the RTO returns to what the RTT says.
+        if (backoff_ > 0 && srtt_ns_ > 0)
+            rto_ns_ = std::clamp<uint64_t>(srtt_ns_ + 4 * rttvar_ns_, cfg_.rto_min_ns, cfg_.rto_max_ns);
+        backoff_ = 0;
+    }
+    if (seq_lt(highest_sacked_, snd_una_)) highest_sacked_ = snd_una_;
+    const uint64_t bits = h.sack.get();
+    if (bits != 0) {
+        for (uint32_t i = 0; i < 64; ++i) {
+            if ((bits >> i & 1u) == 0) continue;
+            const uint32_t s = ack + 1 + i;
+            if (!seq_lt(s, snd_sent_)) break;
+            // A late (reordered) ack names seqs below snd_una_ whose slots now hold newer data.
+            if (seq_lt(s, snd_una_)) continue;
+            SendSlot& slot = snd_[s & snd_mask_];
+            if (slot.sacked) continue;
+            // The receiver keeps what it sacked until delivery (it never reneges): free ours now.
+            news = true;
+            slot.sacked = true;
+            if (slot.p != nullptr) pkt_free(slot.p);
+            slot.p = nullptr;
+            if (seq_le(highest_sacked_, s)) highest_sacked_ = s + 1;
+        }
+    }
+    // The echoed timestamp times this ack's round trip, retransmission or not (RFC 7323 §4.1).
+    if (news && (h.flags & kSwTsEcr)) {
+        const uint32_t rtt_us = static_cast<uint32_t>(now_ns / 1000) - h.tsecr.get();
+        rtt_sample(uint64_t{rtt_us} * 1000);
+    }
+
+    // Fast retransmit: a hole with at least dupthresh sacked datagrams above it is lost. A hole
+    // already resent is resent again only after a smoothed RTT (its resend may be lost too).
+    if (seq_lt(snd_una_, highest_sacked_)) {
+        uint32_t above = 0;
+        const uint64_t again_ns = srtt_ns_ > 0 ? srtt_ns_ + rttvar_ns_ : rto_ns_;
+        for (uint32_t s = highest_sacked_; s != snd_una_;) {
+            --s;
+            SendSlot& slot = snd_[s & snd_mask_];
+            if (slot.sacked) {
+                ++above;
+            } else if (above >= cfg_.dupthresh && slot.p != nullptr &&
+                       (slot.tx_count == 1 || now_ns - slot.sent_ns >= again_ns)) {
+                ++ctr_.tx_fast_retx;
+                transmit(s, now_ns, true);
+            }
+        }
+    }
+
+    // The receiver's right edge (first seq its user has not freed + buffer) never moves back,
+    // so a smaller one can only come from a late ack: keep the newest.
+    const uint32_t right = ack + h.wnd.get();
+    if (seq_lt(peer_right_, right)) peer_right_ = right;
+    if (snd_una_ == snd_sent_) {
+        wheel_.cancel(rto_timer_);
+    } else if (advanced) {
+        arm_rto(now_ns);
+    }
+    if (seq_lt(snd_sent_, peer_right_) && persist_timer_.armed) wheel_.cancel(persist_timer_);
+    push_new(now_ns);
+}
+
+void SubConnection::on_rto(Timer& t, uint64_t now_ns) {
+    SubConnection& sc = *static_cast<SubConnection*>(t.ctx);
+    ++sc.ctr_.rto_expired;
+    const uint64_t stale_ns = sc.rto_ns_;
+    sc.rto_ns_ = std::min(sc.rto_ns_ * 2, sc.cfg_.rto_max_ns);
+    ++sc.backoff_;
+    // Resend what has waited a whole RTO, oldest first: at the tail of a stream no later
+    // datagram will come to trigger fast retransmit, so the timer must cover every hole.
+    uint32_t resent = 0;
+    for (uint32_t s = sc.snd_una_; s != sc.snd_sent_ && resent < sc.cfg_.max_retx_burst; ++s) {
+        SendSlot& slot = sc.snd_[s & sc.snd_mask_];
+        if (slot.p == nullptr || slot.sacked) continue;
+        if (resent > 0 && now_ns - slot.sent_ns < stale_ns) continue;
+        ++sc.ctr_.tx_rto_retx;
+        sc.transmit(s, now_ns, true);
+        ++resent;
+    }
+    if (sc.snd_una_ != sc.snd_sent_) sc.arm_rto(now_ns);
+}
+
+void SubConnection::on_persist(Timer& t, uint64_t now_ns) {
+    SubConnection& sc = *static_cast<SubConnection*>(t.ctx);
+    if (sc.snd_sent_ == sc.snd_nxt_ || seq_lt(sc.snd_sent_, sc.peer_right_)) return;
+    ++sc.ctr_.tx_probe;
+    sc.send_ack(now_ns, kSwAckReq);
+    sc.wheel_.arm(sc.persist_timer_, now_ns + sc.cfg_.persist_ns);
+}
+
+// ---------------------------------------------------------------- receiver
+
+void SubConnection::send_ack(uint64_t now_ns, uint8_t extra_flags) {
+    PktBuf* p = pkt_alloc(pool_);
+    if (p == nullptr) {  // no buffer: try again shortly rather than lose the ack
+        if (!delack_timer_.armed) wheel_.arm(delack_timer_, now_ns + cfg_.delack_ns);
+        return;
+    }
+    SlidwinHdr h{};
+    h.version = kSlidwinVersion;
+    h.flags = static_cast<uint8_t>(kSwAck | extra_flags);
+    h.subconn.set(remote_id_);
+    h.seq.set(snd_sent_);
+    fill_ack(h, now_ns);
+    store_hdr(pkt_append(p, kSlidwinHdrLen), h);
+    ++ctr_.tx_ack;
+    link_.slidwin_transmit(*this, p);
+}
+
+void SubConnection::on_delack(Timer& t, uint64_t now_ns) {
+    SubConnection& sc = *static_cast<SubConnection*>(t.ctx);
+    sc.ack_now_ = true;
+    slidwin_flush(sc, now_ns);
+}
+
+void slidwin_flush(SubConnection& sc, uint64_t now_ns) {
+    if (!sc.ack_now_) return;
+    sc.push_new(now_ns);  // data that can go carries the ack
+    if (sc.ack_now_) sc.send_ack(now_ns, 0);
+}
+
+void SubConnection::ack_due(uint64_t now_ns) {
+    if (unacked_in_order_ >= cfg_.ack_every)
+        ack_now_ = true;
+    else if (unacked_in_order_ > 0 && !delack_timer_.armed)
+        wheel_.arm(delack_timer_, now_ns + cfg_.delack_ns);
+}
+
+void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
+    if (p->pkt_len < kSlidwinHdrLen || p->data_len < kSlidwinHdrLen) {
+        ++sc.ctr_.rx_bad;
+        pkt_free(p);
+        return;
+    }
+    const SlidwinHdr h = load_hdr<SlidwinHdr>(p->data());
+    if (h.version != kSlidwinVersion || h.reserved.raw != 0 ||
+        ((h.flags & kSwData) == 0 && p->pkt_len != kSlidwinHdrLen)) {
+        ++sc.ctr_.rx_bad;
+        pkt_free(p);
+        return;
+    }
+    if (h.flags & kSwAck) sc.process_ack(h, now_ns);
+    if (h.flags & kSwAckReq) sc.ack_now_ = true;
+    if ((h.flags & kSwData) == 0) {
+        pkt_free(p);
+        return;
+    }
+    const uint32_t seq = h.seq.get();
+    sc.ts_recent_ = h.tsval.get();
+    sc.ts_recent_valid_ = true;
+    if (seq_lt(seq, sc.rcv_nxt_)) {
+        ++sc.ctr_.rx_dup;
+        sc.ack_now_ = true;  // our ack may have been lost: repeat it
+        pkt_free(p);
+        return;
+    }
+    if (!seq_lt(seq, sc.rcv_user_ + sc.cfg_.rcv_buf_datagrams)) {
+        ++sc.ctr_.rx_beyond_window;
+        sc.ack_now_ = true;
+        pkt_free(p);
+        return;
+    }
+    SubConnection::RecvSlot& slot = sc.rcv_[seq & sc.rcv_mask_];
+    if (slot.p != nullptr) {
+        ++sc.ctr_.rx_dup;
+        sc.ack_now_ = true;
+        pkt_free(p);
+        return;
+    }
+    pkt_adj(p, kSlidwinHdrLen);
+    slot.p = p;
+    ++sc.ctr_.rx_data;
+    if (seq == sc.rcv_nxt_) {
+        uint32_t advanced = 0;
+        while (sc.rcv_[sc.rcv_nxt_ & sc.rcv_mask_].p != nullptr &&
+               seq_lt(sc.rcv_nxt_, sc.rcv_user_ + sc.cfg_.rcv_buf_datagrams)) {
+            ++sc.rcv_nxt_;
+            ++advanced;
+        }
+        sc.ooo_held_ -= advanced - 1;
+        sc.unacked_in_order_ += advanced;
+        if (advanced > 1) sc.ack_now_ = true;  // a gap closed: tell the sender at once
+    } else {
+        ++sc.ctr_.rx_out_of_order;
+        ++sc.ooo_held_;
+        sc.ack_now_ = true;  // the sack bitmap tells the sender what is missing
+    }
+    sc.deliver_in_order();
+    sc.ack_due(now_ns);
+}
+
+uint32_t SubConnection::deliver_in_order() {
+    uint32_t n = 0;
+    const bool was_closed = last_adv_right_ == rcv_nxt_;
+    while (rcv_user_ != rcv_nxt_) {
+        RecvSlot& slot = rcv_[rcv_user_ & rcv_mask_];
+        if (!link_.slidwin_deliver(*this, slot.p)) break;
+        slot.p = nullptr;
+        ++rcv_user_;
+        ++ctr_.delivered;
+        ++n;
+    }
+    // Window update: the user made room the sender does not know about. Announce it when the
+    // window was closed or has grown by half the buffer since the last advertisement.
+    if (n > 0) {
+        const uint32_t right = rcv_nxt_ + rcv_window();
+        if (was_closed || right - last_adv_right_ >= cfg_.rcv_buf_datagrams / 2) ack_now_ = true;
+    }
+    return n;
+}
+
+uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns) {
+    const uint32_t n = sc.deliver_in_order();
+    slidwin_flush(sc, now_ns);
+    return n;
+}
+
+}  // namespace iccs

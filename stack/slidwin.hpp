@@ -1,0 +1,193 @@
+// slidwin.hpp: the sliding-window reliability protocol of one sub-connection (DESIGN.md §3).
+//
+// The one idea: every datagram gets a sequence number; the receiver answers with a cumulative
+// ack, a 64-bit selective-ack bitmap of what it holds beyond the ack, and the window it can still
+// take. The sender keeps each unacked datagram as the very buffer it transmitted (zero copy; the
+// lower layers' headers are re-prepended on a retransmission) and retransmits on a timeout (RTO
+// from Jacobson/Karels on echoed timestamps, with exponential backoff) or as soon as three later
+// datagrams are selectively acked (fast retransmit). Acks ride on data when there is data to
+// send (piggy-backing); otherwise they are delayed until every `ack_every` datagrams, a timer, or
+// the end of the input burst if something is out of order. A zero window is probed.
+//
+// Flow control is by datagrams: the receiver's buffer holds `rcv_buf_datagrams` messages between
+// the first one its user has not taken and the highest one it accepts, so a slow user shrinks
+// the window and the sender stops. Congestion control is out of scope here (one fabric, known
+// peers); the window bounds what is in flight.
+//
+// Threading: a SubConnection belongs to one thread (_st), like the Stack it runs on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pktbuf.hpp"
+#include "slidwin_hdr.hpp"
+#include "timer_wheel.hpp"
+
+namespace iccs {
+
+struct SlidwinConfig {
+    uint32_t snd_buf_datagrams = 1024;     // accepted but unacked datagrams (power of two)
+    uint32_t rcv_buf_datagrams = 1024;     // receive buffer = largest window (power of two, <= 32768)
+    uint64_t rto_initial_ns = 10'000'000;  // before the first RTT sample [ns]
+    uint64_t rto_min_ns = 1'000'000;       // [ns]
+    uint64_t rto_max_ns = 1'000'000'000;   // backoff stops doubling here [ns]
+    uint64_t delack_ns = 50'000;           // longest an ack waits for data to ride on [ns]
+    uint32_t ack_every = 2;                // ack at once after this many unacked in-order datagrams
+    uint32_t dupthresh = 3;                // later datagrams sacked before a hole is retransmitted
+    uint64_t persist_ns = 10'000'000;      // zero-window probe interval [ns]
+    uint32_t max_retx_burst = 32;          // datagrams one timeout may retransmit
+    uint32_t initial_peer_window = 64;     // datagrams sent before the peer's first ack
+    uint32_t initial_seq = 0;              // first sequence number, both directions (set up by config)
+};
+
+#define ICCS_SLIDWIN_COUNTERS(X)                                                        \
+    X(tx_data, "data datagrams sent for the first time")                                \
+    X(tx_retx, "data datagrams retransmitted (all causes)")                             \
+    X(tx_fast_retx, "retransmissions caused by selective acks (fast retransmit)")       \
+    X(tx_rto_retx, "retransmissions caused by the retransmission timer")                \
+    X(tx_ack, "pure acks sent")                                                         \
+    X(tx_probe, "zero-window probes sent")                                              \
+    X(rto_expired, "retransmission timer expirations")                                  \
+    X(window_stalls, "sends refused because the send buffer was full")                  \
+    X(rx_data, "data datagrams accepted for the first time")                            \
+    X(rx_dup, "duplicate data datagrams (already received)")                            \
+    X(rx_out_of_order, "data datagrams accepted beyond a gap")                          \
+    X(rx_beyond_window, "data datagrams beyond the advertised window (dropped)")         \
+    X(rx_ack, "datagrams carrying an ack")                                              \
+    X(rx_bad, "malformed slidwin datagrams (dropped)")                                  \
+    X(delivered, "messages handed to the user in order")
+
+struct SlidwinCounters {
+#define X(name, doc) uint64_t name = 0;
+    ICCS_SLIDWIN_COUNTERS(X)
+#undef X
+    template <typename Fn>
+    void for_each(Fn&& fn) const {
+#define X(name, doc) fn(#name, doc, name);
+        ICCS_SLIDWIN_COUNTERS(X)
+#undef X
+    }
+};
+
+class SubConnection;
+
+// What a sub-connection needs from its owner (the endpoint that binds it to UDP).
+struct SlidwinLink {
+    virtual ~SlidwinLink() = default;
+    // Transmit one datagram (data() at the slidwin header). Consumes one reference.
+    virtual void slidwin_transmit(SubConnection& sc, PktBuf* dgram) = 0;
+    // Hand one in-order message to the user (data() at the first payload byte). Return false to
+    // refuse it for now (user queue full): slidwin keeps it, shrinks the window, and offers it
+    // again from slidwin_deliver_pending(). On true, ownership passes to the user.
+    virtual bool slidwin_deliver(SubConnection& sc, PktBuf* msg) = 0;
+};
+
+enum class SlidwinSendResult { kOk, kWouldBlock, kTooBig };
+
+class SubConnection {
+   public:
+    // local_id: how the peer names this sub-connection in the datagrams it sends us;
+    // remote_id: how we name the peer's end in the datagrams we send.
+    SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel& wheel, SlidwinLink& link,
+                  uint16_t local_id, uint16_t remote_id, uint64_t now_ns);
+    ~SubConnection();
+    SubConnection(const SubConnection&) = delete;
+    SubConnection& operator=(const SubConnection&) = delete;
+
+    uint16_t local_id() const { return local_id_; }
+    uint16_t remote_id() const { return remote_id_; }
+    const SlidwinCounters& counters() const { return ctr_; }
+    const SlidwinConfig& config() const { return cfg_; }
+    // Datagrams accepted by slidwin_send and not yet acked.
+    uint32_t unacked() const { return snd_nxt_ - snd_una_; }
+    // Free send-buffer slots: how many more slidwin_send calls succeed now.
+    uint32_t send_space() const { return cfg_.snd_buf_datagrams - (snd_nxt_ - snd_una_); }
+    // The window this side advertises now (datagrams beyond rcv_nxt).
+    uint32_t rcv_window() const;
+    // Highest seq the peer allowed us to send, exclusive (ack + wnd of its last ack).
+    uint32_t peer_right_edge() const { return peer_right_; }
+    uint32_t snd_nxt() const { return snd_nxt_; }
+    uint32_t snd_sent() const { return snd_sent_; }
+    uint32_t rcv_nxt() const { return rcv_nxt_; }
+    uint64_t rto_ns() const { return rto_ns_; }
+    std::string to_string() const;
+
+    // The protocol entry points are free functions (below) so they read as the layer names.
+    friend SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns);
+    friend void slidwin_receive(SubConnection& sc, PktBuf* dgram, uint64_t now_ns);
+    friend void slidwin_flush(SubConnection& sc, uint64_t now_ns);
+    friend uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
+
+   private:
+    struct SendSlot {
+        PktBuf* p = nullptr;     // the datagram, data() at its slidwin header when stored
+        uint32_t hdr_off = 0;    // data_off of the slidwin header (restored before a resend)
+        uint64_t sent_ns = 0;    // last transmission
+        uint16_t tx_count = 0;   // transmissions so far
+        bool sacked = false;
+    };
+    struct RecvSlot {
+        PktBuf* p = nullptr;     // message, data() at its payload
+    };
+
+    static void on_rto(Timer& t, uint64_t now_ns);
+    static void on_delack(Timer& t, uint64_t now_ns);
+    static void on_persist(Timer& t, uint64_t now_ns);
+
+    void transmit(uint32_t seq, uint64_t now_ns, bool retx);
+    void push_new(uint64_t now_ns);
+    void send_ack(uint64_t now_ns, uint8_t extra_flags);
+    void fill_ack(SlidwinHdr& h, uint64_t now_ns);
+    void process_ack(const SlidwinHdr& h, uint64_t now_ns);
+    void rtt_sample(uint64_t rtt_ns);
+    void arm_rto(uint64_t now_ns);
+    void ack_due(uint64_t now_ns);
+    uint32_t deliver_in_order();
+
+    SlidwinConfig cfg_;
+    PktPool& pool_;
+    TimerWheel& wheel_;
+    SlidwinLink& link_;
+    uint16_t local_id_, remote_id_;
+    SlidwinCounters ctr_;
+
+    // sender: [snd_una_, snd_sent_) in flight, [snd_sent_, snd_nxt_) waiting for window
+    std::unique_ptr<SendSlot[]> snd_;
+    uint32_t snd_mask_;
+    uint32_t snd_una_ = 0, snd_sent_ = 0, snd_nxt_ = 0;
+    uint32_t peer_right_;        // peer's ack + wnd
+    uint32_t highest_sacked_ = 0;  // 1 + highest seq sacked, or snd_una_
+    uint64_t srtt_ns_ = 0, rttvar_ns_ = 0, rto_ns_;
+    uint32_t backoff_ = 0;
+    Timer rto_timer_, delack_timer_, persist_timer_;
+
+    // receiver: [rcv_user_, rcv_nxt_) in order, not yet taken by the user; beyond: out of order
+    std::unique_ptr<RecvSlot[]> rcv_;
+    uint32_t rcv_mask_;
+    uint32_t rcv_user_ = 0, rcv_nxt_ = 0;
+    uint32_t ooo_held_ = 0;          // datagrams held beyond a gap
+    uint32_t unacked_in_order_ = 0;  // datagrams received since our last ack went out
+    bool ack_now_ = false;           // an ack must go at the end of this burst
+    uint32_t last_adv_right_ = 0;    // rcv_nxt + wnd as last advertised
+    uint32_t ts_recent_ = 0;         // tsval of the peer's latest data datagram, to echo
+    bool ts_recent_valid_ = false;
+};
+
+// Queue one message (data() at its first payload byte, kSlidwinHdrLen of headroom at least) and
+// transmit it if the peer's window allows. kOk: slidwin owns msg. kWouldBlock: send buffer full,
+// the caller keeps msg and retries after acks. kTooBig: longer than a datagram can carry.
+SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns);
+// One received datagram (data() at the slidwin header) for this sub-connection. Consumes it.
+void slidwin_receive(SubConnection& sc, PktBuf* dgram, uint64_t now_ns);
+// End of an input burst: send the ack that out-of-order data or an ack request asked for.
+void slidwin_flush(SubConnection& sc, uint64_t now_ns);
+// Offer held in-order messages to the user again (after it made room); returns how many it took.
+// Sends the window update the room calls for.
+uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
+
+// Largest message slidwin carries: a UDP payload minus the slidwin header.
+inline constexpr uint32_t kSlidwinMaxMsg = 65507 - kSlidwinHdrLen;
+
+}  // namespace iccs

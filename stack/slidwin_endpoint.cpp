@@ -1,0 +1,62 @@
+// slidwin_endpoint.cpp: see slidwin_endpoint.hpp.
+#include "slidwin_endpoint.hpp"
+
+namespace iccs {
+
+SlidwinEndpoint::SlidwinEndpoint(Stack& stack, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg,
+                                 SlidwinSink& sink)
+    : stack_(stack), wheel_(wheel), port_(port), cfg_(cfg), sink_(sink) {
+    stack_.bind(port_, this);
+}
+
+SlidwinEndpoint::~SlidwinEndpoint() { stack_.bind(port_, nullptr); }
+
+SubConnection* SlidwinEndpoint::open(uint16_t local_id, Ipv4Addr remote_ip, uint16_t remote_port,
+                                     uint16_t remote_id, uint64_t now_ns) {
+    if (local_id >= peers_.size()) peers_.resize(static_cast<size_t>(local_id) + 1);
+    Peer& p = peers_[local_id];
+    if (p.sc) return nullptr;
+    p.sc = std::make_unique<SubConnection>(cfg_, stack_.pool(), wheel_, *this, local_id, remote_id, now_ns);
+    p.ip = remote_ip;
+    p.port = remote_port;
+    return p.sc.get();
+}
+
+SubConnection* SlidwinEndpoint::get(uint16_t local_id) const {
+    return local_id < peers_.size() ? peers_[local_id].sc.get() : nullptr;
+}
+
+void SlidwinEndpoint::udp_deliver(PktBuf* payload, const UdpMeta& meta, uint64_t now_ns) {
+    uint8_t scratch[kSlidwinHdrLen];
+    const uint8_t* raw = pkt_contig(payload, 0, kSlidwinHdrLen, scratch);
+    uint16_t id = 0xffff;
+    if (raw != nullptr) id = load_hdr<SlidwinHdr>(raw).subconn.get();
+    if (id >= peers_.size() || !peers_[id].sc || !(peers_[id].ip == meta.src) || peers_[id].port != meta.src_port) {
+        ++drop_unknown_;
+        pkt_free(payload);
+        return;
+    }
+    Peer& p = peers_[id];
+    if (!p.dirty) {
+        p.dirty = true;
+        dirty_.push_back(id);
+    }
+    slidwin_receive(*p.sc, payload, now_ns);
+}
+
+void SlidwinEndpoint::end_of_burst(uint64_t now_ns) {
+    for (uint16_t id : dirty_) {
+        peers_[id].dirty = false;
+        slidwin_flush(*peers_[id].sc, now_ns);
+    }
+    dirty_.clear();
+}
+
+void SlidwinEndpoint::slidwin_transmit(SubConnection& sc, PktBuf* dgram) {
+    const Peer& p = peers_[sc.local_id()];
+    stack_.udp_output(dgram, port_, p.ip, p.port);
+}
+
+bool SlidwinEndpoint::slidwin_deliver(SubConnection& sc, PktBuf* msg) { return sink_.on_message(sc, msg); }
+
+}  // namespace iccs

@@ -1,0 +1,64 @@
+// slidwin_endpoint.hpp: binds sub-connections to one UDP port of a Stack.
+//
+// The datagram's subconn field is the receiver's index of the sub-connection (like a queue-pair
+// number), so demultiplexing is one array load plus a check that the source address and port
+// are the ones the sub-connection was opened with. Acks owed at the end of an input burst are
+// sent once per sub-connection from end_of_burst().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "slidwin.hpp"
+#include "stack.hpp"
+
+namespace iccs {
+
+// Receives the in-order messages of every sub-connection of an endpoint.
+struct SlidwinSink {
+    virtual ~SlidwinSink() = default;
+    // msg: data() at the first payload byte. Return false to refuse it for now (see SlidwinLink).
+    virtual bool on_message(SubConnection& sc, PktBuf* msg) = 0;
+};
+
+class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
+   public:
+    SlidwinEndpoint(Stack& stack, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg, SlidwinSink& sink);
+    ~SlidwinEndpoint() override;
+
+    // Open sub-connection `local_id` to (remote_ip, remote_port), whose end is `remote_id` there.
+    // Returns nullptr if local_id is taken.
+    SubConnection* open(uint16_t local_id, Ipv4Addr remote_ip, uint16_t remote_port, uint16_t remote_id,
+                        uint64_t now_ns);
+    SubConnection* get(uint16_t local_id) const;
+    uint16_t port() const { return port_; }
+    Stack& stack() { return stack_; }
+    // Datagrams for no open sub-connection, or from the wrong address.
+    uint64_t drop_unknown_subconn() const { return drop_unknown_; }
+
+    // UdpHandler
+    void udp_deliver(PktBuf* payload, const UdpMeta& meta, uint64_t now_ns) override;
+    void end_of_burst(uint64_t now_ns) override;
+    // SlidwinLink
+    void slidwin_transmit(SubConnection& sc, PktBuf* dgram) override;
+    bool slidwin_deliver(SubConnection& sc, PktBuf* msg) override;
+
+   private:
+    struct Peer {
+        std::unique_ptr<SubConnection> sc;
+        Ipv4Addr ip;
+        uint16_t port = 0;
+        bool dirty = false;  // received something this burst
+    };
+    Stack& stack_;
+    TimerWheel& wheel_;
+    uint16_t port_;
+    SlidwinConfig cfg_;
+    SlidwinSink& sink_;
+    std::vector<Peer> peers_;  // indexed by local id
+    std::vector<uint16_t> dirty_;
+    uint64_t drop_unknown_ = 0;
+};
+
+}  // namespace iccs

@@ -1,0 +1,44 @@
+// slidwin_hdr.hpp: the sliding-window header that follows UDP on every sub-connection datagram.
+//
+// One datagram carries at most one data unit (seq) and always an acknowledgement (ack, sack,
+// wnd), so acks ride on data for free (piggy-backing). Pure acks have no DATA flag and no payload.
+// Timestamps (tsval/tsecr) time the round trip of every ack, retransmissions included: a sample
+// taken from send times alone is wrong whenever a datagram is acked late (a hole before it, or
+// beyond the reach of the sack bitmap), which inflates the RTO.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "be.hpp"
+
+namespace iccs {
+
+inline constexpr uint8_t kSlidwinVersion = 1;
+
+enum SlidwinFlag : uint8_t {
+    kSwData = 0x01,    // seq is valid and a payload follows
+    kSwAck = 0x02,     // ack/sack/wnd are valid (set on every datagram after the first)
+    kSwAckReq = 0x04,  // please answer with an ack now (window probe)
+    kSwRetx = 0x08,    // this data datagram is a retransmission (for captures and counters)
+    kSwTsEcr = 0x10,   // tsecr echoes a tsval of the peer (RTT measurement, as RFC 7323)
+};
+
+struct SlidwinHdr {
+    uint8_t version;   // kSlidwinVersion
+    uint8_t flags;     // SlidwinFlag bits
+    be16 subconn;      // sub-connection id chosen by the receiver of this datagram's peer pairing
+    be32 seq;          // data sequence number (DATA only), one per datagram
+    be32 ack;          // cumulative: every seq < ack has been received
+    be16 wnd;          // receive window in datagrams beyond ack that the sender of this may send
+    be16 reserved;     // zero
+    be64 sack;         // bit i set: seq ack + 1 + i has been received (selective ack)
+    be32 tsval;        // sender's clock when this datagram left [us, wraps]
+    be32 tsecr;        // the tsval of the peer's latest data datagram (valid with kSwTsEcr)
+};
+static_assert(sizeof(SlidwinHdr) == 32);
+inline constexpr uint32_t kSlidwinHdrLen = sizeof(SlidwinHdr);
+
+std::string to_string(const SlidwinHdr& h);
+
+}  // namespace iccs

@@ -1,0 +1,151 @@
+// stack.hpp: one instance of the protocol stack (eth + arp + ipv4 + udp), as a proxy runs it.
+//
+// The input path is lwIP's: eth_input -> (arp_input | ipv4_input -> ipv4_reassemble ->
+// udp_input -> the handler bound to the destination port), each layer checking its header,
+// stripping it from the same buffer and handing the buffer up, or dropping it with a named
+// counter. The output path prepends into headroom: udp_output -> ipv4_output (fragmenting to
+// the MTU without copying payload) -> eth_output -> the TX queue, which the device owner
+// (proxy port, in-memory wire) drains in bursts with tx_take().
+//
+// Threading: one Stack per proxy core; every method is _st (the owning thread only).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "arp_hdr.hpp"
+#include "counters.hpp"
+#include "eth_hdr.hpp"
+#include "ipv4_hdr.hpp"
+#include "ipv4_reassemble.hpp"
+#include "pktbuf.hpp"
+#include "udp_hdr.hpp"
+
+namespace iccs {
+
+struct StackConfig {
+    MacAddr mac{};
+    Ipv4Addr ip{};
+    uint32_t mtu_bytes = 1500;           // IPv4 MTU (576..9000): largest IP packet on the link
+    uint8_t ttl = 64;
+    ReassemblyConfig reass{};
+    uint32_t arp_entries = 64;           // dynamic ARP cache size
+    uint32_t arp_pending_max = 64;       // packets held while their next hop is resolved
+    uint64_t arp_retry_ns = 100'000'000; // resend an unanswered ARP request after this
+    uint32_t tx_queue_frames = 4096;     // frames the device has not taken yet
+};
+
+// Where a received UDP datagram came from and went to.
+struct UdpMeta {
+    Ipv4Addr src;
+    Ipv4Addr dst;
+    uint16_t src_port;
+    uint16_t dst_port;
+};
+
+// Whoever binds a UDP port (a slidwin endpoint, a plain UDP socket for interop tests).
+struct UdpHandler {
+    virtual ~UdpHandler() = default;
+    // payload: data() at the first byte after the UDP header; ownership passes to the handler.
+    virtual void udp_deliver(PktBuf* payload, const UdpMeta& meta, uint64_t now_ns) = 0;
+    // Called once at the end of every input burst (send coalesced acks and the like).
+    virtual void end_of_burst(uint64_t /*now_ns*/) {}
+};
+
+// IPv4 -> MAC: static entries (from config) that never expire, and a small dynamic cache.
+class ArpTable {
+   public:
+    explicit ArpTable(uint32_t dynamic_entries) : cap_(dynamic_entries) {}
+    void add_static(Ipv4Addr ip, const MacAddr& mac);
+    void learn(Ipv4Addr ip, const MacAddr& mac);  // replaces the oldest dynamic entry when full
+    const MacAddr* lookup(Ipv4Addr ip) const;
+    uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
+
+   private:
+    struct Entry {
+        Ipv4Addr ip;
+        MacAddr mac;
+        bool is_static;
+        uint64_t age;
+    };
+    std::vector<Entry> entries_;
+    uint32_t cap_;
+    uint64_t clock_ = 0;
+};
+
+class Stack {
+   public:
+    Stack(const StackConfig& cfg, PktPool& pool);
+    ~Stack();
+    Stack(const Stack&) = delete;
+    Stack& operator=(const Stack&) = delete;
+
+    // --- input: frames from the device; ownership passes in ---
+    void input_burst(PktBuf* const* frames, uint32_t n, uint64_t now_ns);
+    void eth_input(PktBuf* frame, uint64_t now_ns);
+
+    // --- output: each consumes `p` whatever happens (dropped ones are counted) ---
+    // p: data() at the UDP payload, with headroom for udp+ipv4+eth. False if dropped.
+    bool udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port);
+    // p: data() at the IPv4 payload. Fragments when p is longer than mtu - 20.
+    bool ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto);
+    void eth_output(PktBuf* p, const MacAddr& dst, uint16_t ethertype);
+
+    // --- the device side ---
+    // Move up to max queued frames to out (the caller transmits and frees them).
+    uint32_t tx_take(PktBuf** out, uint32_t max);
+    uint32_t tx_queued() const { return tx_count_; }
+
+    // --- control ---
+    void bind(uint16_t port, UdpHandler* h);  // h == nullptr unbinds
+    // Reassembly timeouts and ARP retries. Call periodically (e.g. from the proxy's timer pass).
+    void timers(uint64_t now_ns);
+    // Send an ARP request for ip now (also done automatically when output needs it).
+    void arp_request(Ipv4Addr ip, uint64_t now_ns);
+
+    ArpTable& arp() { return arp_; }
+    StackCounters& counters() { return ctr_; }
+    const StackCounters& counters() const { return ctr_; }
+    const StackConfig& config() const { return cfg_; }
+    PktPool& pool() { return pool_; }
+    Ipv4Reassembler& reassembler() { return reass_; }
+
+   private:
+    void arp_input(PktBuf* p, uint64_t now_ns);
+    void ipv4_input(PktBuf* p, uint64_t now_ns);
+    void udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns);
+    // Prepend an IPv4 header to p (data() at payload) and hand it to the link layer.
+    void ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint16_t frag_field);
+    void link_output(PktBuf* p, Ipv4Addr dst);
+    void tx_push(PktBuf* frame);
+    void arp_resolved(Ipv4Addr ip, const MacAddr& mac);
+
+    StackConfig cfg_;
+    PktPool& pool_;
+    StackCounters ctr_;
+    ArpTable arp_;
+    Ipv4Reassembler reass_;
+    uint16_t next_ip_id_ = 1;
+    struct Binding {
+        uint16_t port;
+        UdpHandler* h;
+    };
+    std::vector<Binding> bindings_;
+    std::vector<UdpHandler*> burst_listeners_;
+    struct Pending {
+        PktBuf* p;
+        Ipv4Addr next_hop;
+    };
+    std::vector<Pending> arp_pending_;
+    struct ArpAsk {
+        Ipv4Addr ip;
+        uint64_t sent_ns;
+    };
+    std::vector<ArpAsk> arp_asked_;
+    uint64_t last_now_ns_ = 0;
+    std::unique_ptr<PktBuf*[]> txq_;
+    uint32_t tx_head_ = 0, tx_count_ = 0;
+};
+
+}  // namespace iccs

@@ -1,0 +1,77 @@
+// timer_wheel.cpp: see timer_wheel.hpp.
+#include "timer_wheel.hpp"
+
+namespace iccs {
+
+TimerWheel::TimerWheel(uint64_t tick_ns, uint32_t nslots, uint64_t now_ns)
+    : tick_ns_(tick_ns == 0 ? 1 : tick_ns) {
+    uint32_t n = 1;
+    while (n < nslots) n <<= 1;
+    mask_ = n - 1;
+    slots_.reset(new Timer*[n]());
+    cur_tick_ = now_ns / tick_ns_;
+}
+
+void TimerWheel::arm(Timer& t, uint64_t expires_ns) {
+    if (t.armed) cancel(t);
+    t.expires_ns = expires_ns;
+    uint64_t tick = expires_ns / tick_ns_;
+    if (tick < cur_tick_) tick = cur_tick_;  // overdue: the next advance() sees it
+    t.slot = static_cast<uint32_t>(tick & mask_);
+    Timer*& head = slots_[t.slot];
+    t.prev = nullptr;
+    t.next = head;
+    if (head != nullptr) head->prev = &t;
+    head = &t;
+    t.armed = true;
+    ++armed_;
+}
+
+void TimerWheel::cancel(Timer& t) {
+    if (!t.armed) return;
+    if (t.prev != nullptr) {
+        t.prev->next = t.next;
+    } else {
+        slots_[t.slot] = t.next;
+    }
+    if (t.next != nullptr) t.next->prev = t.prev;
+    t.next = t.prev = nullptr;
+    t.armed = false;
+    --armed_;
+}
+
+uint32_t TimerWheel::advance(uint64_t now_ns) {
+    const uint64_t now_tick = now_ns / tick_ns_;
+    if (now_tick < cur_tick_) return 0;
+    uint32_t fired = 0;
+    // Visit each elapsed slot once (at most one full turn), including the current one.
+    uint64_t last = now_tick;
+    if (last - cur_tick_ > mask_) last = cur_tick_ + mask_;
+    for (uint64_t tick = cur_tick_; tick <= last; ++tick) {
+        Timer** link = &slots_[tick & mask_];
+        while (*link != nullptr) {
+            Timer* t = *link;
+            if (t->expires_ns <= now_ns) {
+                cancel(*t);  // unlinks t; *link now holds its successor
+                ++fired;
+                t->fn(*t, now_ns);
+                link = &slots_[tick & mask_];  // fn may have armed timers into this slot: rescan
+            } else {
+                link = &t->next;
+            }
+        }
+    }
+    cur_tick_ = now_tick;
+    return fired;
+}
+
+uint64_t TimerWheel::next_expiry() const {
+    uint64_t best = UINT64_MAX;
+    if (armed_ == 0) return best;
+    for (uint32_t i = 0; i <= mask_; ++i)
+        for (Timer* t = slots_[i]; t != nullptr; t = t->next)
+            if (t->expires_ns < best) best = t->expires_ns;
+    return best;
+}
+
+}  // namespace iccs

@@ -1,0 +1,75 @@
+// udp.cpp: UDP input and output (RFC 768) of the Stack. The checksum is always computed on
+// send and always required on receive (DESIGN.md §3): a zero checksum is dropped as missing.
+#include "checksum.hpp"
+#include "stack.hpp"
+
+namespace iccs {
+
+// The pseudo-header sum (RFC 768): source, destination, zero+protocol, UDP length.
+static uint64_t udp_pseudo_sum(Ipv4Addr src, Ipv4Addr dst, uint32_t udp_len) {
+    return uint64_t{src.v >> 16} + (src.v & 0xffff) + (dst.v >> 16) + (dst.v & 0xffff) + kIpProtoUdp + udp_len;
+}
+
+void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
+    ++ctr_.udp_rx;
+    if (p->pkt_len < kUdpHdrLen || p->data_len < kUdpHdrLen) {
+        ++ctr_.drop_udp_short;
+        pkt_free(p);
+        return;
+    }
+    const UdpHdr u = load_hdr<UdpHdr>(p->data());
+    const uint32_t len = u.len.get();
+    if (len < kUdpHdrLen || len > p->pkt_len) {
+        ++ctr_.drop_udp_len;
+        pkt_free(p);
+        return;
+    }
+    if (len < p->pkt_len) pkt_trim_to(p, len);
+    if (u.csum.raw == 0 || csum_fold(csum_chain(p, 0, len, udp_pseudo_sum(src, dst, len))) != 0xffff) {
+        ++ctr_.drop_udp_csum;
+        pkt_free(p);
+        return;
+    }
+    const uint16_t port = u.dst_port.get();
+    UdpHandler* h = nullptr;
+    for (const Binding& b : bindings_)
+        if (b.port == port) {
+            h = b.h;
+            break;
+        }
+    if (h == nullptr) {
+        ++ctr_.drop_udp_port;
+        pkt_free(p);
+        return;
+    }
+    pkt_adj(p, kUdpHdrLen);
+    h->udp_deliver(p, UdpMeta{src, dst, u.src_port.get(), port}, now_ns);
+}
+
+bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port) {
+    const uint32_t len = p->pkt_len + kUdpHdrLen;
+    if (len > kUdpMaxPayload + kUdpHdrLen) {
+        ++ctr_.drop_ip_too_big;
+        pkt_free(p);
+        return false;
+    }
+    uint8_t* raw = pkt_prepend(p, kUdpHdrLen);
+    if (raw == nullptr) {
+        ++ctr_.drop_ip_nobuf;
+        pkt_free(p);
+        return false;
+    }
+    UdpHdr u;
+    u.src_port.set(src_port);
+    u.dst_port.set(dst_port);
+    u.len.set(static_cast<uint16_t>(len));
+    u.csum.set(0);
+    store_hdr(raw, u);
+    uint16_t c = csum_finish(csum_chain(p, 0, len, udp_pseudo_sum(cfg_.ip, dst, len)));
+    if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
+    u.csum.set(c);
+    store_hdr(raw, u);
+    return ipv4_output(p, dst, kIpProtoUdp);
+}
+
+}  // namespace iccs

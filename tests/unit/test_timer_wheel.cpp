@@ -1,0 +1,74 @@
+// The timer wheel under a test-controlled clock.
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "timer_wheel.hpp"
+
+using namespace iccs;
+
+namespace {
+std::vector<int> fired;
+void record(Timer& t, uint64_t) { fired.push_back(static_cast<int>(reinterpret_cast<intptr_t>(t.ctx))); }
+}  // namespace
+
+TEST_CASE("timers fire once, in time, and not before", "[timer]") {
+    fired.clear();
+    TimerWheel w(1000, 16, 0);
+    Timer t[4];
+    for (int i = 0; i < 4; ++i) {
+        t[i].fn = record;
+        t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
+    }
+    w.arm(t[0], 5'500);
+    w.arm(t[1], 2'000);
+    w.arm(t[2], 100'000);  // beyond one turn of the wheel (16 us)
+    w.arm(t[3], 3'000);
+    REQUIRE(w.next_expiry() == 2'000);
+    w.cancel(t[3]);
+    REQUIRE(w.advance(1'999) == 0);
+    REQUIRE(w.advance(2'000) == 1);
+    REQUIRE(w.advance(5'499) == 0);
+    REQUIRE(w.advance(50'000) == 1);  // many ticks at once; t[2] stays
+    REQUIRE(fired == std::vector<int>{1, 0});
+    REQUIRE(w.armed_count() == 1);
+    REQUIRE(w.advance(99'999) == 0);
+    REQUIRE(w.advance(1'000'000) == 1);
+    REQUIRE(fired == std::vector<int>{1, 0, 2});
+    REQUIRE(w.armed_count() == 0);
+    REQUIRE(w.next_expiry() == UINT64_MAX);
+}
+
+TEST_CASE("re-arming moves a timer and a callback may re-arm itself", "[timer]") {
+    TimerWheel w(100, 8, 0);
+    static int count = 0;
+    count = 0;
+    Timer t;
+    t.ctx = &w;
+    t.fn = [](Timer& self, uint64_t now) {
+        ++count;
+        if (count < 3) static_cast<TimerWheel*>(self.ctx)->arm(self, now + 250);
+    };
+    w.arm(t, 1000);
+    w.arm(t, 200);  // moved earlier
+    REQUIRE(w.armed_count() == 1);
+    w.advance(200);
+    REQUIRE(count == 1);
+    w.advance(449);
+    REQUIRE(count == 1);
+    w.advance(450);
+    REQUIRE(count == 2);
+    w.advance(10'000);
+    REQUIRE(count == 3);
+    REQUIRE(w.armed_count() == 0);
+}
+
+TEST_CASE("an overdue arm fires at the next advance", "[timer]") {
+    TimerWheel w(100, 8, 10'000);
+    static int count = 0;
+    count = 0;
+    Timer t;
+    t.fn = [](Timer&, uint64_t) { ++count; };
+    w.arm(t, 5);
+    w.advance(10'000);
+    REQUIRE(count == 1);
+}
