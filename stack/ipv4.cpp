@@ -52,13 +52,14 @@ void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
+    uint32_t whole_hlen = hlen;
     if (h.is_fragment()) {
         ++ctr_.ip_frag_rx;
         p = reass_.ipv4_reassemble(p, now_ns, ctr_);
         if (p == nullptr) return;  // held, or dropped and counted
+        // the datagram carries the first fragment's header (maybe with options)
+        whole_hlen = (p->data()[0] & 0x0fu) * 4u;
     }
-    // reassembly keeps the first fragment's header (maybe with options) in the head segment
-    const uint32_t whole_hlen = load_hdr<Ipv4Hdr>(p->data()).hdr_len();
     pkt_adj(p, whole_hlen);
     udp_input(p, Ipv4Addr{h.src.get()}, dst, now_ns);
 }
@@ -91,26 +92,22 @@ bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
 }
 
 void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint16_t frag_field) {
-    const uint32_t payload = p->pkt_len;
+    const uint32_t total = p->pkt_len + kIpv4HdrLen;
     uint8_t* raw = pkt_prepend(p, kIpv4HdrLen);
     if (raw == nullptr) {
         ++ctr_.drop_ip_nobuf;
         pkt_free(p);
         return;
     }
-    Ipv4Hdr h{};
-    h.ver_ihl = 0x45;
-    h.tos = 0;
-    h.total_len.set(static_cast<uint16_t>(payload + kIpv4HdrLen));
-    h.id.set(id);
-    h.frag.set(frag_field);
-    h.ttl = cfg_.ttl;
-    h.proto = proto;
-    h.csum.set(0);
-    h.src.set(cfg_.ip.v);
-    h.dst.set(dst.v);
-    h.csum.set(csum_finish(csum_add(0, &h, kIpv4HdrLen)));
-    store_hdr(raw, h);
+    // The header checksum from the field values (the sum of its ten 16-bit words, RFC 1071),
+    // then the header as two words and a half (see be.hpp on why not a struct copy).
+    const uint32_t src = cfg_.ip.v;
+    const uint64_t sum = 0x4500u + total + id + frag_field + ((uint32_t{cfg_.ttl} << 8) | proto) + (src >> 16) +
+                         (src & 0xffffu) + (dst.v >> 16) + (dst.v & 0xffffu);
+    const uint16_t csum = csum_finish(sum);
+    store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
+    store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
+    store_u32(raw + 16, __builtin_bswap32(dst.v));
     link_output(p, dst);
 }
 

@@ -45,25 +45,14 @@ PktBuf* HeapPktPool::seg_alloc(uint32_t headroom) {
 
 void HeapPktPool::seg_release(PktBuf* seg) { free_.push_back(seg); }
 
-PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom) { return pool.seg_alloc(headroom); }
-
-// Drop one reference on a single segment (never follows next).
-static void seg_put(PktBuf* s) {
+void pkt_seg_put(PktBuf* s) {
     if (--s->refcnt != 0) return;
     if (s->direct != nullptr) {
         PktBuf* d = s->direct;
         s->direct = nullptr;
-        seg_put(d);
+        pkt_seg_put(d);
     }
     s->pool->seg_release(s);
-}
-
-void pkt_free(PktBuf* head) {
-    while (head != nullptr) {
-        PktBuf* nx = head->next;
-        seg_put(head);
-        head = nx;
-    }
 }
 
 void pkt_ref(PktBuf* head) {
@@ -74,22 +63,6 @@ bool pkt_shared(const PktBuf* head) {
     for (const PktBuf* s = head; s != nullptr; s = s->next)
         if (s->refcnt > 1 || s->direct != nullptr) return true;
     return false;
-}
-
-uint8_t* pkt_prepend(PktBuf* head, uint32_t len) {
-    if (head->direct != nullptr || head->data_off < len) return nullptr;  // a view's headroom is someone else's data
-    head->data_off -= len;
-    head->data_len += len;
-    head->pkt_len += len;
-    return head->data();
-}
-
-uint8_t* pkt_adj(PktBuf* head, uint32_t len) {
-    if (head->data_len < len) return nullptr;
-    head->data_off += len;
-    head->data_len -= len;
-    head->pkt_len -= len;
-    return head->data();
 }
 
 bool pkt_trim_to(PktBuf* head, uint32_t new_len) {
@@ -174,7 +147,7 @@ uint32_t pkt_read(const PktBuf* head, uint32_t off, uint32_t len, void* dst) {
     return done;
 }
 
-const uint8_t* pkt_contig(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch) {
+const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch) {
     if (static_cast<uint64_t>(off) + len > head->pkt_len) return nullptr;
     uint32_t rel = off;
     for (const PktBuf* s = head; s != nullptr; s = s->next) {
@@ -254,6 +227,11 @@ PktBuf* pkt_slice(PktPool& pool, const PktBuf* src, uint32_t off, uint32_t len, 
 PktBuf* pkt_copy(PktPool& pool, const PktBuf* src, uint32_t headroom) {
     PktBuf* head = pool.seg_alloc(headroom);
     if (head == nullptr) return nullptr;
+    if (src->next == nullptr && head->tailroom() >= src->data_len) {  // the common case: one frame, one copy
+        std::memcpy(head->data(), src->data(), src->data_len);
+        head->data_len = head->pkt_len = src->data_len;
+        return head;
+    }
     for (const PktBuf* s = src; s != nullptr; s = s->next) {
         if (!pkt_write(head, pool, s->data(), s->data_len)) {
             pkt_free(head);

@@ -80,9 +80,23 @@ class HeapPktPool final : public PktPool {
 };
 
 // A fresh one-segment packet with `headroom` bytes in front; nullptr when the pool is empty.
-PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom = kPktHeadroom);
+inline PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom = kPktHeadroom) { return pool.seg_alloc(headroom); }
+// Drop one reference on a single segment (never follows next); at zero it returns to its pool.
+void pkt_seg_put(PktBuf* s);
 // Drop one reference on every segment of the chain; segments reaching zero go back to their pool.
-void pkt_free(PktBuf* head);
+inline void pkt_free(PktBuf* head) {
+    while (head != nullptr) {
+        PktBuf* nx = head->next;
+        // the common case inline: a direct segment whose last reference goes
+        if (head->refcnt == 1 && head->direct == nullptr) {
+            head->refcnt = 0;
+            head->pool->seg_release(head);
+        } else {
+            pkt_seg_put(head);
+        }
+        head = nx;
+    }
+}
 // Take one more reference on every segment of the chain.
 void pkt_ref(PktBuf* head);
 // True when some segment of the chain is shared (refcnt > 1 or indirect): writing to it would be
@@ -90,9 +104,22 @@ void pkt_ref(PktBuf* head);
 bool pkt_shared(const PktBuf* head);
 
 // Grow the packet at the front by len bytes of headroom; returns the new first byte or nullptr.
-uint8_t* pkt_prepend(PktBuf* head, uint32_t len);
+// A view's headroom is someone else's data: never prepend into an indirect segment.
+inline uint8_t* pkt_prepend(PktBuf* head, uint32_t len) {
+    if (head->direct != nullptr || head->data_off < len) return nullptr;
+    head->data_off -= len;
+    head->data_len += len;
+    head->pkt_len += len;
+    return head->data();
+}
 // Strip len bytes from the front (within the head segment); returns the new first byte or nullptr.
-uint8_t* pkt_adj(PktBuf* head, uint32_t len);
+inline uint8_t* pkt_adj(PktBuf* head, uint32_t len) {
+    if (head->data_len < len) return nullptr;
+    head->data_off += len;
+    head->data_len -= len;
+    head->pkt_len -= len;
+    return head->data();
+}
 // Cut the packet to new_len bytes from its tail (frees segments that fall off); false if longer.
 bool pkt_trim_to(PktBuf* head, uint32_t new_len);
 // Append len bytes of tailroom in the last segment; returns where to write or nullptr.
@@ -107,7 +134,11 @@ void pkt_chain(PktBuf* head, PktBuf* tail);
 uint32_t pkt_read(const PktBuf* head, uint32_t off, uint32_t len, void* dst);
 // Pointer to len contiguous bytes at off: into the segment when they lie in one, else copied
 // into scratch (len bytes). nullptr if the packet is shorter.
-const uint8_t* pkt_contig(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
+const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
+inline const uint8_t* pkt_contig(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch) {
+    if (static_cast<uint64_t>(off) + len <= head->data_len) return head->data() + off;  // in the head
+    return pkt_contig_slow(head, off, len, scratch);
+}
 
 // A new chain of indirect segments viewing [off, off+len) of src (no copy; each holds a reference
 // on the direct segment it views). The first segment is a fresh direct segment with `headroom`

@@ -2,6 +2,8 @@
 #include "slidwin.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <cstdio>
 
 namespace iccs {
@@ -73,14 +75,8 @@ SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns) 
         ++sc.ctr_.window_stalls;
         return SlidwinSendResult::kWouldBlock;
     }
-    uint8_t* raw = pkt_prepend(msg, kSlidwinHdrLen);
-    if (raw == nullptr) return SlidwinSendResult::kTooBig;  // no headroom: not a buffer of ours
-    SlidwinHdr h{};
-    h.version = kSlidwinVersion;
-    h.flags = kSwData | kSwAck;
-    h.subconn.set(sc.remote_id_);
-    h.seq.set(sc.snd_nxt_);
-    store_hdr(raw, h);
+    // The header is written whole by transmit(), every time the datagram goes out.
+    if (pkt_prepend(msg, kSlidwinHdrLen) == nullptr) return SlidwinSendResult::kTooBig;  // not our buffer
     SubConnection::SendSlot& slot = sc.snd_[sc.snd_nxt_ & sc.snd_mask_];
     slot.p = msg;
     slot.hdr_off = msg->data_off;
@@ -102,21 +98,22 @@ void SubConnection::push_new(uint64_t now_ns) {
         wheel_.arm(persist_timer_, now_ns + cfg_.persist_ns);
 }
 
-void SubConnection::fill_ack(SlidwinHdr& h, uint64_t now_ns) {
+void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns) {
     const uint32_t wnd = rcv_window();
-    h.ack.set(rcv_nxt_);
-    h.wnd.set(static_cast<uint16_t>(wnd));
     uint64_t bits = 0;
     if (ooo_held_ > 0) {
         const uint32_t span = std::min<uint32_t>(64, cfg_.rcv_buf_datagrams);
         for (uint32_t i = 0; i < span; ++i)
-            if (seq_lt(rcv_nxt_ + 1 + i, rcv_user_ + cfg_.rcv_buf_datagrams) && rcv_[(rcv_nxt_ + 1 + i) & rcv_mask_].p != nullptr)
+            if (seq_lt(rcv_nxt_ + 1 + i, rcv_user_ + cfg_.rcv_buf_datagrams) &&
+                rcv_[(rcv_nxt_ + 1 + i) & rcv_mask_].p != nullptr)
                 bits |= uint64_t{1} << i;
     }
-    h.sack.set(bits);
-    h.tsval.set(static_cast<uint32_t>(now_ns / 1000));
-    h.tsecr.set(ts_recent_);
-    if (ts_recent_valid_) h.flags = static_cast<uint8_t>(h.flags | kSwTsEcr);
+    if (ts_recent_valid_) flags = static_cast<uint8_t>(flags | kSwTsEcr);
+    // Four whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
+    store_u64(raw, uint64_t{kSlidwinVersion} | uint64_t{flags} << 8 | wire16(remote_id_) << 16 | wire32(seq) << 32);
+    store_u64(raw + 8, wire32(rcv_nxt_) | wire16(static_cast<uint16_t>(wnd)) << 32);
+    store_u64(raw + 16, __builtin_bswap64(bits));
+    store_u64(raw + 24, wire32(static_cast<uint32_t>(now_ns / 1000)) | wire32(ts_recent_) << 32);
     last_adv_right_ = rcv_nxt_ + wnd;
     // Whatever ack was owed goes out with this datagram.
     unacked_in_order_ = 0;
@@ -141,10 +138,7 @@ void SubConnection::transmit(uint32_t seq, uint64_t now_ns, bool retx) {
         p->data_len -= grown;
         p->pkt_len -= grown;
     }
-    SlidwinHdr h = load_hdr<SlidwinHdr>(p->data());
-    h.flags = static_cast<uint8_t>(kSwData | kSwAck | (retx ? kSwRetx : 0));
-    fill_ack(h, now_ns);
-    store_hdr(p->data(), h);
+    write_hdr(p->data(), static_cast<uint8_t>(kSwData | kSwAck | (retx ? kSwRetx : 0)), seq, now_ns);
     slot.sent_ns = now_ns;
     ++slot.tx_count;
     if (retx)
@@ -171,9 +165,9 @@ void SubConnection::rtt_sample(uint64_t rtt_ns) {
     rto_ns_ = std::clamp<uint64_t>(srtt_ns_ + 4 * rttvar_ns_, cfg_.rto_min_ns, cfg_.rto_max_ns);
 }
 
-void SubConnection::process_ack(const SlidwinHdr& h, uint64_t now_ns) {
+void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     ++ctr_.rx_ack;
-    const uint32_t ack = h.ack.get();
+    const uint32_t ack = h.ack;
     if (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams)) {
         ++ctr_.rx_bad;  // acks what was never sent, or far behind: not from our peer's state
         return;
@@ -195,7 +189,7 @@ void SubConnection::process_ack(const SlidwinHdr& h, uint64_t now_ns) {
         backoff_ = 0;
     }
     if (seq_lt(highest_sacked_, snd_una_)) highest_sacked_ = snd_una_;
-    const uint64_t bits = h.sack.get();
+    const uint64_t bits = h.sack;
     if (bits != 0) {
         for (uint32_t i = 0; i < 64; ++i) {
             if ((bits >> i & 1u) == 0) continue;
@@ -215,7 +209,7 @@ void SubConnection::process_ack(const SlidwinHdr& h, uint64_t now_ns) {
     }
     // The echoed timestamp times this ack's round trip, retransmission or not (RFC 7323 §4.1).
     if (news && (h.flags & kSwTsEcr)) {
-        const uint32_t rtt_us = static_cast<uint32_t>(now_ns / 1000) - h.tsecr.get();
+        const uint32_t rtt_us = static_cast<uint32_t>(now_ns / 1000) - h.tsecr;
         rtt_sample(uint64_t{rtt_us} * 1000);
     }
 
@@ -239,7 +233,7 @@ void SubConnection::process_ack(const SlidwinHdr& h, uint64_t now_ns) {
 
     // The receiver's right edge (first seq its user has not freed + buffer) never moves back,
     // so a smaller one can only come from a late ack: keep the newest.
-    const uint32_t right = ack + h.wnd.get();
+    const uint32_t right = ack + h.wnd;
     if (seq_lt(peer_right_, right)) peer_right_ = right;
     if (snd_una_ == snd_sent_) {
         wheel_.cancel(rto_timer_);
@@ -286,13 +280,7 @@ void SubConnection::send_ack(uint64_t now_ns, uint8_t extra_flags) {
         if (!delack_timer_.armed) wheel_.arm(delack_timer_, now_ns + cfg_.delack_ns);
         return;
     }
-    SlidwinHdr h{};
-    h.version = kSlidwinVersion;
-    h.flags = static_cast<uint8_t>(kSwAck | extra_flags);
-    h.subconn.set(remote_id_);
-    h.seq.set(snd_sent_);
-    fill_ack(h, now_ns);
-    store_hdr(pkt_append(p, kSlidwinHdrLen), h);
+    write_hdr(pkt_append(p, kSlidwinHdrLen), static_cast<uint8_t>(kSwAck | extra_flags), snd_sent_, now_ns);
     ++ctr_.tx_ack;
     link_.slidwin_transmit(*this, p);
 }
@@ -322,21 +310,32 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    const SlidwinHdr h = load_hdr<SlidwinHdr>(p->data());
-    if (h.version != kSlidwinVersion || h.reserved.raw != 0 ||
-        ((h.flags & kSwData) == 0 && p->pkt_len != kSlidwinHdrLen)) {
+    // Fields read in place (no 32-byte copy): see be.hpp.
+    const uint8_t* raw = p->data();
+    SlidwinAck a;
+    const uint8_t version = raw[offsetof(SlidwinHdr, version)];
+    const uint8_t flags = raw[offsetof(SlidwinHdr, flags)];
+    a.flags = flags;
+    a.ack = load_be32(raw + offsetof(SlidwinHdr, ack));
+    a.wnd = load_be16(raw + offsetof(SlidwinHdr, wnd));
+    uint64_t sack_be;
+    std::memcpy(&sack_be, raw + offsetof(SlidwinHdr, sack), 8);
+    a.sack = __builtin_bswap64(sack_be);
+    a.tsecr = load_be32(raw + offsetof(SlidwinHdr, tsecr));
+    if (version != kSlidwinVersion || load_be16(raw + offsetof(SlidwinHdr, reserved)) != 0 ||
+        ((flags & kSwData) == 0 && p->pkt_len != kSlidwinHdrLen)) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;
     }
-    if (h.flags & kSwAck) sc.process_ack(h, now_ns);
-    if (h.flags & kSwAckReq) sc.ack_now_ = true;
-    if ((h.flags & kSwData) == 0) {
+    if (flags & kSwAck) sc.process_ack(a, now_ns);
+    if (flags & kSwAckReq) sc.ack_now_ = true;
+    if ((flags & kSwData) == 0) {
         pkt_free(p);
         return;
     }
-    const uint32_t seq = h.seq.get();
-    sc.ts_recent_ = h.tsval.get();
+    const uint32_t seq = load_be32(raw + offsetof(SlidwinHdr, seq));
+    sc.ts_recent_ = load_be32(raw + offsetof(SlidwinHdr, tsval));
     sc.ts_recent_valid_ = true;
     if (seq_lt(seq, sc.rcv_nxt_)) {
         ++sc.ctr_.rx_dup;

@@ -73,6 +73,15 @@ struct SlidwinCounters {
 
 class SubConnection;
 
+// The acknowledgement fields of a received header, in host order.
+struct SlidwinAck {
+    uint8_t flags;
+    uint32_t ack;
+    uint16_t wnd;
+    uint64_t sack;
+    uint32_t tsecr;
+};
+
 // What a sub-connection needs from its owner (the endpoint that binds it to UDP).
 struct SlidwinLink {
     virtual ~SlidwinLink() = default;
@@ -139,8 +148,9 @@ class SubConnection {
     void transmit(uint32_t seq, uint64_t now_ns, bool retx);
     void push_new(uint64_t now_ns);
     void send_ack(uint64_t now_ns, uint8_t extra_flags);
-    void fill_ack(SlidwinHdr& h, uint64_t now_ns);
-    void process_ack(const SlidwinHdr& h, uint64_t now_ns);
+    // Write the whole header of an outgoing datagram, with the ack state this side owes.
+    void write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns);
+    void process_ack(const SlidwinAck& h, uint64_t now_ns);
     void rtt_sample(uint64_t rtt_ns);
     void arm_rto(uint64_t now_ns);
     void ack_due(uint64_t now_ns);

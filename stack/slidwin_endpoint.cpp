@@ -1,6 +1,8 @@
 // slidwin_endpoint.cpp: see slidwin_endpoint.hpp.
 #include "slidwin_endpoint.hpp"
 
+#include <cstddef>
+
 namespace iccs {
 
 SlidwinEndpoint::SlidwinEndpoint(Stack& stack, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg,
@@ -30,7 +32,7 @@ void SlidwinEndpoint::udp_deliver(PktBuf* payload, const UdpMeta& meta, uint64_t
     uint8_t scratch[kSlidwinHdrLen];
     const uint8_t* raw = pkt_contig(payload, 0, kSlidwinHdrLen, scratch);
     uint16_t id = 0xffff;
-    if (raw != nullptr) id = load_hdr<SlidwinHdr>(raw).subconn.get();
+    if (raw != nullptr) id = load_be16(raw + offsetof(SlidwinHdr, subconn));
     if (id >= peers_.size() || !peers_[id].sc || !(peers_[id].ip == meta.src) || peers_[id].port != meta.src_port) {
         ++drop_unknown_;
         pkt_free(payload);

@@ -1,16 +1,28 @@
 // stack.cpp: the Stack's burst entry, TX queue, port bindings and slow timers.
 #include "stack.hpp"
 
+#include <algorithm>
+
 namespace iccs {
 
+static uint32_t pow2_at_least(uint32_t v) {
+    uint32_t n = 1;
+    while (n < v) n <<= 1;
+    return n;
+}
+
 Stack::Stack(const StackConfig& cfg, PktPool& pool)
-    : cfg_(cfg), pool_(pool), arp_(cfg.arp_entries), reass_(cfg.reass), txq_(new PktBuf*[cfg.tx_queue_frames]) {}
+    : cfg_(cfg), pool_(pool), arp_(cfg.arp_entries), reass_(cfg.reass) {
+    cfg_.tx_queue_frames = pow2_at_least(std::max<uint32_t>(cfg.tx_queue_frames, 32));
+    tx_mask_ = cfg_.tx_queue_frames - 1;
+    txq_.reset(new PktBuf*[cfg_.tx_queue_frames]);
+}
 
 Stack::~Stack() {
     for (Pending& q : arp_pending_) pkt_free(q.p);
     while (tx_count_ > 0) {
         pkt_free(txq_[tx_head_]);
-        tx_head_ = (tx_head_ + 1) % cfg_.tx_queue_frames;
+        tx_head_ = (tx_head_ + 1) & tx_mask_;
         --tx_count_;
     }
 }
@@ -29,7 +41,7 @@ void Stack::tx_push(PktBuf* frame) {
     }
     ++ctr_.tx_frames;
     ctr_.tx_bytes += frame->pkt_len;
-    txq_[(tx_head_ + tx_count_) % cfg_.tx_queue_frames] = frame;
+    txq_[(tx_head_ + tx_count_) & tx_mask_] = frame;
     ++tx_count_;
 }
 
@@ -37,7 +49,7 @@ uint32_t Stack::tx_take(PktBuf** out, uint32_t max) {
     uint32_t n = 0;
     while (n < max && tx_count_ > 0) {
         out[n++] = txq_[tx_head_];
-        tx_head_ = (tx_head_ + 1) == cfg_.tx_queue_frames ? 0 : tx_head_ + 1;
+        tx_head_ = (tx_head_ + 1) & tx_mask_;
         --tx_count_;
     }
     return n;

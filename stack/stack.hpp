@@ -33,7 +33,7 @@ struct StackConfig {
     uint32_t arp_entries = 64;           // dynamic ARP cache size
     uint32_t arp_pending_max = 64;       // packets held while their next hop is resolved
     uint64_t arp_retry_ns = 100'000'000; // resend an unanswered ARP request after this
-    uint32_t tx_queue_frames = 4096;     // frames the device has not taken yet
+    uint32_t tx_queue_frames = 4096;     // frames the device has not taken yet (rounded up to 2^n)
 };
 
 // Where a received UDP datagram came from and went to.
@@ -145,7 +145,7 @@ class Stack {
     std::vector<ArpAsk> arp_asked_;
     uint64_t last_now_ns_ = 0;
     std::unique_ptr<PktBuf*[]> txq_;
-    uint32_t tx_head_ = 0, tx_count_ = 0;
+    uint32_t tx_head_ = 0, tx_count_ = 0, tx_mask_ = 0;
 };
 
 }  // namespace iccs

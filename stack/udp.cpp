@@ -59,16 +59,12 @@ bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_
         pkt_free(p);
         return false;
     }
-    UdpHdr u;
-    u.src_port.set(src_port);
-    u.dst_port.set(dst_port);
-    u.len.set(static_cast<uint16_t>(len));
-    u.csum.set(0);
-    store_hdr(raw, u);
-    uint16_t c = csum_finish(csum_chain(p, 0, len, udp_pseudo_sum(cfg_.ip, dst, len)));
+    // Header words summed from their values; the payload summed from memory (see be.hpp).
+    store_u64(raw, wire16(src_port) | wire16(dst_port) << 16 | wire16(static_cast<uint16_t>(len)) << 32);
+    const uint64_t hdr_sum = udp_pseudo_sum(cfg_.ip, dst, len) + src_port + dst_port + len;
+    uint16_t c = csum_finish(csum_chain(p, kUdpHdrLen, len - kUdpHdrLen, hdr_sum));
     if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
-    u.csum.set(c);
-    store_hdr(raw, u);
+    store_u16(raw + 6, __builtin_bswap16(c));
     return ipv4_output(p, dst, kIpProtoUdp);
 }
 
