@@ -8,6 +8,7 @@
 
 #include "bench_stack.hpp"
 #include "demo.hpp"
+#include "run.hpp"
 
 namespace {
 
@@ -73,5 +74,6 @@ int main(int argc, char** argv) {
     const std::string cmd = argv[1];
     if (cmd == "demo") return iccs::cmd_demo(argc - 2, argv + 2);
     if (cmd == "bench") return cmd_bench(argc - 2, argv + 2);
+    if (cmd == "run") return iccs::cmd_run(argc - 2, argv + 2, false);
     usage_error("unknown subcommand '" + cmd + "' (see ./iccs --help)");
 }

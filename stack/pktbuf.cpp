@@ -15,6 +15,7 @@ HeapPktPool::HeapPktPool(uint32_t nsegs, uint32_t seg_bytes)
     for (uint32_t i = nsegs; i-- > 0;) {
         PktBuf& s = segs_[i];
         s.buf = storage_.get() + static_cast<size_t>(i) * seg_bytes;
+        s.buf_iova = reinterpret_cast<uintptr_t>(s.buf);  // heap memory: IOVA as VA
         s.buf_len = seg_bytes;
         s.pool = this;
         free_.push_back(&s);
@@ -30,6 +31,7 @@ PktBuf* HeapPktPool::seg_alloc(uint32_t headroom) {
     free_.pop_back();
     const size_t idx = static_cast<size_t>(s - segs_.get());
     s->buf = storage_.get() + idx * seg_bytes_;
+    s->buf_iova = reinterpret_cast<uintptr_t>(s->buf);
     s->buf_len = seg_bytes_;
     s->next = nullptr;
     s->direct = nullptr;
@@ -203,6 +205,7 @@ PktBuf* pkt_slice(PktPool& pool, const PktBuf* src, uint32_t off, uint32_t len, 
         ++owner->refcnt;
         v->direct = owner;
         v->buf = s->buf;
+        v->buf_iova = s->buf_iova;
         v->buf_len = s->buf_len;
         v->data_off = s->data_off + off;
         v->data_len = k;

@@ -41,6 +41,10 @@ struct PktBuf {
     uint32_t meta = 0;          // for the layer that currently owns the packet (e.g. frag offset)
     uint64_t ts_ns = 0;         // for the layer that currently owns the packet (e.g. arrival time)
     void* backing = nullptr;    // the pool's own handle (e.g. the rte_mbuf behind this segment)
+    uint64_t buf_iova = 0;      // device address of buf (DPDK IOVA); a view copies its direct's
+    // Room for the device layer's per-segment state while the segment is on a TX queue (the
+    // proxy keeps an rte_mbuf_ext_shared_info here); the stack never touches it.
+    alignas(8) uint8_t dev_scratch[24] = {};
 
     uint8_t* data() { return buf + data_off; }
     const uint8_t* data() const { return buf + data_off; }

@@ -99,3 +99,17 @@ std::string to_string(const SlidwinHdr& h) {
 }
 
 }  // namespace iccs
+
+#include "conv_hdr.hpp"
+
+namespace iccs {
+
+std::string to_string(const ConvHdr& h) {
+    char s[160];
+    std::snprintf(s, sizeof s, "conv %u:%u > %u:%u cseq %u msg %u piece %u/%u len %u", h.src_cluster.get(),
+                  h.src_port.get(), h.dst_cluster.get(), h.dst_port.get(), h.conn_seq.get(), h.msg_id.get(),
+                  h.piece_idx.get(), h.piece_cnt.get(), h.msg_len.get());
+    return s;
+}
+
+}  // namespace iccs

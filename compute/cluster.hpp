@@ -1,0 +1,67 @@
+// cluster.hpp: one cluster process (DESIGN.md §1, §5): its DPDK EAL, pools, rings, proxies on
+// pinned lcores, the fabric links to the other clusters, and its compute threads.
+//
+// On one host `launch_clusters()` forks one such process per cluster (fork before any DPDK
+// call, so each child has its own EAL) and cleans up after them: EAL runtime dirs and memif
+// sockets, also when a child crashes or the user presses Ctrl-C.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proxy.hpp"
+
+namespace iccs {
+
+// Everything one cluster process needs, resolved from the machine configuration.
+struct ClusterPlan {
+    uint16_t cluster_id = 0;
+    uint16_t clusters = 2;
+    uint16_t threads = 2;                       // compute threads per cluster
+    std::vector<uint16_t> proxies_per_cluster;  // by cluster id
+    std::vector<unsigned> proxy_cores;          // by proxy index of this cluster
+    std::vector<unsigned> compute_cores;        // by thread index
+    Polling polling = Polling::kAdaptive;
+    std::string fabric = "memif";               // memif (full mesh of links) | af_packet | pci
+    uint32_t mtu_bytes = 1500;
+    uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
+    uint16_t udp_port = 9410;
+    SlidwinConfig slidwin;
+    ReassemblyConfig reass;
+    RxImpairment impair;
+    uint32_t ring_entries = 1024;
+    uint32_t pool_segments = 16384;             // message buffers (2 KiB each) of the cluster
+    std::string run_id;                         // names EAL file prefixes and sockets of this run
+    std::string sock_dir;                       // where memif sockets live
+    uint32_t link_timeout_ms = 20'000;
+    // The workload: every compute thread sends `messages` messages to every compute thread of
+    // every other cluster, sizes uniform in [min_size, max_size], and checks what it receives.
+    uint64_t messages = 1000;
+    uint32_t min_size = 1, max_size = 9000;
+    uint64_t seed = 1;
+    bool quiet = false;
+};
+
+struct ClusterReport {
+    bool ok = false;
+    std::string error;
+    uint64_t sent = 0, received = 0, corrupt = 0, duplicates = 0, missing = 0;
+    double seconds = 0;
+    std::vector<ProxySnapshot> proxies;
+};
+
+// The address plan every cluster agrees on.
+Ipv4Addr proxy_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+MacAddr proxy_mac(uint16_t cluster, uint16_t proxy);
+std::string eal_prefix(const ClusterPlan& plan, uint16_t cluster);
+
+// Run this process as cluster plan.cluster_id: EAL up, links up, workload, report, EAL down.
+ClusterReport run_cluster(const ClusterPlan& plan);
+// Print a report as the end-of-run table (per proxy counters).
+void print_report(const ClusterPlan& plan, const ClusterReport& r);
+
+// Fork one process per cluster, wait for all, clean up. Returns 0 when every cluster succeeded.
+int launch_clusters(ClusterPlan plan, uint32_t timeout_s);
+
+}  // namespace iccs

@@ -1,0 +1,867 @@
+// config.cpp: the key table and the paths that use it (file, flag, validate, dump).
+//
+// Each key is one row: where it lives, how it is checked and stored (set), how it is read back as
+// a TOML value (put), and a comment for the dump (note). Values from the command line are turned
+// into TOML nodes first, so a flag goes through the very check a file does.
+
+// GCC 12 at -O2/-O3 warns -Wrestrict inside libstdc++ on `"literal" + std::string`, a false
+// positive (GCC bug 105329); this file builds its messages that way.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+#include "config.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <toml++/toml.h>
+
+namespace iccs {
+
+// The stack's defaults are the config's defaults (one truth, two units).
+static_assert(SlidwinSection{}.snd_buf_datagrams == SlidwinConfig{}.snd_buf_datagrams);
+static_assert(SlidwinSection{}.rcv_buf_datagrams == SlidwinConfig{}.rcv_buf_datagrams);
+static_assert(SlidwinSection{}.rto_initial_us * 1000 == SlidwinConfig{}.rto_initial_ns);
+static_assert(SlidwinSection{}.rto_min_us * 1000 == SlidwinConfig{}.rto_min_ns);
+static_assert(SlidwinSection{}.rto_max_us * 1000 == SlidwinConfig{}.rto_max_ns);
+static_assert(SlidwinSection{}.delack_us * 1000 == SlidwinConfig{}.delack_ns);
+static_assert(SlidwinSection{}.persist_us * 1000 == SlidwinConfig{}.persist_ns);
+static_assert(SlidwinSection{}.ack_every == SlidwinConfig{}.ack_every);
+static_assert(ReassemblySection{}.max_datagrams == ReassemblyConfig{}.max_datagrams);
+static_assert(ReassemblySection{}.max_bytes == ReassemblyConfig{}.max_bytes);
+static_assert(ReassemblySection{}.timeout_ms * 1'000'000 == ReassemblyConfig{}.timeout_ns);
+
+std::string_view to_string(Fabric f) {
+    switch (f) {
+        case Fabric::kMemif: return "memif";
+        case Fabric::kAfPacket: return "af_packet";
+        case Fabric::kPci: return "pci";
+        case Fabric::kUdp: return "udp";
+    }
+    return "?";
+}
+
+std::string_view to_string(Polling p) {
+    switch (p) {
+        case Polling::kBusy: return "busy";
+        case Polling::kAdaptive: return "adaptive";
+        case Polling::kInline: return "inline";
+    }
+    return "?";
+}
+
+std::string_view to_string(Dispatch d) {
+    switch (d) {
+        case Dispatch::kFixed: return "fixed";
+        case Dispatch::kRoundRobin: return "round-robin";
+        case Dispatch::kLeastLoaded: return "least-loaded";
+    }
+    return "?";
+}
+
+uint32_t resolve_proxies(uint32_t proxies_setting, uint32_t compute_threads) {
+    if (proxies_setting != kProxiesAuto) return proxies_setting;
+    uint32_t p = 1;
+    while (p * p < compute_threads) ++p;  // ceil(sqrt), exactly
+    return p;
+}
+
+void resolve(MachineConfig& cfg) {
+    cfg.cluster.proxies_resolved = resolve_proxies(cfg.cluster.proxies, cfg.cluster.compute_threads);
+}
+
+uint32_t host_core_count() {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > 0) return static_cast<uint32_t>(n);
+    const unsigned h = std::thread::hardware_concurrency();
+    return h > 0 ? h : 1;
+}
+
+SlidwinConfig to_slidwin_config(const SlidwinSection& s) {
+    SlidwinConfig c;
+    c.snd_buf_datagrams = s.snd_buf_datagrams;
+    c.rcv_buf_datagrams = s.rcv_buf_datagrams;
+    c.rto_initial_ns = s.rto_initial_us * 1000;
+    c.rto_min_ns = s.rto_min_us * 1000;
+    c.rto_max_ns = s.rto_max_us * 1000;
+    c.delack_ns = s.delack_us * 1000;
+    c.persist_ns = s.persist_us * 1000;
+    c.ack_every = s.ack_every;
+    return c;
+}
+
+ReassemblyConfig to_reassembly_config(const ReassemblySection& r) {
+    ReassemblyConfig c;
+    c.max_datagrams = r.max_datagrams;
+    c.max_bytes = r.max_bytes;
+    c.timeout_ns = r.timeout_ms * 1'000'000;
+    return c;
+}
+
+namespace {
+
+// ---- values as text ----------------------------------------------------------------------------
+
+std::string quote(std::string_view s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+std::string double_text(double v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    std::string s(buf, r.ptr);
+    if (s == "inf" || s == "-inf" || s == "nan" || s == "-nan") return s;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";  // a TOML float, not an integer
+    return s;
+}
+
+// A node as it would be written in TOML (values in messages, and the dump).
+std::string value_text(const toml::node& n) {
+    if (auto v = n.as_integer()) return std::to_string(v->get());
+    if (auto v = n.as_floating_point()) return double_text(v->get());
+    if (auto v = n.as_string()) return quote(v->get());
+    if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+    if (auto a = n.as_array()) {
+        std::string s = "[";
+        for (size_t i = 0; i < a->size(); ++i) {
+            if (i > 0) s += ", ";
+            s += value_text(*a->get(i));
+        }
+        return s + "]";
+    }
+    if (n.is_table()) return "{...} (a table)";
+    std::ostringstream os;  // dates and times
+    if (auto v = n.as_date()) os << *v;
+    if (auto v = n.as_time()) os << *v;
+    if (auto v = n.as_date_time()) os << *v;
+    return os.str();
+}
+
+std::string ipv4_text(Ipv4Addr a) {
+    return std::to_string(a.v >> 24) + "." + std::to_string((a.v >> 16) & 0xff) + "." +
+           std::to_string((a.v >> 8) & 0xff) + "." + std::to_string(a.v & 0xff);
+}
+
+// Dotted quad, each part 0..255 in decimal without leading zeros (no octal surprises).
+bool parse_ipv4_strict(std::string_view s, Ipv4Addr& out) {
+    uint32_t v = 0;
+    for (int part = 0; part < 4; ++part) {
+        if (part > 0) {
+            if (s.empty() || s[0] != '.') return false;
+            s.remove_prefix(1);
+        }
+        size_t n = 0;
+        while (n < s.size() && n < 4 && s[n] >= '0' && s[n] <= '9') ++n;
+        if (n == 0 || n > 3 || (n > 1 && s[0] == '0')) return false;
+        const uint32_t x = static_cast<uint32_t>(std::stoul(std::string(s.substr(0, n))));
+        if (x > 255) return false;
+        v = (v << 8) | x;
+        s.remove_prefix(n);
+    }
+    if (!s.empty()) return false;
+    out.v = v;
+    return true;
+}
+
+bool is_hex(std::string_view s) {
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+// DPDK's PCI address: [domain:]bus:device.function, e.g. "0000:03:00.0" or "03:00.0".
+bool is_pci_address(std::string_view s) {
+    if (s.size() == 12) {
+        if (!is_hex(s.substr(0, 4)) || s[4] != ':') return false;
+        s.remove_prefix(5);
+    }
+    return s.size() == 7 && is_hex(s.substr(0, 2)) && s[2] == ':' && is_hex(s.substr(3, 2)) && s[5] == '.' &&
+           s[6] >= '0' && s[6] <= '7';
+}
+
+bool parse_int(std::string_view s, int64_t& out) {
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+    return r.ec == std::errc{} && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+bool parse_double(std::string_view s, double& out) {
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+    return r.ec == std::errc{} && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+bool close_enough(std::string_view typed, std::string_view known) {
+    const size_t limit = typed.size() <= 4 ? 1 : typed.size() <= 8 ? 2 : 3;
+    return edit_distance(typed, known) <= limit;
+}
+
+// ---- the key table -----------------------------------------------------------------------------
+
+struct Problem {
+    uint32_t line = 0;  // 0: no place in a file (a flag, a config built in code)
+    uint32_t column = 0;
+    std::string text;   // "[cluster] polling = \"fast\": allowed values are busy, adaptive, inline"
+};
+
+Problem problem_at(const toml::node& n, std::string text) {
+    return Problem{n.source().begin.line, n.source().begin.column, std::move(text)};
+}
+
+enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray };
+
+struct Key {
+    std::string_view section;
+    std::string_view name;
+    Kind kind;
+    std::string allowed;  // "an integer from 1 to 64", "busy, adaptive, inline"
+    std::string_view doc;
+    std::function<std::optional<Problem>(MachineConfig&, const toml::node&)> set;
+    std::function<void(const MachineConfig&, toml::table&)> put;  // inserts the key's value
+    std::function<std::string(const MachineConfig&)> note;        // dump comment, may be empty
+
+    std::string head() const { return "[" + std::string(section) + "] " + std::string(name); }
+    // The message for a wrong value at node n.
+    Problem wrong(const toml::node& n) const {
+        return problem_at(n, head() + " = " + value_text(n) + ": " +
+                                 (kind == Kind::kEnum ? "allowed values are " : "expected ") + allowed);
+    }
+};
+
+template <class S>
+using SectionOf = S MachineConfig::*;
+
+std::string int_allowed(int64_t lo, int64_t hi, bool pow2) {
+    return std::string(pow2 ? "a power of two" : "an integer") + " from " + std::to_string(lo) + " to " +
+           std::to_string(hi);
+}
+
+template <class S, class T>
+Key int_key(std::string_view section, std::string_view name, SectionOf<S> sec, T S::*field, int64_t lo, int64_t hi,
+            std::string_view doc, bool pow2 = false) {
+    Key k{section, name, Kind::kInt, int_allowed(lo, hi, pow2), doc, {}, {}, {}};
+    k.set = [k_head = k.head(), lo, hi, pow2, sec, field, allowed = k.allowed](
+                MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto v = n.as_integer();
+        if (!v || v->get() < lo || v->get() > hi || (pow2 && (v->get() & (v->get() - 1)) != 0))
+            return problem_at(n, k_head + " = " + value_text(n) + ": expected " + allowed);
+        (c.*sec).*field = static_cast<T>(v->get());
+        return std::nullopt;
+    };
+    k.put = [name, sec, field](const MachineConfig& c, toml::table& t) {
+        t.insert_or_assign(name, static_cast<int64_t>((c.*sec).*field));
+    };
+    return k;
+}
+
+template <class S, class E>
+Key enum_key(std::string_view section, std::string_view name, SectionOf<S> sec, E S::*field,
+             std::vector<std::pair<std::string_view, E>> values, std::string_view doc) {
+    std::string allowed;
+    for (const auto& [text, e] : values) {
+        if (!allowed.empty()) allowed += ", ";
+        allowed += text;
+    }
+    Key k{section, name, Kind::kEnum, allowed, doc, {}, {}, {}};
+    k.set = [k, values, sec, field](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        if (const auto v = n.as_string())
+            for (const auto& [text, e] : values)
+                if (v->get() == text) {
+                    (c.*sec).*field = e;
+                    return std::nullopt;
+                }
+        return k.wrong(n);
+    };
+    k.put = [name, sec, field](const MachineConfig& c, toml::table& t) {
+        t.insert_or_assign(name, std::string(to_string((c.*sec).*field)));
+    };
+    return k;
+}
+
+Key probability_key(std::string_view name, double TestSection::*field, std::string_view doc) {
+    Key k{"test", name, Kind::kProbability, "a probability from 0.0 to 1.0", doc, {}, {}, {}};
+    k.set = [k, field](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        double v = -1;
+        if (const auto f = n.as_floating_point()) v = f->get();
+        if (const auto i = n.as_integer()) v = static_cast<double>(i->get());  // drop = 0 is fine
+        if (!(v >= 0.0 && v <= 1.0)) return k.wrong(n);
+        c.test.*field = v;
+        return std::nullopt;
+    };
+    k.put = [name, field](const MachineConfig& c, toml::table& t) { t.insert_or_assign(name, c.test.*field); };
+    return k;
+}
+
+Key base_ip_key() {
+    Key k{"machine", "base_ip", Kind::kIpv4,
+          "an IPv4 unicast address like \"10.0.0.0\" (not 0.x.x.x, 127.x.x.x, or 224.0.0.0 and above)",
+          "proxy p of cluster c gets base_ip + 256*c + p + 1 (one host)", {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        Ipv4Addr a;
+        const auto s = n.as_string();
+        if (!s || !parse_ipv4_strict(s->get(), a)) return k.wrong(n);
+        const uint32_t first = a.v >> 24;
+        if (first == 0 || first == 127 || first >= 224) return k.wrong(n);
+        c.machine.base_ip = a;
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("base_ip", ipv4_text(c.machine.base_ip)); };
+    k.note = [](const MachineConfig& c) {
+        const uint32_t last_cluster = c.machine.clusters > 0 ? c.machine.clusters - 1 : 0;
+        const uint32_t last_proxy = c.cluster.proxies_resolved > 0 ? c.cluster.proxies_resolved - 1 : 0;
+        return "proxies " + ipv4_text(proxy_ip(c, 0, 0)) + " .. " + ipv4_text(proxy_ip(c, last_cluster, last_proxy));
+    };
+    return k;
+}
+
+Key proxies_key() {
+    Key k{"cluster", "proxies", Kind::kProxies, "an integer from 1 to 64, or \"auto\"",
+          "proxies per cluster; \"auto\" = ceil(sqrt(compute_threads))", {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        if (const auto s = n.as_string(); s && s->get() == "auto") {
+            c.cluster.proxies = kProxiesAuto;
+            return std::nullopt;
+        }
+        if (const auto i = n.as_integer(); i && i->get() >= 1 && i->get() <= 64) {
+            c.cluster.proxies = static_cast<uint32_t>(i->get());
+            return std::nullopt;
+        }
+        return k.wrong(n);
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        if (c.cluster.proxies == kProxiesAuto)
+            t.insert_or_assign("proxies", "auto");
+        else
+            t.insert_or_assign("proxies", static_cast<int64_t>(c.cluster.proxies));
+    };
+    k.note = [](const MachineConfig& c) {
+        return c.cluster.proxies == kProxiesAuto
+                   ? "= " + std::to_string(resolve_proxies(kProxiesAuto, c.cluster.compute_threads))
+                   : std::string();
+    };
+    return k;
+}
+
+Key proxy_cores_key() {
+    const uint32_t cores = host_core_count();
+    const std::string element = "a core number from 0 to " + std::to_string(cores - 1) + " (this host has " +
+                                std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
+    Key k{"cluster", "proxy_cores", Kind::kCoreArray, "an array of core numbers, e.g. [1]; each " + element,
+          "proxy p of a cluster is pinned to proxy_cores[p]; proxies beyond the list are spread", {}, {}, {}};
+    k.set = [k, cores, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<uint32_t> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto v = e.as_integer();
+            if (!v || v->get() < 0 || v->get() >= static_cast<int64_t>(cores))
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(static_cast<uint32_t>(v->get()));
+        }
+        c.cluster.proxy_cores = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const uint32_t core : c.cluster.proxy_cores) a.push_back(static_cast<int64_t>(core));
+        t.insert_or_assign("proxy_cores", std::move(a));
+    };
+    k.note = [](const MachineConfig& c) {
+        return c.cluster.proxy_cores.empty() ? std::string("empty: spread over the host's cores") : std::string();
+    };
+    return k;
+}
+
+Key pci_addresses_key() {
+    const std::string element = "a PCI address like \"0000:03:00.0\"";
+    Key k{"machine", "pci_addresses", Kind::kPciArray, "an array of PCI addresses, e.g. [\"0000:03:00.0\"]",
+          "NIC ports for fabric = \"pci\", one per proxy (ignored by the other fabrics)", {}, {}, {}};
+    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<std::string> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto s = e.as_string();
+            if (!s || !is_pci_address(s->get()))
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(s->get());
+        }
+        c.machine.pci_addresses = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const auto& s : c.machine.pci_addresses) a.push_back(s);
+        t.insert_or_assign("pci_addresses", std::move(a));
+    };
+    k.note = [](const MachineConfig& c) {
+        return c.machine.fabric != Fabric::kPci && !c.machine.pci_addresses.empty()
+                   ? std::string("ignored: fabric is not \"pci\"")
+                   : std::string();
+    };
+    return k;
+}
+
+constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "wan", "test"};
+
+std::vector<Key> make_keys() {
+    using M = MachineConfig;
+    std::vector<Key> t;
+    // [machine]
+    t.push_back(int_key("machine", "clusters", &M::machine, &MachineSection::clusters, 1, 64,
+                        "clusters in the machine (one process each on one host)"));
+    t.push_back(enum_key("machine", "fabric", &M::machine, &MachineSection::fabric,
+                         {{"memif", Fabric::kMemif},
+                          {"af_packet", Fabric::kAfPacket},
+                          {"pci", Fabric::kPci},
+                          {"udp", Fabric::kUdp}},
+                         "what carries frames between proxies"));
+    t.push_back(int_key("machine", "mtu_bytes", &M::machine, &MachineSection::mtu_bytes, 576, 9000,
+                        "IPv4 MTU: largest IP packet on the fabric [bytes]"));
+    t.push_back(base_ip_key());
+    t.push_back(int_key("machine", "udp_port", &M::machine, &MachineSection::udp_port, 1, 65535,
+                        "UDP port the proxies' stacks use"));
+    t.push_back(pci_addresses_key());
+    // [cluster]
+    t.push_back(int_key("cluster", "compute_threads", &M::cluster, &ClusterSection::compute_threads, 1, 256,
+                        "application threads per cluster"));
+    t.push_back(proxies_key());
+    t.push_back(proxy_cores_key());
+    t.push_back(enum_key("cluster", "polling", &M::cluster, &ClusterSection::polling,
+                         {{"busy", Polling::kBusy}, {"adaptive", Polling::kAdaptive}, {"inline", Polling::kInline}},
+                         "how proxies wait for work"));
+    t.push_back(enum_key("cluster", "dispatch", &M::cluster, &ClusterSection::dispatch,
+                         {{"fixed", Dispatch::kFixed},
+                          {"round-robin", Dispatch::kRoundRobin},
+                          {"least-loaded", Dispatch::kLeastLoaded}},
+                         "how a compute thread picks its proxy"));
+    t.push_back(int_key("cluster", "ring_entries", &M::cluster, &ClusterSection::ring_entries, 64, 65536,
+                        "each compute-thread <-> proxy ring [entries]", true));
+    t.push_back(int_key("cluster", "mempool_mbufs", &M::cluster, &ClusterSection::mempool_mbufs, 1024, 1 << 20,
+                        "packet buffers per proxy [mbufs]"));
+    // [slidwin]
+    t.push_back(int_key("slidwin", "snd_buf_datagrams", &M::slidwin, &SlidwinSection::snd_buf_datagrams, 16, 32768,
+                        "sent but unacked datagrams a sub-connection holds [datagrams]", true));
+    t.push_back(int_key("slidwin", "rcv_buf_datagrams", &M::slidwin, &SlidwinSection::rcv_buf_datagrams, 16, 32768,
+                        "receive buffer = largest window a sub-connection advertises [datagrams]", true));
+    t.push_back(int_key("slidwin", "rto_initial_us", &M::slidwin, &SlidwinSection::rto_initial_us, 10, 60'000'000,
+                        "retransmission timeout before the first RTT sample [us]"));
+    t.push_back(int_key("slidwin", "rto_min_us", &M::slidwin, &SlidwinSection::rto_min_us, 10, 60'000'000,
+                        "smallest retransmission timeout [us]"));
+    t.push_back(int_key("slidwin", "rto_max_us", &M::slidwin, &SlidwinSection::rto_max_us, 10, 60'000'000,
+                        "largest retransmission timeout: backoff stops doubling here [us]"));
+    t.push_back(int_key("slidwin", "delack_us", &M::slidwin, &SlidwinSection::delack_us, 0, 1'000'000,
+                        "longest an ack waits for data to ride on [us]"));
+    t.push_back(int_key("slidwin", "persist_us", &M::slidwin, &SlidwinSection::persist_us, 100, 60'000'000,
+                        "zero-window probe interval [us]"));
+    t.push_back(int_key("slidwin", "ack_every", &M::slidwin, &SlidwinSection::ack_every, 1, 256,
+                        "ack at once after this many in-order datagrams"));
+    // [reassembly]
+    t.push_back(int_key("reassembly", "max_datagrams", &M::reassembly, &ReassemblySection::max_datagrams, 1, 65536,
+                        "partial IPv4 datagrams held at once"));
+    t.push_back(int_key("reassembly", "max_bytes", &M::reassembly, &ReassemblySection::max_bytes, 65536, 1 << 30,
+                        "fragment storage held [bytes]"));
+    t.push_back(int_key("reassembly", "timeout_ms", &M::reassembly, &ReassemblySection::timeout_ms, 1, 60'000,
+                        "a partial datagram is dropped after this [ms]"));
+    // [wan]
+    t.push_back(int_key("wan", "delay_us", &M::wan, &WanSection::delay_us, 0, 10'000'000,
+                        "one-way delay added to every frame sent to another cluster [us]"));
+    t.push_back(int_key("wan", "bandwidth_mbit_per_s", &M::wan, &WanSection::bandwidth_mbit_per_s, 0, 400'000,
+                        "rate limit per proxy on frames to other clusters [Mbit/s] (0 = unlimited)"));
+    t.back().note = [](const MachineConfig& c) {
+        return c.wan.bandwidth_mbit_per_s == 0 ? std::string("unlimited") : std::string();
+    };
+    // [test]
+    t.push_back(probability_key("drop", &TestSection::drop, "probability a received frame is dropped"));
+    t.push_back(probability_key("duplicate", &TestSection::duplicate,
+                                "probability a received frame is delivered twice"));
+    t.push_back(int_key("test", "reorder_window", &M::test, &TestSection::reorder_window, 0, 1024,
+                        "frames held back and released out of order (0 = off)"));
+    t.push_back(int_key("test", "seed", &M::test, &TestSection::seed, 0, INT64_MAX,
+                        "seed of the injected faults: same seed, same faults"));
+    return t;
+}
+
+const std::vector<Key>& keys() {
+    static const std::vector<Key> table = make_keys();
+    return table;
+}
+
+const Key* find_key(std::string_view section, std::string_view name) {
+    for (const Key& k : keys())
+        if (k.section == section && k.name == name) return &k;
+    return nullptr;
+}
+
+bool is_section(std::string_view s) {
+    return std::find(std::begin(kSections), std::end(kSections), s) != std::end(kSections);
+}
+
+std::string section_list() {
+    std::string s;
+    for (const auto sec : kSections) {
+        if (!s.empty()) s += ", ";
+        s.append("[").append(sec).append("]");
+    }
+    return s;
+}
+
+std::string keys_of(std::string_view section) {
+    std::string s;
+    for (const Key& k : keys())
+        if (k.section == section) {
+            if (!s.empty()) s += ", ";
+            s += k.name;
+        }
+    return s;
+}
+
+// "unknown key [cluster] proxy_core (did you mean proxy_cores?)"
+std::string unknown_key_text(std::string_view section, std::string_view name) {
+    std::string s = "unknown key [" + std::string(section) + "] " + std::string(name);
+    const Key* best = nullptr;
+    size_t best_d = SIZE_MAX;
+    for (const Key& k : keys())
+        if (k.section == section && close_enough(name, k.name) && edit_distance(name, k.name) < best_d) {
+            best = &k;
+            best_d = edit_distance(name, k.name);
+        }
+    if (best) return s + " (did you mean " + std::string(best->name) + "?)";
+    for (const Key& k : keys())  // the right key in the wrong section
+        if (k.name == name || close_enough(name, k.name))
+            return s + " (did you mean [" + std::string(k.section) + "] " + std::string(k.name) + "?)";
+    return s + " (keys of [" + std::string(section) + "] are " + keys_of(section) + ")";
+}
+
+std::string unknown_section_text(std::string_view section) {
+    std::string s = "unknown section [" + std::string(section) + "]";
+    for (const auto known : kSections)
+        if (close_enough(section, known)) return s + " (did you mean [" + std::string(known) + "]?)";
+    return s + " (sections are " + section_list() + ")";
+}
+
+std::string top_level_text(std::string_view name) {
+    std::string s = "key " + std::string(name) + " outside any section";
+    for (const Key& k : keys())
+        if (k.name == name || close_enough(name, k.name))
+            return s + " (did you mean [" + std::string(k.section) + "] " + std::string(k.name) + "?)";
+    return s + " (keys belong in a section: " + section_list() + ")";
+}
+
+Problem problem_at_key(const toml::key& k, std::string text) {
+    return Problem{k.source().begin.line, k.source().begin.column, std::move(text)};
+}
+
+// Every key of the document into cfg; every problem found.
+std::vector<Problem> read_document(MachineConfig& cfg, const toml::table& root) {
+    std::vector<Problem> out;
+    for (auto&& [sk, sv] : root) {
+        const std::string_view section = sk.str();
+        if (sv.is_array_of_tables()) {
+            out.push_back(problem_at_key(
+                sk, "[[" + std::string(section) + "]]: " +
+                        (is_section(section) ? "[" + std::string(section) + "] is a single section, not an array"
+                                             : unknown_section_text(section))));
+            continue;
+        }
+        const toml::table* tbl = sv.as_table();
+        if (!tbl) {
+            out.push_back(problem_at_key(sk, is_section(section) ? "[" + std::string(section) + "] = " +
+                                                                       value_text(sv) + ": expected a section"
+                                                                 : top_level_text(section)));
+            continue;
+        }
+        if (!is_section(section)) {
+            out.push_back(problem_at_key(sk, unknown_section_text(section)));
+            continue;
+        }
+        for (auto&& [k, v] : *tbl) {
+            const Key* key = find_key(section, k.str());
+            if (!key) {
+                out.push_back(problem_at_key(k, unknown_key_text(section, k.str())));
+                continue;
+            }
+            if (auto p = key->set(cfg, v)) out.push_back(std::move(*p));
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Problem& a, const Problem& b) {
+        return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    });
+    return out;
+}
+
+std::string error_line(const std::string& source, const Problem& p) {
+    std::string s = "config error: " + source;
+    if (p.line > 0) s += ":" + std::to_string(p.line);
+    return s + ": " + p.text;
+}
+
+// A flag's text as the TOML node the file would have held.
+toml::array override_array(std::string_view text, bool ints) {
+    auto trim = [](std::string_view s) {
+        while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+        while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+        return s;
+    };
+    text = trim(text);
+    if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = trim(text.substr(1, text.size() - 2));
+    toml::array a;
+    while (!text.empty()) {
+        const size_t comma = text.find(',');
+        std::string_view item = trim(text.substr(0, comma));
+        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        if (item.size() >= 2 && item.front() == '"' && item.back() == '"') item = item.substr(1, item.size() - 2);
+        int64_t i = 0;
+        if (ints && parse_int(item, i))
+            a.push_back(i);
+        else
+            a.push_back(std::string(item));
+    }
+    return a;
+}
+
+std::optional<Problem> set_from_text(const Key& key, MachineConfig& cfg, const std::string& value) {
+    std::string_view text = value;
+    int64_t i = 0;
+    double d = 0;
+    switch (key.kind) {
+        case Kind::kInt:
+        case Kind::kProxies:
+            if (parse_int(text, i)) return key.set(cfg, toml::value<int64_t>(i));
+            return key.set(cfg, toml::value<std::string>(value));
+        case Kind::kProbability:
+            if (parse_int(text, i)) return key.set(cfg, toml::value<int64_t>(i));
+            if (parse_double(text, d)) return key.set(cfg, toml::value<double>(d));
+            return key.set(cfg, toml::value<std::string>(value));
+        case Kind::kEnum:
+        case Kind::kIpv4:
+            if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+            return key.set(cfg, toml::value<std::string>(std::string(text)));
+        case Kind::kCoreArray: return key.set(cfg, override_array(text, true));
+        case Kind::kPciArray: return key.set(cfg, override_array(text, false));
+    }
+    return std::nullopt;
+}
+
+ConfigResult fail(std::string error) { return ConfigResult{std::nullopt, std::move(error)}; }
+
+// Parse and per-key checks; no cross-field validation (that runs once, after the flags).
+ConfigResult read_text(const std::string& toml_text, const std::string& source_name) {
+    toml::table root;
+    try {
+        root = toml::parse(toml_text, source_name);
+    } catch (const toml::parse_error& e) {
+        std::string what(e.description());
+        if (what.find("could not determine value type") != std::string::npos)
+            what += " (text values need quotes, e.g. polling = \"busy\")";
+        return fail("config error: " + source_name + ":" + std::to_string(e.source().begin.line) + ":" +
+                    std::to_string(e.source().begin.column) + ": " + what);
+    }
+    MachineConfig cfg;
+    const std::vector<Problem> problems = read_document(cfg, root);
+    if (!problems.empty()) {
+        std::string all;
+        for (const Problem& p : problems) {
+            if (!all.empty()) all += '\n';
+            all += error_line(source_name, p);
+        }
+        return fail(all);
+    }
+    resolve(cfg);
+    return ConfigResult{cfg, {}};
+}
+
+ConfigResult read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail("config error: cannot read " + path + ": " + std::strerror(errno));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return fail("config error: cannot read " + path + ": " + std::strerror(errno));
+    return read_text(text.str(), path);
+}
+
+std::string kv(std::string_view section, std::string_view name, const std::string& value) {
+    return "[" + std::string(section) + "] " + std::string(name) + " = " + value;
+}
+
+}  // namespace
+
+const std::vector<ConfigKeyDoc>& config_key_docs() {
+    static const std::vector<ConfigKeyDoc> docs = [] {
+        std::vector<ConfigKeyDoc> d;
+        for (const Key& k : keys()) d.push_back(ConfigKeyDoc{k.section, k.name, k.allowed, k.doc});
+        return d;
+    }();
+    return docs;
+}
+
+ConfigResult load_config(const std::string& toml_text, const std::string& source_name) {
+    ConfigResult r = read_text(toml_text, source_name);
+    if (!r.ok()) return r;
+    if (auto e = validate(*r.config)) return fail(*e);
+    return r;
+}
+
+ConfigResult load_config_file(const std::string& path) {
+    ConfigResult r = read_file(path);
+    if (!r.ok()) return r;
+    if (auto e = validate(*r.config)) return fail(*e);
+    return r;
+}
+
+ConfigResult configure(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+    ConfigResult r = path.empty() ? ConfigResult{MachineConfig{}, {}} : read_file(path);
+    if (!r.ok()) return r;
+    for (const auto& [key, value] : overrides)
+        if (auto e = apply_override(*r.config, key, value)) return fail(*e);
+    if (auto e = validate(*r.config)) return fail(*e);
+    return r;
+}
+
+std::optional<std::string> apply_override(MachineConfig& cfg, const std::string& dotted_key, const std::string& value,
+                                          const std::string& source) {
+    const std::string prefix = "config error: " + source + ": ";
+    const Key* key = nullptr;
+    const size_t dot = dotted_key.find('.');
+    if (dot == std::string::npos) {  // a bare key name: the one section that has it
+        for (const Key& k : keys())
+            if (k.name == dotted_key) key = &k;
+        if (!key) {
+            for (const Key& k : keys())
+                if (close_enough(dotted_key, k.name))
+                    return prefix + "unknown key " + dotted_key + " (did you mean " + std::string(k.section) + "." +
+                           std::string(k.name) + "?)";
+            return prefix + "unknown key " + dotted_key + " (keys are written section.key, e.g. cluster.polling)";
+        }
+    } else {
+        const std::string section = dotted_key.substr(0, dot), name = dotted_key.substr(dot + 1);
+        if (!is_section(section)) return prefix + unknown_section_text(section);
+        key = find_key(section, name);
+        if (!key) return prefix + unknown_key_text(section, name);
+    }
+    MachineConfig next = cfg;
+    if (auto p = set_from_text(*key, next, value)) return prefix + p->text;
+    resolve(next);
+    cfg = std::move(next);
+    return std::nullopt;
+}
+
+std::optional<std::string> validate(const MachineConfig& cfg) {
+    // Each key against its own rule, as if it had been read from a file.
+    for (const Key& k : keys()) {
+        toml::table t;
+        k.put(cfg, t);
+        MachineConfig scratch = cfg;
+        if (auto p = k.set(scratch, *t.get(k.name))) return "config error: " + p->text;
+    }
+    const auto& c = cfg.cluster;
+    const uint32_t proxies = resolve_proxies(c.proxies, c.compute_threads);
+    if (c.proxies_resolved != proxies)
+        return "config error: [cluster] proxies_resolved = " + std::to_string(c.proxies_resolved) +
+               " does not match [cluster] proxies = " +
+               (c.proxies == kProxiesAuto ? std::string("\"auto\"") : std::to_string(c.proxies)) +
+               " with compute_threads = " + std::to_string(c.compute_threads) + " (= " + std::to_string(proxies) +
+               "): call resolve() after setting fields";
+
+    const auto& s = cfg.slidwin;
+    if (s.rto_min_us > s.rto_initial_us || s.rto_initial_us > s.rto_max_us)
+        return "config error: " + kv("slidwin", "rto_min_us", std::to_string(s.rto_min_us)) +
+               ", rto_initial_us = " + std::to_string(s.rto_initial_us) + ", rto_max_us = " +
+               std::to_string(s.rto_max_us) + ": need rto_min_us <= rto_initial_us <= rto_max_us";
+    if (s.delack_us >= s.rto_min_us)
+        return "config error: " + kv("slidwin", "delack_us", std::to_string(s.delack_us)) +
+               ": must be below [slidwin] rto_min_us = " + std::to_string(s.rto_min_us) +
+               " (a delayed ack must leave before the peer's shortest retransmission timeout)";
+    if (s.ack_every > s.rcv_buf_datagrams)
+        return "config error: " + kv("slidwin", "ack_every", std::to_string(s.ack_every)) +
+               ": must be at most [slidwin] rcv_buf_datagrams = " + std::to_string(s.rcv_buf_datagrams);
+
+    const auto& m = cfg.machine;
+    const uint32_t low = m.base_ip.v & 0xff;
+    if (low + proxies > 254)
+        return "config error: " + kv("machine", "base_ip", quote(ipv4_text(m.base_ip))) + " with " +
+               std::to_string(proxies) + " proxies per cluster: proxy addresses would leave the cluster's /24 " +
+               "(need last byte of base_ip + proxies <= 254, e.g. base_ip = \"10.0.0.0\")";
+    const uint64_t last = uint64_t{m.base_ip.v} + 256ull * (m.clusters - 1) + proxies;
+    if (last >= 0xe0000000ull)
+        return "config error: " + kv("machine", "base_ip", quote(ipv4_text(m.base_ip))) + " with clusters = " +
+               std::to_string(m.clusters) +
+               ": proxy addresses would reach 224.0.0.0 (multicast); choose a lower base_ip";
+
+    if (m.fabric == Fabric::kPci) {
+        const size_t n = m.pci_addresses.size(), one = proxies, all = size_t{proxies} * m.clusters;
+        if (n != one && n != all)
+            return "config error: " + kv("machine", "fabric", "\"pci\"") + " needs [machine] pci_addresses with " +
+                   std::to_string(one) + " entries (one per proxy, one cluster per host) or " + std::to_string(all) +
+                   " (" + std::to_string(m.clusters) + " clusters x " + std::to_string(proxies) +
+                   " proxies, all on this host); it has " + std::to_string(n);
+        for (size_t i = 0; i < n; ++i)
+            for (size_t j = 0; j < i; ++j)
+                if (m.pci_addresses[i] == m.pci_addresses[j])
+                    return "config error: [machine] pci_addresses[" + std::to_string(i) + "] = " +
+                           quote(m.pci_addresses[i]) + ": already used by pci_addresses[" + std::to_string(j) +
+                           "] (one port per proxy)";
+    }
+    return std::nullopt;
+}
+
+std::string dump_config(const MachineConfig& cfg) {
+    std::string out = "# iccs: the effective configuration (every key; iccs.example.toml says what each means)\n";
+    for (const auto section : kSections) {
+        out += "\n[" + std::string(section) + "]\n";
+        for (const Key& k : keys()) {
+            if (k.section != section) continue;
+            toml::table t;
+            k.put(cfg, t);
+            std::string line = std::string(k.name) + " = " + value_text(*t.get(k.name));
+            if (k.note)
+                if (const std::string note = k.note(cfg); !note.empty()) line += "  # " + note;
+            out += line + "\n";
+        }
+    }
+    return out;
+}
+
+}  // namespace iccs

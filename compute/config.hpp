@@ -1,0 +1,199 @@
+// config.hpp: the configuration of a machine (DESIGN.md §5): one typed struct, its defaults, and
+// the start-up path that fills it from a TOML file and command-line flags.
+//
+// The one idea: every key is described once (in config.cpp's key table: section, name, range or
+// allowed values, one line of documentation), and that table drives everything else: reading the
+// file, applying a flag, re-checking a config built in code, printing the effective config, and
+// the messages. A wrong key or value stops start-up with one line that names the place, the key,
+// the value and what is allowed:
+//
+//   config error: iccs.toml:4: [cluster] polling = "fast": allowed values are busy, adaptive, inline
+//   config error: iccs.toml:7: unknown key [cluster] proxy_core (did you mean proxy_cores?)
+//   config error: command line: [machine] clusters = "two": expected an integer from 1 to 64
+//
+// The defaults are the member initializers below; iccs.example.toml at the repository root lists
+// every key with its default, unit and allowed values (a unit test checks that it loads to exactly
+// these defaults). Start-up only: this file allocates, throws and catches inside; nothing here is
+// for the data path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ipv4_hdr.hpp"
+#include "ipv4_reassemble.hpp"
+#include "polling.hpp"  // proxy/: enum class Polling, shared with the proxy loop
+#include "slidwin.hpp"
+
+namespace iccs {
+
+// What carries frames between proxies (DESIGN.md §1 "fabric").
+enum class Fabric {
+    kMemif,     // "memif": DPDK net_memif shared-memory links (one host; the default)
+    kAfPacket,  // "af_packet": DPDK net_af_packet on veth/bridge in network namespaces
+    kPci,       // "pci": real NIC ports bound to DPDK, listed in [machine] pci_addresses
+    kUdp,       // "udp": kernel UDP sockets via io_uring (arrives with the kernel-path issue)
+};
+// How a proxy waits for work (DESIGN.md §2 "Polling"): enum class Polling, in proxy/polling.hpp.
+
+// How a compute thread picks its local proxy (DESIGN.md §1 "dispatch").
+enum class Dispatch {
+    kFixed,        // "fixed": compute thread t always uses proxy t mod proxies
+    kRoundRobin,   // "round-robin": message by message over all proxies
+    kLeastLoaded,  // "least-loaded": the proxy with the shortest ring
+};
+std::string_view to_string(Fabric f);
+std::string_view to_string(Polling p);
+std::string_view to_string(Dispatch d);
+
+// [cluster] proxies as written: 1..64, or this value for "auto".
+inline constexpr uint32_t kProxiesAuto = 0;
+// "auto" = ceil(sqrt(compute_threads)): 1 -> 1, 2..4 -> 2, 5..9 -> 3, 10..16 -> 4, ...
+uint32_t resolve_proxies(uint32_t proxies_setting, uint32_t compute_threads);
+
+struct MachineSection {
+    uint32_t clusters = 2;                     // clusters in the machine (1..64)
+    Fabric fabric = Fabric::kMemif;            // what joins the proxies
+    uint32_t mtu_bytes = 1500;                 // IPv4 MTU: largest IP packet on the fabric [bytes] (576..9000)
+    Ipv4Addr base_ip{0x0a000000};              // 10.0.0.0: proxy p of cluster c is base + 256*c + p + 1
+    uint16_t udp_port = 9410;                  // UDP port the proxies' stacks use (1..65535)
+    std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
+    friend bool operator==(const MachineSection&, const MachineSection&) = default;
+};
+
+struct ClusterSection {
+    uint32_t compute_threads = 2;           // application threads per cluster (1..256)
+    uint32_t proxies = kProxiesAuto;        // proxies per cluster as set: 1..64 or kProxiesAuto
+    uint32_t proxies_resolved = 2;          // proxies per cluster the run uses (see resolve())
+    std::vector<uint32_t> proxy_cores{};    // proxy p of a cluster on core proxy_cores[p]; rest spread
+    Polling polling = Polling::kAdaptive;   // how proxies wait for work
+    Dispatch dispatch = Dispatch::kRoundRobin;  // how a compute thread picks its proxy
+    uint32_t ring_entries = 1024;           // each compute-thread <-> proxy ring [entries] (2^n, 64..65536)
+    uint32_t mempool_mbufs = 8192;          // packet buffers per proxy [mbufs] (1024..1048576)
+    friend bool operator==(const ClusterSection&, const ClusterSection&) = default;
+};
+
+// The sliding-window protocol of every sub-connection (stack/slidwin.hpp; there in ns, here in us).
+struct SlidwinSection {
+    uint32_t snd_buf_datagrams = 1024;  // sent but unacked datagrams held [datagrams] (2^n, 16..32768)
+    uint32_t rcv_buf_datagrams = 1024;  // receive buffer = largest window [datagrams] (2^n, 16..32768)
+    uint64_t rto_initial_us = 10'000;   // retransmission timeout before the first RTT sample [us]
+    uint64_t rto_min_us = 1'000;        // smallest retransmission timeout [us]
+    uint64_t rto_max_us = 1'000'000;    // backoff stops doubling here [us]
+    uint64_t delack_us = 50;            // longest an ack waits for data to ride on [us]
+    uint64_t persist_us = 10'000;       // zero-window probe interval [us]
+    uint32_t ack_every = 2;             // ack at once after this many in-order datagrams (1..256)
+    friend bool operator==(const SlidwinSection&, const SlidwinSection&) = default;
+};
+
+// IPv4 reassembly bounds of every stack (stack/ipv4_reassemble.hpp).
+struct ReassemblySection {
+    uint32_t max_datagrams = 64;       // partial datagrams held at once (1..65536)
+    uint32_t max_bytes = 4u << 20;     // fragment storage held [bytes] (65536..1073741824)
+    uint64_t timeout_ms = 1000;        // a partial datagram is dropped after this [ms] (1..60000)
+    friend bool operator==(const ReassemblySection&, const ReassemblySection&) = default;
+};
+
+// WAN emulation: the proxy's stage on frames it sends to another cluster (0 = off).
+struct WanSection {
+    uint64_t delay_us = 0;              // one-way delay added to every frame [us] (0..10000000)
+    uint64_t bandwidth_mbit_per_s = 0;  // rate limit per proxy [Mbit/s] (0 = unlimited, ..400000)
+    friend bool operator==(const WanSection&, const WanSection&) = default;
+};
+
+// Fault injection on the proxy's receive path, for tests (0 = off).
+struct TestSection {
+    double drop = 0.0;            // probability a received frame is dropped (0..1)
+    double duplicate = 0.0;       // probability a received frame is delivered twice (0..1)
+    uint32_t reorder_window = 0;  // frames held back and released out of order (0..1024)
+    uint64_t seed = 0;            // seed of the injected faults: same seed, same faults
+    friend bool operator==(const TestSection&, const TestSection&) = default;
+};
+
+struct MachineConfig {
+    MachineSection machine;
+    ClusterSection cluster;
+    SlidwinSection slidwin;
+    ReassemblySection reassembly;
+    WanSection wan;
+    TestSection test;
+    friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
+};
+
+// Either a config or one error line ("config error: ...").
+struct ConfigResult {
+    std::optional<MachineConfig> config;
+    std::string error;
+    bool ok() const { return config.has_value(); }
+};
+
+// The start-up path of a command: the file at `path` (the defaults when `path` is empty), then
+// each flag in order (dotted key, value; see apply_override), then validate(). Flags override
+// the file; the cross-field checks run once, on the result.
+ConfigResult configure(const std::string& path,
+                       const std::vector<std::pair<std::string, std::string>>& overrides = {});
+
+// Reads TOML text: every key checked, unknown sections and keys refused, proxies resolved, then
+// validate(). `source_name` is what messages call the text (a path, "iccs.toml").
+ConfigResult load_config(const std::string& toml_text, const std::string& source_name);
+// The same for a file; a missing or unreadable file is an error naming the path.
+ConfigResult load_config_file(const std::string& path);
+
+// Sets one key from a command-line flag: `dotted_key` is "section.key" ("cluster.polling"), or a
+// bare key name that belongs to one section only ("polling"); `value` is the flag's text ("busy",
+// "3", "auto", "0.01", and for arrays "1,2" or "[1, 2]"). The same checks and messages as the file;
+// `source` starts the message ("command line", or the flag as typed: "--polling"). On an error
+// `cfg` is unchanged. Re-resolves proxies; the cross-field checks are validate()'s, run after the
+// last flag.
+std::optional<std::string> apply_override(MachineConfig& cfg, const std::string& dotted_key, const std::string& value,
+                                          const std::string& source = "command line");
+
+// Recomputes the derived fields (cluster.proxies_resolved) after fields were set in code.
+void resolve(MachineConfig& cfg);
+
+// Every key re-checked against its range (so a config built in code is held to the file's rules),
+// then the rules between keys:
+//   - cluster.proxies_resolved matches proxies and compute_threads (call resolve() after edits);
+//   - slidwin: rto_min_us <= rto_initial_us <= rto_max_us, delack_us < rto_min_us (an ack must come
+//     before the peer's shortest timeout), ack_every <= rcv_buf_datagrams;
+//   - machine.base_ip: every proxy address (base + 256*c + p + 1) stays in base's /24 per cluster,
+//     below 224.0.0.0 (no multicast);
+//   - fabric = "pci": pci_addresses has one entry per proxy of one cluster (proxies_resolved: one
+//     cluster per host) or of all clusters (clusters * proxies_resolved: all on this host, cluster c
+//     proxy p takes entry c * proxies_resolved + p), with no address twice.
+// proxy_cores may have any length: proxy p of a cluster is pinned to proxy_cores[p] (the list is
+// the same for every cluster on the host); proxies beyond the list are spread over the host's
+// cores, entries beyond the proxies are unused. Returns the first error, as one line.
+std::optional<std::string> validate(const MachineConfig& cfg);
+
+// The effective configuration as TOML: every key of every section, in the order of the example
+// file, with resolved values in comments (`proxies = "auto"  # = 2`). load_config(dump_config(c))
+// gives back c for any valid c.
+std::string dump_config(const MachineConfig& cfg);
+
+// The key table, for help texts and tests: section, key, what is allowed, one line of doc.
+struct ConfigKeyDoc {
+    std::string_view section;
+    std::string_view key;
+    std::string_view allowed;
+    std::string_view doc;
+};
+const std::vector<ConfigKeyDoc>& config_key_docs();
+
+// Cores of this host (online processors): proxy_cores entries must be below this.
+uint32_t host_core_count();
+
+// Proxy p of cluster c (both from 0): machine.base_ip + 256*c + p + 1.
+inline Ipv4Addr proxy_ip(const MachineConfig& cfg, uint32_t cluster, uint32_t proxy) {
+    return Ipv4Addr{cfg.machine.base_ip.v + 256u * cluster + proxy + 1u};
+}
+
+// The stack's own config structs, from the sections (us and ms become ns).
+SlidwinConfig to_slidwin_config(const SlidwinSection& s);
+ReassemblyConfig to_reassembly_config(const ReassemblySection& r);
+
+}  // namespace iccs

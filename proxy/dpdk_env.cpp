@@ -1,0 +1,89 @@
+// dpdk_env.cpp: see dpdk_env.hpp.
+#include "dpdk_env.hpp"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace iccs {
+
+bool hugepages_available() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    long total = 0;
+    while (meminfo >> key) {
+        if (key == "HugePages_Total:") {
+            meminfo >> total;
+            break;
+        }
+    }
+    if (total <= 0) return false;
+    std::ifstream mounts("/proc/mounts");
+    std::string dev, dir, type;
+    while (mounts >> dev >> dir >> type) {
+        if (type == "hugetlbfs") return true;
+        std::getline(mounts, dev);
+    }
+    return false;
+}
+
+std::string eal_runtime_dir(const std::string& file_prefix) {
+    // Mirrors eal_create_runtime_dir(): /var/run/dpdk for root, else $XDG_RUNTIME_DIR or /tmp.
+    std::string base = "/var/run";
+    if (getuid() != 0) {
+        const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+        base = xdg != nullptr ? xdg : "/tmp";
+    }
+    return base + "/dpdk/" + file_prefix;
+}
+
+std::vector<std::string> eal_args(const EalOptions& o) {
+    // Telemetry stays on (the default): it serves ./iccs stat and dpdk-telemetry.py.
+    std::vector<std::string> a = {"iccs", "--file-prefix=" + o.file_prefix,
+                                  "--log-level=" + o.log_level};
+    std::string lcores;
+    for (size_t i = 0; i < o.lcore_cpus.size(); ++i) {
+        if (i > 0) lcores += ",";
+        lcores += std::to_string(i) + "@" + std::to_string(o.lcore_cpus[i]);
+    }
+    if (!lcores.empty()) a.push_back("--lcores=" + lcores);
+    if (!hugepages_available()) a.push_back("--no-huge");
+    a.push_back("-m");
+    a.push_back(std::to_string(o.memory_mb));
+    if (o.pci_allow.empty()) {
+        a.push_back("--no-pci");
+    } else {
+        for (const auto& p : o.pci_allow) a.push_back("-a" + p);
+    }
+    return a;
+}
+
+bool eal_start(const EalOptions& o, std::string& err) {
+    std::vector<std::string> args = eal_args(o);
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const int r = rte_eal_init(static_cast<int>(args.size()), argv.data());
+    if (r < 0) {
+        err = std::string("DPDK EAL init failed: ") + rte_strerror(rte_errno);
+        return false;
+    }
+    return true;
+}
+
+void eal_remove_runtime_dir(const std::string& file_prefix) {
+    std::error_code ec;
+    std::filesystem::remove_all(eal_runtime_dir(file_prefix), ec);
+}
+
+void eal_stop(const std::string& file_prefix) {
+    rte_eal_cleanup();
+    eal_remove_runtime_dir(file_prefix);
+}
+
+}  // namespace iccs

@@ -1,0 +1,63 @@
+// dpdk_pool.hpp: PktBuf storage in DPDK memory, and the zero-copy bridge to rte_mbuf.
+//
+// Two kinds of segment meet the stack in a proxy:
+//  - MempoolPktPool: message and header buffers from an rte_mempool (DMA-able, thread-safe:
+//    compute threads allocate from it and hand buffers to proxies over rings). Each object is a
+//    PktBuf followed by its data room.
+//  - RX mbufs: what the driver received. Each is wrapped in place (the PktBuf lives in the
+//    mbuf's private area) and returns to its mempool when the stack drops its last reference.
+// On transmit every segment is lent to the driver as an external buffer of a descriptor mbuf
+// (rte_pktmbuf_attach_extbuf) whose free callback drops the stack's reference, so the stack's
+// own reference counts stay the truth and nothing is copied. Drivers free transmitted mbufs in
+// tx_burst on the proxy's own thread, which keeps PktBuf single-owner.
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pktbuf.hpp"
+
+namespace iccs {
+
+class MempoolPktPool final : public PktPool {
+   public:
+    // n objects with room_bytes of data each; nullptr and err on failure.
+    static std::unique_ptr<MempoolPktPool> create(const std::string& name, uint32_t n, uint32_t room_bytes,
+                                                  std::string& err);
+    ~MempoolPktPool() override;
+    PktBuf* seg_alloc(uint32_t headroom) override;
+    void seg_release(PktBuf* seg) override;
+    uint32_t seg_size() const override { return room_; }
+    uint32_t in_use() const;
+    uint32_t capacity() const { return n_; }
+
+   private:
+    MempoolPktPool(rte_mempool* mp, uint32_t n, uint32_t room) : mp_(mp), n_(n), room_(room) {}
+    rte_mempool* mp_;
+    uint32_t n_, room_;
+};
+
+// The PktPool of RX-wrapped mbufs: release frees the mbuf segment; it never allocates.
+class RxMbufPool final : public PktPool {
+   public:
+    PktBuf* seg_alloc(uint32_t) override { return nullptr; }
+    void seg_release(PktBuf* seg) override;
+    uint32_t seg_size() const override { return 0; }
+};
+
+// The private-area size an RX mempool needs so rx_wrap() can place a PktBuf in each mbuf.
+uint16_t rx_priv_size();
+// Wrap a received mbuf chain as a PktBuf chain (no copy). The mbufs are owned by the result.
+PktBuf* rx_wrap(rte_mbuf* m, RxMbufPool& owner);
+// Lend a frame to the driver: a descriptor mbuf per segment from desc_pool, each attached to the
+// segment's storage. The driver's free of the descriptors drops the frame's references.
+// nullptr (frame untouched) if desc_pool has too few descriptors.
+rte_mbuf* tx_lend(PktBuf* frame, rte_mempool* desc_pool);
+// Take back a lent frame the driver did not accept: the frame keeps its references.
+void tx_unlend(PktBuf* frame, rte_mbuf* m);
+
+}  // namespace iccs

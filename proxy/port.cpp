@@ -1,0 +1,111 @@
+// port.cpp: see port.hpp.
+#include "port.hpp"
+
+#include <rte_bus_vdev.h>
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+namespace iccs {
+
+bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool, uint32_t start_timeout_ms,
+                std::string& err) {
+    desc_pool_ = desc_pool;
+    const bool is_vdev = devargs.rfind("net_", 0) == 0;
+    std::string name = devargs.substr(0, devargs.find(','));
+    if (is_vdev) {
+        const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
+        if (rte_vdev_init(name.c_str(), args.c_str()) != 0) {
+            err = "cannot create device " + devargs + " (rte_vdev_init failed)";
+            return false;
+        }
+        is_vdev_ = true;
+    }
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id_) != 0) {
+        err = "no DPDK port named " + name + (is_vdev ? "" : " (is the PCI device bound to vfio-pci and allowed with -a?)");
+        return false;
+    }
+    name_ = name;
+    rte_eth_conf conf{};
+    rte_eth_dev_info info{};
+    rte_eth_dev_info_get(port_id_, &info);
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    int r = rte_eth_dev_configure(port_id_, 1, 1, &conf);
+    if (r == 0) r = rte_eth_rx_queue_setup(port_id_, 0, 1024, rte_eth_dev_socket_id(port_id_), nullptr, rx_pool);
+    if (r == 0) r = rte_eth_tx_queue_setup(port_id_, 0, 1024, rte_eth_dev_socket_id(port_id_), nullptr);
+    // A memif client cannot start before its server has created the socket: the clusters start
+    // in any order, so keep trying for a while.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(start_timeout_ms);
+    if (r == 0) {
+        while ((r = rte_eth_dev_start(port_id_)) != 0 && std::chrono::steady_clock::now() < give_up)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (r != 0) {
+        err = "cannot start port " + name + ": " + rte_strerror(-r);
+        return false;
+    }
+    rte_eth_promiscuous_enable(port_id_);  // the stack filters by its own MAC
+    rte_ether_addr a;
+    rte_eth_macaddr_get(port_id_, &a);
+    for (int i = 0; i < 6; ++i) mac_.b[i] = a.addr_bytes[i];
+    return true;
+}
+
+void Port::close() {
+    if (port_id_ == UINT16_MAX) return;
+    rte_eth_dev_stop(port_id_);
+    rte_eth_dev_close(port_id_);
+    if (is_vdev_) rte_vdev_uninit(name_.c_str());
+    port_id_ = UINT16_MAX;
+}
+
+bool Port::link_up() const {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(port_id_, &link);
+    return link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool Port::wait_link(uint32_t timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    auto restart_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+    while (!link_up()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now > end) return false;
+        // A memif client whose first connection attempt raced its server's start does not try
+        // again by itself: restart the port to reconnect.
+        if (now > restart_at) {
+            rte_eth_dev_stop(port_id_);
+            rte_eth_dev_start(port_id_);
+            restart_at = now + std::chrono::milliseconds(1000);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+}
+
+uint32_t Port::rx_burst(PktBuf** out, uint32_t max) {
+    rte_mbuf* m[64];
+    if (max > 64) max = 64;
+    const uint16_t n = rte_eth_rx_burst(port_id_, 0, m, static_cast<uint16_t>(max));
+    for (uint16_t i = 0; i < n; ++i) out[i] = rx_wrap(m[i], rx_owner_);
+    ctr_.rx_frames += n;
+    if (n > 0) ++ctr_.rx_bursts;
+    return n;
+}
+
+uint32_t Port::tx_burst(PktBuf** frames, uint32_t n) {
+    rte_mbuf* m[64];
+    if (n > 64) n = 64;
+    uint32_t k = 0;
+    while (k < n && (m[k] = tx_lend(frames[k], desc_pool_)) != nullptr) ++k;
+    const uint16_t sent = k == 0 ? 0 : rte_eth_tx_burst(port_id_, 0, m, static_cast<uint16_t>(k));
+    for (uint32_t i = sent; i < k; ++i) tx_unlend(frames[i], m[i]);
+    ctr_.tx_frames += sent;
+    if (sent < n) ++ctr_.tx_ring_full;
+    return sent;
+}
+
+}  // namespace iccs

@@ -1,0 +1,61 @@
+// port.hpp: one DPDK ethdev port as a proxy sees it: bursts of PktBuf in and out.
+//
+// The same setup path serves every fabric: a virtual device is probed from its devargs
+// (net_memif, net_af_packet, net_ring), a physical one is found by its PCI address (fabric
+// "pci", allowed on the EAL command line); then one RX and one TX queue, started, link awaited.
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dpdk_pool.hpp"
+#include "eth_hdr.hpp"
+
+namespace iccs {
+
+struct PortCounters {
+    uint64_t rx_frames = 0, tx_frames = 0, rx_bursts = 0;
+    uint64_t tx_ring_full = 0;  // bursts the device did not take whole (the rest is retried)
+};
+
+class Port {
+   public:
+    Port() = default;
+    ~Port() { close(); }
+    Port(const Port&) = delete;
+    Port& operator=(const Port&) = delete;
+    // devargs: "net_memif0,role=server,socket=/path,socket-abstract=no", "net_af_packet0,iface=veth0",
+    // or a PCI address "0000:01:00.0". rx_pool: mbufs with rx_priv_size() private bytes.
+    // start_timeout_ms: how long to retry starting (a memif client waits for its server).
+    bool open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool, uint32_t start_timeout_ms,
+              std::string& err);
+    void close();
+    // Wait until the link is up (a memif peer connected); false after timeout_ms.
+    bool wait_link(uint32_t timeout_ms);
+    bool link_up() const;
+
+    // Up to max received frames, wrapped as PktBuf (zero copy).
+    uint32_t rx_burst(PktBuf** out, uint32_t max);
+    // Transmit up to 64 frames; returns how many the device took (their ownership passed to it).
+    // Frames [returned, n) stay the caller's, untouched, to retry when the TX ring has room.
+    uint32_t tx_burst(PktBuf** frames, uint32_t n);
+
+    uint16_t id() const { return port_id_; }
+    const MacAddr& mac() const { return mac_; }
+    const std::string& name() const { return name_; }
+    const PortCounters& counters() const { return ctr_; }
+
+   private:
+    uint16_t port_id_ = UINT16_MAX;
+    bool is_vdev_ = false;
+    std::string name_;
+    MacAddr mac_{};
+    rte_mempool* desc_pool_ = nullptr;
+    RxMbufPool rx_owner_;
+    PortCounters ctr_;
+};
+
+}  // namespace iccs

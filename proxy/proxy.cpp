@@ -1,0 +1,367 @@
+// proxy.cpp: see proxy.hpp.
+#include "proxy.hpp"
+
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "conv_hdr.hpp"
+
+namespace iccs {
+
+namespace {
+// Sub-connection ids: one per proxy of the machine (the receiver's index of its peer).
+inline uint16_t global_id(uint16_t cluster, uint16_t index) { return static_cast<uint16_t>(cluster * 64 + index); }
+constexpr uint32_t kBurst = 32;
+constexpr size_t kBacklogLimit = 4096;  // beyond this, leave messages in the rings (backpressure)
+constexpr size_t kTxQueueLimit = 8192;  // frames a port may have waiting for its TX ring
+}  // namespace
+
+uint64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
+    : cfg_(cfg),
+      pool_(pool),
+      rings_(rings),
+      stack_(cfg.stack, pool),
+      wheel_(10'000, 4096, monotonic_ns()),
+      rng_(cfg.impair.seed + cfg.cluster * 1000 + cfg.index) {
+    ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
+    routes_.resize(cfg_.proxies_per_cluster.size());
+    for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
+}
+
+Proxy::~Proxy() {
+    for (PktBuf* p : held_) pkt_free(p);
+    for (Route& r : routes_)
+        for (PktBuf* p : r.backlog) pkt_free(p);
+    for (auto& q : txq_)
+        for (PktBuf* f : q) pkt_free(f);
+    ep_.reset();  // sub-connections free what they hold; the stack, then the ports, go after
+}
+
+bool Proxy::add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool,
+                     const std::vector<MacAddr>& reaches, uint32_t start_timeout_ms, std::string& err) {
+    auto port = std::make_unique<Port>();
+    if (!port->open(devargs, rx_pool, desc_pool, start_timeout_ms, err)) return false;
+    txq_.emplace_back();
+    const uint16_t idx = static_cast<uint16_t>(ports_.size());
+    for (const MacAddr& m : reaches) mac_to_port_.emplace_back(m, idx);
+    ports_.push_back(std::move(port));
+    return true;
+}
+
+bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
+    for (auto& p : ports_)
+        if (!p->wait_link(timeout_ms)) {
+            err = "link of port " + p->name() + " did not come up within " + std::to_string(timeout_ms) +
+                  " ms (is the peer cluster running?)";
+            return false;
+        }
+    return true;
+}
+
+void Proxy::open_subconnections(uint64_t now_ns) {
+    for (const ProxyAddr& peer : cfg_.peers) {
+        stack_.arp().add_static(peer.ip, peer.mac);
+        SubConnection* sc = ep_->open(global_id(peer.cluster, peer.index), peer.ip, cfg_.udp_port,
+                                      global_id(cfg_.cluster, cfg_.index), now_ns);
+        // DESIGN.md §2: this proxy sends to remote proxy (our index mod their count), so the
+        // proxies of a cluster spread their traffic over the other cluster's proxies.
+        const uint16_t remote_count = cfg_.proxies_per_cluster[peer.cluster];
+        if (sc != nullptr && peer.index == cfg_.index % remote_count) routes_[peer.cluster].sc = sc;
+    }
+}
+
+PktBuf* Proxy::impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra) {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    if (cfg_.impair.drop > 0 && unit(rng_) < cfg_.impair.drop) {
+        ++ctr_.impair_dropped;
+        pkt_free(f);
+        return nullptr;
+    }
+    if (cfg_.impair.duplicate > 0 && unit(rng_) < cfg_.impair.duplicate) {
+        if (PktBuf* d = pkt_copy(pool_, f)) {
+            ++ctr_.impair_duplicated;
+            extra[extra_count++] = d;
+        }
+    }
+    if (cfg_.impair.reorder_window > 0) {
+        held_.push_back(f);
+        if (held_.size() <= cfg_.impair.reorder_window) return nullptr;
+        const size_t k = rng_() % held_.size();
+        PktBuf* out = held_[k];
+        held_[k] = held_.back();
+        held_.pop_back();
+        return out;
+    }
+    return f;
+}
+
+void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
+    // Messages that waited for window go first, in order.
+    size_t backlog = 0;
+    for (Route& r : routes_) {
+        while (!r.backlog.empty() && r.sc != nullptr && r.sc->send_space() > 0) {
+            if (slidwin_send(*r.sc, r.backlog.front(), now_ns) != SlidwinSendResult::kOk) break;
+            r.backlog.pop_front();
+            ++work;
+        }
+        backlog += r.backlog.size();
+    }
+    if (backlog >= kBacklogLimit) return;
+    void* msgs[kBurst];
+    for (uint32_t t = 0; t < rings_.threads(); ++t) {
+        const unsigned n = rte_ring_sc_dequeue_burst(rings_.to_proxy(t, cfg_.index), msgs, kBurst, nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            PktBuf* m = static_cast<PktBuf*>(msgs[i]);
+            const uint16_t dst = m->data_len >= kConvHdrLen ? load_be16(m->data() + offsetof(ConvHdr, dst_cluster))
+                                                            : UINT16_MAX;
+            if (dst >= routes_.size() || routes_[dst].sc == nullptr) {
+                ++ctr_.bad_dst;
+                pkt_free(m);
+                continue;
+            }
+            Route& r = routes_[dst];
+            ++ctr_.msgs_tx;
+            ctr_.bytes_tx += m->pkt_len;
+            if (!r.backlog.empty()) {
+                r.backlog.push_back(m);
+                continue;
+            }
+            const SlidwinSendResult res = slidwin_send(*r.sc, m, now_ns);
+            if (res == SlidwinSendResult::kWouldBlock) {
+                r.backlog.push_back(m);
+            } else if (res == SlidwinSendResult::kTooBig) {
+                ++ctr_.bad_dst;
+                pkt_free(m);
+            }
+        }
+        work += n;
+        if (n > 0) {
+            size_t now_backlog = 0;
+            for (const Route& r : routes_) now_backlog += r.backlog.size();
+            ctr_.backlog_max = std::max<uint64_t>(ctr_.backlog_max, now_backlog);
+        }
+    }
+}
+
+bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
+    const uint16_t port = msg->data_len >= kConvHdrLen ? load_be16(msg->data() + offsetof(ConvHdr, dst_port))
+                                                       : UINT16_MAX;
+    if (port >= cfg_.threads) {
+        ++ctr_.bad_dst;
+        pkt_free(msg);
+        return true;
+    }
+    if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
+        ++ctr_.ring_full;
+        if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
+        rings_.thread_waker(port).wake();
+        return false;
+    }
+    ++ctr_.msgs_rx;
+    ctr_.bytes_rx += msg->pkt_len;
+    rings_.thread_waker(port).wake();
+    return true;
+}
+
+void Proxy::flush_tx() {
+    // Route what the stack queued onto the ports' queues ...
+    PktBuf* frames[kBurst];
+    const size_t nports = ports_.size();
+    auto enqueue = [&](size_t port, PktBuf* f) {
+        if (txq_[port].size() >= kTxQueueLimit) {  // the link stayed full that long: drop (retransmitted)
+            ++ctr_.tx_queue_drops;
+            pkt_free(f);
+            return;
+        }
+        txq_[port].push_back(f);
+    };
+    for (uint32_t n; (n = stack_.tx_take(frames, kBurst)) > 0;) {
+        for (uint32_t i = 0; i < n; ++i) {
+            PktBuf* f = frames[i];
+            MacAddr dst;
+            std::memcpy(dst.b.data(), f->data(), 6);
+            if (dst.is_broadcast()) {  // ARP: every link gets a copy
+                for (size_t p = 1; p < nports; ++p)
+                    if (PktBuf* c = pkt_copy(pool_, f)) enqueue(p, c);
+                enqueue(0, f);
+                continue;
+            }
+            size_t port = nports == 1 ? 0 : nports;
+            for (const auto& [mac, idx] : mac_to_port_)
+                if (mac == dst) {
+                    port = idx;
+                    break;
+                }
+            if (port >= nports) {
+                ++ctr_.bad_dst;  // no link reaches that MAC
+                pkt_free(f);
+                continue;
+            }
+            enqueue(port, f);
+        }
+    }
+    // ... then give each port as much as its TX ring takes; the rest waits for the next round.
+    for (size_t p = 0; p < nports; ++p) {
+        std::deque<PktBuf*>& q = txq_[p];
+        while (!q.empty()) {
+            PktBuf* burst[kBurst];
+            const uint32_t k = static_cast<uint32_t>(std::min<size_t>(q.size(), kBurst));
+            std::copy(q.begin(), q.begin() + k, burst);
+            const uint32_t sent = ports_[p]->tx_burst(burst, k);
+            q.erase(q.begin(), q.begin() + sent);
+            if (sent < k) break;
+        }
+    }
+}
+
+uint32_t Proxy::poll_once(uint64_t now_ns) {
+    uint32_t work = 0;
+    drain_rings(now_ns, work);
+    PktBuf* frames[kBurst * 2];
+    for (auto& port : ports_) {
+        uint32_t n = port->rx_burst(frames, kBurst);
+        work += n;
+        if (cfg_.impair.drop > 0 || cfg_.impair.duplicate > 0 || cfg_.impair.reorder_window > 0) {
+            PktBuf* extra[kBurst];
+            uint32_t extra_n = 0, kept = 0;
+            for (uint32_t i = 0; i < n; ++i)
+                if (PktBuf* f = impair(frames[i], extra_n, extra)) frames[kept++] = f;
+            for (uint32_t i = 0; i < extra_n; ++i) frames[kept++] = extra[i];
+            if (n == 0 && !held_.empty()) {  // a quiet port lets held frames out
+                for (PktBuf* f : held_) {
+                    if (kept == kBurst * 2) break;
+                    frames[kept++] = f;
+                }
+                held_.erase(held_.begin(), held_.begin() + std::min<size_t>(held_.size(), kBurst * 2));
+            }
+            n = kept;
+        }
+        if (n > 0) stack_.input_burst(frames, n, now_ns);
+    }
+    if (!blocked_.empty()) {
+        std::vector<SubConnection*> again;
+        again.swap(blocked_);
+        for (SubConnection* sc : again) slidwin_deliver_pending(*sc, now_ns);
+    }
+    wheel_.advance(now_ns);
+    if (now_ns - last_timers_ns_ >= 1'000'000) {
+        stack_.timers(now_ns);
+        last_timers_ns_ = now_ns;
+    }
+    flush_tx();
+    // accounting: utilization and time-weighted ring occupancy
+    if (last_iter_ns_ != 0) {
+        const uint64_t dt = now_ns - last_iter_ns_;
+        ctr_.total_ns += dt;
+        if (work > 0) ctr_.busy_ns += dt;
+        uint64_t q = 0;
+        for (uint32_t t = 0; t < rings_.threads(); ++t) q += rte_ring_count(rings_.to_proxy(t, cfg_.index));
+        ctr_.queue_ns_sum += q * dt;
+    }
+    last_iter_ns_ = now_ns;
+    if (now_ns - last_publish_ns_ >= 1'000'000) {
+        publish();
+        last_publish_ns_ = now_ns;
+    }
+    return work;
+}
+
+uint32_t Proxy::try_poll_inline(uint64_t now_ns) {
+    std::unique_lock<std::mutex> lock(inline_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    return poll_once(now_ns);
+}
+
+void Proxy::run() {
+    Waker& waker = rings_.proxy_waker(cfg_.index);
+    uint64_t last_work = monotonic_ns();
+    while (!stop_.load(std::memory_order_acquire)) {
+        const uint64_t now = monotonic_ns();
+        if (poll_once(now) > 0) {
+            last_work = now;
+            continue;
+        }
+        if (cfg_.polling == Polling::kBusy || now - last_work < uint64_t{cfg_.spin_before_sleep_us} * 1000) continue;
+        // Adaptive: say we sleep, look once more, then sleep until woken, a timer, or sleep_us.
+        waker.prepare_sleep();
+        bool pending = false;
+        for (uint32_t t = 0; t < rings_.threads() && !pending; ++t)
+            pending = rte_ring_count(rings_.to_proxy(t, cfg_.index)) > 0;
+        if (pending || stop_.load(std::memory_order_acquire)) {
+            waker.cancel_sleep();
+            continue;
+        }
+        uint64_t sleep_ns = uint64_t{cfg_.sleep_us} * 1000;
+        const uint64_t next = wheel_.next_expiry();
+        if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
+        if (sleep_ns >= 1000) {
+            ++ctr_.sleeps;
+            waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+        } else {
+            waker.cancel_sleep();
+        }
+    }
+    publish();
+}
+
+bool Proxy::idle() const {
+    for (const Route& r : routes_)
+        if (!r.backlog.empty()) return false;
+    for (const ProxyAddr& peer : cfg_.peers) {
+        const SubConnection* sc = ep_->get(global_id(peer.cluster, peer.index));
+        if (sc != nullptr && sc->unacked() > 0) return false;
+    }
+    for (const auto& q : txq_)
+        if (!q.empty()) return false;
+    return stack_.tx_queued() == 0;
+}
+
+ProxySnapshot Proxy::collect() const {
+    ProxySnapshot s;
+    s.proxy = ctr_;
+    s.stack = stack_.counters();
+    for (const ProxyAddr& peer : cfg_.peers) {
+        const SubConnection* sc = ep_->get(global_id(peer.cluster, peer.index));
+        if (sc == nullptr) continue;
+        const SlidwinCounters& c = sc->counters();
+#define X(name, doc) s.slidwin.name += c.name;
+        ICCS_SLIDWIN_COUNTERS(X)
+#undef X
+    }
+    for (const auto& p : ports_) {
+        s.port_rx += p->counters().rx_frames;
+        s.port_tx += p->counters().tx_frames;
+        s.port_tx_ring_full += p->counters().tx_ring_full;
+    }
+    return s;
+}
+
+void Proxy::publish() {
+    const ProxySnapshot s = collect();
+    seq_.fetch_add(1, std::memory_order_acq_rel);  // odd: writing
+    std::atomic_thread_fence(std::memory_order_release);
+    std::memcpy(static_cast<void*>(&published_), &s, sizeof s);
+    seq_.fetch_add(1, std::memory_order_release);  // even: stable
+}
+
+ProxySnapshot Proxy::snapshot() const {
+    ProxySnapshot s;
+    for (;;) {
+        const uint32_t a = seq_.load(std::memory_order_acquire);
+        if (a & 1u) continue;
+        std::memcpy(static_cast<void*>(&s), &published_, sizeof s);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (seq_.load(std::memory_order_relaxed) == a) return s;
+    }
+}
+
+}  // namespace iccs

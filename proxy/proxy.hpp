@@ -1,0 +1,165 @@
+// proxy.hpp: one proxy (DESIGN.md §2): a stack instance on its own core, its NI ports, its
+// sub-connections to every proxy of the other clusters, and the loop that ties them together.
+//
+// One iteration of the loop: drain the rings of the cluster's compute threads (bursts of 32),
+// poll the ports (bursts of 32) into the stack, run timers, flush the stack's TX queue onto the
+// ports. Messages arriving for this cluster go straight to the destination thread's ring.
+// Polling: `busy` spins, `adaptive` spins a while then sleeps until a compute thread wakes it
+// (or a short timeout, to poll the ports), `inline` has no thread: compute threads call
+// poll_once() themselves (try_lock: one at a time).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "polling.hpp"
+#include "port.hpp"
+#include "rings.hpp"
+#include "slidwin_endpoint.hpp"
+#include "stack.hpp"
+#include "timer_wheel.hpp"
+
+namespace iccs {
+
+// A proxy anywhere in the machine, as every proxy knows it (from the configuration).
+struct ProxyAddr {
+    uint16_t cluster;
+    uint16_t index;   // proxy index within its cluster
+    Ipv4Addr ip;
+    MacAddr mac;
+};
+
+// Fault injection on the receive path, for tests (DESIGN.md: a drop/duplicate/reorder option).
+struct RxImpairment {
+    double drop = 0, duplicate = 0;
+    uint32_t reorder_window = 0;
+    uint64_t seed = 1;
+};
+
+struct ProxyConfig {
+    uint16_t cluster = 0;
+    uint16_t index = 0;
+    uint16_t threads = 1;               // compute threads of this cluster (ports 0..threads-1)
+    StackConfig stack;                  // our MAC, IP, MTU, reassembly
+    SlidwinConfig slidwin;
+    uint16_t udp_port = 9410;
+    Polling polling = Polling::kAdaptive;
+    uint32_t spin_before_sleep_us = 50; // adaptive: idle time before sleeping [us]
+    uint32_t sleep_us = 200;            // adaptive: longest sleep before polling the ports again [us]
+    RxImpairment impair;
+    std::vector<ProxyAddr> peers;       // every proxy of every other cluster
+    std::vector<uint16_t> proxies_per_cluster;  // by cluster id
+};
+
+// Per-proxy counters (DESIGN.md §6), written only by the proxy's thread.
+#define ICCS_PROXY_COUNTERS(X)                                                  \
+    X(msgs_tx, "messages taken from compute threads and sent")                  \
+    X(bytes_tx, "their bytes (convergence header + payload)")                   \
+    X(msgs_rx, "messages delivered to compute threads")                         \
+    X(bytes_rx, "their bytes")                                                  \
+    X(ring_full, "deliveries refused by a full compute-thread ring (retried)")  \
+    X(backlog_max, "most messages waiting for send window at once")             \
+    X(bad_dst, "messages for an unknown cluster or port (dropped)")             \
+    X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
+    X(impair_dropped, "frames dropped by fault injection")                      \
+    X(impair_duplicated, "frames duplicated by fault injection")                \
+    X(busy_ns, "time spent in iterations that did work [ns]")                   \
+    X(total_ns, "time the loop ran [ns]")                                       \
+    X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
+    X(sleeps, "adaptive sleeps")
+
+struct ProxyCounters {
+#define X(name, doc) uint64_t name = 0;
+    ICCS_PROXY_COUNTERS(X)
+#undef X
+    template <typename Fn>
+    void for_each(Fn&& fn) const {
+#define X(name, doc) fn(#name, doc, name);
+        ICCS_PROXY_COUNTERS(X)
+#undef X
+    }
+};
+
+// Everything a proxy counts, gathered for printing and telemetry.
+struct ProxySnapshot {
+    ProxyCounters proxy;
+    StackCounters stack;
+    SlidwinCounters slidwin;  // summed over sub-connections
+    uint64_t port_rx = 0, port_tx = 0, port_tx_ring_full = 0;
+};
+
+class Proxy final : public SlidwinSink {
+   public:
+    Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings);
+    ~Proxy() override;
+
+    // Attach a port; frames for `macs` leave through it (a memif link reaches one peer).
+    bool add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool,
+                  const std::vector<MacAddr>& reaches, uint32_t start_timeout_ms, std::string& err);
+    bool wait_links(uint32_t timeout_ms, std::string& err);
+    // Open the sub-connections to every peer proxy (static ARP entries from the configuration).
+    void open_subconnections(uint64_t now_ns);
+
+    // One iteration of the loop; returns the work done (frames + messages).
+    uint32_t poll_once(uint64_t now_ns);
+    // The loop for a proxy thread, until stop() (busy or adaptive).
+    void run();
+    void stop() { stop_.store(true, std::memory_order_release); }
+    // inline polling: a compute thread runs one iteration if no other thread is.
+    uint32_t try_poll_inline(uint64_t now_ns);
+
+    // True when every sub-connection has nothing unacked and nothing waits to be sent.
+    bool idle() const;
+    // Counters, torn-free for another thread (seqlock, published every millisecond).
+    ProxySnapshot snapshot() const;
+    const ProxyConfig& config() const { return cfg_; }
+    Stack& stack() { return stack_; }
+
+    // SlidwinSink: a message in order from a sub-connection -> the destination thread's ring.
+    bool on_message(SubConnection& sc, PktBuf* msg) override;
+
+   private:
+    struct Route {
+        uint16_t cluster;
+        SubConnection* sc;  // the sub-connection this proxy uses for that cluster
+        std::deque<PktBuf*> backlog;  // accepted from rings, waiting for the send window
+    };
+    void drain_rings(uint64_t now_ns, uint32_t& work);
+    void flush_tx();
+    void publish();
+    PktBuf* impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra);
+    ProxySnapshot collect() const;
+
+    ProxyConfig cfg_;
+    MempoolPktPool& pool_;
+    ClusterRings& rings_;
+    // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
+    // ARP) may be RX mbufs that return through their port.
+    std::vector<std::unique_ptr<Port>> ports_;
+    Stack stack_;
+    TimerWheel wheel_;
+    std::unique_ptr<SlidwinEndpoint> ep_;
+    std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
+    std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
+    std::vector<Route> routes_;  // by cluster id
+    std::vector<SubConnection*> blocked_;  // refused a delivery: offer again
+    ProxyCounters ctr_;
+    std::mt19937_64 rng_;
+    std::vector<PktBuf*> held_;  // reorder window of the fault injection
+    std::atomic<bool> stop_{false};
+    std::mutex inline_mu_;
+    uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
+    // seqlock-published copy for readers on other threads
+    mutable std::atomic<uint32_t> seq_{0};
+    ProxySnapshot published_;
+};
+
+uint64_t monotonic_ns();
+
+}  // namespace iccs

@@ -1,0 +1,452 @@
+// The machine configuration: the issue's example, defaults, the example file, every kind of error
+// message (key, value and what is allowed), command-line overrides, and the dump round trip.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config.hpp"
+
+using namespace iccs;
+
+namespace {
+
+const char* const kIssueExample = R"(
+[machine]
+clusters = 2
+fabric = "memif"          # memif | af_packet | pci
+[cluster]
+compute_threads = 2
+proxies = "auto"          # integer, or auto = ceil(sqrt(compute_threads))
+proxy_cores = [1]         # pinning; defaults spread over the host's cores
+polling = "adaptive"      # busy | adaptive | inline
+)";
+
+// The error of loading `text`, or "" when it loads.
+std::string error_of(const std::string& text) {
+    const ConfigResult r = load_config(text, "iccs.toml");
+    return r.ok() ? std::string() : r.error;
+}
+
+// The repository root: from this file's path as the compiler saw it, else the working directory
+// (meson runs tests in the build directory, one below the root).
+std::string example_path() {
+    std::string here = __FILE__;
+    const std::string tail = "tests/unit/test_config.cpp";
+    std::vector<std::string> candidates;
+    if (here.size() >= tail.size() && here.compare(here.size() - tail.size(), tail.size(), tail) == 0)
+        candidates.push_back(here.substr(0, here.size() - tail.size()) + "iccs.example.toml");
+    for (const char* dir : {"", "../", "../../"}) candidates.push_back(std::string(dir) + "iccs.example.toml");
+    for (const auto& c : candidates)
+        if (std::ifstream(c)) return c;
+    FAIL("iccs.example.toml not found (looked at " << candidates.front() << " and the working directory's parents)");
+    return {};
+}
+
+// (section, key) of every assignment in a TOML text of flat sections (the example file, a dump).
+std::set<std::pair<std::string, std::string>> keys_in(const std::string& text) {
+    std::set<std::pair<std::string, std::string>> out;
+    std::istringstream in(text);
+    std::string line, section;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        if (line[0] == '[') {
+            section = line.substr(1, line.find(']') - 1);
+            continue;
+        }
+        const size_t eq = line.find(" =");
+        if (eq != std::string::npos) out.insert({section, line.substr(0, eq)});
+    }
+    return out;
+}
+
+std::set<std::pair<std::string, std::string>> table_keys() {
+    std::set<std::pair<std::string, std::string>> out;
+    for (const auto& k : config_key_docs()) out.insert({std::string(k.section), std::string(k.key)});
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("config: the issue's example loads and proxies = auto resolves", "[config]") {
+    const ConfigResult r = load_config(kIssueExample, "iccs.toml");
+    if (host_core_count() < 2) {  // proxy_cores = [1] needs a second core
+        REQUIRE_THAT(r.error, Catch::Contains("proxy_cores[0] = 1"));
+        return;
+    }
+    INFO(r.error);
+    REQUIRE(r.ok());
+    const MachineConfig& c = *r.config;
+    CHECK(c.machine.clusters == 2);
+    CHECK(c.machine.fabric == Fabric::kMemif);
+    CHECK(c.cluster.compute_threads == 2);
+    CHECK(c.cluster.proxies == kProxiesAuto);
+    CHECK(c.cluster.proxies_resolved == 2);
+    CHECK(c.cluster.proxy_cores == std::vector<uint32_t>{1});
+    CHECK(c.cluster.polling == Polling::kAdaptive);
+    CHECK(proxy_ip(c, 0, 0) == Ipv4Addr{0x0a000001});
+    CHECK(proxy_ip(c, 1, 1) == Ipv4Addr{0x0a000102});
+}
+
+TEST_CASE("config: auto proxies = ceil(sqrt(compute_threads))", "[config]") {
+    const std::pair<uint32_t, uint32_t> cases[] = {{1, 1},  {2, 2},  {3, 2},  {4, 2},  {5, 3},   {9, 3},
+                                                   {10, 4}, {16, 4}, {17, 5}, {64, 8}, {255, 16}, {256, 16}};
+    for (const auto& [threads, proxies] : cases) {
+        INFO("compute_threads = " << threads);
+        CHECK(resolve_proxies(kProxiesAuto, threads) == proxies);
+        const ConfigResult r =
+            load_config("[cluster]\ncompute_threads = " + std::to_string(threads) + "\nproxies = \"auto\"\n", "t.toml");
+        REQUIRE(r.ok());
+        CHECK(r.config->cluster.proxies_resolved == proxies);
+    }
+    CHECK(resolve_proxies(3, 16) == 3);  // an integer is taken as it is
+    const ConfigResult fixed = load_config("[cluster]\nproxies = 5\n", "t.toml");
+    REQUIRE(fixed.ok());
+    CHECK(fixed.config->cluster.proxies == 5);
+    CHECK(fixed.config->cluster.proxies_resolved == 5);
+}
+
+TEST_CASE("config: an empty file gives every default", "[config]") {
+    for (const char* text : {"", "# nothing but a comment\n", "[machine]\n[cluster]\n[test]\n"}) {
+        const ConfigResult r = load_config(text, "empty.toml");
+        INFO(r.error);
+        REQUIRE(r.ok());
+        CHECK(*r.config == MachineConfig{});
+    }
+    const MachineConfig d;
+    CHECK(d.machine.clusters == 2);
+    CHECK(d.machine.mtu_bytes == 1500);
+    CHECK(d.cluster.proxies_resolved == resolve_proxies(d.cluster.proxies, d.cluster.compute_threads));
+    CHECK(!validate(d));
+    const ConfigResult none = configure("");
+    REQUIRE(none.ok());
+    CHECK(*none.config == d);
+}
+
+TEST_CASE("config: iccs.example.toml loads to exactly the defaults and lists every key", "[config]") {
+    const std::string path = example_path();
+    const ConfigResult r = load_config_file(path);
+    INFO(r.error);
+    REQUIRE(r.ok());
+    CHECK(*r.config == MachineConfig{});
+
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    CHECK(keys_in(text.str()) == table_keys());
+    CHECK_THAT(text.str(),  // the issue's example, as the minimal example at the top
+               Catch::Contains("#   proxies = \"auto\"          # integer, or auto = ceil(sqrt(compute_threads))"));
+    for (const auto& k : config_key_docs()) {
+        INFO(k.section << "." << k.key);
+        CHECK(!k.doc.empty());
+        CHECK(!k.allowed.empty());
+    }
+}
+
+TEST_CASE("config: errors name the key, the value and what is allowed", "[config]") {
+    SECTION("bad enum value") {
+        CHECK(error_of("[machine]\nclusters = 2\n[cluster]\npolling = \"fast\"\n") ==
+              "config error: iccs.toml:4: [cluster] polling = \"fast\": allowed values are busy, adaptive, inline");
+        CHECK(error_of("[machine]\nfabric = \"dpdk\"\n") ==
+              "config error: iccs.toml:2: [machine] fabric = \"dpdk\": allowed values are memif, af_packet, pci, udp");
+        CHECK(error_of("[cluster]\ndispatch = 1\n") ==
+              "config error: iccs.toml:2: [cluster] dispatch = 1: allowed values are fixed, round-robin, least-loaded");
+    }
+    SECTION("integer out of range") {
+        CHECK(error_of("[machine]\nclusters = 0\n") ==
+              "config error: iccs.toml:2: [machine] clusters = 0: expected an integer from 1 to 64");
+        CHECK(error_of("[machine]\nmtu_bytes = 9001\n") ==
+              "config error: iccs.toml:2: [machine] mtu_bytes = 9001: expected an integer from 576 to 9000");
+        CHECK(error_of("[cluster]\nproxies = 65\n") ==
+              "config error: iccs.toml:2: [cluster] proxies = 65: expected an integer from 1 to 64, or \"auto\"");
+        CHECK(error_of("[test]\ndrop = 1.5\n") ==
+              "config error: iccs.toml:2: [test] drop = 1.5: expected a probability from 0.0 to 1.0");
+    }
+    SECTION("wrong type") {
+        CHECK(error_of("[machine]\nclusters = \"two\"\n") ==
+              "config error: iccs.toml:2: [machine] clusters = \"two\": expected an integer from 1 to 64");
+        CHECK(error_of("[machine]\nclusters = 2.0\n") ==
+              "config error: iccs.toml:2: [machine] clusters = 2.0: expected an integer from 1 to 64");
+        CHECK(error_of("[cluster]\nproxy_cores = 1\n") ==
+              "config error: iccs.toml:2: [cluster] proxy_cores = 1: expected an array of core numbers, e.g. [1]; "
+              "each a core number from 0 to " +
+                  std::to_string(host_core_count() - 1) + " (this host has " + std::to_string(host_core_count()) +
+                  (host_core_count() == 1 ? " core)" : " cores)"));
+        CHECK(error_of("[cluster]\nproxies = \"many\"\n") ==
+              "config error: iccs.toml:2: [cluster] proxies = \"many\": expected an integer from 1 to 64, or \"auto\"");
+        CHECK_THAT(error_of("machine = 3\n"), Catch::Contains("[machine] = 3: expected a section"));
+    }
+    SECTION("unknown key, with a suggestion") {
+        CHECK(error_of("[machine]\nclusters = 2\n\n[cluster]\ncompute_threads = 2\n# pinning\nproxy_core = [1]\n") ==
+              "config error: iccs.toml:7: unknown key [cluster] proxy_core (did you mean proxy_cores?)");
+        CHECK(error_of("[machine]\npolling = \"busy\"\n") ==
+              "config error: iccs.toml:2: unknown key [machine] polling (did you mean [cluster] polling?)");
+        CHECK_THAT(error_of("[cluster]\nfrobnicate = 1\n"),
+                   Catch::StartsWith("config error: iccs.toml:2: unknown key [cluster] frobnicate (keys of [cluster] "
+                                     "are compute_threads, proxies, proxy_cores, polling,"));
+        CHECK(error_of("clusters = 2\n") ==
+              "config error: iccs.toml:1: key clusters outside any section (did you mean [machine] clusters?)");
+    }
+    SECTION("unknown section") {
+        CHECK(error_of("[clustr]\npolling = \"busy\"\n") ==
+              "config error: iccs.toml:1: unknown section [clustr] (did you mean [cluster]?)");
+        CHECK(error_of("[machine]\nclusters = 2\n[network]\nmtu = 1500\n") ==
+              "config error: iccs.toml:3: unknown section [network] (sections are [machine], [cluster], [slidwin], "
+              "[reassembly], [wan], [test])");
+        CHECK_THAT(error_of("[[cluster]]\ncompute_threads = 2\n"),
+                   Catch::Contains("[[cluster]]: [cluster] is a single section, not an array"));
+    }
+    SECTION("bad IPv4 address") {
+        const std::string allowed =
+            ": expected an IPv4 unicast address like \"10.0.0.0\" (not 0.x.x.x, 127.x.x.x, or 224.0.0.0 and above)";
+        CHECK(error_of("[machine]\nbase_ip = \"10.0.300.0\"\n") ==
+              "config error: iccs.toml:2: [machine] base_ip = \"10.0.300.0\"" + allowed);
+        for (const char* bad :
+             {"10.0.0", "10.0.0.0.0", "010.0.0.0", "10.0.0.x", "224.0.0.0", "127.0.0.0", "0.0.0.0", " 10.0.0.0"}) {
+            INFO(bad);
+            CHECK_THAT(error_of(std::string("[machine]\nbase_ip = \"") + bad + "\"\n"), Catch::EndsWith(allowed));
+        }
+        CHECK(error_of("[machine]\nbase_ip = \"192.168.7.0\"\n").empty());
+    }
+    SECTION("proxy_cores entry beyond the host's cores") {
+        const uint32_t n = host_core_count();
+        CHECK(error_of("[cluster]\nproxy_cores = [0,\n  " + std::to_string(n) + "]\n") ==
+              "config error: iccs.toml:3: [cluster] proxy_cores[1] = " + std::to_string(n) +
+                  ": expected a core number from 0 to " + std::to_string(n - 1) + " (this host has " +
+                  std::to_string(n) + (n == 1 ? " core)" : " cores)"));
+        CHECK_THAT(error_of("[cluster]\nproxy_cores = [-1]\n"),
+                   Catch::Contains("[cluster] proxy_cores[0] = -1: expected"));
+        CHECK_THAT(error_of("[cluster]\nproxy_cores = [\"1\"]\n"),
+                   Catch::Contains("[cluster] proxy_cores[0] = \"1\": expected"));
+    }
+    SECTION("powers of two") {
+        CHECK(error_of("[cluster]\nring_entries = 1000\n") ==
+              "config error: iccs.toml:2: [cluster] ring_entries = 1000: expected a power of two from 64 to 65536");
+        CHECK(error_of("[slidwin]\nrcv_buf_datagrams = 65536\n") ==
+              "config error: iccs.toml:2: [slidwin] rcv_buf_datagrams = 65536: expected a power of two from 16 to "
+              "32768");
+        CHECK(error_of("[cluster]\nring_entries = 4096\n").empty());
+    }
+    SECTION("parse error, with line and column") {
+        const std::string e = error_of("[machine]\nclusters = 2\nfabric = memif\n");
+        CHECK_THAT(e, Catch::StartsWith("config error: iccs.toml:3:"));
+        CHECK(e.find('\n') == std::string::npos);
+        CHECK_THAT(error_of("[machine]\nclusters = 2\nclusters = 3\n"),
+                   Catch::StartsWith("config error: iccs.toml:3:"));
+        CHECK_THAT(error_of("[machine]\nfabric = memif\n"),
+                   Catch::EndsWith("(text values need quotes, e.g. polling = \"busy\")"));
+    }
+    SECTION("every wrong key in a file is reported, in file order") {
+        CHECK(error_of("[cluster]\npolling = \"fast\"\n[machine]\nclusters = 0\n") ==
+              "config error: iccs.toml:2: [cluster] polling = \"fast\": allowed values are busy, adaptive, inline\n"
+              "config error: iccs.toml:4: [machine] clusters = 0: expected an integer from 1 to 64");
+    }
+    SECTION("rules between keys") {
+        CHECK(error_of("[slidwin]\nrto_min_us = 20000\n") ==
+              "config error: [slidwin] rto_min_us = 20000, rto_initial_us = 10000, rto_max_us = 1000000: need "
+              "rto_min_us <= rto_initial_us <= rto_max_us");
+        CHECK_THAT(error_of("[slidwin]\ndelack_us = 1000\n"),
+                   Catch::StartsWith(
+                       "config error: [slidwin] delack_us = 1000: must be below [slidwin] rto_min_us = 1000"));
+        CHECK(error_of("[slidwin]\nack_every = 64\nrcv_buf_datagrams = 32\n") ==
+              "config error: [slidwin] ack_every = 64: must be at most [slidwin] rcv_buf_datagrams = 32");
+        CHECK_THAT(error_of("[machine]\nbase_ip = \"10.0.0.253\"\n"),
+                   Catch::StartsWith("config error: [machine] base_ip = \"10.0.0.253\" with 2 proxies per cluster"));
+        CHECK_THAT(error_of("[machine]\nbase_ip = \"223.255.255.0\"\n"),
+                   Catch::Contains("proxy addresses would reach 224.0.0.0"));
+        CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\"]\n") ==
+              "config error: [machine] fabric = \"pci\" needs [machine] pci_addresses with 2 entries (one per proxy, "
+              "one cluster per host) or 4 (2 clusters x 2 proxies, all on this host); it has 1");
+        CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\", \"03:00.1\"]\n").empty());
+        CHECK_THAT(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"03:00.0\", \"03:00.0\"]\n"),
+                   Catch::Contains("pci_addresses[1] = \"03:00.0\": already used by pci_addresses[0]"));
+        CHECK(error_of("[machine]\npci_addresses = [\"eth0\"]\n") ==
+              "config error: iccs.toml:2: [machine] pci_addresses[0] = \"eth0\": expected a PCI address like "
+              "\"0000:03:00.0\"");
+        CHECK(error_of("[machine]\npci_addresses = [\"0000:03:00.0\"]\n").empty());  // ignored unless fabric = pci
+    }
+    SECTION("a config built in code is held to the same rules") {
+        MachineConfig c;
+        c.cluster.ring_entries = 100;
+        CHECK(validate(c) == "config error: [cluster] ring_entries = 100: expected a power of two from 64 to 65536");
+        c = MachineConfig{};
+        c.cluster.compute_threads = 9;
+        CHECK_THAT(*validate(c), Catch::Contains("call resolve()"));
+        resolve(c);
+        CHECK(c.cluster.proxies_resolved == 3);
+        CHECK(!validate(c));
+    }
+}
+
+TEST_CASE("config: a missing file is an error naming the path", "[config]") {
+    const ConfigResult r = load_config_file("/nonexistent/iccs.toml");
+    REQUIRE(!r.ok());
+    CHECK_THAT(r.error, Catch::StartsWith("config error: cannot read /nonexistent/iccs.toml: "));
+    CHECK(configure("/nonexistent/iccs.toml").error == r.error);
+}
+
+TEST_CASE("config: command-line overrides", "[config]") {
+    MachineConfig c;
+    SECTION("valid values, through the file's checks") {
+        CHECK(!apply_override(c, "cluster.polling", "busy"));
+        CHECK(!apply_override(c, "machine.clusters", "3"));
+        CHECK(!apply_override(c, "machine.fabric", "\"af_packet\""));
+        CHECK(!apply_override(c, "cluster.compute_threads", "9"));
+        CHECK(c.cluster.proxies_resolved == 3);  // auto follows compute_threads
+        CHECK(!apply_override(c, "cluster.proxies", "4"));
+        CHECK(c.cluster.proxies_resolved == 4);
+        CHECK(!apply_override(c, "cluster.proxies", "auto"));
+        CHECK(c.cluster.proxies_resolved == 3);
+        CHECK(!apply_override(c, "mtu_bytes", "9000"));  // a bare key: the one section that has it
+        CHECK(!apply_override(c, "cluster.proxy_cores", "0,1"));
+        CHECK(!apply_override(c, "cluster.proxy_cores", "[1]"));
+        CHECK(!apply_override(c, "test.drop", "0.25"));
+        CHECK(!apply_override(c, "test.duplicate", "1"));
+        CHECK(!apply_override(c, "machine.base_ip", "192.168.0.0"));
+        CHECK(c.cluster.polling == Polling::kBusy);
+        CHECK(c.machine.clusters == 3);
+        CHECK(c.machine.fabric == Fabric::kAfPacket);
+        CHECK(c.machine.mtu_bytes == 9000);
+        CHECK(c.cluster.proxy_cores == std::vector<uint32_t>{1});
+        CHECK(c.test.drop == 0.25);
+        CHECK(c.test.duplicate == 1.0);
+        CHECK(!validate(c));
+        CHECK(!apply_override(c, "cluster.proxy_cores", ""));
+        CHECK(c.cluster.proxy_cores.empty());
+    }
+    SECTION("invalid values name the flag's key and leave the config as it was") {
+        const MachineConfig before = c;
+        CHECK(apply_override(c, "cluster.polling", "fast") ==
+              "config error: command line: [cluster] polling = \"fast\": allowed values are busy, adaptive, inline");
+        CHECK(apply_override(c, "machine.clusters", "two") ==
+              "config error: command line: [machine] clusters = \"two\": expected an integer from 1 to 64");
+        CHECK(apply_override(c, "machine.clusters", "65", "--clusters") ==
+              "config error: --clusters: [machine] clusters = 65: expected an integer from 1 to 64");
+        CHECK(apply_override(c, "cluster.proxies", "0") ==
+              "config error: command line: [cluster] proxies = 0: expected an integer from 1 to 64, or \"auto\"");
+        CHECK_THAT(*apply_override(c, "cluster.proxy_cores", "0,4096"),
+                   Catch::StartsWith("config error: command line: [cluster] proxy_cores[1] = 4096: expected a core "));
+        CHECK(apply_override(c, "test.drop", "often") ==
+              "config error: command line: [test] drop = \"often\": expected a probability from 0.0 to 1.0");
+        CHECK(apply_override(c, "cluster.pollin", "busy") ==
+              "config error: command line: unknown key [cluster] pollin (did you mean polling?)");
+        CHECK(apply_override(c, "clustr.polling", "busy") ==
+              "config error: command line: unknown section [clustr] (did you mean [cluster]?)");
+        CHECK(apply_override(c, "pollin", "busy") ==
+              "config error: command line: unknown key pollin (did you mean cluster.polling?)");
+        CHECK(c == before);
+    }
+}
+
+TEST_CASE("config: configure() applies the file, then the flags, then validates once", "[config]") {
+    const std::string path = "/tmp/iccs_test_config_" + std::to_string(::getpid()) + ".toml";
+    {
+        std::ofstream out(path);
+        out << "[machine]\nfabric = \"pci\"\npci_addresses = [\"03:00.0\", \"03:00.1\", \"03:00.2\"]\n"
+               "[cluster]\nproxies = 2\npolling = \"busy\"\n";
+    }
+    // The file alone is inconsistent (3 ports for 2 proxies); the flag makes it right.
+    CHECK_THAT(load_config_file(path).error, Catch::Contains("needs [machine] pci_addresses with 2 entries"));
+    const ConfigResult r = configure(path, {{"cluster.proxies", "3"}, {"cluster.polling", "adaptive"}});
+    INFO(r.error);
+    REQUIRE(r.ok());
+    CHECK(r.config->cluster.proxies_resolved == 3);
+    CHECK(r.config->cluster.polling == Polling::kAdaptive);
+    CHECK_THAT(configure(path, {{"cluster.proxies", "4"}}).error, Catch::Contains("it has 3"));
+    CHECK(configure(path, {{"cluster.polling", "fast"}}).error ==
+          "config error: command line: [cluster] polling = \"fast\": allowed values are busy, adaptive, inline");
+    std::remove(path.c_str());
+}
+
+TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
+    const MachineConfig defaults;
+    const std::string d = dump_config(defaults);
+    CHECK(keys_in(d) == table_keys());
+    CHECK_THAT(d, Catch::Contains("proxies = \"auto\"  # = 2\n"));
+    CHECK_THAT(d, Catch::Contains("proxy_cores = []  # empty: spread over the host's cores\n"));
+    CHECK(*load_config(d, "dump").config == defaults);
+
+    // Every key away from its default, set the way the command line sets it.
+    const std::vector<std::pair<std::string, std::string>> flags = {
+        {"machine.clusters", "5"},
+        {"machine.fabric", "pci"},
+        {"machine.mtu_bytes", "9000"},
+        {"machine.base_ip", "172.16.4.0"},
+        {"machine.udp_port", "12345"},
+        {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
+        {"cluster.compute_threads", "7"},
+        {"cluster.proxy_cores", host_core_count() >= 2 ? "1,0,1" : "0,0"},
+        {"cluster.polling", "inline"},
+        {"cluster.dispatch", "least-loaded"},
+        {"cluster.ring_entries", "256"},
+        {"cluster.mempool_mbufs", "65535"},
+        {"slidwin.snd_buf_datagrams", "64"},
+        {"slidwin.rcv_buf_datagrams", "128"},
+        {"slidwin.rto_initial_us", "20000"},
+        {"slidwin.rto_min_us", "2000"},
+        {"slidwin.rto_max_us", "3000000"},
+        {"slidwin.delack_us", "0"},
+        {"slidwin.persist_us", "5000"},
+        {"slidwin.ack_every", "4"},
+        {"reassembly.max_datagrams", "8"},
+        {"reassembly.max_bytes", "100000"},
+        {"reassembly.timeout_ms", "250"},
+        {"wan.delay_us", "5000"},
+        {"wan.bandwidth_mbit_per_s", "100"},
+        {"test.drop", "0.1"},
+        {"test.duplicate", "1e-3"},
+        {"test.reorder_window", "16"},
+        {"test.seed", "9223372036854775807"},
+    };
+    std::set<std::pair<std::string, std::string>> flagged;
+    MachineConfig c;
+    for (const auto& [key, value] : flags) {
+        INFO(key << " = " << value);
+        REQUIRE(!apply_override(c, key, value));
+        flagged.insert({key.substr(0, key.find('.')), key.substr(key.find('.') + 1)});
+    }
+    flagged.insert({"cluster", "proxies"});  // stays "auto", set below
+    CHECK(flagged == table_keys());
+    INFO(validate(c).value_or(""));
+    REQUIRE(!validate(c));
+    CHECK(c.cluster.proxies_resolved == 3);
+    const std::string text = dump_config(c);
+    CHECK_THAT(text, Catch::Contains("proxies = \"auto\"  # = 3\n"));
+    CHECK_THAT(text, Catch::Contains("base_ip = \"172.16.4.0\"  # proxies 172.16.4.1 .. 172.16.8.3\n"));
+    const ConfigResult back = load_config(text, "dump");
+    INFO(text << back.error);
+    REQUIRE(back.ok());
+    CHECK(*back.config == c);
+    CHECK(!(*back.config == defaults));
+
+    CHECK(!apply_override(c, "cluster.proxies", "2"));
+    CHECK(!apply_override(c, "machine.fabric", "udp"));
+    const std::string fixed = dump_config(c);
+    CHECK_THAT(fixed, Catch::Contains("proxies = 2\n"));
+    CHECK_THAT(fixed, Catch::Contains("  # ignored: fabric is not \"pci\"\n"));
+    REQUIRE(load_config(fixed, "dump").ok());
+    CHECK(*load_config(fixed, "dump").config == c);
+}
+
+TEST_CASE("config: sections become the stack's configs", "[config]") {
+    MachineConfig c;
+    c.slidwin.rto_min_us = 2000;
+    c.slidwin.delack_us = 7;
+    c.reassembly.timeout_ms = 250;
+    const SlidwinConfig s = to_slidwin_config(c.slidwin);
+    CHECK(s.rto_min_ns == 2'000'000);
+    CHECK(s.delack_ns == 7'000);
+    CHECK(s.rto_initial_ns == SlidwinConfig{}.rto_initial_ns);
+    CHECK(to_reassembly_config(c.reassembly).timeout_ns == 250'000'000);
+    CHECK(to_reassembly_config(ReassemblySection{}).max_bytes == ReassemblyConfig{}.max_bytes);
+    CHECK(to_string(Dispatch::kRoundRobin) == "round-robin");
+    CHECK(to_string(Fabric::kAfPacket) == "af_packet");
+    CHECK(to_string(Polling::kInline) == "inline");
+}
