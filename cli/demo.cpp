@@ -1,8 +1,8 @@
-// demo.cpp: `iccs demo`, what the system can show today: two stack instances (eth, arp, ipv4,
-// udp, slidwin) in one process, joined by the in-memory wire, which drops, duplicates, reorders
-// and corrupts frames. It resolves ARP, sends messages of sizes that need IP fragmentation, and
-// reports what arrived and what each layer counted. It says plainly what it is not: no proxies,
-// no cluster processes, no DPDK yet.
+// demo.cpp: `iccs demo`: by default cluster processes over memif (run.cpp); with --wire the
+// stack alone: two stack instances (eth, arp, ipv4, udp, slidwin) in one process, joined by the
+// in-memory wire, which drops, duplicates, reorders and corrupts frames. It resolves ARP, sends
+// messages of sizes that need IP fragmentation, and reports what arrived and what each layer
+// counted.
 #include "demo.hpp"
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mem_wire.hpp"
+#include "run.hpp"
 #include "slidwin_endpoint.hpp"
 
 namespace iccs {
@@ -41,15 +42,29 @@ StackConfig host(uint8_t last) {
 }  // namespace
 
 int cmd_demo(int argc, char** argv) {
-    uint64_t n = 200'000;
+    bool wire = false;
     for (int i = 0; i < argc; ++i) {
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::printf("usage: iccs demo [--messages N]\n"
-                        "  Runs the iccs protocol stack between two stack instances over the in-memory wire\n"
-                        "  (10%% loss, 5%% duplicates, reordering within 64 frames, 1%% bit flips) and reports\n"
-                        "  delivery and per-layer counters. Proxies and cluster processes are not built yet.\n");
+            std::printf("usage: iccs demo [RUN OPTIONS]      clusters over memif (the default)\n"
+                        "       iccs demo --wire [--messages N]\n"
+                        "  By default: 2 cluster processes of 2 compute threads each, proxies auto, memif links,\n"
+                        "  adaptive polling; every compute thread sends 2000 messages of 1..9000 bytes to every\n"
+                        "  compute thread of the other cluster; each is checked; per-proxy counters at the end.\n"
+                        "  Takes the options of `iccs run alltoall` (see iccs run --help).\n"
+                        "  --wire: the protocol stack alone, two stack instances in one process over the in-memory\n"
+                        "  wire (10%% loss, 5%% duplicates, reordering within 64 frames, 1%% bit flips).\n");
             return 0;
         }
+        if (std::strcmp(argv[i], "--wire") == 0) wire = true;
+    }
+    if (!wire) return cmd_run(argc, argv, true);
+    return cmd_demo_wire(argc, argv);
+}
+
+int cmd_demo_wire(int argc, char** argv) {
+    uint64_t n = 200'000;
+    for (int i = 0; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--wire") == 0) continue;
         if (std::strcmp(argv[i], "--messages") == 0 && i + 1 < argc) {
             n = std::strtoull(argv[++i], nullptr, 10);
             if (n == 0 || n > 100'000'000) {
@@ -61,8 +76,8 @@ int cmd_demo(int argc, char** argv) {
         std::fprintf(stderr, "iccs demo: unknown option '%s' (see iccs demo --help)\n", argv[i]);
         return 2;
     }
-    std::printf("iccs demo: the protocol stack (eth/arp/ipv4/udp/slidwin) between two stack instances in one\n"
-                "process over the in-memory wire. Not yet here: proxies on DPDK, cluster processes, convergence.\n\n");
+    std::printf("iccs demo --wire: the protocol stack (eth/arp/ipv4/udp/slidwin) between two stack instances in\n"
+                "one process over the in-memory wire (no proxies, no DPDK: the stack alone).\n\n");
     HeapPktPool pa(16384, 2048), pb(16384, 2048);
     Stack a(host(1), pa), b(host(2), pb);
     WireImpairment imp;

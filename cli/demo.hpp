@@ -2,4 +2,6 @@
 #pragma once
 namespace iccs {
 int cmd_demo(int argc, char** argv);
+// the stack alone over the in-memory wire (`iccs demo --wire`)
+int cmd_demo_wire(int argc, char** argv);
 }

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "demo.hpp"
+#include "interop.hpp"
 #include "run.hpp"
 
 namespace {
@@ -32,6 +34,12 @@ int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--json]\n"
+            "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--json]\n"
+            "  rtt     round-trip time of messages between compute threads of two clusters (processes,\n"
+            "          proxies, memif), median and p99, with the kernel's UDP ping-pong on loopback and\n"
+            "          the shared-memory floor (one cache line between two pinned processes) in the same\n"
+            "          run. JSON keys: iccs_rtt_median_us, iccs_rtt_p99_us, kernel_rtt_median_us,\n"
+            "          floor_rtt_median_us, ratio_to_kernel, ratio_to_floor, cores, polling.\n"
             "  stack   CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "          in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
             "          measured in the same run; prints both and their ratio.\n"
@@ -42,7 +50,33 @@ int cmd_bench(int argc, char** argv) {
         return argc < 1 ? 2 : 0;
     }
     const std::string which = argv[0];
-    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack)");
+    if (which == "rtt") {
+        iccs::BenchRttOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--size") {
+                o.size_bytes = static_cast<uint32_t>(parse_u64(a, v, 1, 9000));
+                ++i;
+            } else if (a == "--samples") {
+                o.samples = parse_u64(a, v, 100, 10'000'000);
+                ++i;
+            } else if (a == "--polling") {
+                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
+                                     std::strcmp(v, "busy") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --polling: allowed values are inline, adaptive, busy");
+                o.polling = v;
+                ++i;
+            } else if (a == "--json") {
+                o.json = true;
+            } else {
+                usage_error("unknown option '" + a + "' for bench rtt (see iccs bench --help)");
+            }
+        }
+        return iccs::bench_rtt(o);
+    }
+    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -75,5 +109,6 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return iccs::cmd_demo(argc - 2, argv + 2);
     if (cmd == "bench") return cmd_bench(argc - 2, argv + 2);
     if (cmd == "run") return iccs::cmd_run(argc - 2, argv + 2, false);
+    if (cmd == "interop") return iccs::cmd_interop(argc - 2, argv + 2);
     usage_error("unknown subcommand '" + cmd + "' (see ./iccs --help)");
 }

@@ -30,6 +30,8 @@ const char* kRunHelp =
     "  --threads N          [cluster] compute_threads\n"
     "  --proxies P|auto     [cluster] proxies\n"
     "  --polling MODE       [cluster] polling: busy, adaptive, inline\n"
+    "  --dispatch POLICY    [cluster] dispatch: fixed, round-robin, least-loaded\n"
+    "  --fabric NAME        [machine] fabric (cluster runs support memif today)\n"
     "  --mtu N              [machine] mtu_bytes\n"
     "  --drop P             [test] drop: probability a received frame is dropped\n"
     "  --duplicate P        [test] duplicate: probability a received frame is duplicated\n"
@@ -62,6 +64,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     std::string config_path;
     std::vector<std::pair<std::string, std::string>> overrides;
     uint64_t messages = demo ? 2000 : 1000;
+    std::vector<std::pair<std::string, std::string>> demo_defaults;
     uint32_t min_size = 1, max_size = 9000, timeout_s = 300;
     int i = 0;
     if (!demo) {
@@ -79,6 +82,7 @@ int cmd_run(int argc, char** argv, bool demo) {
         {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
         {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
         {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
+        {"--dispatch", "cluster.dispatch"},
     };
     for (; i < argc; ++i) {
         const std::string a = argv[i];
@@ -141,8 +145,10 @@ int cmd_run(int argc, char** argv, bool demo) {
     for (uint16_t p = 0; p < nprox; ++p)
         plan.proxy_cores.push_back(p < cfg.cluster.proxy_cores.size() ? cfg.cluster.proxy_cores[p]
                                                                        : (p + 1) % cores);
-    for (uint16_t t = 0; t < plan.threads; ++t) plan.compute_cores.push_back(t % cores);
+    for (uint32_t i = 0; i < uint32_t{plan.clusters} * plan.threads; ++i) plan.compute_cores.push_back(i % cores);
     plan.polling = cfg.cluster.polling;
+    plan.dispatch = cfg.cluster.dispatch;
+    plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
     plan.fabric = "memif";
     plan.mtu_bytes = cfg.machine.mtu_bytes;
     plan.base_ip = cfg.machine.base_ip.v;
@@ -168,10 +174,11 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.max_size = max_size;
     plan.seed = cfg.test.seed + 1;
     std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric memif (DPDK, "
-                "one process and EAL per cluster), polling %s, MTU %u; host has %u cores\n",
+                "one process and EAL per cluster), polling %s, dispatch %s, MTU %u; host has %u cores\n",
                 demo ? "demo" : "run alltoall", plan.clusters, plan.threads, nprox,
                 cfg.cluster.proxies == kProxiesAuto ? " (auto)" : "",
-                std::string(to_string(cfg.cluster.polling)).c_str(), plan.mtu_bytes, cores);
+                std::string(to_string(cfg.cluster.polling)).c_str(),
+                std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.mtu_bytes, cores);
     std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
                 "every other cluster\n",
                 static_cast<unsigned long long>(messages), min_size, max_size);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -132,11 +133,36 @@ uint32_t receive_some(ComputeCtx& c, std::vector<std::vector<uint8_t>>& seen) {
 
 void compute_thread(ComputeCtx& c) {
     const ClusterPlan& p = *c.plan;
-    if (c.thread < p.compute_cores.size()) pin_self(p.compute_cores[c.thread]);
+    if (!p.compute_cores.empty())
+        pin_self(p.compute_cores[(p.cluster_id * p.threads + c.thread) % p.compute_cores.size()]);
     const uint16_t nprox = p.proxies_per_cluster[p.cluster_id];
-    const uint16_t my_proxy = static_cast<uint16_t>(c.thread % nprox);  // fixed dispatch
-    rte_ring* out = c.rings->to_proxy(c.thread, my_proxy);
-    Waker& proxy_waker = c.rings->proxy_waker(my_proxy);
+    // Dispatch (DESIGN.md §1): fixed = proxy t mod P; round-robin = the next proxy each message;
+    // least-loaded = the proxy whose ring from this thread is shortest. Without the convergence
+    // layer nothing restores order across proxies; alltoall checks exactly-once, not order.
+    uint16_t rr = static_cast<uint16_t>(c.thread % nprox);
+    auto pick_proxy = [&]() -> uint16_t {
+        switch (p.dispatch) {
+            case Dispatch::kFixed:
+                return static_cast<uint16_t>(c.thread % nprox);
+            case Dispatch::kRoundRobin:
+                rr = static_cast<uint16_t>((rr + 1) % nprox);
+                return rr;
+            case Dispatch::kLeastLoaded: {
+                uint16_t best = 0;
+                unsigned best_n = UINT32_MAX;
+                for (uint16_t q = 0; q < nprox; ++q) {
+                    const unsigned n = rte_ring_count(c.rings->to_proxy(c.thread, q));
+                    if (n < best_n) {
+                        best_n = n;
+                        best = q;
+                    }
+                }
+                return best;
+            }
+        }
+        return 0;
+    };
+    uint16_t target = pick_proxy();
     Waker& my_waker = c.rings->thread_waker(c.thread);
     std::vector<std::vector<uint8_t>> seen(static_cast<size_t>(p.clusters) * p.threads,
                                            std::vector<uint8_t>(p.messages, 0));
@@ -165,13 +191,14 @@ void compute_thread(ComputeCtx& c) {
                                    pattern.data());
                 if (pending == nullptr) break;  // pool empty: receive and let acks free buffers
             }
-            if (rte_ring_sp_enqueue(out, pending) != 0) break;  // ring full: backpressure
+            if (rte_ring_sp_enqueue(c.rings->to_proxy(c.thread, target), pending) != 0) break;  // full: backpressure
+            c.rings->proxy_waker(target).wake();
             pending = nullptr;
             ++next;
             ++c.result.sent;
             progress = true;
+            target = pick_proxy();
         }
-        if (progress) proxy_waker.wake();
         if (receive_some(c, seen) > 0) progress = true;
         poll_inline(c);
         const uint64_t now = monotonic_ns();
@@ -187,6 +214,63 @@ void compute_thread(ComputeCtx& c) {
     }
     if (pending != nullptr) pkt_free(pending);
     c.result.missing = expected - std::min(expected, c.result.received);
+}
+
+// The ping-pong of `iccs bench rtt`: one message in flight, timed by the sender.
+void pingpong_thread(ComputeCtx& c) {
+    const ClusterPlan& p = *c.plan;
+    if (c.thread != 0 || p.cluster_id > 1) return;
+    if (!p.compute_cores.empty()) pin_self(p.compute_cores[(p.cluster_id * p.threads) % p.compute_cores.size()]);
+    const bool pinger = p.cluster_id == 0;
+    const uint16_t peer = pinger ? 1 : 0;
+    rte_ring* out = c.rings->to_proxy(0, 0);
+    rte_ring* in = c.rings->to_thread(0);
+    std::vector<uint8_t> pattern(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    std::vector<uint64_t> rtt;
+    rtt.reserve(p.messages);
+    const uint64_t rounds = p.warmup + p.messages;
+    for (uint64_t i = 0; i < rounds && !g_stop.load(std::memory_order_relaxed); ++i) {
+        const uint64_t t0 = monotonic_ns();
+        if (pinger) {
+            PktBuf* m = nullptr;
+            while (m == nullptr && !g_stop) m = make_msg(*c.pool, 0, 0, peer, 0, static_cast<uint32_t>(i), p.min_size,
+                                                          pattern.data());
+            while (rte_ring_sp_enqueue(out, m) != 0 && !g_stop) poll_inline(c);
+            c.rings->proxy_waker(0).wake();
+            ++c.result.sent;
+        }
+        void* got = nullptr;
+        // spin for the answer (this is a latency measurement): an inline run drives the stack here
+        while (rte_ring_sc_dequeue(in, &got) != 0 && !g_stop) poll_inline(c);
+        if (got == nullptr) break;
+        PktBuf* r = static_cast<PktBuf*>(got);
+        ++c.result.received;
+        if (pinger) {
+            pkt_free(r);
+            if (i >= p.warmup) rtt.push_back(monotonic_ns() - t0);
+        } else {
+            // answer with the same buffer's payload: a fresh message of the same size
+            const uint32_t len = r->pkt_len - kConvHdrLen;
+            pkt_free(r);
+            PktBuf* m = nullptr;
+            while (m == nullptr && !g_stop) m = make_msg(*c.pool, 1, 0, peer, 0, static_cast<uint32_t>(i), len,
+                                                          pattern.data());
+            while (rte_ring_sp_enqueue(out, m) != 0 && !g_stop) poll_inline(c);
+            c.rings->proxy_waker(0).wake();
+            ++c.result.sent;
+        }
+    }
+    if (pinger && !p.result_file.empty() && !rtt.empty()) {
+        std::sort(rtt.begin(), rtt.end());
+        if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
+            std::fprintf(f, "rtt_ns %llu %llu %llu %llu %zu\n", static_cast<unsigned long long>(rtt[rtt.size() / 2]),
+                         static_cast<unsigned long long>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]),
+                         static_cast<unsigned long long>(rtt.front()), static_cast<unsigned long long>(rtt.back()),
+                         rtt.size());
+            std::fclose(f);
+        }
+    }
+    if (c.result.received < rounds) c.result.missing = rounds - c.result.received;
 }
 
 int proxy_lcore_main(void* arg) {
@@ -258,7 +342,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     EalOptions eo;
     eo.file_prefix = prefix;
     // lcore 0: the main thread; lcores 1..P: the proxies, each on its configured core.
-    eo.lcore_cpus.push_back(plan.compute_cores.empty() ? 0 : plan.compute_cores[0]);
+    eo.lcore_cpus.push_back(plan.compute_cores.empty()
+                                ? 0
+                                : plan.compute_cores[(me * plan.threads) % plan.compute_cores.size()]);
     if (plan.polling != Polling::kInline)
         for (uint16_t p = 0; p < nprox; ++p) eo.lcore_cpus.push_back(plan.proxy_cores[p]);
     const uint32_t links_per_proxy = [&] {
@@ -375,7 +461,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             std::vector<std::thread> threads;
             for (uint16_t t = 0; t < plan.threads; ++t) {
                 ctx[t] = ComputeCtx{&plan, pool.get(), &rings, &proxies, t, {}};
-                threads.emplace_back(compute_thread, std::ref(ctx[t]));
+                threads.emplace_back(plan.workload == "pingpong" ? pingpong_thread : compute_thread, std::ref(ctx[t]));
             }
             for (auto& th : threads) th.join();
             for (auto& c : ctx) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "proxy.hpp"
 
 namespace iccs {
@@ -21,8 +22,9 @@ struct ClusterPlan {
     uint16_t threads = 2;                       // compute threads per cluster
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
     std::vector<unsigned> proxy_cores;          // by proxy index of this cluster
-    std::vector<unsigned> compute_cores;        // by thread index
+    std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size
     Polling polling = Polling::kAdaptive;
+    Dispatch dispatch = Dispatch::kRoundRobin;  // how a compute thread picks its proxy
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet | pci
     uint32_t mtu_bytes = 1500;
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
@@ -41,6 +43,12 @@ struct ClusterPlan {
     uint32_t min_size = 1, max_size = 9000;
     uint64_t seed = 1;
     bool quiet = false;
+    // "alltoall" (above), or "pingpong": thread 0 of cluster 0 sends `messages` messages of
+    // min_size bytes to thread 0 of cluster 1, which sends each straight back; round-trip times
+    // (after `warmup` untimed rounds) go to result_file as one line: "rtt_ns MEDIAN P99 MIN MAX N".
+    std::string workload = "alltoall";
+    uint64_t warmup = 1000;
+    std::string result_file;
 };
 
 struct ClusterReport {

@@ -444,7 +444,7 @@ Key pci_addresses_key() {
     return k;
 }
 
-constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "wan", "test"};
+constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "test"};
 
 std::vector<Key> make_keys() {
     using M = MachineConfig;
@@ -505,14 +505,6 @@ std::vector<Key> make_keys() {
                         "fragment storage held [bytes]"));
     t.push_back(int_key("reassembly", "timeout_ms", &M::reassembly, &ReassemblySection::timeout_ms, 1, 60'000,
                         "a partial datagram is dropped after this [ms]"));
-    // [wan]
-    t.push_back(int_key("wan", "delay_us", &M::wan, &WanSection::delay_us, 0, 10'000'000,
-                        "one-way delay added to every frame sent to another cluster [us]"));
-    t.push_back(int_key("wan", "bandwidth_mbit_per_s", &M::wan, &WanSection::bandwidth_mbit_per_s, 0, 400'000,
-                        "rate limit per proxy on frames to other clusters [Mbit/s] (0 = unlimited)"));
-    t.back().note = [](const MachineConfig& c) {
-        return c.wan.bandwidth_mbit_per_s == 0 ? std::string("unlimited") : std::string();
-    };
     // [test]
     t.push_back(probability_key("drop", &TestSection::drop, "probability a received frame is dropped"));
     t.push_back(probability_key("duplicate", &TestSection::duplicate,

@@ -98,12 +98,6 @@ struct ReassemblySection {
     friend bool operator==(const ReassemblySection&, const ReassemblySection&) = default;
 };
 
-// WAN emulation: the proxy's stage on frames it sends to another cluster (0 = off).
-struct WanSection {
-    uint64_t delay_us = 0;              // one-way delay added to every frame [us] (0..10000000)
-    uint64_t bandwidth_mbit_per_s = 0;  // rate limit per proxy [Mbit/s] (0 = unlimited, ..400000)
-    friend bool operator==(const WanSection&, const WanSection&) = default;
-};
 
 // Fault injection on the proxy's receive path, for tests (0 = off).
 struct TestSection {
@@ -119,7 +113,6 @@ struct MachineConfig {
     ClusterSection cluster;
     SlidwinSection slidwin;
     ReassemblySection reassembly;
-    WanSection wan;
     TestSection test;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };

@@ -57,8 +57,9 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
 void Port::close() {
     if (port_id_ == UINT16_MAX) return;
     rte_eth_dev_stop(port_id_);
+    // Closing frees the device; its virtual bus entry goes with rte_eal_cleanup(). (Removing it
+    // here too raced memif's socket handler on the interrupt thread when the peer hung up.)
     rte_eth_dev_close(port_id_);
-    if (is_vdev_) rte_vdev_uninit(name_.c_str());
     port_id_ = UINT16_MAX;
 }
 

@@ -199,7 +199,7 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:1: unknown section [clustr] (did you mean [cluster]?)");
         CHECK(error_of("[machine]\nclusters = 2\n[network]\nmtu = 1500\n") ==
               "config error: iccs.toml:3: unknown section [network] (sections are [machine], [cluster], [slidwin], "
-              "[reassembly], [wan], [test])");
+              "[reassembly], [test])");
         CHECK_THAT(error_of("[[cluster]]\ncompute_threads = 2\n"),
                    Catch::Contains("[[cluster]]: [cluster] is a single section, not an array"));
     }
@@ -398,8 +398,6 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"reassembly.max_datagrams", "8"},
         {"reassembly.max_bytes", "100000"},
         {"reassembly.timeout_ms", "250"},
-        {"wan.delay_us", "5000"},
-        {"wan.bandwidth_mbit_per_s", "100"},
         {"test.drop", "0.1"},
         {"test.duplicate", "1e-3"},
         {"test.reorder_window", "16"},

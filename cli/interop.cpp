@@ -1,0 +1,483 @@
+// interop.cpp: `iccs-cli interop`: one stack instance on a real Linux interface through DPDK's
+// net_af_packet, talking plain UDP (no slidwin) with the kernel. It answers ARP, echoes every
+// datagram that arrives on --port back to its sender, and with --peer also sends datagrams of the
+// given sizes to a kernel UDP echo server and checks that each comes back intact. The sizes go
+// past the MTU, so both directions exercise IP fragmentation and reassembly against Linux.
+// Used by tests/integration/interop_afpacket.py (two network namespaces joined by a veth pair).
+#include "interop.hpp"
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpdk_env.hpp"
+#include "dpdk_pool.hpp"
+#include "port.hpp"
+#include "stack.hpp"
+
+namespace iccs {
+
+namespace {
+
+const char* kInteropHelp =
+    "usage: iccs-cli interop --iface NAME --ip A.B.C.D [options]\n"
+    "  Runs one iccs stack (eth, arp, ipv4 with fragmentation/reassembly, udp; no slidwin) on the\n"
+    "  Linux interface NAME through DPDK's net_af_packet, for interoperability tests against the\n"
+    "  kernel (run it as root, e.g. in a network namespace with one end of a veth pair; the kernel\n"
+    "  must not have --ip configured on NAME). It answers ARP for --ip, echoes every UDP datagram\n"
+    "  that arrives on --port back to its sender, and with --peer sends --send datagrams (sizes\n"
+    "  cycling through --sizes) from --src-port to PEER:PEER_PORT, which must echo them, one at a\n"
+    "  time (resent after 1 s, at most 3 times), checking each echo byte for byte.\n"
+    "  It stops after --seconds, or earlier once every datagram it sent came back and --expect\n"
+    "  datagrams arrived on --port (and were echoed). Prints the non-zero stack counters and\n"
+    "  `interop: sent N, echoed back M, received K, echoed K`; exits 0 when everything expected arrived.\n"
+    "options:\n"
+    "  --iface NAME         Linux interface (must exist and be up)\n"
+    "  --ip A.B.C.D         the stack's IPv4 address\n"
+    "  --mac auto|MAC       the stack's MAC (default auto: the interface's; the port is promiscuous)\n"
+    "  --port N             UDP port of the echo service (default 7777)\n"
+    "  --mtu N              IPv4 MTU, 576..1900 (af_packet frames are 2048 bytes; default 1500)\n"
+    "  --seconds S          run at most S seconds (default 10)\n"
+    "  --expect N           stay until N datagrams arrived on --port (default 0)\n"
+    "  --peer A.B.C.D       send datagrams to this kernel echo server ...\n"
+    "  --peer-port N        ... on this UDP port (default: --port)\n"
+    "  --src-port N         our UDP port for them (default: --port + 1)\n"
+    "  --send N             how many datagrams (default 20)\n"
+    "  --sizes a,b,c        their payload sizes, 0..65507 (default 1,100,1472,1473,4000,9000,65507)\n"
+    "  --send-delay MS      wait MS milliseconds after start before sending (default 0)\n";
+
+std::atomic<bool> g_stop{false};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+    std::fprintf(stderr, "iccs interop: %s\n", msg.c_str());
+    std::exit(2);
+}
+
+uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (errno != 0 || v.empty() || *end != '\0' || x < lo || x > hi)
+        usage_error("bad value '" + v + "' for " + flag + ": an integer from " + std::to_string(lo) + " to " +
+                    std::to_string(hi) + " is allowed");
+    return x;
+}
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+// The content of datagram `seq` of `size` bytes: distinct per datagram, so a wrong or stale echo
+// is told apart from the right one.
+uint8_t pattern_byte(uint32_t seq, uint32_t size, uint32_t j) {
+    return static_cast<uint8_t>((j * 131u + seq * 29u + size) ^ (j >> 8) ^ (seq >> 3));
+}
+
+// Everything that arrives on the echo port goes back to where it came from.
+class EchoHandler final : public UdpHandler {
+   public:
+    EchoHandler(Stack& stack, PktPool& pool, uint16_t port) : stack_(stack), pool_(pool), port_(port) {}
+    void udp_deliver(PktBuf* p, const UdpMeta& meta, uint64_t) override {
+        ++received;
+        bytes += p->pkt_len;
+        // The buffer is ours: reuse it when its head segment can take the udp+ipv4+eth headers in
+        // front; otherwise (a view, a shared buffer, short headroom) copy into fresh segments.
+        constexpr uint32_t kNeed = kUdpHdrLen + kIpv4HdrLen + kEthHdrLen;
+        if (p->direct != nullptr || p->headroom() < kNeed || pkt_shared(p)) {
+            PktBuf* c = pkt_copy(pool_, p, kPktHeadroom);
+            pkt_free(p);
+            if (c == nullptr) {
+                ++echo_fail;
+                return;
+            }
+            ++copied;
+            p = c;
+        }
+        if (stack_.udp_output(p, port_, meta.src, meta.src_port))
+            ++echoed;
+        else
+            ++echo_fail;
+    }
+    uint64_t received = 0, echoed = 0, echo_fail = 0, copied = 0, bytes = 0;
+
+   private:
+    Stack& stack_;
+    PktPool& pool_;
+    uint16_t port_;
+};
+
+// Sends datagrams to the kernel's echo server one at a time and checks what comes back.
+class PeerClient final : public UdpHandler {
+   public:
+    PeerClient(Stack& stack, PktPool& pool, uint16_t src_port, Ipv4Addr peer, uint16_t peer_port,
+               std::vector<uint32_t> sizes)
+        : stack_(stack), pool_(pool), src_port_(src_port), peer_(peer), peer_port_(peer_port) {
+        for (uint32_t i = 0; i < sizes.size(); ++i) dgrams_.push_back(Dgram{i, sizes[i], false});
+    }
+
+    void udp_deliver(PktBuf* p, const UdpMeta& meta, uint64_t) override {
+        if (!(meta.src == peer_) || meta.src_port != peer_port_) {
+            ++stray;
+            pkt_free(p);
+            return;
+        }
+        buf_.resize(p->pkt_len);
+        pkt_read(p, 0, p->pkt_len, buf_.data());
+        pkt_free(p);
+        // The one in flight first, then any other (a late echo of a resent datagram).
+        auto matches = [&](const Dgram& d) {
+            if (d.size != buf_.size()) return false;
+            for (uint32_t j = 0; j < d.size; ++j)
+                if (buf_[j] != pattern_byte(d.seq, d.size, j)) return false;
+            return true;
+        };
+        Dgram* hit = nullptr;
+        if (next_ > 0 && matches(dgrams_[next_ - 1])) hit = &dgrams_[next_ - 1];
+        for (size_t i = 0; hit == nullptr && i < dgrams_.size(); ++i)
+            if (matches(dgrams_[i])) hit = &dgrams_[i];
+        if (hit == nullptr) {
+            ++bad;
+            if (bad <= 5)
+                std::printf("interop: echo of %zu bytes from the peer matches no datagram sent\n", buf_.size());
+            return;
+        }
+        if (hit->echoed) {
+            ++duplicates;
+            return;
+        }
+        hit->echoed = true;
+        ++echoed_back;
+    }
+
+    // Send the next datagram when the previous one came back (or was given up on).
+    void step(uint64_t now) {
+        if (open_) {
+            const Dgram& d = dgrams_[next_ - 1];
+            if (d.echoed) {
+                open_ = false;
+            } else if (now - sent_at_ < kRetryNs) {
+                return;
+            } else if (tries_ < kMaxTries) {
+                ++resent;
+                send(d, now);
+                return;
+            } else {
+                ++lost;
+                open_ = false;
+                std::printf("interop: no echo for datagram %u (%u bytes) after %u tries\n", d.seq, d.size, tries_);
+            }
+        }
+        if (next_ == dgrams_.size()) return;
+        tries_ = 0;
+        open_ = true;
+        ++sent;
+        send(dgrams_[next_++], now);
+    }
+
+    bool done() const { return next_ == dgrams_.size() && (!open_ || dgrams_[next_ - 1].echoed); }
+    uint64_t sent = 0, echoed_back = 0, resent = 0, lost = 0, bad = 0, duplicates = 0, stray = 0, send_fail = 0;
+
+   private:
+    static constexpr uint64_t kRetryNs = 1'000'000'000;
+    static constexpr uint32_t kMaxTries = 3;
+    struct Dgram {
+        uint32_t seq, size;
+        bool echoed;
+    };
+    void send(const Dgram& d, uint64_t now) {
+        ++tries_;
+        sent_at_ = now;
+        buf_.resize(d.size);
+        for (uint32_t j = 0; j < d.size; ++j) buf_[j] = pattern_byte(d.seq, d.size, j);
+        PktBuf* p = pkt_alloc(pool_);
+        if (p == nullptr || !pkt_write(p, pool_, buf_.data(), d.size)) {
+            if (p != nullptr) pkt_free(p);
+            ++send_fail;
+            return;
+        }
+        if (!stack_.udp_output(p, src_port_, peer_, peer_port_)) ++send_fail;
+    }
+
+    Stack& stack_;
+    PktPool& pool_;
+    uint16_t src_port_;
+    Ipv4Addr peer_;
+    uint16_t peer_port_;
+    std::vector<Dgram> dgrams_;
+    std::vector<uint8_t> buf_;
+    size_t next_ = 0;
+    uint32_t tries_ = 0;
+    bool open_ = false;  // dgrams_[next_ - 1] is in flight
+    uint64_t sent_at_ = 0;
+};
+
+struct Options {
+    std::string iface;
+    Ipv4Addr ip{};
+    bool have_ip = false;
+    std::string mac = "auto";
+    uint16_t port = 7777;
+    uint32_t mtu = 1500;
+    uint32_t seconds = 10;
+    uint64_t expect = 0;
+    Ipv4Addr peer{};
+    bool have_peer = false;
+    int peer_port = -1, src_port = -1;
+    uint32_t send = 20;
+    std::vector<uint32_t> sizes = {1, 100, 1472, 1473, 4000, 9000, 65507};
+    uint32_t send_delay_ms = 0;
+};
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 0; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(kInteropHelp, stdout);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) usage_error(a + " needs a value (see iccs-cli interop --help)");
+        const std::string v = argv[++i];
+        if (a == "--iface") {
+            o.iface = v;
+        } else if (a == "--ip") {
+            if (!parse_ipv4(v, o.ip)) usage_error("bad IPv4 address '" + v + "' for --ip");
+            o.have_ip = true;
+        } else if (a == "--mac") {
+            MacAddr m;
+            if (v != "auto" && !parse_mac(v, m)) usage_error("bad MAC '" + v + "' for --mac (auto or xx:xx:xx:xx:xx:xx)");
+            o.mac = v;
+        } else if (a == "--port") {
+            o.port = static_cast<uint16_t>(parse_u64(a, v, 1, 65535));
+        } else if (a == "--mtu") {
+            o.mtu = static_cast<uint32_t>(parse_u64(a, v, kMtuMin, 1900));
+        } else if (a == "--seconds") {
+            o.seconds = static_cast<uint32_t>(parse_u64(a, v, 1, 86400));
+        } else if (a == "--expect") {
+            o.expect = parse_u64(a, v, 0, 1'000'000'000);
+        } else if (a == "--peer") {
+            if (!parse_ipv4(v, o.peer)) usage_error("bad IPv4 address '" + v + "' for --peer");
+            o.have_peer = true;
+        } else if (a == "--peer-port") {
+            o.peer_port = static_cast<int>(parse_u64(a, v, 1, 65535));
+        } else if (a == "--src-port") {
+            o.src_port = static_cast<int>(parse_u64(a, v, 1, 65535));
+        } else if (a == "--send") {
+            o.send = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
+        } else if (a == "--sizes") {
+            o.sizes.clear();
+            size_t start = 0;
+            while (start <= v.size()) {
+                const size_t comma = std::min(v.find(',', start), v.size());
+                o.sizes.push_back(static_cast<uint32_t>(parse_u64("--sizes", v.substr(start, comma - start), 0,
+                                                                  kUdpMaxPayload)));
+                start = comma + 1;
+            }
+        } else if (a == "--send-delay") {
+            o.send_delay_ms = static_cast<uint32_t>(parse_u64(a, v, 0, 3'600'000));
+        } else {
+            usage_error("unknown option '" + a + "' (see iccs-cli interop --help)");
+        }
+    }
+    if (o.iface.empty()) usage_error("--iface is required (see iccs-cli interop --help)");
+    if (!o.have_ip) usage_error("--ip is required (see iccs-cli interop --help)");
+    if (o.peer_port < 0) o.peer_port = o.port;
+    if (o.src_port < 0) o.src_port = o.port == 65535 ? 65534 : o.port + 1;
+    if (o.have_peer && o.src_port == o.port)
+        usage_error("--src-port must differ from --port (the peer's echoes would be echoed again)");
+    return o;
+}
+
+int run(const Options& o) {
+    constexpr uint32_t kRxMbufs = 8192, kStackSegs = 8192, kStackRoom = 2048 + kPktHeadroom, kDescs = 8192;
+    std::unique_ptr<MempoolPktPool> pool;
+    rte_mempool* rx = nullptr;
+    rte_mempool* desc = nullptr;
+    std::string err;
+    int rc = 1;
+    pool = MempoolPktPool::create("iop-stk", kStackSegs, kStackRoom, err);
+    if (pool) {
+        rx = rte_pktmbuf_pool_create("iop-rx", kRxMbufs, 256, rx_priv_size(), RTE_MBUF_DEFAULT_BUF_SIZE,
+                                     SOCKET_ID_ANY);
+        desc = rte_pktmbuf_pool_create("iop-txd", kDescs, 256, 0, 0, SOCKET_ID_ANY);
+        if (rx == nullptr || desc == nullptr) err = "cannot create the mbuf pools (raise -m)";
+    }
+    {
+        Port port;
+        if (err.empty() && port.open("net_af_packet0,iface=" + o.iface, rx, desc, 1000, err)) {
+            StackConfig sc;
+            sc.ip = o.ip;
+            sc.mtu_bytes = o.mtu;
+            sc.mac = port.mac();
+            if (o.mac != "auto") parse_mac(o.mac, sc.mac);
+            // Not the reassembly default of 1 s: the kernel echoes 65507-byte datagrams in 45
+            // fragments, which take a while through af_packet on a loaded host.
+            sc.reass.timeout_ns = 2'000'000'000;
+            auto stack = std::make_unique<Stack>(sc, *pool);
+            EchoHandler echo(*stack, *pool, o.port);
+            stack->bind(o.port, &echo);
+            std::unique_ptr<PeerClient> client;
+            if (o.have_peer) {
+                std::vector<uint32_t> sizes;
+                for (uint32_t i = 0; i < o.send; ++i) sizes.push_back(o.sizes[i % o.sizes.size()]);
+                client = std::make_unique<PeerClient>(*stack, *pool, static_cast<uint16_t>(o.src_port), o.peer,
+                                                      static_cast<uint16_t>(o.peer_port), sizes);
+                stack->bind(static_cast<uint16_t>(o.src_port), client.get());
+            }
+            std::printf("interop: ready on %s (iface %s) mac %s ip %s mtu %u, echo on udp port %u\n",
+                        port.name().c_str(), o.iface.c_str(), to_string(sc.mac).c_str(), to_string(o.ip).c_str(),
+                        o.mtu, o.port);
+            if (o.have_peer)
+                std::printf("interop: sending %u datagrams from port %d to %s:%d\n", o.send, o.src_port,
+                            to_string(o.peer).c_str(), o.peer_port);
+            std::fflush(stdout);
+
+            std::deque<PktBuf*> txq;  // frames the device has not taken yet
+            uint64_t tx_queue_drops = 0;
+            auto flush = [&]() {
+                PktBuf* f[64];
+                for (uint32_t n; (n = stack->tx_take(f, 64)) > 0;)
+                    for (uint32_t i = 0; i < n; ++i) {
+                        if (txq.size() >= 65536) {
+                            ++tx_queue_drops;
+                            pkt_free(f[i]);
+                        } else {
+                            txq.push_back(f[i]);
+                        }
+                    }
+                while (!txq.empty()) {
+                    const uint32_t k = static_cast<uint32_t>(std::min<size_t>(txq.size(), 64));
+                    std::copy(txq.begin(), txq.begin() + k, f);
+                    const uint32_t sent = port.tx_burst(f, k);
+                    txq.erase(txq.begin(), txq.begin() + sent);
+                    if (sent < k) break;
+                }
+            };
+            const uint64_t t0 = now_ns();
+            const uint64_t deadline = t0 + uint64_t{o.seconds} * 1'000'000'000ull;
+            const uint64_t send_at = t0 + uint64_t{o.send_delay_ms} * 1'000'000ull;
+            uint64_t last_timers = t0;
+            bool finished = false;
+            PktBuf* frames[64];
+            while (!g_stop.load(std::memory_order_relaxed)) {
+                const uint64_t now = now_ns();
+                if (now >= deadline) break;
+                const uint32_t n = port.rx_burst(frames, 64);
+                if (n > 0) stack->input_burst(frames, n, now);
+                if (now - last_timers >= 1'000'000) {
+                    stack->timers(now);
+                    last_timers = now;
+                }
+                if (client && now >= send_at) client->step(now);
+                flush();
+                if ((!client || client->done()) && echo.received >= o.expect && (client || o.expect > 0)) {
+                    finished = true;
+                    break;
+                }
+                if (n == 0 && txq.empty()) {
+                    const timespec nap{0, 20'000};
+                    nanosleep(&nap, nullptr);
+                }
+            }
+            // Let the last echoes out.
+            const uint64_t drain_until = now_ns() + 500'000'000ull;
+            while ((!txq.empty() || stack->tx_queued() > 0) && now_ns() < drain_until) flush();
+            const double secs = double(now_ns() - t0) / 1e9;
+
+            std::printf("interop: %s after %.2f s\n",
+                        g_stop.load() ? "stopped by signal" : finished ? "done" : "time is up", secs);
+            std::printf("counters (non-zero):\n");
+            stack->counters().for_each([](const char* name, const char*, uint64_t v) {
+                if (v != 0) std::printf("  %-22s %llu\n", name, static_cast<unsigned long long>(v));
+            });
+            const PortCounters& pc = port.counters();
+            std::printf("  port rx_frames %llu tx_frames %llu tx_ring_full %llu; tx queue drops %llu\n",
+                        (unsigned long long)pc.rx_frames, (unsigned long long)pc.tx_frames,
+                        (unsigned long long)pc.tx_ring_full, (unsigned long long)tx_queue_drops);
+            std::printf("  echo: received %llu (%llu bytes) echoed %llu failed %llu copied %llu\n",
+                        (unsigned long long)echo.received, (unsigned long long)echo.bytes,
+                        (unsigned long long)echo.echoed, (unsigned long long)echo.echo_fail,
+                        (unsigned long long)echo.copied);
+            uint64_t sent = 0, back = 0;
+            bool client_ok = true;
+            if (client) {
+                sent = client->sent;
+                back = client->echoed_back;
+                std::printf("  peer: sent %llu resent %llu echoed back %llu lost %llu bad %llu duplicates %llu "
+                            "stray %llu send failures %llu\n",
+                            (unsigned long long)client->sent, (unsigned long long)client->resent,
+                            (unsigned long long)client->echoed_back, (unsigned long long)client->lost,
+                            (unsigned long long)client->bad, (unsigned long long)client->duplicates,
+                            (unsigned long long)client->stray, (unsigned long long)client->send_fail);
+                client_ok = client->sent == o.send && client->echoed_back == o.send && client->bad == 0;
+            }
+            std::printf("interop: sent %llu, echoed back %llu, received %llu, echoed %llu\n", (unsigned long long)sent,
+                        (unsigned long long)back, (unsigned long long)echo.received,
+                        (unsigned long long)echo.echoed);
+            const bool ok = client_ok && echo.echoed == echo.received && echo.received >= o.expect &&
+                            !g_stop.load();
+            rc = ok ? 0 : 1;
+            if (!ok) std::printf("interop: FAIL\n");
+
+            // Tear down in dependency order: what the stack holds, then our queue, then the port.
+            stack->bind(o.port, nullptr);
+            if (client) stack->bind(static_cast<uint16_t>(o.src_port), nullptr);
+            stack.reset();
+            for (PktBuf* f : txq) pkt_free(f);
+            txq.clear();
+            if (pool->in_use() != 0)
+                std::printf("interop: warning: %u stack pool segments still in use at exit (leak)\n", pool->in_use());
+        }
+        if (!err.empty()) std::fprintf(stderr, "iccs interop: %s\n", err.c_str());
+        port.close();
+    }
+    if (rx != nullptr) {
+        if (rte_mempool_in_use_count(rx) != 0)
+            std::printf("interop: warning: %u rx mbufs still in use at exit (leak)\n", rte_mempool_in_use_count(rx));
+        rte_mempool_free(rx);
+    }
+    if (desc != nullptr) rte_mempool_free(desc);
+    pool.reset();
+    std::fflush(stdout);
+    return rc;
+}
+
+}  // namespace
+
+int cmd_interop(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    const std::string prefix = "iccs-interop-" + std::to_string(getpid());
+    EalOptions eo;
+    eo.file_prefix = prefix;
+    eo.lcore_cpus = {0};
+    eo.memory_mb = 192;
+    std::string err;
+    if (!eal_start(eo, err)) {
+        std::fprintf(stderr, "iccs interop: %s\n", err.c_str());
+        eal_remove_runtime_dir(prefix);
+        return 1;
+    }
+    signal(SIGINT, [](int) { g_stop.store(true); });
+    signal(SIGTERM, [](int) { g_stop.store(true); });
+    const int rc = run(o);
+    eal_stop(prefix);
+    return rc;
+}
+
+}  // namespace iccs

@@ -1,0 +1,19 @@
+// bench_rtt.hpp: round-trip time of small messages between compute threads of two clusters, with
+// the kernel's UDP ping-pong and the shared-memory floor measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace iccs {
+
+struct BenchRttOptions {
+    uint32_t size_bytes = 100;
+    uint64_t samples = 20'000;
+    std::string polling = "inline";  // inline | adaptive | busy
+    bool json = false;
+};
+
+int bench_rtt(const BenchRttOptions& o);
+
+}  // namespace iccs
