@@ -141,15 +141,22 @@ void Stack::arp_resolved(Ipv4Addr ip, const MacAddr& mac) {
             ++i;
         }
     }
-    // Release held packets in their original order.
+    // Release held packets in their original order (datagrams held whole are fragmented now).
+    std::vector<Pending> ready;
     size_t keep = 0;
     for (size_t i = 0; i < arp_pending_.size(); ++i) {
         if (arp_pending_[i].next_hop == ip)
-            eth_output(arp_pending_[i].p, mac, kEtherTypeIpv4);
+            ready.push_back(arp_pending_[i]);
         else
             arp_pending_[keep++] = arp_pending_[i];
     }
     arp_pending_.resize(keep);
+    for (const Pending& q : ready) {
+        if (q.proto != 0)
+            ipv4_output(q.p, q.next_hop, q.proto);
+        else
+            eth_output(q.p, mac, kEtherTypeIpv4);
+    }
 }
 
 }  // namespace iccs

@@ -2,6 +2,8 @@
 //
 // A wire field can only be read through .get() and written through .set(): there is no implicit
 // conversion, so forgetting a byte swap is a compile error rather than a packet bug (TAS's beui16_t).
+// The types are packed (alignment 1): wire headers put them at any offset (ARP's 32-bit
+// addresses sit at offsets 14 and 24), and a member call on a misaligned be32 would be UB.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,7 @@
 
 namespace iccs {
 
-struct be16 {
+struct __attribute__((packed)) be16 {
     uint16_t raw;  // network order as stored on the wire
     constexpr uint16_t get() const { return __builtin_bswap16(raw); }
     constexpr void set(uint16_t v) { raw = __builtin_bswap16(v); }
@@ -17,7 +19,7 @@ struct be16 {
     friend constexpr bool operator==(be16 a, be16 b) { return a.raw == b.raw; }
 };
 
-struct be32 {
+struct __attribute__((packed)) be32 {
     uint32_t raw;
     constexpr uint32_t get() const { return __builtin_bswap32(raw); }
     constexpr void set(uint32_t v) { raw = __builtin_bswap32(v); }
@@ -25,7 +27,7 @@ struct be32 {
     friend constexpr bool operator==(be32 a, be32 b) { return a.raw == b.raw; }
 };
 
-struct be64 {
+struct __attribute__((packed)) be64 {
     uint64_t raw;
     constexpr uint64_t get() const { return __builtin_bswap64(raw); }
     constexpr void set(uint64_t v) { raw = __builtin_bswap64(v); }
@@ -33,6 +35,7 @@ struct be64 {
 };
 
 static_assert(sizeof(be16) == 2 && sizeof(be32) == 4 && sizeof(be64) == 8);
+static_assert(alignof(be32) == 1 && alignof(be64) == 1);
 
 // Headers are read from and written to byte buffers that need not be aligned: go through memcpy.
 template <typename Hdr>

@@ -70,6 +70,12 @@ bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
         pkt_free(p);
         return false;
     }
+    // An unresolved next hop holds the datagram whole: held as fragments, one large datagram
+    // could fill the ARP queue by itself and lose its tail.
+    if (dst.v != 0xffffffffu && arp_.lookup(dst) == nullptr) {
+        if (!arp_hold(p, dst, proto)) return false;
+        return true;
+    }
     const uint16_t id = next_ip_id_++;
     if (p->pkt_len + kIpv4HdrLen <= cfg_.mtu_bytes) {
         ipv4_emit(p, dst, proto, id, 0);
@@ -120,16 +126,20 @@ void Stack::link_output(PktBuf* p, Ipv4Addr next_hop) {
         eth_output(p, *mac, kEtherTypeIpv4);
         return;
     }
-    // Slow path: hold the packet until ARP answers.
+    arp_hold(p, next_hop, 0);  // slow path: hold the packet until ARP answers
+}
+
+bool Stack::arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto) {
     if (arp_pending_.size() >= cfg_.arp_pending_max) {
         ++ctr_.drop_arp_pending_full;
         pkt_free(p);
-        return;
+        return false;
     }
-    arp_pending_.push_back(Pending{p, next_hop});
+    arp_pending_.push_back(Pending{p, next_hop, proto});
     for (const ArpAsk& q : arp_asked_)
-        if (q.ip == next_hop) return;  // already asked; timers() resends
+        if (q.ip == next_hop) return true;  // already asked; timers() resends
     arp_request(next_hop, last_now_ns_);
+    return true;
 }
 
 }  // namespace iccs

@@ -134,9 +134,12 @@ class Stack {
     std::vector<Binding> bindings_;
     std::vector<UdpHandler*> burst_listeners_;
     struct Pending {
-        PktBuf* p;
+        PktBuf* p;          // an IPv4 packet, or (proto != 0) a datagram's payload not yet fragmented
         Ipv4Addr next_hop;
+        uint8_t proto;      // != 0: run ipv4_output(p, next_hop, proto) once resolved
     };
+    // Hold p for next_hop until ARP answers (asks if not asked yet); false if the queue is full.
+    bool arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto);
     std::vector<Pending> arp_pending_;
     struct ArpAsk {
         Ipv4Addr ip;

@@ -65,6 +65,28 @@ TEST_CASE("ARP resolves on first use and held packets go out in order", "[stack]
     REQUIRE(pb.in_use() == 0);
 }
 
+TEST_CASE("a datagram of 45 fragments waits for ARP whole and arrives intact", "[stack]") {
+    HeapPktPool pa(1024, 2048), pb(1024, 2048);
+    {
+        StackConfig ca = host(1), cb = host(2);
+        ca.arp_pending_max = 4;  // far fewer than the datagram's fragments
+        Stack a(ca, pa), b(cb, pb);
+        MemWire wire(a, b);
+        Collect rx;
+        b.bind(7000, &rx);
+        REQUIRE(a.udp_output(msg(pa, pattern(65507, 3)), 7000, b.config().ip, 7000));
+        REQUIRE(a.counters().arp_tx_request == 1);
+        wire.pump(0);
+        wire.pump(0);
+        REQUIRE(rx.got.size() == 1);
+        REQUIRE(rx.got[0] == pattern(65507, 3));
+        REQUIRE(a.counters().drop_arp_pending_full == 0);
+        REQUIRE(a.counters().ip_frag_tx == 45);
+    }
+    REQUIRE(pa.in_use() == 0);
+    REQUIRE(pb.in_use() == 0);
+}
+
 TEST_CASE("an unanswered ARP request is retried and held packets are bounded", "[stack]") {
     HeapPktPool pa(256, 2048);
     {
