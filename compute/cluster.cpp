@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -280,8 +281,10 @@ int proxy_lcore_main(void* arg) {
 
 // ---- telemetry: /iccs/proxies and /iccs/proxy/stats,<n> (DESIGN.md §6)
 std::vector<std::unique_ptr<Proxy>>* g_proxies = nullptr;
+std::mutex g_proxies_mu;  // telemetry callbacks run on DPDK's control thread, teardown on main
 
 int tel_proxies(const char*, const char*, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
     rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
     if (g_proxies != nullptr)
         for (size_t i = 0; i < g_proxies->size(); ++i) rte_tel_data_add_array_int(d, static_cast<int>(i));
@@ -289,6 +292,7 @@ int tel_proxies(const char*, const char*, rte_tel_data* d) {
 }
 
 int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
     if (g_proxies == nullptr || params == nullptr) return -1;
     char* end = nullptr;
     const long n = std::strtol(params, &end, 10);
@@ -440,7 +444,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         };
         bool ok = setup();
         if (ok) {
-            g_proxies = &proxies;
+            {
+                std::lock_guard<std::mutex> lock(g_proxies_mu);
+                g_proxies = &proxies;
+            }
             rte_telemetry_register_cmd("/iccs/proxies", tel_proxies, "Proxies of this cluster. No parameters");
             rte_telemetry_register_cmd("/iccs/proxy/stats", tel_proxy_stats,
                                        "Counters of one proxy. Parameter: proxy index");
@@ -508,6 +515,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             const uint32_t dones = g_dones.load();
+            if (g_stop && rep.error.empty()) rep.error = "stopped by a signal";
             if (dones < plan.clusters - 1u && rep.error.empty())
                 rep.error = "not every other cluster finished (" + std::to_string(dones) + " of " +
                             std::to_string(plan.clusters - 1) + " said done)";
@@ -517,6 +525,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 if (plan.polling == Polling::kInline) px->poll_once(monotonic_ns());  // publish
                 rep.proxies.push_back(px->snapshot());
             }
+            std::lock_guard<std::mutex> lock(g_proxies_mu);
             g_proxies = nullptr;
         }
         rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -161,8 +161,11 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
         return true;
     }
     if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
-        ++ctr_.ring_full;
-        if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
+        // Counted once per stop, not per retry: the retries run every loop until the ring drains.
+        if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) {
+            blocked_.push_back(&sc);
+            if (std::find(blocked_prev_.begin(), blocked_prev_.end(), &sc) == blocked_prev_.end()) ++ctr_.ring_full;
+        }
         rings_.thread_waker(port).wake();
         return false;
     }
@@ -248,9 +251,11 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         if (n > 0) stack_.input_burst(frames, n, now_ns);
     }
     if (!blocked_.empty()) {
-        std::vector<SubConnection*> again;
-        again.swap(blocked_);
-        for (SubConnection* sc : again) slidwin_deliver_pending(*sc, now_ns);
+        blocked_prev_.swap(blocked_);
+        blocked_.clear();
+        for (SubConnection* sc : blocked_prev_) slidwin_deliver_pending(*sc, now_ns);
+    } else {
+        blocked_prev_.clear();
     }
     wheel_.advance(now_ns);
     if (now_ns - last_timers_ns_ >= 1'000'000) {

@@ -59,11 +59,11 @@ struct ProxyConfig {
 
 // Per-proxy counters (DESIGN.md §6), written only by the proxy's thread.
 #define ICCS_PROXY_COUNTERS(X)                                                  \
-    X(msgs_tx, "messages taken from compute threads and sent")                  \
+    X(msgs_tx, "messages taken from compute threads (sent, or waiting for window)") \
     X(bytes_tx, "their bytes (convergence header + payload)")                   \
     X(msgs_rx, "messages delivered to compute threads")                         \
     X(bytes_rx, "their bytes")                                                  \
-    X(ring_full, "deliveries refused by a full compute-thread ring (retried)")  \
+    X(ring_full, "times a full compute-thread ring stopped a sub-connection's delivery") \
     X(backlog_max, "most messages waiting for send window at once")             \
     X(bad_dst, "messages for an unknown cluster or port (dropped)")             \
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
@@ -148,7 +148,8 @@ class Proxy final : public SlidwinSink {
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
-    std::vector<SubConnection*> blocked_;  // refused a delivery: offer again
+    std::vector<SubConnection*> blocked_;       // refused a delivery: offer again
+    std::vector<SubConnection*> blocked_prev_;  // the same, one iteration ago (to count stops once)
     ProxyCounters ctr_;
     std::mt19937_64 rng_;
     std::vector<PktBuf*> held_;  // reorder window of the fault injection
