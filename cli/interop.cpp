@@ -4,6 +4,7 @@
 // given sizes to a kernel UDP echo server and checks that each comes back intact. The sizes go
 // past the MTU, so both directions exercise IP fragmentation and reassembly against Linux.
 // Used by tests/integration/interop_afpacket.py (two network namespaces joined by a veth pair).
+#include "args.hpp"
 #include "interop.hpp"
 
 #include <arpa/inet.h>
@@ -74,19 +75,10 @@ const char* kInteropHelp =
 
 std::atomic<bool> g_stop{false};
 
-[[noreturn]] void usage_error(const std::string& msg) {
-    std::fprintf(stderr, "iccs interop: %s\n", msg.c_str());
-    std::exit(2);
-}
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("interop", msg); }
 
 uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-    if (errno != 0 || v.empty() || *end != '\0' || x < lo || x > hi)
-        usage_error("bad value '" + v + "' for " + flag + ": an integer from " + std::to_string(lo) + " to " +
-                    std::to_string(hi) + " is allowed");
-    return x;
+    return cli::parse_u64("interop", flag, v.c_str(), lo, hi);
 }
 
 uint64_t now_ns() {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "demo.hpp"
@@ -14,20 +15,10 @@
 
 namespace {
 
-[[noreturn]] void usage_error(const std::string& msg) {
-    std::fprintf(stderr, "iccs: %s\n", msg.c_str());
-    std::exit(2);
-}
+[[noreturn]] void usage_error(const std::string& msg) { iccs::cli::usage_error("bench", msg); }
 
 uint64_t parse_u64(const std::string& flag, const char* v, uint64_t lo, uint64_t hi) {
-    if (v == nullptr) usage_error(flag + " needs a value");
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long x = std::strtoull(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
-        usage_error("bad value '" + std::string(v) + "' for " + flag + ": an integer from " + std::to_string(lo) +
-                    " to " + std::to_string(hi) + " is allowed");
-    return x;
+    return iccs::cli::parse_u64("bench", flag, v, lo, hi);
 }
 
 int cmd_bench(int argc, char** argv) {
@@ -104,11 +95,11 @@ int cmd_bench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) usage_error("no subcommand (see ./iccs --help)");
+    if (argc < 2) iccs::cli::usage_error("", "no subcommand (see ./iccs --help)");
     const std::string cmd = argv[1];
     if (cmd == "demo") return iccs::cmd_demo(argc - 2, argv + 2);
     if (cmd == "bench") return cmd_bench(argc - 2, argv + 2);
     if (cmd == "run") return iccs::cmd_run(argc - 2, argv + 2, false);
     if (cmd == "interop") return iccs::cmd_interop(argc - 2, argv + 2);
-    usage_error("unknown subcommand '" + cmd + "' (see ./iccs --help)");
+    iccs::cli::usage_error("", "unknown subcommand '" + cmd + "' (see ./iccs --help)");
 }

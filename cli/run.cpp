@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "args.hpp"
 #include "cluster.hpp"
 #include "config.hpp"
 
@@ -20,10 +21,11 @@ namespace {
 const char* kRunHelp =
     "usage: iccs run alltoall [options]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
-    "  lcores, memif links between the proxies of different clusters) and runs `alltoall`: every\n"
-    "  compute thread sends --messages messages of random sizes to every compute thread of every\n"
-    "  other cluster, and every receiver checks each one (exactly once, intact). Prints per-cluster\n"
-    "  PASS/FAIL and the proxy counters; exits non-zero on any failure.\n"
+    "  lcores, memif links between the proxies of different clusters, or NIC ports with fabric pci)\n"
+    "  and runs `alltoall`: every compute thread sends --messages messages of random sizes to every\n"
+    "  compute thread of every other cluster, and every receiver checks each one (exactly once,\n"
+    "  intact). Prints per-cluster PASS/FAIL and the proxy counters; exits non-zero on any failure.\n"
+    "  Ctrl-C stops every cluster cleanly.\n"
     "options (each overrides the configuration file):\n"
     "  --config FILE        machine configuration (TOML; see iccs.example.toml)\n"
     "  --clusters N         [machine] clusters\n"
@@ -31,7 +33,8 @@ const char* kRunHelp =
     "  --proxies P|auto     [cluster] proxies\n"
     "  --polling MODE       [cluster] polling: busy, adaptive, inline\n"
     "  --dispatch POLICY    [cluster] dispatch: fixed, round-robin, least-loaded\n"
-    "  --fabric NAME        [machine] fabric (cluster runs support memif today)\n"
+    "  --fabric NAME        [machine] fabric: memif (links between processes on this host) or pci\n"
+    "                       (NIC ports from [machine] pci_addresses; af_packet and udp: not in runs yet)\n"
     "  --mtu N              [machine] mtu_bytes\n"
     "  --drop P             [test] drop: probability a received frame is dropped\n"
     "  --duplicate P        [test] duplicate: probability a received frame is duplicated\n"
@@ -43,19 +46,10 @@ const char* kRunHelp =
     "  --max-size N         largest message payload [bytes] (default 9000, at most 60000)\n"
     "  --timeout S          stop the run after S seconds (default 300)\n";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-    std::fprintf(stderr, "iccs run: %s\n", msg.c_str());
-    std::exit(2);
-}
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
 
 uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-    if (errno != 0 || v.empty() || *end != '\0' || x < lo || x > hi)
-        usage_error("bad value '" + v + "' for " + flag + ": an integer from " + std::to_string(lo) + " to " +
-                    std::to_string(hi) + " is allowed");
-    return x;
+    return cli::parse_u64("run", flag, v.c_str(), lo, hi);
 }
 
 }  // namespace
@@ -125,8 +119,10 @@ int cmd_run(int argc, char** argv, bool demo) {
         return 2;
     }
     const MachineConfig& cfg = *cr.config;
-    if (cfg.machine.fabric != Fabric::kMemif) {
-        std::fprintf(stderr, "iccs run: fabric \"%s\" is not available yet; cluster runs use memif today\n",
+    if (cfg.machine.fabric != Fabric::kMemif && cfg.machine.fabric != Fabric::kPci) {
+        std::fprintf(stderr,
+                     "iccs run: fabric \"%s\" is not available in cluster runs yet: use memif (one host) or pci "
+                     "(NIC ports bound to DPDK)\n",
                      std::string(to_string(cfg.machine.fabric)).c_str());
         return 2;
     }
@@ -149,7 +145,8 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.polling = cfg.cluster.polling;
     plan.dispatch = cfg.cluster.dispatch;
     plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
-    plan.fabric = "memif";
+    plan.fabric = std::string(to_string(cfg.machine.fabric));
+    plan.pci_addresses = cfg.machine.pci_addresses;
     plan.mtu_bytes = cfg.machine.mtu_bytes;
     plan.base_ip = cfg.machine.base_ip.v;
     plan.udp_port = cfg.machine.udp_port;
@@ -173,10 +170,10 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.min_size = min_size;
     plan.max_size = max_size;
     plan.seed = cfg.test.seed + 1;
-    std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric memif (DPDK, "
+    std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (DPDK, "
                 "one process and EAL per cluster), polling %s, dispatch %s, MTU %u; host has %u cores\n",
                 demo ? "demo" : "run alltoall", plan.clusters, plan.threads, nprox,
-                cfg.cluster.proxies == kProxiesAuto ? " (auto)" : "",
+                cfg.cluster.proxies == kProxiesAuto ? " (auto)" : "", plan.fabric.c_str(),
                 std::string(to_string(cfg.cluster.polling)).c_str(),
                 std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.mtu_bytes, cores);
     std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "

@@ -322,6 +322,14 @@ MacAddr proxy_mac(uint16_t cluster, uint16_t proxy) {
     return MacAddr{{0x02, 0x00, 0x0a, 0x00, static_cast<uint8_t>(cluster), static_cast<uint8_t>(proxy)}};
 }
 
+std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    // One entry per proxy of every cluster (all clusters on this host), or per proxy of one
+    // cluster (one cluster per host): the configuration checks the count.
+    const size_t all = size_t{plan.clusters} * plan.proxies_per_cluster[cluster];
+    const size_t i = plan.pci_addresses.size() >= all ? size_t{cluster} * plan.proxies_per_cluster[cluster] + proxy : proxy;
+    return i < plan.pci_addresses.size() ? plan.pci_addresses[i] : std::string();
+}
+
 std::string eal_prefix(const ClusterPlan& plan, uint16_t cluster) {
     return "iccs-" + plan.run_id + "-c" + std::to_string(cluster);
 }
@@ -370,6 +378,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                               nprox * (uint64_t{rx_mbufs} * 2560 / (1 << 20) +
                                        uint64_t{kStackSegs} * (kStackSegBytes + 384) / (1 << 20) + 16);
     eo.memory_mb = static_cast<uint32_t>(pools_mb + pools_mb / 4);
+    if (plan.fabric == "pci")
+        for (uint16_t p = 0; p < nprox; ++p) eo.pci_allow.push_back(pci_address(plan, me, p));
     std::string err;
     if (!eal_start(eo, err)) {
         rep.error = err;
@@ -431,8 +441,14 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                  ",socket-abstract=no";
                         if (!px->add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return fail(err);
                     }
+                } else if (plan.fabric == "pci") {
+                    // The proxy's NI is one NIC port; a switch joins it to every remote proxy.
+                    std::vector<MacAddr> reaches;
+                    for (const ProxyAddr& peer : pc.peers) reaches.push_back(peer.mac);
+                    if (!px->add_port(pci_address(plan, me, p), rx, desc, reaches, plan.link_timeout_ms, err))
+                        return fail(err);
                 } else {
-                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs yet (memif is)");
+                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif and pci are)");
                 }
                 proxies.push_back(std::move(px));
             }
