@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -589,8 +590,29 @@ static void forward_signal(int sig) {
     for (pid_t c : g_children) kill(c, sig == SIGINT ? SIGTERM : sig);
 }
 
+// Runtime dirs and socket dirs of runs whose launcher is gone (killed with SIGKILL, or the
+// machine rebooted mid-run): iccs-<pid>-c<id> and /tmp/iccs-<pid> with no process <pid>.
+static void remove_stale_runs() {
+    std::error_code ec;
+    auto stale = [](const std::string& name, const char* prefix) -> bool {
+        if (name.rfind(prefix, 0) != 0) return false;
+        const std::string rest = name.substr(std::strlen(prefix));
+        char* end = nullptr;
+        const long pid = std::strtol(rest.c_str(), &end, 10);
+        if (end == rest.c_str() || pid <= 0 || (*end != '\0' && *end != '-')) return false;
+        return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    };
+    const std::string rundir = std::filesystem::path(eal_runtime_dir("x")).parent_path();
+    for (const auto& e : std::filesystem::directory_iterator(rundir, ec))
+        if (stale(e.path().filename().string(), "iccs-")) std::filesystem::remove_all(e.path(), ec);
+    for (const auto& e : std::filesystem::directory_iterator("/tmp", ec))
+        if (e.is_directory(ec) && stale(e.path().filename().string(), "iccs-")) std::filesystem::remove_all(e.path(), ec);
+}
+
 int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     if (plan.run_id.empty()) plan.run_id = std::to_string(getpid());
+    signal(SIGPIPE, SIG_IGN);  // a closed stdout (`| head`) must not kill a run before it cleans up
+    remove_stale_runs();
     plan.sock_dir = "/tmp/iccs-" + plan.run_id;
     std::error_code ec;
     std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
