@@ -50,6 +50,9 @@ struct ClusterPlan {
     std::string workload = "alltoall";
     uint64_t warmup = 1000;
     std::string result_file;
+    // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only
+    // remove the runtime dir. Set by launch_clusters() for its forked cluster processes.
+    bool exit_without_teardown = false;
 };
 
 struct ClusterReport {
