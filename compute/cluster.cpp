@@ -64,6 +64,7 @@ PktBuf* make_msg(PktPool& pool, uint16_t src_c, uint16_t src_t, uint16_t dst_c, 
     store_u64(h, wire16(src_c) | wire16(dst_c) << 16 | wire16(src_t) << 32 | wire16(dst_t) << 48);
     store_u64(h + 8, wire32(msg_id) | wire32(msg_id) << 32);  // conn_seq = msg_id for this workload
     store_u64(h + 16, wire16(0) | wire16(1) << 16 | wire32(size) << 32);
+    store_u64(h + 24, __builtin_bswap64(monotonic_ns()));  // enq_ns: the message time starts here
     if (size > 0 && !pkt_write(m, pool, pattern_src, size)) {
         pkt_free(m);
         return nullptr;
@@ -307,6 +308,15 @@ int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
     s.proxy.for_each(add);
     s.slidwin.for_each(add);
     s.stack.for_each(add);
+    // message time (DESIGN.md §6): mean, quantile bounds, and the log2 histogram's non-empty buckets
+    rte_tel_data_add_dict_u64(d, "msg_time_mean_ns",
+                              s.proxy.msg_time_count ? s.proxy.msg_time_sum_ns / s.proxy.msg_time_count : 0);
+    rte_tel_data_add_dict_u64(d, "msg_time_p50_below_ns", msg_time_quantile_ns(s.proxy, 0.50));
+    rte_tel_data_add_dict_u64(d, "msg_time_p99_below_ns", msg_time_quantile_ns(s.proxy, 0.99));
+    for (uint32_t b = 0; b < kMsgTimeBuckets; ++b)
+        if (s.proxy.msg_time_hist[b] != 0)
+            rte_tel_data_add_dict_u64(d, ("msg_time_hist_lt_" + std::to_string(uint64_t{2} << b) + "_ns").c_str(),
+                                      s.proxy.msg_time_hist[b]);
     rte_tel_data_add_dict_u64(d, "port_rx_frames", s.port_rx);
     rte_tel_data_add_dict_u64(d, "port_tx_frames", s.port_tx);
     rte_tel_data_add_dict_u64(d, "port_tx_ring_full", s.port_tx_ring_full);
@@ -579,7 +589,8 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
         const double util = s.proxy.total_ns ? static_cast<double>(s.proxy.busy_ns) / s.proxy.total_ns : 0.0;
         const double qlen = s.proxy.total_ns ? static_cast<double>(s.proxy.queue_ns_sum) / s.proxy.total_ns : 0.0;
         std::printf("  proxy %u.%zu: msgs tx %llu rx %llu, frames tx %llu rx %llu (tx ring full %llu), retx %llu, dup %llu, "
-                    "csum drops %llu, reass drops %llu, window stalls %llu, ring full %llu, util %.2f, queue %.2f\n",
+                    "csum drops %llu, reass drops %llu, window stalls %llu, ring full %llu, util %.2f, queue %.2f, "
+                    "msg time mean %.1f us (p50 < %.1f, p99 < %.1f)\n",
                     plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.msgs_tx),
                     static_cast<unsigned long long>(s.proxy.msgs_rx), static_cast<unsigned long long>(s.port_tx),
                     static_cast<unsigned long long>(s.port_rx), static_cast<unsigned long long>(s.port_tx_ring_full),
@@ -589,7 +600,11 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                     static_cast<unsigned long long>(s.stack.drop_reass_overlap + s.stack.drop_reass_timeout +
                                                     s.stack.drop_reass_cap + s.stack.drop_reass_oversize),
                     static_cast<unsigned long long>(s.slidwin.window_stalls),
-                    static_cast<unsigned long long>(s.proxy.ring_full), util, qlen);
+                    static_cast<unsigned long long>(s.proxy.ring_full), util, qlen,
+                    s.proxy.msg_time_count ? static_cast<double>(s.proxy.msg_time_sum_ns) / s.proxy.msg_time_count / 1000.0
+                                           : 0.0,
+                    static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
+                    static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
     }
     std::fflush(stdout);
 }

@@ -19,6 +19,17 @@ constexpr size_t kBacklogLimit = 4096;  // beyond this, leave messages in the ri
 constexpr size_t kTxQueueLimit = 8192;  // frames a port may have waiting for its TX ring
 }  // namespace
 
+uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q) {
+    if (c.msg_time_count == 0) return 0;
+    const uint64_t want = static_cast<uint64_t>(q * static_cast<double>(c.msg_time_count) + 0.5);
+    uint64_t seen = 0;
+    for (uint32_t b = 0; b < kMsgTimeBuckets; ++b) {
+        seen += c.msg_time_hist[b];
+        if (seen >= want && seen > 0) return uint64_t{2} << b;
+    }
+    return uint64_t{2} << (kMsgTimeBuckets - 1);
+}
+
 uint64_t monotonic_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -171,6 +182,18 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
     }
     ++ctr_.msgs_rx;
     ctr_.bytes_rx += msg->pkt_len;
+    // Message time: the sender's enqueue stamp to this delivery (same host: same clock).
+    uint64_t enq_be;
+    std::memcpy(&enq_be, msg->data() + offsetof(ConvHdr, enq_ns), 8);
+    const uint64_t enq = __builtin_bswap64(enq_be);
+    const uint64_t now = monotonic_ns();
+    if (enq != 0 && enq <= now) {
+        const uint64_t t = now - enq;
+        ++ctr_.msg_time_count;
+        ctr_.msg_time_sum_ns += t;
+        const uint32_t b = t < 2 ? 0 : 63u - static_cast<uint32_t>(__builtin_clzll(t));
+        ++ctr_.msg_time_hist[std::min(b, kMsgTimeBuckets - 1)];
+    }
     rings_.thread_waker(port).wake();
     return true;
 }

@@ -72,12 +72,18 @@ struct ProxyConfig {
     X(busy_ns, "time spent in iterations that did work [ns]")                   \
     X(total_ns, "time the loop ran [ns]")                                       \
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
-    X(sleeps, "adaptive sleeps")
+    X(sleeps, "adaptive sleeps")                                                \
+    X(msg_time_count, "messages timed from the sender's enqueue to delivery")   \
+    X(msg_time_sum_ns, "their summed message time [ns]")
+
+// Message time histogram: bucket i counts times in [2^i, 2^(i+1)) ns (bucket 0 also holds 0 and 1).
+inline constexpr uint32_t kMsgTimeBuckets = 40;
 
 struct ProxyCounters {
 #define X(name, doc) uint64_t name = 0;
     ICCS_PROXY_COUNTERS(X)
 #undef X
+    uint64_t msg_time_hist[kMsgTimeBuckets] = {};
     template <typename Fn>
     void for_each(Fn&& fn) const {
 #define X(name, doc) fn(#name, doc, name);
@@ -85,6 +91,9 @@ struct ProxyCounters {
 #undef X
     }
 };
+
+// The upper bound [ns] of the histogram bucket holding quantile q (0..1) of the message times.
+uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q);
 
 // Everything a proxy counts, gathered for printing and telemetry.
 struct ProxySnapshot {

@@ -22,7 +22,7 @@
 namespace iccs {
 
 // Room in front of the first byte of a fresh buffer: eth(14) + ipv4(20) + udp(8) + slidwin(32)
-// + convergence(24) = 98, rounded up to a cache-line multiple.
+// + convergence(32) = 106, rounded up to a cache-line multiple.
 inline constexpr uint32_t kPktHeadroom = 128;
 
 struct PktPool;

@@ -106,9 +106,10 @@ namespace iccs {
 
 std::string to_string(const ConvHdr& h) {
     char s[160];
-    std::snprintf(s, sizeof s, "conv %u:%u > %u:%u cseq %u msg %u piece %u/%u len %u", h.src_cluster.get(),
+    std::snprintf(s, sizeof s, "conv %u:%u > %u:%u cseq %u msg %u piece %u/%u len %u enq %llu", h.src_cluster.get(),
                   h.src_port.get(), h.dst_cluster.get(), h.dst_port.get(), h.conn_seq.get(), h.msg_id.get(),
-                  h.piece_idx.get(), h.piece_cnt.get(), h.msg_len.get());
+                  h.piece_idx.get(), h.piece_cnt.get(), h.msg_len.get(),
+                  static_cast<unsigned long long>(h.enq_ns.get()));
     return s;
 }
 
