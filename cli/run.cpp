@@ -21,7 +21,7 @@ namespace {
 const char* kRunHelp =
     "usage: iccs run alltoall [options]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
-    "  lcores, memif links between the proxies of different clusters, or NIC ports with fabric pci)\n"
+    "  lcores, memif links between the proxies of different clusters, or veths / NIC ports)\n"
     "  and runs `alltoall`: every compute thread sends --messages messages of random sizes to every\n"
     "  compute thread of every other cluster, and every receiver checks each one (exactly once,\n"
     "  intact). Prints per-cluster PASS/FAIL and the proxy counters; exits non-zero on any failure.\n"
@@ -33,8 +33,9 @@ const char* kRunHelp =
     "  --proxies P|auto     [cluster] proxies\n"
     "  --polling MODE       [cluster] polling: busy, adaptive, inline\n"
     "  --dispatch POLICY    [cluster] dispatch: fixed, round-robin, least-loaded\n"
-    "  --fabric NAME        [machine] fabric: memif (links between processes on this host) or pci\n"
-    "                       (NIC ports from [machine] pci_addresses; af_packet and udp: not in runs yet)\n"
+    "  --fabric NAME        [machine] fabric: memif (shared-memory links between the cluster\n"
+    "                       processes), af_packet (a veth per proxy on a Linux bridge; needs root),\n"
+    "                       or pci (NIC ports from [machine] pci_addresses); udp: not yet\n"
     "  --mtu N              [machine] mtu_bytes\n"
     "  --drop P             [test] drop: probability a received frame is dropped\n"
     "  --duplicate P        [test] duplicate: probability a received frame is duplicated\n"
@@ -119,10 +120,10 @@ int cmd_run(int argc, char** argv, bool demo) {
         return 2;
     }
     const MachineConfig& cfg = *cr.config;
-    if (cfg.machine.fabric != Fabric::kMemif && cfg.machine.fabric != Fabric::kPci) {
+    if (cfg.machine.fabric == Fabric::kUdp) {
         std::fprintf(stderr,
-                     "iccs run: fabric \"%s\" is not available in cluster runs yet: use memif (one host) or pci "
-                     "(NIC ports bound to DPDK)\n",
+                     "iccs run: fabric \"%s\" is not available in cluster runs yet: use memif or af_packet (one "
+                     "host) or pci (NIC ports bound to DPDK)\n",
                      std::string(to_string(cfg.machine.fabric)).c_str());
         return 2;
     }

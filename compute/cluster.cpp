@@ -27,6 +27,7 @@
 
 #include "conv_hdr.hpp"
 #include "slidwin_hdr.hpp"
+#include "af_packet.hpp"
 #include "dpdk_env.hpp"
 
 namespace iccs {
@@ -341,6 +342,11 @@ std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t prox
     return i < plan.pci_addresses.size() ? plan.pci_addresses[i] : std::string();
 }
 
+std::string afp_ifname(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    // IFNAMSIZ is 16: "ic" + run + "c" + cluster + "p" + proxy stays within it for pids < 10^7
+    return "ic" + plan.run_id + "c" + std::to_string(cluster) + "p" + std::to_string(proxy);
+}
+
 std::string eal_prefix(const ClusterPlan& plan, uint16_t cluster) {
     return "iccs-" + plan.run_id + "-c" + std::to_string(cluster);
 }
@@ -458,8 +464,18 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     for (const ProxyAddr& peer : pc.peers) reaches.push_back(peer.mac);
                     if (!px->add_port(pci_address(plan, me, p), rx, desc, reaches, plan.link_timeout_ms, err))
                         return fail(err);
+                } else if (plan.fabric == "af_packet") {
+                    // The proxy's NI is a veth end on the run's Linux bridge (set up by the
+                    // launcher): real kernel Ethernet between the clusters, visible to tcpdump.
+                    std::vector<MacAddr> reaches;
+                    for (const ProxyAddr& peer : pc.peers) reaches.push_back(peer.mac);
+                    const std::string ifname = afp_ifname(plan, me, p);
+                    const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
+                                             ",blocksz=4096,framesz=2048,framecnt=512";
+                    if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
+                    if (!af_packet_undo_kernel_defrag(ifname, 4096, 2048, 512, err)) return fail(err);
                 } else {
-                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif and pci are)");
+                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif, af_packet and pci are)");
                 }
                 proxies.push_back(std::move(px));
             }
@@ -616,6 +632,46 @@ static void forward_signal(int sig) {
     for (pid_t c : g_children) kill(c, sig == SIGINT ? SIGTERM : sig);
 }
 
+// fabric af_packet: a Linux bridge "icbr<run>" and, per proxy, a veth pair whose "ic..." end the
+// proxy's af_packet port opens and whose "ib..." end is on the bridge. No IP address is given
+// to the kernel side (the stacks are in the proxies); IPv6 is off so the kernel stays quiet.
+static bool sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+static std::string afp_bridge(const ClusterPlan& plan) { return "icbr" + plan.run_id; }
+
+bool afp_fabric_up(const ClusterPlan& plan) {
+    const std::string br = afp_bridge(plan);
+    if (!sh("ip link add " + br + " type bridge") || !sh("ip link set " + br + " up")) {
+        std::fprintf(stderr, "iccs: fabric af_packet needs root and iproute2 to create bridge %s and veth pairs\n",
+                     br.c_str());
+        return false;
+    }
+    sh("sysctl -w net.ipv6.conf." + br + ".disable_ipv6=1");
+    for (uint16_t c = 0; c < plan.clusters; ++c)
+        for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) {
+            const std::string a = afp_ifname(plan, c, p);
+            std::string b = a;
+            b[1] = 'b';
+            const std::string mtu = std::to_string(plan.mtu_bytes);
+            if (!sh("ip link add " + a + " mtu " + mtu + " type veth peer name " + b + " mtu " + mtu) ||
+                !sh("ip link set " + b + " master " + br) || !sh("ip link set " + b + " up") ||
+                !sh("ip link set " + a + " up")) {
+                std::fprintf(stderr, "iccs: cannot create veth pair %s/%s on bridge %s\n", a.c_str(), b.c_str(),
+                             br.c_str());
+                return false;
+            }
+            sh("sysctl -w net.ipv6.conf." + a + ".disable_ipv6=1");
+            sh("sysctl -w net.ipv6.conf." + b + ".disable_ipv6=1");
+        }
+    return true;
+}
+
+void afp_fabric_down(const ClusterPlan& plan) {
+    for (uint16_t c = 0; c < plan.clusters; ++c)
+        for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) sh("ip link del " + afp_ifname(plan, c, p));
+    sh("ip link del " + afp_bridge(plan));
+}
+
 // Runtime dirs and socket dirs of runs whose launcher is gone (killed with SIGKILL, or the
 // machine rebooted mid-run): iccs-<pid>-c<id> and /tmp/iccs-<pid> with no process <pid>.
 static void remove_stale_runs() {
@@ -643,6 +699,12 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     std::error_code ec;
     std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
     std::filesystem::create_directories(plan.sock_dir, ec);
+    const bool afp = plan.fabric == "af_packet";
+    if (afp && !afp_fabric_up(plan)) {
+        afp_fabric_down(plan);
+        std::filesystem::remove_all(plan.sock_dir, ec);
+        return 1;
+    }
     std::fflush(stdout);
     std::fflush(stderr);
     g_children.clear();
@@ -725,6 +787,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     // Whatever a crashed cluster left behind.
     for (uint16_t c = 0; c < plan.clusters; ++c) eal_remove_runtime_dir(eal_prefix(plan, c));
     std::filesystem::remove_all(plan.sock_dir, ec);
+    if (afp) afp_fabric_down(plan);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     return failures == 0 && !timed_out ? 0 : 1;

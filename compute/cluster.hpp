@@ -25,7 +25,7 @@ struct ClusterPlan {
     std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size
     Polling polling = Polling::kAdaptive;
     Dispatch dispatch = Dispatch::kRoundRobin;  // how a compute thread picks its proxy
-    std::string fabric = "memif";               // memif (full mesh of links) | pci (one NIC port per proxy)
+    std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all
     uint32_t mtu_bytes = 1500;
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
@@ -67,6 +67,11 @@ struct ClusterReport {
 Ipv4Addr proxy_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 MacAddr proxy_mac(uint16_t cluster, uint16_t proxy);
 std::string eal_prefix(const ClusterPlan& plan, uint16_t cluster);
+// fabric af_packet: the interface a proxy's port opens; afp_fabric_up/down create and remove the
+// run's bridge and veth pairs (root needed).
+std::string afp_ifname(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+bool afp_fabric_up(const ClusterPlan& plan);
+void afp_fabric_down(const ClusterPlan& plan);
 // fabric pci: the NIC port (PCI address) of a proxy.
 std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 

@@ -18,6 +18,10 @@ def leftovers(run_id):
     found = []
     found += glob.glob(f"/var/run/dpdk/iccs-{run_id}-*")
     found += glob.glob(f"/tmp/iccs-{run_id}")
+    # fabric af_packet: the run's bridge and veth pairs
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    found += [l.split(":")[1].strip() for l in links.splitlines()
+              if re.match(rf"^\d+: i[cb](br)?{run_id}(c\d+p\d+)?[@:]", l)]
     return found
 
 
