@@ -54,7 +54,9 @@ std::vector<std::string> eal_args(const EalOptions& o) {
         lcores += std::to_string(i) + "@" + std::to_string(o.lcore_cpus[i]);
     }
     if (!lcores.empty()) a.push_back("--lcores=" + lcores);
-    if (!hugepages_available()) a.push_back("--no-huge");
+    // Without hugepages: --no-huge (EAL then refuses --in-memory). With them: --in-memory, so no
+    // hugepage files are left behind by a cluster that dies.
+    a.push_back(hugepages_available() ? "--in-memory" : "--no-huge");
     a.push_back("-m");
     a.push_back(std::to_string(o.memory_mb));
     if (o.pci_allow.empty()) {
