@@ -244,8 +244,21 @@ void pingpong_thread(ComputeCtx& c) {
             ++c.result.sent;
         }
         void* got = nullptr;
-        // spin for the answer (this is a latency measurement): an inline run drives the stack here
-        while (rte_ring_sc_dequeue(in, &got) != 0 && !g_stop) poll_inline(c);
+        // Wait for the answer: an inline run drives the stack here and spins; with proxy threads,
+        // spin a little, then sleep until the proxy wakes us (spinning would starve the proxies
+        // of a host with fewer cores than spinning threads).
+        const uint64_t wait_start = monotonic_ns();
+        while (rte_ring_sc_dequeue(in, &got) != 0 && !g_stop) {
+            if (p.polling == Polling::kInline) {
+                poll_inline(c);
+            } else if (monotonic_ns() - wait_start <= 20'000) {
+                sched_yield();  // a proxy woken on this core runs now, not after our time slice
+            } else {
+                Waker& w = c.rings->thread_waker(0);
+                w.prepare_sleep();
+                if (rte_ring_count(in) == 0) w.sleep(200); else w.cancel_sleep();
+            }
+        }
         if (got == nullptr) break;
         PktBuf* r = static_cast<PktBuf*>(got);
         ++c.result.received;

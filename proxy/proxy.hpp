@@ -51,7 +51,8 @@ struct ProxyConfig {
     uint16_t udp_port = 9410;
     Polling polling = Polling::kAdaptive;
     uint32_t spin_before_sleep_us = 50; // adaptive: idle time before sleeping [us]
-    uint32_t sleep_us = 200;            // adaptive: longest sleep before polling the ports again [us]
+    uint32_t sleep_us = 50;             // adaptive: longest sleep before polling the ports again [us]
+                                        // (port RX wakes nobody: this bounds the latency it adds)
     RxImpairment impair;
     std::vector<ProxyAddr> peers;       // every proxy of every other cluster
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
