@@ -32,12 +32,7 @@ struct CheckingSink : SlidwinSink {
     }
 };
 
-StackConfig host(uint8_t last) {
-    StackConfig c;
-    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ip = Ipv4Addr{0x0a000000u | last};
-    return c;
-}
+StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
 }  // namespace
 

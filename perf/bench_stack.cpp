@@ -43,12 +43,7 @@ struct CountingSink : SlidwinSink {
     }
 };
 
-StackConfig host(uint8_t last) {
-    StackConfig c;
-    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ip = Ipv4Addr{0x0a000000u | last};
-    return c;
-}
+StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
 double run_iccs(uint32_t size, uint64_t n, uint64_t& retx) {
     HeapPktPool pa(8192, 2048), pb(8192, 2048);

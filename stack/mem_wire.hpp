@@ -16,6 +16,15 @@
 
 namespace iccs {
 
+// The address plan of a host on the in-memory wire: MAC 02:00:00:00:00:<last>, IPv4 10.0.0.<last>.
+inline StackConfig mem_wire_host(uint8_t last, uint32_t mtu_bytes = 1500) {
+    StackConfig c;
+    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
+    c.ip = Ipv4Addr{0x0a000000u | last};
+    c.mtu_bytes = mtu_bytes;
+    return c;
+}
+
 struct WireImpairment {
     double drop = 0.0;             // probability a frame is lost
     double duplicate = 0.0;        // probability a frame arrives twice

@@ -14,12 +14,7 @@ using namespace iccs;
 
 namespace {
 
-StackConfig host(uint8_t last) {
-    StackConfig c;
-    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ip = Ipv4Addr{0x0a000000u | last};
-    return c;
-}
+StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
 std::vector<uint8_t> take_one_frame(Stack& s) {
     PktBuf* f = nullptr;

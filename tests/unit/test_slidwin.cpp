@@ -13,12 +13,7 @@ using namespace iccs;
 
 namespace {
 
-StackConfig host(uint8_t last) {
-    StackConfig c;
-    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ip = Ipv4Addr{0x0a000000u | last};
-    return c;
-}
+StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
 // Message i: 8 bytes of i, then bytes derived from i; its size is drawn from a seeded generator.
 uint32_t msg_size(uint64_t i, uint32_t max_size) {

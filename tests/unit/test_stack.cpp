@@ -12,13 +12,7 @@ using namespace iccs;
 
 namespace {
 
-StackConfig host(uint8_t last, uint32_t mtu = 1500) {
-    StackConfig c;
-    c.mac = MacAddr{{0x02, 0, 0, 0, 0, last}};
-    c.ip = Ipv4Addr{0x0a000000u | last};
-    c.mtu_bytes = mtu;
-    return c;
-}
+StackConfig host(uint8_t last, uint32_t mtu = 1500) { return mem_wire_host(last, mtu); }
 
 struct Collect : UdpHandler {
     std::vector<std::vector<uint8_t>> got;
