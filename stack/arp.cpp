@@ -1,7 +1,7 @@
 // arp.cpp: ARP (RFC 826) for the Stack: answer requests for our address, learn from what we
 // hear, resolve next hops for output (holding a bounded number of packets meanwhile).
-// This is the slow path: a proxy's sub-connection peers are resolved once, then every packet
-// takes the table hit in link_output().
+// This is the slow path: a proxy's sub-connection peers are resolved once, then every datagram
+// takes the table hit in ipv4_output().
 #include "stack.hpp"
 
 namespace iccs {
@@ -68,7 +68,7 @@ void Stack::arp_input(PktBuf* p, uint64_t now_ns) {
     // RFC 826 merge: refresh a sender we know; add it if the packet is for us.
     if (spa.v != 0 && (for_us || arp_.lookup(spa) != nullptr)) {
         arp_.learn(spa, a.sha);
-        arp_resolved(spa, a.sha);
+        arp_resolved(spa);
     }
     if (a.op.get() == kArpOpReply) {
         ++ctr_.arp_rx_reply;
@@ -132,7 +132,7 @@ void Stack::arp_request(Ipv4Addr ip, uint64_t now_ns) {
     arp_asked_.push_back(ArpAsk{ip, now_ns});
 }
 
-void Stack::arp_resolved(Ipv4Addr ip, const MacAddr& mac) {
+void Stack::arp_resolved(Ipv4Addr ip) {
     for (size_t i = 0; i < arp_asked_.size();) {
         if (arp_asked_[i].ip == ip) {
             arp_asked_[i] = arp_asked_.back();
@@ -141,7 +141,7 @@ void Stack::arp_resolved(Ipv4Addr ip, const MacAddr& mac) {
             ++i;
         }
     }
-    // Release held packets in their original order (datagrams held whole are fragmented now).
+    // Release held datagrams in their original order (fragmented now that the MAC is known).
     std::vector<Pending> ready;
     size_t keep = 0;
     for (size_t i = 0; i < arp_pending_.size(); ++i) {
@@ -151,12 +151,8 @@ void Stack::arp_resolved(Ipv4Addr ip, const MacAddr& mac) {
             arp_pending_[keep++] = arp_pending_[i];
     }
     arp_pending_.resize(keep);
-    for (const Pending& q : ready) {
-        if (q.proto != 0)
-            ipv4_output(q.p, q.next_hop, q.proto);
-        else
-            eth_output(q.p, mac, kEtherTypeIpv4);
-    }
+    // ipv4_output finds the MAC in the table: it was learned just before this call
+    for (const Pending& q : ready) ipv4_output(q.p, q.next_hop, q.proto);
 }
 
 }  // namespace iccs

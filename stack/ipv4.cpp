@@ -70,15 +70,17 @@ bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
         pkt_free(p);
         return false;
     }
-    // An unresolved next hop holds the datagram whole: held as fragments, one large datagram
-    // could fill the ARP queue by itself and lose its tail.
-    if (dst.v != 0xffffffffu && arp_.lookup(dst) == nullptr) {
-        if (!arp_hold(p, dst, proto)) return false;
-        return true;
+    // The next hop is resolved once per datagram, not per fragment. An unresolved one holds the
+    // datagram whole: held as fragments, one large datagram could fill the ARP queue by itself.
+    MacAddr next_mac = MacAddr::broadcast();
+    if (dst.v != 0xffffffffu) {
+        const MacAddr* m = arp_.lookup(dst);
+        if (m == nullptr) return arp_hold(p, dst, proto);
+        next_mac = *m;
     }
     const uint16_t id = next_ip_id_++;
     if (p->pkt_len + kIpv4HdrLen <= cfg_.mtu_bytes) {
-        ipv4_emit(p, dst, proto, id, 0);
+        ipv4_emit(p, dst, next_mac, proto, id, 0);
         return true;
     }
     Ipv4Fragment frags[kIpv4MaxFragments];
@@ -92,12 +94,13 @@ bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
         const uint16_t field =
             static_cast<uint16_t>((frags[i].offset / 8) | (frags[i].more ? kIpFlagMF : 0));
         ++ctr_.ip_frag_tx;
-        ipv4_emit(frags[i].p, dst, proto, id, field);
+        ipv4_emit(frags[i].p, dst, next_mac, proto, id, field);
     }
     return true;
 }
 
-void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint16_t frag_field) {
+void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t proto, uint16_t id,
+                      uint16_t frag_field) {
     const uint32_t total = p->pkt_len + kIpv4HdrLen;
     uint8_t* raw = pkt_prepend(p, kIpv4HdrLen);
     if (raw == nullptr) {
@@ -114,19 +117,7 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint1
     store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
     store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
     store_u32(raw + 16, __builtin_bswap32(dst.v));
-    link_output(p, dst);
-}
-
-void Stack::link_output(PktBuf* p, Ipv4Addr next_hop) {
-    if (next_hop.v == 0xffffffffu) {
-        eth_output(p, MacAddr::broadcast(), kEtherTypeIpv4);
-        return;
-    }
-    if (const MacAddr* mac = arp_.lookup(next_hop)) {
-        eth_output(p, *mac, kEtherTypeIpv4);
-        return;
-    }
-    arp_hold(p, next_hop, 0);  // slow path: hold the packet until ARP answers
+    eth_output(p, next_mac, kEtherTypeIpv4);
 }
 
 bool Stack::arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto) {

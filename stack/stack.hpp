@@ -115,11 +115,11 @@ class Stack {
     void arp_input(PktBuf* p, uint64_t now_ns);
     void ipv4_input(PktBuf* p, uint64_t now_ns);
     void udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns);
-    // Prepend an IPv4 header to p (data() at payload) and hand it to the link layer.
-    void ipv4_emit(PktBuf* p, Ipv4Addr dst, uint8_t proto, uint16_t id, uint16_t frag_field);
-    void link_output(PktBuf* p, Ipv4Addr dst);
+    // Prepend an IPv4 header to p (data() at payload) and hand it to eth_output for next_mac.
+    void ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t proto, uint16_t id,
+                   uint16_t frag_field);
     void tx_push(PktBuf* frame);
-    void arp_resolved(Ipv4Addr ip, const MacAddr& mac);
+    void arp_resolved(Ipv4Addr ip);  // ip's MAC was just learned: release what waits for it
 
     StackConfig cfg_;
     PktPool& pool_;
@@ -134,9 +134,9 @@ class Stack {
     std::vector<Binding> bindings_;
     std::vector<UdpHandler*> burst_listeners_;
     struct Pending {
-        PktBuf* p;          // an IPv4 packet, or (proto != 0) a datagram's payload not yet fragmented
+        PktBuf* p;          // a datagram's payload (no IPv4 header yet, not fragmented)
         Ipv4Addr next_hop;
-        uint8_t proto;      // != 0: run ipv4_output(p, next_hop, proto) once resolved
+        uint8_t proto;      // ipv4_output(p, next_hop, proto) once next_hop resolves
     };
     // Hold p for next_hop until ARP answers (asks if not asked yet); false if the queue is full.
     bool arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto);
