@@ -7,16 +7,9 @@
 #include "args.hpp"
 #include "interop.hpp"
 
-#include "af_packet.hpp"
-
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <linux/if_packet.h>
-#include <net/ethernet.h>
-#include <net/if.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,7 +22,6 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +29,7 @@
 #include "dpdk_env.hpp"
 #include "dpdk_pool.hpp"
 #include "port.hpp"
+#include "proxy.hpp"
 #include "stack.hpp"
 
 namespace iccs {
@@ -81,12 +74,6 @@ std::atomic<bool> g_stop{false};
 
 uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
     return cli::parse_u64("interop", flag, v.c_str(), lo, hi);
-}
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
 // The content of datagram `seq` of `size` bytes: distinct per datagram, so a wrong or stale echo
@@ -333,10 +320,10 @@ int run(const Options& o) {
     }
     {
         Port port;
+        if (o.kernel_defrag) port.keep_kernel_defrag();
         const std::string devargs = "net_af_packet0,iface=" + o.iface + ",blocksz=" + std::to_string(kAfpBlock) +
                                     ",framesz=" + std::to_string(kAfpFrame) + ",framecnt=" + std::to_string(kAfpFrames);
-        if (err.empty() && port.open(devargs, rx, desc, 1000, err) &&
-            (o.kernel_defrag || af_packet_undo_kernel_defrag(o.iface, kAfpBlock, kAfpFrame, kAfpFrames, err))) {
+        if (err.empty() && port.open(devargs, rx, desc, 1000, err)) {
             StackConfig sc;
             sc.ip = o.ip;
             sc.mtu_bytes = o.mtu;
@@ -385,14 +372,14 @@ int run(const Options& o) {
                     if (sent < k) break;
                 }
             };
-            const uint64_t t0 = now_ns();
+            const uint64_t t0 = monotonic_ns();
             const uint64_t deadline = t0 + uint64_t{o.seconds} * 1'000'000'000ull;
             const uint64_t send_at = t0 + uint64_t{o.send_delay_ms} * 1'000'000ull;
             uint64_t last_timers = t0;
             bool finished = false;
             PktBuf* frames[64];
             while (!g_stop.load(std::memory_order_relaxed)) {
-                const uint64_t now = now_ns();
+                const uint64_t now = monotonic_ns();
                 if (now >= deadline) break;
                 const uint32_t n = port.rx_burst(frames, 64);
                 if (n > 0) stack->input_burst(frames, n, now);
@@ -412,9 +399,9 @@ int run(const Options& o) {
                 }
             }
             // Let the last echoes out.
-            const uint64_t drain_until = now_ns() + 500'000'000ull;
-            while ((!txq.empty() || stack->tx_queued() > 0) && now_ns() < drain_until) flush();
-            const double secs = double(now_ns() - t0) / 1e9;
+            const uint64_t drain_until = monotonic_ns() + 500'000'000ull;
+            while ((!txq.empty() || stack->tx_queued() > 0) && monotonic_ns() < drain_until) flush();
+            const double secs = double(monotonic_ns() - t0) / 1e9;
 
             std::printf("interop: %s after %.2f s\n",
                         g_stop.load() ? "stopped by signal" : finished ? "done" : "time is up", secs);

@@ -59,7 +59,6 @@ int cmd_run(int argc, char** argv, bool demo) {
     std::string config_path;
     std::vector<std::pair<std::string, std::string>> overrides;
     uint64_t messages = demo ? 2000 : 1000;
-    std::vector<std::pair<std::string, std::string>> demo_defaults;
     uint32_t min_size = 1, max_size = 9000, timeout_s = 300;
     int i = 0;
     if (!demo) {
@@ -137,7 +136,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
     const uint16_t nprox = static_cast<uint16_t>(cfg.cluster.proxies_resolved);
     plan.proxies_per_cluster.assign(plan.clusters, nprox);
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned cores = std::max(1u, host_core_count());
     // Pinning: proxies on the configured cores, else spread; compute threads spread after them.
     for (uint16_t p = 0; p < nprox; ++p)
         plan.proxy_cores.push_back(p < cfg.cluster.proxy_cores.size() ? cfg.cluster.proxy_cores[p]
@@ -151,17 +150,8 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.mtu_bytes = cfg.machine.mtu_bytes;
     plan.base_ip = cfg.machine.base_ip.v;
     plan.udp_port = cfg.machine.udp_port;
-    plan.slidwin.snd_buf_datagrams = cfg.slidwin.snd_buf_datagrams;
-    plan.slidwin.rcv_buf_datagrams = cfg.slidwin.rcv_buf_datagrams;
-    plan.slidwin.rto_initial_ns = cfg.slidwin.rto_initial_us * 1000;
-    plan.slidwin.rto_min_ns = cfg.slidwin.rto_min_us * 1000;
-    plan.slidwin.rto_max_ns = cfg.slidwin.rto_max_us * 1000;
-    plan.slidwin.delack_ns = cfg.slidwin.delack_us * 1000;
-    plan.slidwin.persist_ns = cfg.slidwin.persist_us * 1000;
-    plan.slidwin.ack_every = cfg.slidwin.ack_every;
-    plan.reass.max_datagrams = cfg.reassembly.max_datagrams;
-    plan.reass.max_bytes = cfg.reassembly.max_bytes;
-    plan.reass.timeout_ns = cfg.reassembly.timeout_ms * 1'000'000;
+    plan.slidwin = to_slidwin_config(cfg.slidwin);
+    plan.reass = to_reassembly_config(cfg.reassembly);
     plan.impair.drop = cfg.test.drop;
     plan.impair.duplicate = cfg.test.duplicate;
     plan.impair.reorder_window = cfg.test.reorder_window;

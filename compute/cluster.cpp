@@ -27,7 +27,6 @@
 
 #include "conv_hdr.hpp"
 #include "slidwin_hdr.hpp"
-#include "af_packet.hpp"
 #include "dpdk_env.hpp"
 
 namespace iccs {
@@ -486,7 +485,6 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
                                              ",blocksz=4096,framesz=2048,framecnt=512";
                     if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
-                    if (!af_packet_undo_kernel_defrag(ifname, 4096, 2048, 512, err)) return fail(err);
                 } else {
                     return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif, af_packet and pci are)");
                 }

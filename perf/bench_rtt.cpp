@@ -29,12 +29,6 @@ namespace iccs {
 
 namespace {
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void pin(unsigned cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -90,12 +84,12 @@ Stats kernel_rtt(uint32_t size, uint64_t samples) {
     std::vector<char> out(size, 'x'), in(65536);
     std::vector<uint64_t> rtt;
     for (uint64_t i = 0; i < rounds; ++i) {
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = monotonic_ns();
         if (send(cli, out.data(), out.size(), 0) < 0 || recv(cli, in.data(), in.size(), 0) < 0) {
             s.error = std::string("kernel UDP ping-pong: ") + std::strerror(errno);
             break;
         }
-        if (i >= samples / 10) rtt.push_back(now_ns() - t0);
+        if (i >= samples / 10) rtt.push_back(monotonic_ns() - t0);
     }
     close(cli);
     close(srv);
@@ -133,11 +127,11 @@ Stats floor_rtt(uint64_t samples) {
     pin(0);
     std::vector<uint64_t> rtt;
     for (uint64_t i = 1; i <= rounds; ++i) {
-        const uint64_t t0 = now_ns();
+        const uint64_t t0 = monotonic_ns();
         lines[0].v.store(i, std::memory_order_release);
         while (lines[1].v.load(std::memory_order_acquire) != i) {
         }
-        if (i > samples / 10) rtt.push_back(now_ns() - t0);
+        if (i > samples / 10) rtt.push_back(monotonic_ns() - t0);
     }
     int st = 0;
     waitpid(pid, &st, 0);

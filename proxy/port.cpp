@@ -1,6 +1,8 @@
 // port.cpp: see port.hpp.
 #include "port.hpp"
 
+#include "af_packet.hpp"
+
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
@@ -22,7 +24,6 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
             err = "cannot create device " + devargs + " (rte_vdev_init failed)";
             return false;
         }
-        is_vdev_ = true;
     }
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id_) != 0) {
         err = "no DPDK port named " + name + (is_vdev ? "" : " (is the PCI device bound to vfio-pci and allowed with -a?)");
@@ -46,6 +47,20 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
     if (r != 0) {
         err = "cannot start port " + name + ": " + rte_strerror(-r);
         return false;
+    }
+    if (name.rfind("net_af_packet", 0) == 0 && !keep_kernel_defrag_) {
+        // DPDK 22.11's af_packet PMD lets the kernel reassemble (and truncate) IP fragments; undo
+        // it for every af_packet port here, before the first burst (af_packet.hpp).
+        auto arg = [&](const std::string& key, const std::string& dflt) {
+            const size_t at = devargs.find("," + key + "=");
+            if (at == std::string::npos) return dflt;
+            const size_t from = at + key.size() + 2;
+            return devargs.substr(from, devargs.find(',', from) - from);
+        };
+        const unsigned block = static_cast<unsigned>(std::stoul(arg("blocksz", std::to_string(getpagesize()))));
+        const unsigned frame = static_cast<unsigned>(std::stoul(arg("framesz", "2048")));
+        const unsigned count = static_cast<unsigned>(std::stoul(arg("framecnt", "512")));
+        if (!af_packet_undo_kernel_defrag(arg("iface", ""), block, frame, count, err)) return false;
     }
     rte_eth_promiscuous_enable(port_id_);  // the stack filters by its own MAC
     rte_ether_addr a;

@@ -30,9 +30,12 @@ class Port {
     // devargs: "net_memif0,role=server,socket=/path,socket-abstract=no", "net_af_packet0,iface=veth0",
     // or a PCI address "0000:01:00.0". rx_pool: mbufs with rx_priv_size() private bytes.
     // start_timeout_ms: how long to retry starting (a memif client waits for its server).
+    // An af_packet port gets the kernel-defrag fix-up of af_packet.hpp unless keep_kernel_defrag()
+    // was called first (to reproduce the PMD's own behaviour).
     bool open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool, uint32_t start_timeout_ms,
               std::string& err);
     void close();
+    void keep_kernel_defrag() { keep_kernel_defrag_ = true; }
     // Wait until the link is up (a memif peer connected); false after timeout_ms.
     bool wait_link(uint32_t timeout_ms);
     bool link_up() const;
@@ -50,7 +53,7 @@ class Port {
 
    private:
     uint16_t port_id_ = UINT16_MAX;
-    bool is_vdev_ = false;
+    bool keep_kernel_defrag_ = false;
     std::string name_;
     MacAddr mac_{};
     rte_mempool* desc_pool_ = nullptr;

@@ -166,11 +166,13 @@ class Proxy final : public SlidwinSink {
     std::atomic<bool> stop_{false};
     std::mutex inline_mu_;
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
+    uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads
     mutable std::atomic<uint32_t> seq_{0};
     ProxySnapshot published_;
 };
 
+// CLOCK_MONOTONIC in ns: the clock of proxies, message-time stamps and the benchmarks.
 uint64_t monotonic_ns();
 
 }  // namespace iccs

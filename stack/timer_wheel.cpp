@@ -68,9 +68,14 @@ uint32_t TimerWheel::advance(uint64_t now_ns) {
 uint64_t TimerWheel::next_expiry() const {
     uint64_t best = UINT64_MAX;
     if (armed_ == 0) return best;
-    for (uint32_t i = 0; i <= mask_; ++i)
-        for (Timer* t = slots_[i]; t != nullptr; t = t->next)
+    // Walk forward from the current tick: a slot's timers expire no earlier than the slot's
+    // tick (overdue ones sit in cur_tick_'s slot), so stop once the next slot starts after the
+    // best found. An adaptive proxy asks before every sleep: this is usually one or two slots.
+    for (uint64_t tick = cur_tick_; tick <= cur_tick_ + mask_; ++tick) {
+        if (tick > cur_tick_ && tick * tick_ns_ > best) break;
+        for (Timer* t = slots_[tick & mask_]; t != nullptr; t = t->next)
             if (t->expires_ns < best) best = t->expires_ns;
+    }
     return best;
 }
 
