@@ -19,13 +19,21 @@ namespace iccs {
 namespace {
 
 const char* kRunHelp =
-    "usage: iccs run alltoall [options]\n"
+    "usage: iccs run alltoall|errors [options]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
-    "  lcores, memif links between the proxies of different clusters, or veths / NIC ports)\n"
-    "  and runs `alltoall`: every compute thread sends --messages messages of random sizes to every\n"
-    "  compute thread of every other cluster, and every receiver checks each one (exactly once,\n"
-    "  intact). Prints per-cluster PASS/FAIL and the proxy counters; exits non-zero on any failure.\n"
-    "  Ctrl-C stops every cluster cleanly.\n"
+    "  lcores, memif links between the proxies of different clusters, or veths / NIC ports) and\n"
+    "  runs a built-in program on every compute thread, each with its own convergence module:\n"
+    "  alltoall  every compute thread opens a parallel connection to every compute thread of every\n"
+    "            other cluster and sends --messages messages over it (sizes random in\n"
+    "            [--min-size, --max-size]; the first message has the smallest size, the second the\n"
+    "            largest); every receiver checks each one: intact, exactly once, and in order on\n"
+    "            ordered connections; then both ends close and the receiver sees end-of-stream.\n"
+    "  errors    the failure cases of connections on 2 clusters: connect to a port nobody bound\n"
+    "            (refused), recv after the peer closed (end-of-stream), and cluster 1 killing itself\n"
+    "            (its peer is told the cluster is down within [cluster] peer_timeout_ms).\n"
+    "  Prints per-cluster PASS/FAIL, the proxy counters, and each compute thread's convergence\n"
+    "  counters (messages handed to each proxy); exits non-zero on any failure. Ctrl-C stops every\n"
+    "  cluster cleanly.\n"
     "options (each overrides the configuration file):\n"
     "  --config FILE        machine configuration (TOML; see iccs.example.toml)\n"
     "  --clusters N         [machine] clusters\n"
@@ -33,6 +41,8 @@ const char* kRunHelp =
     "  --proxies P|auto     [cluster] proxies\n"
     "  --polling MODE       [cluster] polling: busy, adaptive, inline\n"
     "  --dispatch POLICY    [cluster] dispatch: fixed, round-robin, least-loaded\n"
+    "  --order ORDER        [convergence] order: ordered, unordered\n"
+    "  --stripe-threshold N [convergence] stripe_threshold_bytes (0 = one MTU's payload)\n"
     "  --fabric NAME        [machine] fabric: memif (shared-memory links between the cluster\n"
     "                       processes), af_packet (a veth per proxy on a Linux bridge; needs root),\n"
     "                       or pci (NIC ports from [machine] pci_addresses); udp: not yet\n"
@@ -44,7 +54,7 @@ const char* kRunHelp =
     "  --set SECTION.KEY=V  any other key\n"
     "  --messages N         messages per pair of compute threads (default 1000)\n"
     "  --min-size N         smallest message payload [bytes] (default 1)\n"
-    "  --max-size N         largest message payload [bytes] (default 9000, at most 60000)\n"
+    "  --max-size N         largest message payload [bytes] (default 9000, at most 16777216)\n"
     "  --timeout S          stop the run after S seconds (default 300)\n";
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
@@ -60,14 +70,16 @@ int cmd_run(int argc, char** argv, bool demo) {
     std::vector<std::pair<std::string, std::string>> overrides;
     uint64_t messages = demo ? 2000 : 1000;
     uint32_t min_size = 1, max_size = 9000, timeout_s = 300;
+    std::string program = "alltoall";
     int i = 0;
     if (!demo) {
         if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
             std::fputs(kRunHelp, argc < 1 ? stderr : stdout);
             return argc < 1 ? 2 : 0;
         }
-        if (std::strcmp(argv[0], "alltoall") != 0)
-            usage_error(std::string("unknown program '") + argv[0] + "' (built-in programs: alltoall)");
+        if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0)
+            usage_error(std::string("unknown program '") + argv[0] + "' (built-in programs: alltoall, errors)");
+        program = argv[0];
         i = 1;
     }
     const std::pair<const char*, const char*> flag_keys[] = {
@@ -76,7 +88,8 @@ int cmd_run(int argc, char** argv, bool demo) {
         {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
         {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
         {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
-        {"--dispatch", "cluster.dispatch"},
+        {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
+        {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
     };
     for (; i < argc; ++i) {
         const std::string a = argv[i];
@@ -102,9 +115,9 @@ int cmd_run(int argc, char** argv, bool demo) {
         } else if (a == "--messages") {
             messages = parse_u64(a, v, 1, 100'000'000);
         } else if (a == "--min-size") {
-            min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 60000));
+            min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 16u << 20));
         } else if (a == "--max-size") {
-            max_size = static_cast<uint32_t>(parse_u64(a, v, 0, 60000));
+            max_size = static_cast<uint32_t>(parse_u64(a, v, 0, 16u << 20));
         } else if (a == "--timeout") {
             timeout_s = static_cast<uint32_t>(parse_u64(a, v, 1, 86400));
         } else {
@@ -119,16 +132,9 @@ int cmd_run(int argc, char** argv, bool demo) {
         return 2;
     }
     const MachineConfig& cfg = *cr.config;
-    if (cfg.machine.fabric == Fabric::kUdp) {
-        std::fprintf(stderr,
-                     "iccs run: fabric \"%s\" is not available in cluster runs yet: use memif or af_packet (one "
-                     "host) or pci (NIC ports bound to DPDK)\n",
-                     std::string(to_string(cfg.machine.fabric)).c_str());
-        return 2;
-    }
     if (cfg.machine.clusters < 2) {
-        std::fprintf(stderr, "iccs run: alltoall needs at least 2 clusters ([machine] clusters = %u)\n",
-                     cfg.machine.clusters);
+        std::fprintf(stderr, "iccs run: %s needs at least 2 clusters ([machine] clusters = %u)\n",
+                     program.c_str(), cfg.machine.clusters);
         return 2;
     }
     ClusterPlan plan;
@@ -143,7 +149,9 @@ int cmd_run(int argc, char** argv, bool demo) {
                                                                        : (p + 1) % cores);
     for (uint32_t i = 0; i < uint32_t{plan.clusters} * plan.threads; ++i) plan.compute_cores.push_back(i % cores);
     plan.polling = cfg.cluster.polling;
-    plan.dispatch = cfg.cluster.dispatch;
+    plan.conv = to_conv_config(cfg);
+    plan.peer_timeout_ms = cfg.cluster.peer_timeout_ms;
+    plan.workload = program;
     plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
     plan.fabric = std::string(to_string(cfg.machine.fabric));
     plan.pci_addresses = cfg.machine.pci_addresses;
@@ -156,23 +164,34 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.impair.duplicate = cfg.test.duplicate;
     plan.impair.reorder_window = cfg.test.reorder_window;
     plan.impair.seed = cfg.test.seed;
+    plan.impair.slow_proxy = static_cast<int32_t>(cfg.test.slow_proxy);
+    plan.impair.slow_us = cfg.test.slow_proxy_us;
     plan.ring_entries = cfg.cluster.ring_entries;
     plan.messages = messages;
     plan.min_size = min_size;
     plan.max_size = max_size;
     plan.seed = cfg.test.seed + 1;
     std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (DPDK, "
-                "one process and EAL per cluster), polling %s, dispatch %s, MTU %u; host has %u cores\n",
-                demo ? "demo" : "run alltoall", plan.clusters, plan.threads, nprox,
+                "one process and EAL per cluster), polling %s, dispatch %s, %s connections, stripe threshold %u "
+                "bytes, MTU %u; host has %u cores\n",
+                demo ? "demo" : ("run " + program).c_str(), plan.clusters, plan.threads, nprox,
                 cfg.cluster.proxies == kProxiesAuto ? " (auto)" : "", plan.fabric.c_str(),
                 std::string(to_string(cfg.cluster.polling)).c_str(),
-                std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.mtu_bytes, cores);
-    std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
-                "every other cluster\n",
-                static_cast<unsigned long long>(messages), min_size, max_size);
+                std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.conv.ordered ? "ordered" : "unordered",
+                plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
+                                                 : default_stripe_threshold(plan.mtu_bytes),
+                plan.mtu_bytes, cores);
+    if (program == "alltoall")
+        std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
+                    "every other cluster, each pair over one parallel connection\n",
+                    static_cast<unsigned long long>(messages), min_size, max_size);
     std::fflush(stdout);
     const int rc = launch_clusters(plan, timeout_s);
-    std::printf("%s\n", rc == 0 ? "PASS: every message arrived exactly once and intact" : "FAIL");
+    std::printf("%s\n", rc != 0 ? "FAIL"
+                         : program == "errors"
+                             ? "PASS: refused, end-of-stream and peer-down were each reported as documented"
+                             : plan.conv.ordered ? "PASS: every message arrived exactly once, intact and in order"
+                                                 : "PASS: every message arrived exactly once and intact");
     return rc;
 }
 

@@ -34,9 +34,7 @@ namespace iccs {
 namespace {
 
 std::atomic<bool> g_stop{false};  // SIGTERM/SIGINT in a cluster process: stop cleanly
-std::atomic<uint32_t> g_dones{0};  // end-of-run messages received from other clusters
-
-constexpr uint32_t kDoneMsg = 0xffffffffu;  // msg_id of the end-of-run message between clusters
+constexpr uint16_t kAppPort = 1000;  // the built-in programs: thread t listens on kAppPort + t
 
 void pin_self(unsigned cpu) {
     cpu_set_t set;
@@ -46,8 +44,11 @@ void pin_self(unsigned cpu) {
 }
 
 // The message (src cluster, src thread) -> (dst cluster, dst thread) number i: its size and bytes
-// follow from these numbers, so the receiver can check it without any table.
+// follow from these numbers, so the receiver can check it without any table. Message 0 has the
+// smallest size and message 1 the largest, so every run covers both ends of the range.
 uint32_t msg_size(const ClusterPlan& p, uint32_t src_c, uint32_t src_t, uint32_t dst_c, uint32_t dst_t, uint64_t i) {
+    if (i == 0) return p.min_size;
+    if (i == 1) return p.max_size;
     std::mt19937_64 g(p.seed ^ (uint64_t{src_c} << 48) ^ (uint64_t{src_t} << 40) ^ (uint64_t{dst_c} << 32) ^
                       (uint64_t{dst_t} << 24) ^ (i * 0x9e3779b97f4a7c15ull));
     return p.min_size + static_cast<uint32_t>(g() % (uint64_t{p.max_size} - p.min_size + 1));
@@ -56,224 +57,198 @@ inline uint8_t msg_byte(uint32_t src_c, uint32_t src_t, uint64_t i, uint32_t k) 
     return static_cast<uint8_t>(k * 31 + i * 7 + src_c * 13 + src_t * 5);
 }
 
-PktBuf* make_msg(PktPool& pool, uint16_t src_c, uint16_t src_t, uint16_t dst_c, uint16_t dst_t, uint32_t msg_id,
-                 uint32_t size, const uint8_t* pattern_src) {
-    PktBuf* m = pkt_alloc(pool);
-    if (m == nullptr) return nullptr;
-    uint8_t* h = pkt_append(m, kConvHdrLen);
-    store_u64(h, wire16(src_c) | wire16(dst_c) << 16 | wire16(src_t) << 32 | wire16(dst_t) << 48);
-    store_u64(h + 8, wire32(msg_id) | wire32(msg_id) << 32);  // conn_seq = msg_id for this workload
-    store_u64(h + 16, wire16(0) | wire16(1) << 16 | wire32(size) << 32);
-    store_u64(h + 24, __builtin_bswap64(monotonic_ns()));  // enq_ns: the message time starts here
-    if (size > 0 && !pkt_write(m, pool, pattern_src, size)) {
-        pkt_free(m);
-        return nullptr;
+bool stopping() { return g_stop.load(std::memory_order_relaxed); }
+
+// Connect, retrying while the server is not listening yet (it starts at its own pace).
+ConvError connect_retry(Convergence& conv, Endpoint to, Connection*& out, const ClusterPlan& p) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(p.link_timeout_ms);
+    while (true) {
+        const ConvError e = conv.connect(to, out);
+        if (e != ConvError::kRefused || stopping() || std::chrono::steady_clock::now() > until) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    return m;
 }
 
-struct ThreadResult {
-    uint64_t sent = 0, received = 0, corrupt = 0, duplicates = 0, missing = 0;
-};
-
-// The state a compute thread of the workload works on.
-struct ComputeCtx {
-    const ClusterPlan* plan;
-    MempoolPktPool* pool;
-    ClusterRings* rings;
-    std::vector<std::unique_ptr<Proxy>>* proxies;
-    uint16_t thread;
-    ThreadResult result;
-};
-
-void poll_inline(ComputeCtx& c) {
-    if (c.plan->polling != Polling::kInline) return;
-    const uint64_t now = monotonic_ns();
-    for (auto& p : *c.proxies) p->try_poll_inline(now);
+bool set_error(ComputeEnv& env, const std::string& what, ConvError e) {
+    env.result.error = what + ": " + conv_strerror(e) + " (" + env.conv.last_error() + ")";
+    return false;
 }
 
-// Receive what is waiting; returns messages taken. Checks each against the workload's rule.
-uint32_t receive_some(ComputeCtx& c, std::vector<std::vector<uint8_t>>& seen) {
-    void* in[32];
-    const unsigned n = rte_ring_sc_dequeue_burst(c.rings->to_thread(c.thread), in, 32, nullptr);
-    std::vector<uint8_t> buf;
-    for (unsigned i = 0; i < n; ++i) {
-        PktBuf* m = static_cast<PktBuf*>(in[i]);
-        uint8_t hb[kConvHdrLen];
-        const uint8_t* h = pkt_contig(m, 0, kConvHdrLen, hb);
-        const uint16_t src_c = load_be16(h + offsetof(ConvHdr, src_cluster));
-        const uint16_t src_t = load_be16(h + offsetof(ConvHdr, src_port));
-        const uint32_t id = load_be32(h + offsetof(ConvHdr, msg_id));
-        const uint32_t len = load_be32(h + offsetof(ConvHdr, msg_len));
-        if (id == kDoneMsg) {  // a cluster that finished early may say so while we still work
-            g_dones.fetch_add(1);
-            pkt_free(m);
-            continue;
+// alltoall: every compute thread opens a parallel connection to every compute thread of every
+// other cluster (port kAppPort + thread) and sends `messages` messages over it; every receiver
+// checks each message (size and bytes from its number = its conn_seq), exactly once, and in order
+// on ordered connections; then each side closes (flushing) and the receiver sees end-of-stream.
+bool program_alltoall(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    const uint16_t me = p.cluster_id, t = env.thread;
+    if (const ConvError e = conv.listen(static_cast<uint16_t>(kAppPort + t)); e != ConvError::kOk)
+        return set_error(env, "listen", e);
+    struct Out {
+        Connection* c;
+        uint16_t dc, dt;
+        uint64_t next = 0;
+    };
+    struct In {
+        Connection* c;
+        uint64_t got = 0;
+        std::vector<uint8_t> seen;
+        bool eos = false;
+    };
+    std::vector<Out> outs;
+    std::vector<In> ins;
+    for (uint16_t dc = 0; dc < p.clusters; ++dc) {
+        if (dc == me) continue;
+        for (uint16_t dt = 0; dt < p.threads; ++dt) {
+            Connection* c = nullptr;
+            if (const ConvError e = connect_retry(conv, Endpoint{dc, static_cast<uint16_t>(kAppPort + dt)}, c, p);
+                e != ConvError::kOk)
+                return set_error(env, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
+            outs.push_back(Out{c, dc, dt});
         }
-        const ClusterPlan& p = *c.plan;
-        bool ok = src_c < p.clusters && src_c != p.cluster_id && src_t < p.threads && id < p.messages &&
-                  len == msg_size(p, src_c, src_t, p.cluster_id, c.thread, id) && m->pkt_len == kConvHdrLen + len;
+    }
+    const size_t expect_in = size_t{p.clusters - 1u} * p.threads;
+    std::vector<uint8_t> buf(p.max_size);
+    std::vector<PollItem> items;
+    auto check = [&](In& in, const RecvMsg& m) {
+        const uint64_t id = m.conn_seq();
+        // the sender's thread: its ephemeral port tells nothing, so the message's number and the
+        // remote cluster are checked against every thread of that cluster
+        const uint16_t sc = in.c->remote().cluster;
+        bool ok = id < p.messages;
+        if (ok && p.conv.ordered && id != in.got) ok = false;  // ordered: exactly the next one
+        if (ok && in.seen[id]) {
+            ++env.result.duplicates;
+            return;
+        }
+        uint16_t st = UINT16_MAX;
         if (ok) {
-            buf.resize(len);
-            pkt_read(m, kConvHdrLen, len, buf.data());
-            for (uint32_t k = 0; k < len && ok; ++k) ok = buf[k] == msg_byte(src_c, src_t, id, k);
+            const uint32_t len = m.copy_to(buf.data(), static_cast<uint32_t>(buf.size()));
+            for (uint16_t cand = 0; cand < p.threads && st == UINT16_MAX; ++cand) {
+                if (len != m.size() || len != msg_size(p, sc, cand, me, t, id)) continue;
+                bool same = true;
+                for (uint32_t k = 0; k < len && same; ++k) same = buf[k] == msg_byte(sc, cand, id, k);
+                if (same) st = cand;
+            }
+            ok = st != UINT16_MAX;
         }
         if (!ok) {
-            ++c.result.corrupt;
-        } else {
-            uint8_t& flag = seen[src_c * p.threads + src_t][id];
-            if (flag) {
-                ++c.result.duplicates;
-            } else {
-                flag = 1;
-                ++c.result.received;
-            }
+            ++env.result.corrupt;
+            return;
         }
-        pkt_free(m);
-    }
-    return n;
-}
-
-void compute_thread(ComputeCtx& c) {
-    const ClusterPlan& p = *c.plan;
-    if (!p.compute_cores.empty())
-        pin_self(p.compute_cores[(p.cluster_id * p.threads + c.thread) % p.compute_cores.size()]);
-    const uint16_t nprox = p.proxies_per_cluster[p.cluster_id];
-    // Dispatch (DESIGN.md §1): fixed = proxy t mod P; round-robin = the next proxy each message;
-    // least-loaded = the proxy whose ring from this thread is shortest. Without the convergence
-    // layer nothing restores order across proxies; alltoall checks exactly-once, not order.
-    uint16_t rr = static_cast<uint16_t>(c.thread % nprox);
-    auto pick_proxy = [&]() -> uint16_t {
-        switch (p.dispatch) {
-            case Dispatch::kFixed:
-                return static_cast<uint16_t>(c.thread % nprox);
-            case Dispatch::kRoundRobin:
-                rr = static_cast<uint16_t>((rr + 1) % nprox);
-                return rr;
-            case Dispatch::kLeastLoaded: {
-                uint16_t best = 0;
-                unsigned best_n = UINT32_MAX;
-                for (uint16_t q = 0; q < nprox; ++q) {
-                    const unsigned n = rte_ring_count(c.rings->to_proxy(c.thread, q));
-                    if (n < best_n) {
-                        best_n = n;
-                        best = q;
-                    }
-                }
-                return best;
-            }
-        }
-        return 0;
+        in.seen[id] = 1;
+        ++in.got;
+        ++env.result.received;
     };
-    uint16_t target = pick_proxy();
-    Waker& my_waker = c.rings->thread_waker(c.thread);
-    std::vector<std::vector<uint8_t>> seen(static_cast<size_t>(p.clusters) * p.threads,
-                                           std::vector<uint8_t>(p.messages, 0));
-    const uint64_t expected = uint64_t{p.clusters - 1u} * p.threads * p.messages;
-    // destinations: every thread of every other cluster, round-robin
-    std::vector<std::pair<uint16_t, uint16_t>> dsts;
-    for (uint16_t dc = 0; dc < p.clusters; ++dc)
-        if (dc != p.cluster_id)
-            for (uint16_t dt = 0; dt < p.threads; ++dt) dsts.emplace_back(dc, dt);
-    const uint64_t to_send = dsts.size() * p.messages;
+    uint64_t sends_done = 0;
+    const uint64_t to_send = outs.size() * p.messages;
+    auto all_in = [&] {
+        if (ins.size() < expect_in) return false;
+        for (const In& in : ins)
+            if (in.got < p.messages) return false;
+        return true;
+    };
     std::vector<uint8_t> pattern(p.max_size);
-    uint64_t next = 0;
-    PktBuf* pending = nullptr;
-    uint64_t idle_since = monotonic_ns();
-    while (!g_stop.load(std::memory_order_relaxed) && (next < to_send || pending != nullptr ||
-                                                       c.result.received + c.result.corrupt < expected)) {
-        bool progress = false;
-        // send a burst
-        for (int k = 0; k < 32 && (next < to_send || pending != nullptr); ++k) {
-            if (pending == nullptr) {
-                const auto [dc, dt] = dsts[next % dsts.size()];
-                const uint64_t id = next / dsts.size();
-                const uint32_t size = msg_size(p, p.cluster_id, c.thread, dc, dt, id);
-                for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(p.cluster_id, c.thread, id, b);
-                pending = make_msg(*c.pool, p.cluster_id, c.thread, dc, dt, static_cast<uint32_t>(id), size,
-                                   pattern.data());
-                if (pending == nullptr) break;  // pool empty: receive and let acks free buffers
+    while (!stopping() && (sends_done < to_send || !all_in())) {
+        items.clear();
+        if (ins.size() < expect_in) items.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t), PollItem::kAcceptable});
+        for (Out& o : outs)
+            if (o.next < p.messages) items.push_back(PollItem{o.c, 0, PollItem::kWritable});
+        for (In& in : ins)
+            if (in.got < p.messages) items.push_back(PollItem{in.c, 0, PollItem::kReadable});
+        if (conv.poll(items, 1'000'000) == 0) continue;
+        for (const PollItem& it : items) {
+            if (it.revents & PollItem::kError) {
+                const ConvError e = conv.send(it.conn, nullptr, 0, 0);
+                return set_error(env, "connection to cluster " + std::to_string(it.conn->remote().cluster), e);
             }
-            if (rte_ring_sp_enqueue(c.rings->to_proxy(c.thread, target), pending) != 0) break;  // full: backpressure
-            c.rings->proxy_waker(target).wake();
-            pending = nullptr;
-            ++next;
-            ++c.result.sent;
-            progress = true;
-            target = pick_proxy();
-        }
-        if (receive_some(c, seen) > 0) progress = true;
-        poll_inline(c);
-        const uint64_t now = monotonic_ns();
-        if (progress) {
-            idle_since = now;
-        } else if (p.polling != Polling::kInline && now - idle_since > 50'000) {
-            my_waker.prepare_sleep();
-            if (rte_ring_count(c.rings->to_thread(c.thread)) == 0) my_waker.sleep(500);
-            else my_waker.cancel_sleep();
-        } else if (p.polling == Polling::kInline && now - idle_since > 50'000) {
-            std::this_thread::yield();
+            if (it.revents & PollItem::kAcceptable) {
+                Connection* c = nullptr;
+                while (ins.size() < expect_in && conv.accept(it.listen_port, c, 0) == ConvError::kOk)
+                    ins.push_back(In{c, 0, std::vector<uint8_t>(p.messages, 0)});
+            } else if (it.revents & PollItem::kWritable) {
+                Out& o = *std::find_if(outs.begin(), outs.end(), [&](const Out& x) { return x.c == it.conn; });
+                for (int k = 0; k < 32 && o.next < p.messages; ++k) {
+                    const uint32_t size = msg_size(p, me, t, o.dc, o.dt, o.next);
+                    for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(me, t, o.next, b);
+                    const ConvError e = conv.send(o.c, pattern.data(), size, 0);
+                    if (e == ConvError::kWouldBlock) break;
+                    if (e != ConvError::kOk) return set_error(env, "send", e);
+                    ++o.next;
+                    ++sends_done;
+                    ++env.result.sent;
+                }
+            } else if (it.revents & PollItem::kReadable) {
+                In& in = *std::find_if(ins.begin(), ins.end(), [&](const In& x) { return x.c == it.conn; });
+                RecvMsg m;
+                for (int k = 0; k < 64 && in.got < p.messages; ++k) {
+                    const ConvError e = conv.recv_msg(in.c, m, 0);
+                    if (e == ConvError::kWouldBlock) break;
+                    if (e != ConvError::kOk) return set_error(env, "recv", e);
+                    check(in, m);
+                }
+            }
         }
     }
-    if (pending != nullptr) pkt_free(pending);
-    c.result.missing = expected - std::min(expected, c.result.received);
+    if (stopping()) return false;
+    // Close what we sent on (flush: wait until the peer took it all), then see end-of-stream on
+    // what we received.
+    for (Out& o : outs) {
+        uint64_t unsent = 0;
+        if (const ConvError e = conv.close(o.c, 60'000'000, &unsent); e != ConvError::kOk)
+            return set_error(env, "close", e);
+        if (unsent != 0) {
+            env.result.error = "close reported " + std::to_string(unsent) + " messages the peer never took";
+            return false;
+        }
+    }
+    for (In& in : ins) {
+        RecvMsg m;
+        const ConvError e = conv.recv_msg(in.c, m, 60'000'000);
+        if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
+        conv.close(in.c, 0);
+    }
+    return true;
 }
 
-// The ping-pong of `iccs bench rtt`: one message in flight, timed by the sender.
-void pingpong_thread(ComputeCtx& c) {
-    const ClusterPlan& p = *c.plan;
-    if (c.thread != 0 || p.cluster_id > 1) return;
-    if (!p.compute_cores.empty()) pin_self(p.compute_cores[(p.cluster_id * p.threads) % p.compute_cores.size()]);
+// pingpong (`iccs bench rtt`): thread 0 of cluster 0 sends `messages` messages of min_size bytes
+// to thread 0 of cluster 1, which sends each straight back; round-trip times (after `warmup`
+// untimed rounds) go to result_file.
+bool program_pingpong(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
     const bool pinger = p.cluster_id == 0;
-    const uint16_t peer = pinger ? 1 : 0;
-    rte_ring* out = c.rings->to_proxy(0, 0);
-    rte_ring* in = c.rings->to_thread(0);
-    std::vector<uint8_t> pattern(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    Connection* c = nullptr;
+    if (pinger) {
+        if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
+            return set_error(env, "connect", e);
+    } else {
+        if (const ConvError e = conv.listen(kAppPort); e != ConvError::kOk) return set_error(env, "listen", e);
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
+            return set_error(env, "accept", e);
+    }
+    std::vector<uint8_t> buf(std::max<uint32_t>(p.min_size, 1), 0x5a);
     std::vector<uint64_t> rtt;
     rtt.reserve(p.messages);
     const uint64_t rounds = p.warmup + p.messages;
-    for (uint64_t i = 0; i < rounds && !g_stop.load(std::memory_order_relaxed); ++i) {
+    for (uint64_t i = 0; i < rounds && !stopping(); ++i) {
         const uint64_t t0 = monotonic_ns();
         if (pinger) {
-            PktBuf* m = nullptr;
-            while (m == nullptr && !g_stop) m = make_msg(*c.pool, 0, 0, peer, 0, static_cast<uint32_t>(i), p.min_size,
-                                                          pattern.data());
-            while (rte_ring_sp_enqueue(out, m) != 0 && !g_stop) poll_inline(c);
-            c.rings->proxy_waker(0).wake();
-            ++c.result.sent;
+            if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk)
+                return set_error(env, "send", e);
+            ++env.result.sent;
         }
-        void* got = nullptr;
-        // Wait for the answer: an inline run drives the stack here and spins; with proxy threads,
-        // spin a little, then sleep until the proxy wakes us (spinning would starve the proxies
-        // of a host with fewer cores than spinning threads).
-        const uint64_t wait_start = monotonic_ns();
-        while (rte_ring_sc_dequeue(in, &got) != 0 && !g_stop) {
-            if (p.polling == Polling::kInline) {
-                poll_inline(c);
-            } else if (monotonic_ns() - wait_start <= 20'000) {
-                sched_yield();  // a proxy woken on this core runs now, not after our time slice
-            } else {
-                Waker& w = c.rings->thread_waker(0);
-                w.prepare_sleep();
-                if (rte_ring_count(in) == 0) w.sleep(200); else w.cancel_sleep();
-            }
-        }
-        if (got == nullptr) break;
-        PktBuf* r = static_cast<PktBuf*>(got);
-        ++c.result.received;
+        uint32_t len = 0;
+        if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
+            e != ConvError::kOk)
+            return set_error(env, "recv", e);
+        ++env.result.received;
         if (pinger) {
-            pkt_free(r);
             if (i >= p.warmup) rtt.push_back(monotonic_ns() - t0);
         } else {
-            // answer with the same buffer's payload: a fresh message of the same size
-            const uint32_t len = r->pkt_len - kConvHdrLen;
-            pkt_free(r);
-            PktBuf* m = nullptr;
-            while (m == nullptr && !g_stop) m = make_msg(*c.pool, 1, 0, peer, 0, static_cast<uint32_t>(i), len,
-                                                          pattern.data());
-            while (rte_ring_sp_enqueue(out, m) != 0 && !g_stop) poll_inline(c);
-            c.rings->proxy_waker(0).wake();
-            ++c.result.sent;
+            if (const ConvError e = conv.send(c, buf.data(), len); e != ConvError::kOk) return set_error(env, "send", e);
+            ++env.result.sent;
         }
     }
     if (pinger && !p.result_file.empty() && !rtt.empty()) {
@@ -286,7 +261,71 @@ void pingpong_thread(ComputeCtx& c) {
             std::fclose(f);
         }
     }
-    if (c.result.received < rounds) c.result.missing = rounds - c.result.received;
+    conv.close(c, 5'000'000);
+    return true;
+}
+
+// errors: the failure cases a user meets, each checked (2 clusters, thread 0 of each):
+//  1. connect to a port nobody bound: refused, with a message, within the time-out;
+//  2. recv after the peer closed: end-of-stream; send after it closed: closed;
+//  3. a cluster that dies (cluster 1 kills itself) is reported to its peer as down.
+bool program_errors(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
+    auto say = [&](const std::string& s) {
+        std::printf("cluster %u: %s\n", p.cluster_id, s.c_str());
+        std::fflush(stdout);
+    };
+    if (p.cluster_id == 1) {
+        conv.listen(kAppPort);
+        Connection* c = nullptr;
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk) return set_error(env, "accept", e);
+        uint8_t b[16];
+        uint32_t len = 0;
+        if (const ConvError e = conv.recv(c, b, sizeof b, len, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+        conv.send(c, "bye", 3);
+        conv.close(c, 10'000'000);
+        // part 3: a second connection, then this cluster dies without a word
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk) return set_error(env, "accept", e);
+        if (const ConvError e = conv.recv(c, b, sizeof b, len, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+        say("dies now (SIGKILL), with a connection open");
+        raise(SIGKILL);
+    }
+    // 1. nobody bound port 9 of cluster 1
+    Connection* c = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    ConvError e = conv.connect(Endpoint{1, 9}, c, {}, 5'000'000);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kRefused) return set_error(env, "connect to a port nobody bound (want refused)", e);
+    say("check 1 ok: connect to cluster 1 port 9: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
+    ++env.result.received;
+    // 2. end-of-stream
+    if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    conv.send(c, "hi", 2);
+    uint8_t b[16];
+    uint32_t len = 0;
+    if (e = conv.recv(c, b, sizeof b, len, 10'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+    e = conv.recv(c, b, sizeof b, len, 10'000'000);
+    if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
+    const ConvError e2 = conv.send(c, "x", 1, 0);
+    if (e2 != ConvError::kClosed) return set_error(env, "send after the peer closed (want closed)", e2);
+    say("check 2 ok: recv after the peer closed: " + std::string(conv_strerror(e)) + "; send: " + conv_strerror(e2));
+    conv.close(c, 0);
+    ++env.result.received;
+    // 3. the peer dies: recv must end with peer-down within the peer time-out (plus slack)
+    if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    if (e = conv.send(c, "go", 2); e != ConvError::kOk) return set_error(env, "send", e);
+    t0 = std::chrono::steady_clock::now();
+    e = conv.recv(c, b, sizeof b, len, int64_t{p.peer_timeout_ms} * 1000 + 20'000'000);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kPeerDown) return set_error(env, "recv from a cluster that died (want peer down)", e);
+    say("check 3 ok: recv from the dead cluster: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
+    conv.close(c, 0);
+    ++env.result.received;
+    return true;
 }
 
 int proxy_lcore_main(void* arg) {
@@ -397,7 +436,11 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     // receive buffer full of the largest datagrams, the reassembly cap, the compute threads'
     // rings full, and a burst per port. Fewer and the receive buffers can starve the port of
     // mbufs, so the missing datagram that would drain them can never arrive.
-    const uint32_t frags_per_msg = (plan.max_size + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
+    // The largest datagram is one piece: convergence cuts larger messages at the stripe threshold.
+    const uint32_t threshold = plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
+                                                                : default_stripe_threshold(plan.mtu_bytes);
+    const uint32_t frags_per_msg =
+        (std::min(plan.max_size, threshold) + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               plan.reass.max_bytes / 2048 + plan.threads * plan.ring_entries * frags_per_msg +
                               1024 * (links_per_proxy + 1);
@@ -427,7 +470,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         };
         auto setup = [&]() -> bool {
             if (!pool) return fail(err);
-            if (!rings.create("c" + std::to_string(me), plan.threads, nprox, plan.ring_entries, err)) return fail(err);
+            if (!rings.create("c" + std::to_string(me), plan.threads, nprox, plan.ring_entries, plan.clusters, err)) return fail(err);
             for (uint16_t p = 0; p < nprox; ++p) {
                 ProxyConfig pc;
                 pc.cluster = me;
@@ -441,6 +484,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
                 pc.impair = plan.impair;
+                pc.peer_timeout_ms = plan.peer_timeout_ms;
                 pc.proxies_per_cluster = plan.proxies_per_cluster;
                 for (uint16_t c = 0; c < plan.clusters; ++c)
                     if (c != me)
@@ -518,59 +562,84 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     if (p < proxies.size()) rte_eal_remote_launch(proxy_lcore_main, proxies[p++].get(), lcore);
                 }
             }
-            std::vector<ComputeCtx> ctx(plan.threads);
+            // The compute threads: each with its own convergence module over the shared proxies.
+            ConvNet net;
+            net.cluster = me;
+            net.clusters = plan.clusters;
+            net.mtu_bytes = plan.mtu_bytes;
+            net.rings = &rings;
+            net.pool = pool.get();
+            for (uint16_t c = 0; c < plan.clusters; ++c) {
+                net.ni_addrs.emplace_back();
+                for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q) net.ni_addrs[c].push_back(proxy_ip(plan, c, q));
+            }
+            if (plan.polling == Polling::kInline)
+                net.poll_inline = [&proxies] {
+                    const uint64_t now = monotonic_ns();
+                    for (auto& px : proxies) px->try_poll_inline(now);
+                };
+            const ComputeProgram program = plan.program ? plan.program
+                                           : plan.workload == "pingpong" ? program_pingpong
+                                           : plan.workload == "errors"   ? program_errors
+                                                                         : program_alltoall;
+            std::vector<ComputeResult> results(plan.threads);
+            std::vector<ConvCounters> conv_counters(plan.threads);
             std::vector<std::thread> threads;
             for (uint16_t t = 0; t < plan.threads; ++t) {
-                ctx[t] = ComputeCtx{&plan, pool.get(), &rings, &proxies, t, {}};
-                threads.emplace_back(plan.workload == "pingpong" ? pingpong_thread : compute_thread, std::ref(ctx[t]));
+                threads.emplace_back([&, t] {
+                    if (!plan.compute_cores.empty())
+                        pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
+                    Convergence conv(net, t, plan.conv);
+                    ComputeEnv env{plan, t, conv, results[t]};
+                    if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";
+                    conv_counters[t] = conv.counters();
+                });
             }
             for (auto& th : threads) th.join();
-            for (auto& c : ctx) {
-                rep.sent += c.result.sent;
-                rep.received += c.result.received;
-                rep.corrupt += c.result.corrupt;
-                rep.duplicates += c.result.duplicates;
-                rep.missing += c.result.missing;
-            }
-            // End of run: tell every other cluster we have all we expected, then keep the
-            // proxies running until every other cluster said the same and nothing is unacked.
-            ComputeCtx main_ctx{&plan, pool.get(), &rings, &proxies, 0, {}};
-            for (uint16_t c = 0; c < plan.clusters; ++c) {
-                if (c == me) continue;
-                PktBuf* m = nullptr;
-                while (m == nullptr && !g_stop) {
-                    m = make_msg(*pool, me, 0, c, 0, kDoneMsg, 0, nullptr);
-                    if (m != nullptr && rte_ring_sp_enqueue(rings.to_proxy(0, 0), m) != 0) {
-                        pkt_free(m);
-                        m = nullptr;
-                    }
-                    poll_inline(main_ctx);
+            for (uint16_t t = 0; t < plan.threads; ++t) {
+                const ComputeResult& r = results[t];
+                rep.sent += r.sent;
+                rep.received += r.received;
+                rep.corrupt += r.corrupt;
+                rep.duplicates += r.duplicates;
+                if (plan.workload == "alltoall" && !plan.program) {
+                    const uint64_t expected = uint64_t{plan.clusters - 1u} * plan.threads * plan.messages;
+                    rep.missing += expected - std::min(expected, r.received);
                 }
-                rings.proxy_waker(0).wake();
+                if (!r.error.empty() && rep.error.empty())
+                    rep.error = "thread " + std::to_string(t) + ": " + r.error;
+                rep.threads.push_back(conv_counters[t]);
             }
-            std::vector<std::vector<uint8_t>> seen(static_cast<size_t>(plan.clusters) * plan.threads,
-                                                   std::vector<uint8_t>(plan.messages, 0));
+            // End of run: the proxies tell every other cluster we are done (status messages),
+            // and keep running until every other cluster said the same (or is down) and
+            // nothing is unacked, so the others' last messages and acks are answered.
+            rings.set_local_done();
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
             auto all_idle = [&] {
                 for (auto& px : proxies)
                     if (!px->idle()) return false;
                 return true;
             };
-            while (!g_stop && (g_dones.load() < plan.clusters - 1u || !all_idle()) &&
+            auto others = [&](bool down_counts) {
+                uint32_t n = 0;
+                for (uint16_t c = 0; c < plan.clusters; ++c)
+                    if (c != me && (rings.cluster_done(c) || (down_counts && rings.cluster_down(c)))) ++n;
+                return n;
+            };
+            while (!g_stop && (others(true) < plan.clusters - 1u || !all_idle()) &&
                    std::chrono::steady_clock::now() < deadline) {
-                receive_some(main_ctx, seen);
-                poll_inline(main_ctx);
+                if (net.poll_inline) net.poll_inline();
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             // linger: answer the last retransmissions and acks of the others
             const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
             while (!g_stop && std::chrono::steady_clock::now() < linger) {
-                poll_inline(main_ctx);
+                if (net.poll_inline) net.poll_inline();
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
-            const uint32_t dones = g_dones.load();
+            const uint32_t dones = others(false);
             if (g_stop && rep.error.empty()) rep.error = "stopped by a signal";
-            if (dones < plan.clusters - 1u && rep.error.empty())
+            if (dones < plan.clusters - 1u && rep.error.empty() && plan.workload != "errors")
                 rep.error = "not every other cluster finished (" + std::to_string(dones) + " of " +
                             std::to_string(plan.clusters - 1) + " said done)";
             for (auto& px : proxies) px->stop();
@@ -632,6 +701,20 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+    }
+    const size_t nprox = plan.proxies_per_cluster.empty() ? 0 : plan.proxies_per_cluster[plan.cluster_id];
+    for (size_t t = 0; t < r.threads.size(); ++t) {
+        const ConvCounters& c = r.threads[t];
+        std::string per;
+        for (size_t q = 0; q < nprox && q < ConvCounters::kProxiesCounted; ++q)
+            per += (q ? " " : "") + std::to_string(c.to_proxy[q]);
+        std::printf("  thread %u.%zu: msgs sent %llu received %llu, pieces sent %llu, to proxies [%s], waits: ring %llu "
+                    "buffers %llu window %llu, credits %llu, stale %llu\n",
+                    plan.cluster_id, t, static_cast<unsigned long long>(c.msgs_sent),
+                    static_cast<unsigned long long>(c.msgs_received), static_cast<unsigned long long>(c.pieces_sent),
+                    per.c_str(), static_cast<unsigned long long>(c.ring_full_waits),
+                    static_cast<unsigned long long>(c.pool_empty_waits), static_cast<unsigned long long>(c.window_waits),
+                    static_cast<unsigned long long>(c.credits_sent), static_cast<unsigned long long>(c.stale));
     }
     std::fflush(stdout);
 }
@@ -756,7 +839,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     size_t left = g_children.size();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     bool timed_out = false, stopping = false;
-    std::chrono::steady_clock::time_point kill_at{};
+    std::chrono::steady_clock::time_point kill_at{}, grace_until{};
     std::vector<bool> reaped(g_children.size(), false);
     // SIGTERM to every cluster still running, SIGKILL to those still there 5 s later.
     auto stop_all = [&] {
@@ -775,14 +858,23 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
                 reaped[i] = true;
                 --left;
                 if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+                if (plan.workload == "errors" && i == 1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+                    std::fprintf(stderr, "iccs: cluster 1 killed itself, as the errors program does\n");
+                    continue;
+                }
                 ++failures;
                 if (WIFSIGNALED(status))
                     std::fprintf(stderr, "iccs: cluster %zu died of signal %d\n", i, WTERMSIG(status));
-                stop_all();  // the others would wait for it until their own timeouts
+                // The others find out through their proxies (peer time-out) and report it; give
+                // them that long, then stop them.
+                if (!stopping && grace_until == std::chrono::steady_clock::time_point{})
+                    grace_until = std::chrono::steady_clock::now() +
+                                  std::chrono::milliseconds(plan.peer_timeout_ms != 0 ? plan.peer_timeout_ms + 5000 : 0);
             }
             continue;
         }
         const auto now = std::chrono::steady_clock::now();
+        if (grace_until != std::chrono::steady_clock::time_point{} && now > grace_until) stop_all();
         if (!timed_out && now > deadline) {
             std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
             timed_out = true;

@@ -7,13 +7,33 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
+#include "convergence.hpp"
 #include "proxy.hpp"
 
 namespace iccs {
+
+struct ClusterPlan;
+
+// What a compute thread's program reports; the cluster sums it into its report.
+struct ComputeResult {
+    uint64_t sent = 0, received = 0, corrupt = 0, duplicates = 0;
+    std::string error;  // why it failed (empty: it did not)
+};
+
+// What a program running on a compute thread gets: its place, and its own convergence module.
+struct ComputeEnv {
+    const ClusterPlan& plan;
+    uint16_t thread;
+    Convergence& conv;
+    ComputeResult& result;
+};
+// A program for every compute thread of every cluster; false (with result.error) on failure.
+using ComputeProgram = std::function<bool(ComputeEnv&)>;
 
 // Everything one cluster process needs, resolved from the machine configuration.
 struct ClusterPlan {
@@ -24,7 +44,8 @@ struct ClusterPlan {
     std::vector<unsigned> proxy_cores;          // by proxy index of this cluster
     std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size
     Polling polling = Polling::kAdaptive;
-    Dispatch dispatch = Dispatch::kRoundRobin;  // how a compute thread picks its proxy
+    ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
+    uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all
     uint32_t mtu_bytes = 1500;
@@ -46,8 +67,12 @@ struct ClusterPlan {
     bool quiet = false;
     // "alltoall" (above), or "pingpong": thread 0 of cluster 0 sends `messages` messages of
     // min_size bytes to thread 0 of cluster 1, which sends each straight back; round-trip times
-    // (after `warmup` untimed rounds) go to result_file as one line: "rtt_ns MEDIAN P99 MIN MAX N".
+    // (after `warmup` untimed rounds) go to result_file as one line: "rtt_ns MEDIAN P99 MIN MAX N";
+    // or "errors": the failure cases of connections (refused, end-of-stream, a cluster that dies:
+    // cluster 1 kills itself, and the launcher expects that).
     std::string workload = "alltoall";
+    // Or any program (the examples): runs on every compute thread instead of the workload.
+    ComputeProgram program;
     uint64_t warmup = 1000;
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only
@@ -61,6 +86,7 @@ struct ClusterReport {
     uint64_t sent = 0, received = 0, corrupt = 0, duplicates = 0, missing = 0;
     double seconds = 0;
     std::vector<ProxySnapshot> proxies;
+    std::vector<ConvCounters> threads;  // each compute thread's convergence counters
 };
 
 // The address plan every cluster agrees on.

@@ -11,6 +11,9 @@
 #endif
 #include "config.hpp"
 
+#include "conv_hdr.hpp"
+#include "convergence.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,14 +64,6 @@ std::string_view to_string(Polling p) {
     return "?";
 }
 
-std::string_view to_string(Dispatch d) {
-    switch (d) {
-        case Dispatch::kFixed: return "fixed";
-        case Dispatch::kRoundRobin: return "round-robin";
-        case Dispatch::kLeastLoaded: return "least-loaded";
-    }
-    return "?";
-}
 
 uint32_t resolve_proxies(uint32_t proxies_setting, uint32_t compute_threads) {
     if (proxies_setting != kProxiesAuto) return proxies_setting;
@@ -106,6 +101,20 @@ ReassemblyConfig to_reassembly_config(const ReassemblySection& r) {
     c.max_datagrams = r.max_datagrams;
     c.max_bytes = r.max_bytes;
     c.timeout_ns = r.timeout_ms * 1'000'000;
+    return c;
+}
+
+std::string_view to_string(Order o) { return o == Order::kOrdered ? "ordered" : "unordered"; }
+
+ConvConfig to_conv_config(const MachineConfig& m) {
+    ConvConfig c;
+    c.dispatch = m.cluster.dispatch;
+    c.ordered = m.convergence.order == Order::kOrdered;
+    c.window_bytes = m.convergence.window_bytes;
+    c.window_msgs = m.convergence.window_msgs;
+    c.stripe_threshold_bytes = m.convergence.stripe_threshold_bytes;
+    c.accept_backlog = m.convergence.accept_backlog;
+    c.connect_timeout_ms = m.convergence.connect_timeout_ms;
     return c;
 }
 
@@ -444,7 +453,7 @@ Key pci_addresses_key() {
     return k;
 }
 
-constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "test"};
+constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test"};
 
 std::vector<Key> make_keys() {
     using M = MachineConfig;
@@ -481,6 +490,8 @@ std::vector<Key> make_keys() {
                         "each compute-thread <-> proxy ring [entries]", true));
     t.push_back(int_key("cluster", "mempool_mbufs", &M::cluster, &ClusterSection::mempool_mbufs, 1024, 1 << 20,
                         "packet buffers per proxy [mbufs]"));
+    t.push_back(int_key("cluster", "peer_timeout_ms", &M::cluster, &ClusterSection::peer_timeout_ms, 0, 3'600'000,
+                        "a cluster silent this long is reported down to the compute threads [ms] (0 = never)"));
     // [slidwin]
     t.push_back(int_key("slidwin", "snd_buf_datagrams", &M::slidwin, &SlidwinSection::snd_buf_datagrams, 16, 32768,
                         "sent but unacked datagrams a sub-connection holds [datagrams]", true));
@@ -505,6 +516,21 @@ std::vector<Key> make_keys() {
                         "fragment storage held [bytes]"));
     t.push_back(int_key("reassembly", "timeout_ms", &M::reassembly, &ReassemblySection::timeout_ms, 1, 60'000,
                         "a partial datagram is dropped after this [ms]"));
+    // [convergence]
+    t.push_back(enum_key("convergence", "order", &M::convergence, &ConvergenceSection::order,
+                         {{"ordered", Order::kOrdered}, {"unordered", Order::kUnordered}},
+                         "delivery of a connection's messages: in send order, or as each completes"));
+    t.push_back(int_key("convergence", "window_bytes", &M::convergence, &ConvergenceSection::window_bytes, 4096,
+                        1 << 30, "bytes a receiver holds unconsumed per connection [bytes]"));
+    t.push_back(int_key("convergence", "window_msgs", &M::convergence, &ConvergenceSection::window_msgs, 16, 1 << 20,
+                        "messages a receiver holds unconsumed per connection", true));
+    t.push_back(int_key("convergence", "stripe_threshold_bytes", &M::convergence,
+                        &ConvergenceSection::stripe_threshold_bytes, 0, kSlidwinMaxMsg - kConvHdrLen,
+                        "larger messages are cut into pieces sent over several proxies [bytes] (0 = one MTU's payload)"));
+    t.push_back(int_key("convergence", "accept_backlog", &M::convergence, &ConvergenceSection::accept_backlog, 1,
+                        65536, "connections a listening port holds before accept()"));
+    t.push_back(int_key("convergence", "connect_timeout_ms", &M::convergence,
+                        &ConvergenceSection::connect_timeout_ms, 1, 3'600'000, "connect() gives up after this [ms]"));
     // [test]
     t.push_back(probability_key("drop", &TestSection::drop, "probability a received frame is dropped"));
     t.push_back(probability_key("duplicate", &TestSection::duplicate,
@@ -513,6 +539,10 @@ std::vector<Key> make_keys() {
                         "frames held back and released out of order (0 = off)"));
     t.push_back(int_key("test", "seed", &M::test, &TestSection::seed, 0, INT64_MAX,
                         "seed of the injected faults: same seed, same faults"));
+    t.push_back(int_key("test", "slow_proxy", &M::test, &TestSection::slow_proxy, 0, 63,
+                        "which proxy of every cluster slow_proxy_us slows"));
+    t.push_back(int_key("test", "slow_proxy_us", &M::test, &TestSection::slow_proxy_us, 0, 1'000'000,
+                        "that proxy pauses this long after each busy iteration [us] (0 = off)"));
     return t;
 }
 

@@ -27,6 +27,7 @@
 #include "ipv4_hdr.hpp"
 #include "ipv4_reassemble.hpp"
 #include "polling.hpp"  // proxy/: enum class Polling, shared with the proxy loop
+#include "dispatch.hpp"
 #include "slidwin.hpp"
 
 namespace iccs {
@@ -40,15 +41,10 @@ enum class Fabric {
 };
 // How a proxy waits for work (DESIGN.md §2 "Polling"): enum class Polling, in proxy/polling.hpp.
 
-// How a compute thread picks its local proxy (DESIGN.md §1 "dispatch").
-enum class Dispatch {
-    kFixed,        // "fixed": compute thread t always uses proxy t mod proxies
-    kRoundRobin,   // "round-robin": message by message over all proxies
-    kLeastLoaded,  // "least-loaded": the proxy with the shortest ring
-};
+// How a compute thread picks its local proxy (DESIGN.md §1 "dispatch"): enum class Dispatch,
+// in convergence/dispatch.hpp.
 std::string_view to_string(Fabric f);
 std::string_view to_string(Polling p);
-std::string_view to_string(Dispatch d);
 
 // [cluster] proxies as written: 1..64, or this value for "auto".
 inline constexpr uint32_t kProxiesAuto = 0;
@@ -74,6 +70,7 @@ struct ClusterSection {
     Dispatch dispatch = Dispatch::kRoundRobin;  // how a compute thread picks its proxy
     uint32_t ring_entries = 1024;           // each compute-thread <-> proxy ring [entries] (2^n, 64..65536)
     uint32_t mempool_mbufs = 8192;          // packet buffers per proxy [mbufs] (1024..1048576)
+    uint32_t peer_timeout_ms = 5000;        // a cluster silent this long is reported down [ms] (0 = never)
     friend bool operator==(const ClusterSection&, const ClusterSection&) = default;
 };
 
@@ -99,12 +96,27 @@ struct ReassemblySection {
 };
 
 
+// Parallel connections (convergence/convergence.hpp): defaults of every compute thread's module.
+enum class Order { kOrdered, kUnordered };
+std::string_view to_string(Order o);
+struct ConvergenceSection {
+    Order order = Order::kOrdered;           // "ordered" | "unordered" delivery
+    uint32_t window_bytes = 8u << 20;        // bytes a receiver holds unconsumed per connection [bytes]
+    uint32_t window_msgs = 4096;             // messages a receiver holds unconsumed per connection
+    uint32_t stripe_threshold_bytes = 0;     // larger messages are cut into pieces [bytes]; 0 = one MTU's payload
+    uint32_t accept_backlog = 64;            // connections a listener holds before accept()
+    uint32_t connect_timeout_ms = 5000;      // connect() gives up after this [ms]
+    friend bool operator==(const ConvergenceSection&, const ConvergenceSection&) = default;
+};
+
 // Fault injection on the proxy's receive path, for tests (0 = off).
 struct TestSection {
     double drop = 0.0;            // probability a received frame is dropped (0..1)
     double duplicate = 0.0;       // probability a received frame is delivered twice (0..1)
     uint32_t reorder_window = 0;  // frames held back and released out of order (0..1024)
     uint64_t seed = 0;            // seed of the injected faults: same seed, same faults
+    uint32_t slow_proxy = 0;      // which proxy of every cluster slow_proxy_us slows
+    uint32_t slow_proxy_us = 0;   // that proxy pauses this long after each busy iteration [us] (0 = off)
     friend bool operator==(const TestSection&, const TestSection&) = default;
 };
 
@@ -113,6 +125,7 @@ struct MachineConfig {
     ClusterSection cluster;
     SlidwinSection slidwin;
     ReassemblySection reassembly;
+    ConvergenceSection convergence;
     TestSection test;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };
@@ -188,5 +201,8 @@ inline Ipv4Addr proxy_ip(const MachineConfig& cfg, uint32_t cluster, uint32_t pr
 // The stack's own config structs, from the sections (us and ms become ns).
 SlidwinConfig to_slidwin_config(const SlidwinSection& s);
 ReassemblyConfig to_reassembly_config(const ReassemblySection& r);
+// The convergence modules' settings (dispatch comes from [cluster]).
+struct ConvConfig;
+ConvConfig to_conv_config(const MachineConfig& c);
 
 }  // namespace iccs

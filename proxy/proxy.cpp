@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -48,10 +49,12 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
+    last_heard_ns_.assign(routes_.size(), 0);
 }
 
 Proxy::~Proxy() {
     for (PktBuf* p : held_) pkt_free(p);
+    for (auto& r : refusals_) pkt_free(r.second);
     for (Route& r : routes_)
         for (PktBuf* p : r.backlog) pkt_free(p);
     for (auto& q : txq_)
@@ -89,6 +92,88 @@ void Proxy::open_subconnections(uint64_t now_ns) {
         // proxies of a cluster spread their traffic over the other cluster's proxies.
         const uint16_t remote_count = cfg_.proxies_per_cluster[peer.cluster];
         if (sc != nullptr && peer.index == cfg_.index % remote_count) routes_[peer.cluster].sc = sc;
+        last_heard_ns_[peer.cluster] = now_ns;
+    }
+    last_status_ns_ = now_ns;
+}
+
+void Proxy::route_send(uint16_t cluster, PktBuf* m, uint64_t now_ns) {
+    Route& r = routes_[cluster];
+    if (!r.backlog.empty()) {
+        r.backlog.push_back(m);
+        return;
+    }
+    const SlidwinSendResult res = slidwin_send(*r.sc, m, now_ns);
+    if (res == SlidwinSendResult::kWouldBlock) {
+        r.backlog.push_back(m);
+    } else if (res == SlidwinSendResult::kTooBig) {
+        ++ctr_.bad_dst;
+        pkt_free(m);
+    }
+}
+
+void Proxy::refuse(PktBuf* connect, uint64_t now_ns) {
+    const ConvHdr in = load_hdr<ConvHdr>(connect->data());
+    pkt_free(connect);
+    const uint16_t to = in.src_cluster.get();
+    PktBuf* m = pkt_alloc(pool_);
+    if (m == nullptr || to >= routes_.size() || routes_[to].sc == nullptr) {
+        if (m != nullptr) pkt_free(m);
+        ++ctr_.bad_dst;
+        return;
+    }
+    ConvHdr h{};
+    h.src_cluster = in.dst_cluster;
+    h.dst_cluster = in.src_cluster;
+    h.src_port = in.dst_port;
+    h.dst_port = in.src_port;
+    h.type = static_cast<uint8_t>(ConvType::kRefuse);
+    h.conn_id = in.conn_id;
+    h.piece_cnt = be16::of(1);
+    h.msg_len = be32::of(4);
+    store_hdr(pkt_append(m, kConvHdrLen), h);
+    const be32 reason = be32::of(kRefuseNoListener);
+    std::memcpy(pkt_append(m, 4), &reason, 4);
+    ++ctr_.refused;
+    (void)now_ns;
+    // Not sent from here: we are inside a sub-connection's delivery; poll_once sends it after input.
+    refusals_.emplace_back(to, m);
+}
+
+void Proxy::status_pass(uint64_t now_ns) {
+    const bool done = rings_.local_done();
+    const bool due = now_ns - last_status_ns_ >= uint64_t{cfg_.keepalive_ms} * 1'000'000;
+    if (due || (done && !sent_done_)) {
+        last_status_ns_ = now_ns;
+        sent_done_ = done;
+        for (Route& r : routes_) {
+            if (r.sc == nullptr || rings_.cluster_down(r.cluster)) continue;
+            if (r.backlog.size() > 64) continue;  // traffic is flowing there anyway
+            PktBuf* m = pkt_alloc(pool_);
+            if (m == nullptr) break;
+            ConvHdr h{};
+            h.src_cluster = be16::of(cfg_.cluster);
+            h.dst_cluster = be16::of(r.cluster);
+            h.type = static_cast<uint8_t>(ConvType::kProxyStatus);
+            h.flags = done ? kStatusDone : 0;
+            h.piece_cnt = be16::of(1);
+            store_hdr(pkt_append(m, kConvHdrLen), h);
+            ++ctr_.status_tx;
+            route_send(r.cluster, m, now_ns);
+        }
+    }
+    if (cfg_.peer_timeout_ms == 0) return;
+    const uint64_t timeout_ns = uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
+    for (size_t c = 0; c < routes_.size(); ++c) {
+        if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns - last_heard_ns_[c] < timeout_ns) continue;
+        if (rings_.mark_cluster_down(static_cast<uint32_t>(c))) {
+            ++ctr_.peers_down;
+            if (!rings_.cluster_done(static_cast<uint32_t>(c)))
+                std::fprintf(stderr, "proxy %u.%u: cluster %zu stopped answering (nothing heard for %u ms): "
+                             "reported to the compute threads\n", cfg_.cluster, cfg_.index, c, cfg_.peer_timeout_ms);
+            for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
+        }
+        last_heard_ns_[c] = 0;  // reported once
     }
 }
 
@@ -128,7 +213,10 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
         }
         backlog += r.backlog.size();
     }
-    if (backlog >= kBacklogLimit) return;
+    if (backlog >= kBacklogLimit) {
+        rings_.publish_proxy_load(cfg_.index, static_cast<uint32_t>(backlog));
+        return;
+    }
     void* msgs[kBurst];
     for (uint32_t t = 0; t < rings_.threads(); ++t) {
         const unsigned n = rte_ring_sc_dequeue_burst(rings_.to_proxy(t, cfg_.index), msgs, kBurst, nullptr);
@@ -141,38 +229,48 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
                 pkt_free(m);
                 continue;
             }
-            Route& r = routes_[dst];
             ++ctr_.msgs_tx;
             ctr_.bytes_tx += m->pkt_len;
-            if (!r.backlog.empty()) {
-                r.backlog.push_back(m);
-                continue;
-            }
-            const SlidwinSendResult res = slidwin_send(*r.sc, m, now_ns);
-            if (res == SlidwinSendResult::kWouldBlock) {
-                r.backlog.push_back(m);
-            } else if (res == SlidwinSendResult::kTooBig) {
-                ++ctr_.bad_dst;
-                pkt_free(m);
-            }
+            route_send(dst, m, now_ns);
         }
         work += n;
         if (n > 0) {
-            size_t now_backlog = 0;
-            for (const Route& r : routes_) now_backlog += r.backlog.size();
-            ctr_.backlog_max = std::max<uint64_t>(ctr_.backlog_max, now_backlog);
+            backlog = 0;
+            for (const Route& r : routes_) backlog += r.backlog.size();
+            ctr_.backlog_max = std::max<uint64_t>(ctr_.backlog_max, backlog);
         }
     }
+    rings_.publish_proxy_load(cfg_.index, static_cast<uint32_t>(backlog));
 }
 
 bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
-    const uint16_t port = msg->data_len >= kConvHdrLen ? load_be16(msg->data() + offsetof(ConvHdr, dst_port))
-                                                       : UINT16_MAX;
-    if (port >= cfg_.threads) {
+    if (msg->data_len < kConvHdrLen) {  // the header is in the first segment, or it is not ours
         ++ctr_.bad_dst;
         pkt_free(msg);
         return true;
     }
+    const uint8_t* h = msg->data();
+    const uint16_t src_cluster = load_be16(h + offsetof(ConvHdr, src_cluster));
+    if (src_cluster < last_heard_ns_.size() && last_heard_ns_[src_cluster] != 0)
+        last_heard_ns_[src_cluster] = iter_now_ns_;
+    const auto type = static_cast<ConvType>(h[offsetof(ConvHdr, type)]);
+    if (type == ConvType::kProxyStatus) {
+        ++ctr_.status_rx;
+        if (h[offsetof(ConvHdr, flags)] & kStatusDone) rings_.mark_cluster_done(src_cluster);
+        pkt_free(msg);
+        return true;
+    }
+    const int32_t owner = rings_.port_owner(load_be16(h + offsetof(ConvHdr, dst_port)));
+    if (owner < 0 || owner >= cfg_.threads) {
+        if (type == ConvType::kConnect) {
+            refuse(msg, iter_now_ns_);
+        } else {
+            ++ctr_.bad_dst;
+            pkt_free(msg);
+        }
+        return true;
+    }
+    const auto port = static_cast<uint32_t>(owner);
     if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
         // Counted once per stop, not per retry: the retries run every loop until the ring drains.
         if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) {
@@ -276,6 +374,8 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         }
         if (n > 0) stack_.input_burst(frames, n, now_ns);
     }
+    for (auto [cluster, m] : refusals_) route_send(cluster, m, now_ns);
+    refusals_.clear();
     if (!blocked_.empty()) {
         blocked_prev_.swap(blocked_);
         blocked_.clear();
@@ -286,6 +386,7 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     wheel_.advance(now_ns);
     if (now_ns - last_timers_ns_ >= 1'000'000) {
         stack_.timers(now_ns);
+        status_pass(now_ns);
         last_timers_ns_ = now_ns;
     }
     flush_tx();
@@ -299,6 +400,10 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         ctr_.queue_ns_sum += q * dt;
     }
     last_iter_ns_ = now_ns;
+    if (work > 0 && cfg_.impair.slow_us > 0 && cfg_.impair.slow_proxy == cfg_.index) {
+        const timespec ts{0, static_cast<long>(cfg_.impair.slow_us) * 1000};
+        nanosleep(&ts, nullptr);
+    }
     if (now_ns - last_publish_ns_ >= 1'000'000) {
         publish();
         last_publish_ns_ = now_ns;
@@ -353,12 +458,17 @@ void Proxy::run() {
 }
 
 bool Proxy::idle() const {
+    // A cluster that is down never acks: what waits for it does not count.
     for (const Route& r : routes_)
-        if (!r.backlog.empty()) return false;
+        if (!r.backlog.empty() && !rings_.cluster_down(r.cluster)) return false;
+    bool any_down = false;
     for (const ProxyAddr& peer : cfg_.peers) {
         const SubConnection* sc = ep_->get(global_id(peer.cluster, peer.index));
-        if (sc != nullptr && sc->unacked() > 0) return false;
+        const bool down = rings_.cluster_down(peer.cluster);
+        any_down |= down;
+        if (sc != nullptr && sc->unacked() > 0 && !down) return false;
     }
+    if (any_down) return true;  // its link's queues may never drain
     for (const auto& q : txq_)
         if (!q.empty()) return false;
     return stack_.tx_queued() == 0;

@@ -40,6 +40,10 @@ struct RxImpairment {
     double drop = 0, duplicate = 0;
     uint32_t reorder_window = 0;
     uint64_t seed = 1;
+    // A proxy slowed on purpose (tests of least-loaded dispatch): proxy `slow_proxy` of every
+    // cluster pauses slow_us after each iteration that did work.
+    int32_t slow_proxy = -1;
+    uint32_t slow_us = 0;
 };
 
 struct ProxyConfig {
@@ -54,6 +58,11 @@ struct ProxyConfig {
     uint32_t sleep_us = 50;             // adaptive: longest sleep before polling the ports again [us]
                                         // (port RX wakes nobody: this bounds the latency it adds)
     RxImpairment impair;
+    // Liveness: a status message goes to every other cluster each keepalive period (and at once
+    // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
+    // marked down (ClusterRings::cluster_down) and the compute threads are woken. 0: never.
+    uint32_t peer_timeout_ms = 5000;
+    uint32_t keepalive_ms = 100;
     std::vector<ProxyAddr> peers;       // every proxy of every other cluster
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
 };
@@ -67,6 +76,10 @@ struct ProxyConfig {
     X(ring_full, "times a full compute-thread ring stopped a sub-connection's delivery") \
     X(backlog_max, "most messages waiting for send window at once")             \
     X(bad_dst, "messages for an unknown cluster or port (dropped)")             \
+    X(refused, "connects for a port nobody bound, answered with a refusal")    \
+    X(status_tx, "status (keepalive) messages sent to other clusters' proxies") \
+    X(status_rx, "status messages received")                                   \
+    X(peers_down, "clusters this proxy found silent for the peer timeout")      \
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
     X(impair_dropped, "frames dropped by fault injection")                      \
     X(impair_duplicated, "frames duplicated by fault injection")                \
@@ -141,6 +154,12 @@ class Proxy final : public SlidwinSink {
         std::deque<PktBuf*> backlog;  // accepted from rings, waiting for the send window
     };
     void drain_rings(uint64_t now_ns, uint32_t& work);
+    // Send m on the route to `cluster`, behind its backlog. Consumes m.
+    void route_send(uint16_t cluster, PktBuf* m, uint64_t now_ns);
+    // Answer a kConnect for a port nobody bound with a kRefuse (consumes connect).
+    void refuse(PktBuf* connect, uint64_t now_ns);
+    // Keepalive/status to every other cluster, and the peer timeout check.
+    void status_pass(uint64_t now_ns);
     void flush_tx();
     void publish();
     PktBuf* impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra);
@@ -158,6 +177,10 @@ class Proxy final : public SlidwinSink {
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
+    std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it
+    std::vector<std::pair<uint16_t, PktBuf*>> refusals_;  // (cluster, kRefuse) to send after input
+    uint64_t last_status_ns_ = 0;
+    bool sent_done_ = false;
     std::vector<SubConnection*> blocked_;       // refused a delivery: offer again
     std::vector<SubConnection*> blocked_prev_;  // the same, one iteration ago (to count stops once)
     ProxyCounters ctr_;

@@ -22,10 +22,34 @@ void Waker::wake() {
         syscall(SYS_futex, reinterpret_cast<uint32_t*>(&sleeping_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
+bool ClusterRings::port_bind(uint16_t port, uint16_t thread) {
+    uint16_t expect = 0;
+    if (ports_[port].compare_exchange_strong(expect, static_cast<uint16_t>(thread + 1), std::memory_order_acq_rel))
+        return true;
+    return expect == thread + 1;  // already ours
+}
+
+uint16_t ClusterRings::port_bind_ephemeral(uint16_t thread) {
+    // Start where the last search ended, so a closed port is not reused at once.
+    static std::atomic<uint32_t> next{0};
+    constexpr uint32_t kRange = 65536 - kFirstEphemeralPort;
+    for (uint32_t i = 0; i < kRange; ++i) {
+        const auto port = static_cast<uint16_t>(kFirstEphemeralPort + next.fetch_add(1) % kRange);
+        uint16_t expect = 0;
+        if (ports_[port].compare_exchange_strong(expect, static_cast<uint16_t>(thread + 1)))
+            return port;
+    }
+    return 0;
+}
+
 bool ClusterRings::create(const std::string& prefix, uint32_t threads, uint32_t proxies, uint32_t entries,
-                          std::string& err) {
+                          uint32_t clusters, std::string& err) {
     threads_ = threads;
     proxies_ = proxies;
+    clusters_ = clusters;
+    down_.reset(new std::atomic<bool>[clusters]());
+    done_.reset(new std::atomic<bool>[clusters]());
+    loads_.reset(new Load[proxies]);
     proxy_wakers_ = std::vector<Waker>(proxies);
     thread_wakers_ = std::vector<Waker>(threads);
     for (uint32_t t = 0; t < threads; ++t) {

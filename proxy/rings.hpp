@@ -5,12 +5,18 @@
 // Compute thread t owns one single-producer ring to each proxy p of its cluster, and one
 // multi-producer ring that every proxy of the cluster delivers into. Rings are rte_rings in the
 // cluster's DPDK memory, so neither side ever blocks the other; a full ring is counted.
+//
+// Beside the rings, the little state both sides share: the port table (which compute thread
+// bound which port: the proxies deliver by it), what the proxies learned of the other clusters
+// (down: stopped answering; done: finished their work), and each proxy's load (for
+// least-loaded dispatch). All of it is atomics read on the hot path with relaxed loads.
 #pragma once
 
 #include <rte_ring.h>
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,8 +41,10 @@ class Waker {
 
 class ClusterRings {
    public:
-    // threads x proxies rings of `entries` (a power of two); false with err on failure.
-    bool create(const std::string& prefix, uint32_t threads, uint32_t proxies, uint32_t entries, std::string& err);
+    // threads x proxies rings of `entries` (a power of two), state for `clusters` clusters;
+    // false with err on failure.
+    bool create(const std::string& prefix, uint32_t threads, uint32_t proxies, uint32_t entries, uint32_t clusters,
+                std::string& err);
     ~ClusterRings();
     rte_ring* to_proxy(uint32_t thread, uint32_t proxy) const { return to_proxy_[thread * proxies_ + proxy]; }
     rte_ring* to_thread(uint32_t thread) const { return to_thread_[thread]; }
@@ -44,11 +52,46 @@ class ClusterRings {
     Waker& thread_waker(uint32_t thread) { return thread_wakers_[thread]; }
     uint32_t threads() const { return threads_; }
     uint32_t proxies() const { return proxies_; }
+    uint32_t clusters() const { return clusters_; }
+
+    // --- ports (bind is control plane; port_owner is read per delivered message) ---
+    static constexpr uint16_t kFirstEphemeralPort = 49152;
+    // Bind port to thread; false if another thread holds it.
+    bool port_bind(uint16_t port, uint16_t thread);
+    // Bind a free port >= kFirstEphemeralPort to thread; 0 if none is free.
+    uint16_t port_bind_ephemeral(uint16_t thread);
+    void port_unbind(uint16_t port) { ports_[port].store(0, std::memory_order_release); }
+    // The thread that bound port, or -1.
+    int32_t port_owner(uint16_t port) const {
+        return static_cast<int32_t>(ports_[port].load(std::memory_order_acquire)) - 1;
+    }
+
+    // --- the other clusters, as the proxies see them ---
+    // Down: a proxy heard nothing from it for the peer timeout. Sticky. True if newly marked.
+    bool mark_cluster_down(uint32_t c) { return c < clusters_ && !down_[c].exchange(true); }
+    bool cluster_down(uint32_t c) const { return c < clusters_ && down_[c].load(std::memory_order_relaxed); }
+    // Done: it said (through a proxy status message) that its work is finished.
+    void mark_cluster_done(uint32_t c) { if (c < clusters_) done_[c].store(true, std::memory_order_release); }
+    bool cluster_done(uint32_t c) const { return c < clusters_ && done_[c].load(std::memory_order_acquire); }
+    // This cluster's own work is finished: the proxies tell every other cluster.
+    void set_local_done() { local_done_.store(true, std::memory_order_release); }
+    bool local_done() const { return local_done_.load(std::memory_order_relaxed); }
+
+    // --- load: messages a proxy holds unsent (its backlog), published by the proxy ---
+    void publish_proxy_load(uint32_t proxy, uint32_t n) { loads_[proxy].v.store(n, std::memory_order_relaxed); }
+    uint32_t proxy_load(uint32_t proxy) const { return loads_[proxy].v.load(std::memory_order_relaxed); }
 
    private:
-    uint32_t threads_ = 0, proxies_ = 0;
+    struct alignas(64) Load {
+        std::atomic<uint32_t> v{0};
+    };
+    uint32_t threads_ = 0, proxies_ = 0, clusters_ = 0;
     std::vector<rte_ring*> to_proxy_, to_thread_;
     std::vector<Waker> proxy_wakers_, thread_wakers_;
+    std::unique_ptr<std::atomic<uint16_t>[]> ports_{new std::atomic<uint16_t>[65536]()};  // owner thread + 1
+    std::unique_ptr<std::atomic<bool>[]> down_, done_;
+    std::atomic<bool> local_done_{false};
+    std::unique_ptr<Load[]> loads_;
 };
 
 }  // namespace iccs

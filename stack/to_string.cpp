@@ -104,11 +104,25 @@ std::string to_string(const SlidwinHdr& h) {
 
 namespace iccs {
 
+const char* to_string(ConvType t) {
+    switch (t) {
+        case ConvType::kData: return "DATA";
+        case ConvType::kConnect: return "CONNECT";
+        case ConvType::kAccept: return "ACCEPT";
+        case ConvType::kRefuse: return "REFUSE";
+        case ConvType::kClose: return "CLOSE";
+        case ConvType::kCredit: return "CREDIT";
+        case ConvType::kProxyStatus: return "PROXY-STATUS";
+    }
+    return "?";
+}
+
 std::string to_string(const ConvHdr& h) {
-    char s[160];
-    std::snprintf(s, sizeof s, "conv %u:%u > %u:%u cseq %u msg %u piece %u/%u len %u enq %llu", h.src_cluster.get(),
-                  h.src_port.get(), h.dst_cluster.get(), h.dst_port.get(), h.conn_seq.get(), h.msg_id.get(),
-                  h.piece_idx.get(), h.piece_cnt.get(), h.msg_len.get(),
+    char s[200];
+    std::snprintf(s, sizeof s, "conv %s%s %u:%u > %u:%u conn %u cseq %u msg %u piece %u/%u len %u enq %llu",
+                  to_string(static_cast<ConvType>(h.type)), (h.flags & kConvOrdered) ? " ORD" : "",
+                  h.src_cluster.get(), h.src_port.get(), h.dst_cluster.get(), h.dst_port.get(), h.conn_id.get(),
+                  h.conn_seq.get(), h.msg_id.get(), h.piece_idx.get(), h.piece_cnt.get(), h.msg_len.get(),
                   static_cast<unsigned long long>(h.enq_ns.get()));
     return s;
 }

@@ -1,0 +1,769 @@
+// convergence.cpp: see convergence.hpp.
+#include "convergence.hpp"
+
+#include <rte_ring.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "slidwin_hdr.hpp"
+#include "udp_hdr.hpp"
+
+namespace iccs {
+
+namespace {
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+constexpr uint32_t kMaxPieces = 65535;          // piece_cnt is 16 bits
+constexpr uint64_t kSpinNs = 20'000;            // spin (yielding) this long before sleeping
+constexpr uint32_t kSleepUs = 200;              // longest sleep; a proxy's delivery wakes us sooner
+constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit this often
+
+std::string ep(Endpoint e) { return "cluster " + std::to_string(e.cluster) + " port " + std::to_string(e.port); }
+
+}  // namespace
+
+const char* conv_strerror(ConvError e) {
+    switch (e) {
+        case ConvError::kOk: return "ok";
+        case ConvError::kTimeout: return "timed out";
+        case ConvError::kWouldBlock: return "would block";
+        case ConvError::kRefused: return "connection refused";
+        case ConvError::kPeerDown: return "peer cluster down";
+        case ConvError::kEndOfStream: return "end of stream";
+        case ConvError::kClosed: return "connection closed";
+        case ConvError::kPortInUse: return "port in use";
+        case ConvError::kBadArgument: return "bad argument";
+        case ConvError::kNoMemory: return "no memory";
+        case ConvError::kUnsupported: return "unsupported";
+    }
+    return "?";
+}
+
+std::string_view to_string(Dispatch d) {
+    switch (d) {
+        case Dispatch::kFixed: return "fixed";
+        case Dispatch::kRoundRobin: return "round-robin";
+        case Dispatch::kLeastLoaded: return "least-loaded";
+    }
+    return "?";
+}
+
+uint32_t default_stripe_threshold(uint32_t mtu_bytes) {
+    return mtu_bytes - kIpv4HdrLen - kUdpHdrLen - kSlidwinHdrLen - kConvHdrLen;
+}
+
+// ---- SendBuffer
+
+SendBuffer& SendBuffer::operator=(SendBuffer&& o) noexcept {
+    if (this != &o) {
+        reset();
+        pieces_ = std::move(o.pieces_);
+        len_ = o.len_;
+        psize_ = o.psize_;
+        conn_ = o.conn_;
+        o.pieces_.clear();
+        o.len_ = 0;
+    }
+    return *this;
+}
+
+void SendBuffer::reset() {
+    for (PktBuf* p : pieces_) pkt_free(p);
+    pieces_.clear();
+    len_ = 0;
+    conn_ = nullptr;
+}
+
+std::span<uint8_t> SendBuffer::segment(uint32_t i) {
+    if (i >= pieces_.size()) return {};
+    PktBuf* p = pieces_[i];
+    return {p->data() + kConvHdrLen, p->data_len - kConvHdrLen};
+}
+
+bool SendBuffer::write(uint32_t offset, const void* src, uint32_t n) {
+    if (uint64_t{offset} + n > len_) return false;
+    const auto* s = static_cast<const uint8_t*>(src);
+    while (n > 0) {
+        const uint32_t i = offset / psize_, in = offset % psize_;
+        std::span<uint8_t> seg = segment(i);
+        const uint32_t k = std::min<uint32_t>(n, static_cast<uint32_t>(seg.size()) - in);
+        std::memcpy(seg.data() + in, s, k);
+        s += k;
+        n -= k;
+        offset += k;
+    }
+    return true;
+}
+
+// ---- Convergence
+
+Convergence::Convergence(const ConvNet& net, uint16_t thread, const ConvConfig& cfg)
+    : net_(net), thread_(thread), cfg_(cfg) {
+    threshold_ = cfg_.stripe_threshold_bytes != 0 ? cfg_.stripe_threshold_bytes
+                                                  : default_stripe_threshold(net_.mtu_bytes);
+    ds_.thread = thread;
+    ds_.proxies = static_cast<uint16_t>(std::max<uint32_t>(1, net_.rings->proxies()));
+    ds_.rr = static_cast<uint16_t>(thread % ds_.proxies);
+    next_msg_id_ = uint32_t{thread} << 24;  // distinct per thread in traces
+}
+
+Convergence::~Convergence() {
+    while (!owned_.empty()) destroy(owned_.back().get());
+    for (const Listener& l : listeners_) net_.rings->port_unbind(l.port);
+}
+
+ConvError Convergence::fail(ConvError e, std::string msg) {
+    err_ = std::move(msg);
+    return e;
+}
+
+uint64_t Convergence::deadline(int64_t timeout_us) {
+    if (timeout_us < 0) return UINT64_MAX;
+    return now_ns() + static_cast<uint64_t>(timeout_us) * 1000;
+}
+
+void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
+    if (net_.poll_inline) {  // inline polling: this thread runs the stack
+        net_.poll_inline();
+        return;
+    }
+    const uint64_t now = now_ns();
+    if (now - started_ns < kSpinNs) {
+        sched_yield();  // a proxy woken on this core runs now
+        return;
+    }
+    Waker& w = net_.rings->thread_waker(thread_);
+    w.prepare_sleep();
+    if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) {
+        w.cancel_sleep();
+        return;
+    }
+    uint64_t us = kSleepUs;
+    if (deadline_ns != UINT64_MAX) us = deadline_ns > now ? std::min<uint64_t>(us, (deadline_ns - now) / 1000 + 1) : 1;
+    w.sleep(static_cast<uint32_t>(us));
+}
+
+void Convergence::progress() {
+    void* in[64];
+    for (int round = 0; round < 4; ++round) {
+        const unsigned n = rte_ring_sc_dequeue_burst(net_.rings->to_thread(thread_), in, 64, nullptr);
+        for (unsigned i = 0; i < n; ++i) take(static_cast<PktBuf*>(in[i]));
+        if (n < 64) break;
+    }
+}
+
+void Convergence::take(PktBuf* m) {
+    // The proxy delivered it by dst_port and checked that the header is in the first segment.
+    const ConvHdr h = load_hdr<ConvHdr>(m->data());
+    const auto type = static_cast<ConvType>(h.type);
+    if (type == ConvType::kConnect) {
+        on_connect(m, h);
+        return;
+    }
+    const auto it = conns_.find(key(h.dst_port.get(), h.src_cluster.get(), h.src_port.get()));
+    if (it == conns_.end() || it->second->conn_id_ != h.conn_id.get()) {
+        ++ctr_.stale;
+        pkt_free(m);
+        return;
+    }
+    Connection& c = *it->second;
+    const uint8_t* body = m->data() + kConvHdrLen;
+    const uint32_t body_len = m->data_len - kConvHdrLen;
+    switch (type) {
+        case ConvType::kData:
+            c.rx_.on_piece(m, h);
+            return;
+        case ConvType::kAccept:
+            if (c.state_ == Connection::State::kConnecting && body_len >= sizeof(ConvConnectBody)) {
+                const auto b = load_hdr<ConvConnectBody>(body);
+                c.peer_window_bytes_ = b.window_bytes.get();
+                c.peer_window_msgs_ = b.window_msgs.get();
+                c.state_ = Connection::State::kOpen;
+            }
+            break;
+        case ConvType::kRefuse:
+            if (c.state_ == Connection::State::kConnecting) c.state_ = Connection::State::kRefused;
+            break;
+        case ConvType::kClose:
+        case ConvType::kCredit:
+            if (body_len >= sizeof(ConvCreditBody)) {
+                const auto b = load_hdr<ConvCreditBody>(body);
+                c.peer_bytes_taken_ = std::max(c.peer_bytes_taken_, b.bytes_consumed.get());
+                if (static_cast<int32_t>(b.msgs_consumed.get() - c.peer_credit_msgs_) > 0)
+                    c.peer_credit_msgs_ = b.msgs_consumed.get();
+            }
+            if (type == ConvType::kClose) {
+                c.peer_closed_ = true;
+                c.peer_total_msgs_ = h.msg_len.get();
+            } else if (h.flags & kCreditWanted) {
+                maybe_credit(c, true);
+            }
+            break;
+        default:
+            ++ctr_.stale;
+            break;
+    }
+    pkt_free(m);
+}
+
+void Convergence::on_connect(PktBuf* m, const ConvHdr& h) {
+    const uint16_t port = h.dst_port.get();
+    const Endpoint remote{h.src_cluster.get(), h.src_port.get()};
+    const uint32_t conn_id = h.conn_id.get();
+    ConvConnectBody b{};
+    if (m->data_len >= kConvHdrLen + sizeof b) b = load_hdr<ConvConnectBody>(m->data() + kConvHdrLen);
+    pkt_free(m);
+    auto l = std::find_if(listeners_.begin(), listeners_.end(), [&](const Listener& x) { return x.port == port; });
+    uint32_t reason = 0;
+    if (l == listeners_.end()) reason = kRefuseNoListener;
+    else if (l->ready.size() >= cfg_.accept_backlog) reason = kRefuseBacklogFull;
+    const auto it = conns_.find(key(port, remote.cluster, remote.port));
+    if (it != conns_.end()) {
+        if (it->second->conn_id_ == conn_id) return;  // already accepted
+        reason = kRefuseBacklogFull;                  // the old connection on these ports is still open
+    }
+    if (reason != 0) {
+        // A one-off connection object carries the refusal back.
+        Connection tmp(true, 1);
+        tmp.local_ = {net_.cluster, port};
+        tmp.remote_ = remote;
+        tmp.conn_id_ = conn_id;
+        const be32 r = be32::of(reason);
+        send_control(tmp, ConvType::kRefuse, &r, sizeof r);
+        return;
+    }
+    const bool ordered = h.flags & kConvOrdered;
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs)));
+    Connection* c = owned_.back().get();
+    c->local_ = {net_.cluster, port};
+    c->remote_ = remote;
+    c->conn_id_ = conn_id;
+    c->ordered_ = ordered;
+    c->dispatch_ = cfg_.dispatch;
+    c->accepted_ = true;
+    c->state_ = Connection::State::kOpen;
+    c->peer_window_bytes_ = b.window_bytes.get();
+    c->peer_window_msgs_ = b.window_msgs.get();
+    c->my_window_bytes_ = cfg_.window_bytes;
+    c->my_window_msgs_ = cfg_.window_msgs;
+    conns_[key(port, remote.cluster, remote.port)] = c;
+    ConvConnectBody mine{be32::of(cfg_.window_bytes), be32::of(cfg_.window_msgs)};
+    send_control(*c, ConvType::kAccept, &mine, sizeof mine);
+    l->ready.push_back(c);
+}
+
+uint16_t Convergence::pick_proxy(Connection& c) {
+    const ClusterRings& r = *net_.rings;
+    return dispatch_pick(ds_, c.dispatch_, [&](uint16_t p) {
+        return rte_ring_count(r.to_proxy(thread_, p)) + r.proxy_load(p);
+    });
+}
+
+void Convergence::enqueue(Connection& c, PktBuf* m) {
+    const uint16_t p = pick_proxy(c);
+    ++ctr_.to_proxy[p % ConvCounters::kProxiesCounted];
+    rte_ring* ring = net_.rings->to_proxy(thread_, p);
+    // enq_ns: the message time (DESIGN.md §6) starts when the message enters the ICCS.
+    const be64 t = be64::of(now_ns());
+    std::memcpy(m->data() + offsetof(ConvHdr, enq_ns), &t, sizeof t);
+    if (rte_ring_sp_enqueue(ring, m) != 0) {
+        ++ctr_.ring_full_waits;
+        const uint64_t start = now_ns();
+        do {
+            net_.rings->proxy_waker(p).wake();
+            progress();
+            wait_some(start, UINT64_MAX);
+        } while (rte_ring_sp_enqueue(ring, m) != 0);
+    }
+    net_.rings->proxy_waker(p).wake();
+}
+
+void Convergence::send_control(Connection& c, ConvType type, const void* body, uint32_t body_len, uint32_t msg_len) {
+    PktBuf* m = nullptr;
+    const uint64_t start = now_ns();
+    while ((m = pkt_alloc(*net_.pool)) == nullptr) {  // control is small and rare: wait for a buffer
+        ++ctr_.pool_empty_waits;
+        if (net_.rings->cluster_down(c.remote_.cluster)) return;
+        progress();
+        wait_some(start, UINT64_MAX);
+    }
+    ConvHdr h{};
+    h.src_cluster = be16::of(net_.cluster);
+    h.dst_cluster = be16::of(c.remote_.cluster);
+    h.src_port = be16::of(c.local_.port);
+    h.dst_port = be16::of(c.remote_.port);
+    h.type = static_cast<uint8_t>(type);
+    h.flags = c.ordered_ ? kConvOrdered : 0;
+    h.conn_id = be32::of(c.conn_id_);
+    h.msg_id = be32::of(next_msg_id_++);
+    h.piece_cnt = be16::of(1);
+    h.msg_len = be32::of(msg_len);
+    store_hdr(pkt_append(m, kConvHdrLen), h);
+    if (body_len > 0) std::memcpy(pkt_append(m, body_len), body, body_len);
+    enqueue(c, m);
+}
+
+void Convergence::maybe_credit(Connection& c, bool force) {
+    const uint64_t bytes = c.rx_.bytes_taken();
+    const uint32_t msgs = c.rx_.credit_msgs();
+    if (bytes == c.credited_bytes_ && msgs == c.credited_msgs_ && !force) return;
+    if (!force && bytes - c.credited_bytes_ < c.my_window_bytes_ / 4 && msgs - c.credited_msgs_ < c.my_window_msgs_ / 4)
+        return;
+    ConvCreditBody b{be64::of(bytes), be32::of(msgs)};
+    c.credited_bytes_ = bytes;
+    c.credited_msgs_ = msgs;
+    ++ctr_.credits_sent;
+    send_control(c, ConvType::kCredit, &b, sizeof b);
+}
+
+void Convergence::ask_credit(Connection& c) {
+    const uint64_t now = now_ns();
+    if (now - c.credit_asked_ns_ < kCreditAskNs) return;
+    c.credit_asked_ns_ = now;
+    // Our own credit rides along (the peer may be waiting for it too).
+    ConvCreditBody b{be64::of(c.rx_.bytes_taken()), be32::of(c.rx_.credit_msgs())};
+    c.credited_bytes_ = c.rx_.bytes_taken();
+    c.credited_msgs_ = c.rx_.credit_msgs();
+    PktBuf* m = pkt_alloc(*net_.pool);
+    if (m == nullptr) return;  // asked again later
+    ConvHdr h{};
+    h.src_cluster = be16::of(net_.cluster);
+    h.dst_cluster = be16::of(c.remote_.cluster);
+    h.src_port = be16::of(c.local_.port);
+    h.dst_port = be16::of(c.remote_.port);
+    h.type = static_cast<uint8_t>(ConvType::kCredit);
+    h.flags = static_cast<uint8_t>((c.ordered_ ? kConvOrdered : 0) | kCreditWanted);
+    h.conn_id = be32::of(c.conn_id_);
+    h.msg_id = be32::of(next_msg_id_++);
+    h.piece_cnt = be16::of(1);
+    store_hdr(pkt_append(m, kConvHdrLen), h);
+    std::memcpy(pkt_append(m, sizeof b), &b, sizeof b);
+    ++ctr_.credits_sent;
+    enqueue(c, m);
+}
+
+bool Convergence::window_open(const Connection& c, uint32_t len) const {
+    if (c.next_seq_ - c.peer_credit_msgs_ >= c.peer_window_msgs_) return false;
+    const uint64_t outstanding = c.bytes_sent_ - c.peer_bytes_taken_;
+    return outstanding == 0 || outstanding + len <= c.peer_window_bytes_;
+}
+
+ConvError Convergence::check_open(Connection* c, bool for_send) {
+    if (c == nullptr) return fail(ConvError::kBadArgument, "no connection (nullptr)");
+    if (c->state_ == Connection::State::kClosed)
+        return fail(ConvError::kClosed, "the connection to " + ep(c->remote_) + " is closed");
+    if (for_send && c->peer_closed_)
+        return fail(ConvError::kClosed, ep(c->remote_) + " closed the connection: it takes no more messages");
+    if (net_.rings->cluster_down(c->remote_.cluster))
+        return fail(ConvError::kPeerDown, "cluster " + std::to_string(c->remote_.cluster) +
+                                              " stopped answering (its proxies reported it down)");
+    return ConvError::kOk;
+}
+
+ConvError Convergence::wait_window(Connection* c, uint32_t len, int64_t timeout_us) {
+    if (window_open(*c, len)) return ConvError::kOk;
+    ++ctr_.window_waits;
+    const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    while (true) {
+        progress();
+        if (window_open(*c, len)) return ConvError::kOk;
+        if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
+        ask_credit(*c);
+        const uint64_t now = now_ns();
+        if (now >= dl)
+            return timeout_us == 0 ? fail(ConvError::kWouldBlock, "the window of " + ep(c->remote_) + " is full")
+                                   : fail(ConvError::kTimeout, "the window of " + ep(c->remote_) +
+                                                                   " stayed full (the receiver does not take)");
+        wait_some(start, dl);
+    }
+}
+
+ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out, uint64_t deadline_ns) {
+    // Copying sends cut at the threshold (a piece may chain segments); zero-copy pieces must be
+    // contiguous, so they also fit one segment. Both ends derive offsets from (len, count) alone.
+    const uint32_t seg_room = net_.pool->seg_size() - kPktHeadroom - kConvHdrLen;
+    const uint32_t pmax = std::min(threshold_, seg_room);
+    const uint32_t cnt = piece_count(len, pmax);
+    if (cnt > kMaxPieces)
+        return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes needs " +
+                                              std::to_string(cnt) + " pieces; at most " +
+                                              std::to_string(kMaxPieces) + " (raise the stripe threshold)");
+    const uint32_t psize = piece_size(len, cnt);
+    out.reset();
+    out.pieces_.reserve(cnt);
+    out.len_ = len;
+    out.psize_ = std::max<uint32_t>(psize, 1);
+    out.conn_ = c;
+    const uint64_t start = now_ns();
+    for (uint32_t i = 0; i < cnt; ++i) {
+        PktBuf* p;
+        while ((p = pkt_alloc(*net_.pool)) == nullptr) {
+            ++ctr_.pool_empty_waits;
+            progress();
+            if (now_ns() >= deadline_ns || net_.rings->cluster_down(c->remote_.cluster)) {
+                out.reset();
+                return deadline_ns == 0 ? fail(ConvError::kWouldBlock, "no message buffers free right now")
+                                        : fail(ConvError::kNoMemory, "no message buffers came free in time (" +
+                                                                         std::to_string(cnt) + " needed)");
+            }
+            wait_some(start, deadline_ns);
+        }
+        pkt_append(p, kConvHdrLen);
+        const uint32_t plen = i + 1 == cnt ? len - i * psize : psize;
+        pkt_append(p, plen);
+        out.pieces_.push_back(p);
+    }
+    return ConvError::kOk;
+}
+
+ConvError Convergence::alloc_send_buffer(Connection* c, uint32_t len, SendBuffer& out, int64_t timeout_us) {
+    if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
+    return alloc_pieces(c, len, out, timeout_us == 0 ? 0 : deadline(timeout_us));
+}
+
+ConvError Convergence::send_buffer(Connection* c, SendBuffer& buf, int64_t timeout_us) {
+    if (buf.conn_ != c || buf.pieces_.empty())
+        return fail(ConvError::kBadArgument, "the send buffer was not allocated for this connection");
+    if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
+    if (c->state_ != Connection::State::kOpen)
+        return fail(ConvError::kBadArgument, "the connection to " + ep(c->remote_) + " is not open");
+    if (const ConvError e = wait_window(c, buf.len_, timeout_us); e != ConvError::kOk) return e;
+    const uint32_t cnt = static_cast<uint32_t>(buf.pieces_.size());
+    ConvHdr h{};
+    h.src_cluster = be16::of(net_.cluster);
+    h.dst_cluster = be16::of(c->remote_.cluster);
+    h.src_port = be16::of(c->local_.port);
+    h.dst_port = be16::of(c->remote_.port);
+    h.type = static_cast<uint8_t>(ConvType::kData);
+    h.flags = c->ordered_ ? kConvOrdered : 0;
+    h.conn_id = be32::of(c->conn_id_);
+    h.conn_seq = be32::of(c->next_seq_++);
+    h.msg_id = be32::of(next_msg_id_++);
+    h.piece_cnt = be16::of(static_cast<uint16_t>(cnt));
+    h.msg_len = be32::of(buf.len_);
+    for (uint32_t i = 0; i < cnt; ++i) {
+        h.piece_idx = be16::of(static_cast<uint16_t>(i));
+        store_hdr(buf.pieces_[i]->data(), h);
+        enqueue(*c, buf.pieces_[i]);
+    }
+    c->bytes_sent_ += buf.len_;
+    ++ctr_.msgs_sent;
+    ctr_.bytes_sent += buf.len_;
+    ctr_.pieces_sent += cnt;
+    buf.pieces_.clear();
+    buf.reset();
+    return ConvError::kOk;
+}
+
+ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64_t timeout_us) {
+    if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
+    if (c->state_ != Connection::State::kOpen)
+        return fail(ConvError::kBadArgument, "the connection to " + ep(c->remote_) + " is not open");
+    if (len > 0 && data == nullptr) return fail(ConvError::kBadArgument, "send of " + std::to_string(len) +
+                                                                             " bytes from nullptr");
+    const uint64_t dl = deadline(timeout_us);
+    if (const ConvError e = wait_window(c, len, timeout_us); e != ConvError::kOk) return e;
+    const uint32_t cnt = piece_count(len, threshold_);
+    if (cnt > kMaxPieces)
+        return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes needs " +
+                                              std::to_string(cnt) + " pieces; at most " +
+                                              std::to_string(kMaxPieces) + " (raise the stripe threshold)");
+    const uint32_t psize = piece_size(len, cnt);
+    // All pieces first (a message goes whole or not at all), then to the proxies.
+    PktBuf* small[8];
+    std::vector<PktBuf*> big;
+    PktBuf** pieces = small;
+    if (cnt > 8) {
+        big.resize(cnt);
+        pieces = big.data();
+    }
+    ConvHdr h{};
+    h.src_cluster = be16::of(net_.cluster);
+    h.dst_cluster = be16::of(c->remote_.cluster);
+    h.src_port = be16::of(c->local_.port);
+    h.dst_port = be16::of(c->remote_.port);
+    h.type = static_cast<uint8_t>(ConvType::kData);
+    h.flags = c->ordered_ ? kConvOrdered : 0;
+    h.conn_id = be32::of(c->conn_id_);
+    h.conn_seq = be32::of(c->next_seq_);
+    h.msg_id = be32::of(next_msg_id_);
+    h.piece_cnt = be16::of(static_cast<uint16_t>(cnt));
+    h.msg_len = be32::of(len);
+    const auto* src = static_cast<const uint8_t*>(data);
+    const uint64_t start = now_ns();
+    for (uint32_t i = 0; i < cnt; ++i) {
+        const uint32_t off = i * psize, plen = i + 1 == cnt ? len - off : psize;
+        PktBuf* p = pkt_alloc(*net_.pool);
+        if (p != nullptr) {
+            h.piece_idx = be16::of(static_cast<uint16_t>(i));
+            store_hdr(pkt_append(p, kConvHdrLen), h);
+            if (plen > 0 && !pkt_write(p, *net_.pool, src + off, plen)) {
+                pkt_free(p);
+                p = nullptr;
+            }
+        }
+        if (p == nullptr) {  // pool empty: the proxies free buffers as acks arrive
+            ++ctr_.pool_empty_waits;
+            progress();
+            if (now_ns() >= dl || net_.rings->cluster_down(c->remote_.cluster)) {
+                for (uint32_t k = 0; k < i; ++k) pkt_free(pieces[k]);
+                if (net_.rings->cluster_down(c->remote_.cluster)) return check_open(c, true);
+                return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message buffers free right now")
+                                       : fail(ConvError::kTimeout, "no message buffers came free in time");
+            }
+            wait_some(start, dl);
+            --i;
+            continue;
+        }
+        pieces[i] = p;
+    }
+    ++c->next_seq_;
+    ++next_msg_id_;
+    for (uint32_t i = 0; i < cnt; ++i) enqueue(*c, pieces[i]);
+    c->bytes_sent_ += len;
+    ++ctr_.msgs_sent;
+    ctr_.bytes_sent += len;
+    ctr_.pieces_sent += cnt;
+    return ConvError::kOk;
+}
+
+ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us) {
+    if (c == nullptr) return fail(ConvError::kBadArgument, "no connection (nullptr)");
+    if (c->state_ == Connection::State::kClosed)
+        return fail(ConvError::kClosed, "the connection to " + ep(c->remote_) + " is closed");
+    const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    while (true) {
+        progress();
+        if (c->rx_.pop(out)) {
+            ++ctr_.msgs_received;
+            ctr_.bytes_received += out.size();
+            maybe_credit(*c, false);
+            return ConvError::kOk;
+        }
+        if (c->peer_closed_ && c->rx_.msgs_taken() >= c->peer_total_msgs_)
+            return fail(ConvError::kEndOfStream, ep(c->remote_) + " closed the connection");
+        if (const ConvError e = check_open(c, false); e != ConvError::kOk) return e;
+        if (c->state_ == Connection::State::kRefused)
+            return fail(ConvError::kRefused, ep(c->remote_) + " refused the connection");
+        if (now_ns() >= dl)
+            return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message from " + ep(c->remote_) + " yet")
+                                   : fail(ConvError::kTimeout, "no message from " + ep(c->remote_) + " within " +
+                                                                   std::to_string(timeout_us) + " us");
+        wait_some(start, dl);
+    }
+}
+
+ConvError Convergence::recv(Connection* c, void* buf, uint32_t cap, uint32_t& len, int64_t timeout_us) {
+    RecvMsg m;
+    const ConvError e = recv_msg(c, m, timeout_us);
+    if (e != ConvError::kOk) return e;
+    len = m.size();
+    m.copy_to(buf, cap);
+    return ConvError::kOk;
+}
+
+ConvError Convergence::listen(uint16_t port) {
+    for (const Listener& l : listeners_)
+        if (l.port == port) return ConvError::kOk;
+    if (!net_.rings->port_bind(port, thread_)) {
+        const int32_t owner = net_.rings->port_owner(port);
+        return fail(ConvError::kPortInUse, "port " + std::to_string(port) + " of cluster " +
+                                               std::to_string(net_.cluster) + " is bound by compute thread " +
+                                               std::to_string(owner));
+    }
+    listeners_.push_back(Listener{port, {}});
+    return ConvError::kOk;
+}
+
+void Convergence::unlisten(uint16_t port) {
+    auto l = std::find_if(listeners_.begin(), listeners_.end(), [&](const Listener& x) { return x.port == port; });
+    if (l == listeners_.end()) return;
+    for (Connection* c : l->ready) destroy(c);
+    listeners_.erase(l);
+    bool used = false;
+    for (const auto& [k, c] : conns_) used |= c->local_.port == port;
+    if (!used) net_.rings->port_unbind(port);
+}
+
+ConvError Convergence::accept(uint16_t port, Connection*& out, int64_t timeout_us) {
+    auto find = [&] {
+        return std::find_if(listeners_.begin(), listeners_.end(), [&](const Listener& x) { return x.port == port; });
+    };
+    if (find() == listeners_.end())
+        return fail(ConvError::kBadArgument, "accept on port " + std::to_string(port) + ", which this thread does not listen on");
+    const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    while (true) {
+        progress();
+        auto l = find();
+        if (!l->ready.empty()) {
+            out = l->ready.front();
+            l->ready.erase(l->ready.begin());
+            return ConvError::kOk;
+        }
+        if (now_ns() >= dl)
+            return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no connection waiting on port " + std::to_string(port))
+                                   : fail(ConvError::kTimeout, "no connection to port " + std::to_string(port) +
+                                                                   " within " + std::to_string(timeout_us) + " us");
+        wait_some(start, dl);
+    }
+}
+
+ConvError Convergence::connect(Endpoint remote, Connection*& out, const ConnOptions& o, int64_t timeout_us) {
+    out = nullptr;
+    if (remote.cluster >= net_.clusters)
+        return fail(ConvError::kBadArgument, "no cluster " + std::to_string(remote.cluster) + " in this machine (it has " +
+                                                 std::to_string(net_.clusters) + ")");
+    if (remote.cluster == net_.cluster)
+        return fail(ConvError::kBadArgument, "cluster " + std::to_string(remote.cluster) +
+                                                 " is this thread's own cluster: its threads share memory; "
+                                                 "connections go between clusters");
+    if (net_.rings->cluster_down(remote.cluster))
+        return fail(ConvError::kPeerDown, "cluster " + std::to_string(remote.cluster) + " is down");
+    const uint16_t port = net_.rings->port_bind_ephemeral(thread_);
+    if (port == 0) return fail(ConvError::kPortInUse, "no free local port for a connection");
+    const bool ordered = o.order == ConnOptions::Order::kDefault ? cfg_.ordered : o.order == ConnOptions::Order::kOrdered;
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs)));
+    Connection* c = owned_.back().get();
+    c->local_ = {net_.cluster, port};
+    c->remote_ = remote;
+    // Different for every connection of the machine in practice: a connection that reuses the
+    // ports of an old one never takes the old one's late pieces.
+    c->conn_id_ = static_cast<uint32_t>(now_ns() * 2654435761u) ^ (uint32_t{net_.cluster} << 24) ^
+                  (uint32_t{thread_} << 16) ^ port;
+    c->ordered_ = ordered;
+    c->dispatch_ = o.dispatch_set ? o.dispatch : cfg_.dispatch;
+    c->owns_port_ = true;
+    c->my_window_bytes_ = cfg_.window_bytes;
+    c->my_window_msgs_ = cfg_.window_msgs;
+    conns_[key(port, remote.cluster, remote.port)] = c;
+    ConvConnectBody b{be32::of(cfg_.window_bytes), be32::of(cfg_.window_msgs)};
+    send_control(*c, ConvType::kConnect, &b, sizeof b);
+    const int64_t t = timeout_us == kDefaultTimeout ? int64_t{cfg_.connect_timeout_ms} * 1000 : timeout_us;
+    const uint64_t start = now_ns(), dl = deadline(t);
+    while (c->state_ == Connection::State::kConnecting) {
+        progress();
+        if (c->state_ != Connection::State::kConnecting) break;
+        if (net_.rings->cluster_down(remote.cluster)) {
+            destroy(c);
+            return fail(ConvError::kPeerDown, "cluster " + std::to_string(remote.cluster) +
+                                                  " stopped answering while connecting to " + ep(remote));
+        }
+        if (now_ns() >= dl) {
+            destroy(c);
+            return fail(ConvError::kTimeout, "no answer from " + ep(remote) + " within " + std::to_string(t / 1000) +
+                                                 " ms (is that cluster running?)");
+        }
+        wait_some(start, dl);
+    }
+    if (c->state_ == Connection::State::kRefused) {
+        destroy(c);
+        return fail(ConvError::kRefused, "connection to " + ep(remote) +
+                                             " refused: no compute thread listens on that port");
+    }
+    out = c;
+    return ConvError::kOk;
+}
+
+ConvError Convergence::connect(std::span<const Ipv4Addr> ni_addrs, uint16_t port, Connection*& out,
+                               const ConnOptions& o, int64_t timeout_us) {
+    out = nullptr;
+    if (ni_addrs.empty()) return fail(ConvError::kBadArgument, "connect by address: no NI addresses given");
+    for (uint16_t c = 0; c < net_.ni_addrs.size(); ++c) {
+        const auto& mine = net_.ni_addrs[c];
+        const bool all = std::all_of(ni_addrs.begin(), ni_addrs.end(), [&](Ipv4Addr a) {
+            return std::find(mine.begin(), mine.end(), a) != mine.end();
+        });
+        if (all) return connect(Endpoint{c, port}, out, o, timeout_us);
+    }
+    return fail(ConvError::kUnsupported,
+                "the NI address " + to_string(ni_addrs[0]) +
+                    " belongs to no cluster of this logical machine; connecting across logical machines "
+                    "(sub-connections set up on demand) is not built yet");
+}
+
+int Convergence::poll(std::span<PollItem> items, int64_t timeout_us) {
+    const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    while (true) {
+        progress();
+        int ready = 0;
+        for (PollItem& it : items) {
+            it.revents = 0;
+            if (it.conn == nullptr) {
+                for (const Listener& l : listeners_)
+                    if (l.port == it.listen_port && !l.ready.empty()) it.revents |= PollItem::kAcceptable;
+            } else {
+                Connection& c = *it.conn;
+                const bool down = net_.rings->cluster_down(c.remote_.cluster);
+                const bool failed = down || c.state_ == Connection::State::kRefused;
+                const bool eos = c.peer_closed_ && c.rx_.msgs_taken() >= c.peer_total_msgs_;
+                if (c.rx_.readable() || eos || failed || c.state_ == Connection::State::kClosed)
+                    it.revents |= PollItem::kReadable;
+                if (failed) it.revents |= PollItem::kError;
+                if (c.state_ == Connection::State::kOpen && !c.peer_closed_ && !down &&
+                    window_open(c, std::min<uint32_t>(threshold_, c.peer_window_bytes_)))
+                    it.revents |= PollItem::kWritable;
+                else if ((it.events & PollItem::kWritable) && c.state_ == Connection::State::kOpen)
+                    ask_credit(c);
+            }
+            it.revents &= it.events | PollItem::kError;
+            ready += it.revents != 0;
+        }
+        if (ready > 0 || now_ns() >= dl) return ready;
+        wait_some(start, dl);
+    }
+}
+
+ConvError Convergence::close(Connection* c, int64_t timeout_us, uint64_t* unsent) {
+    if (unsent != nullptr) *unsent = 0;
+    if (c == nullptr) return fail(ConvError::kBadArgument, "no connection (nullptr)");
+    if (c->state_ == Connection::State::kClosed)
+        return fail(ConvError::kClosed, "the connection to " + ep(c->remote_) + " is already closed");
+    ConvError result = ConvError::kOk;
+    if (c->state_ == Connection::State::kOpen && !net_.rings->cluster_down(c->remote_.cluster)) {
+        ConvCreditBody b{be64::of(c->rx_.bytes_taken()), be32::of(c->rx_.credit_msgs())};
+        send_control(*c, ConvType::kClose, &b, sizeof b, c->next_seq_);
+        c->state_ = Connection::State::kClosed;
+        const uint64_t start = now_ns(), dl = deadline(timeout_us);
+        while (c->peer_credit_msgs_ != c->next_seq_ && !c->peer_closed_) {
+            progress();
+            if (c->peer_credit_msgs_ == c->next_seq_ || c->peer_closed_) break;
+            if (net_.rings->cluster_down(c->remote_.cluster)) {
+                result = fail(ConvError::kPeerDown, "cluster " + std::to_string(c->remote_.cluster) +
+                                                        " went down before it took everything sent to it");
+                break;
+            }
+            if (now_ns() >= dl) {
+                result = fail(ConvError::kTimeout, ep(c->remote_) + " had not taken every message when close timed out");
+                break;
+            }
+            ask_credit(*c);
+            wait_some(start, dl);
+        }
+        // The peer may have closed first without taking everything: reported, not an error.
+        if (unsent != nullptr) *unsent = c->next_seq_ - c->peer_credit_msgs_;
+    } else if (net_.rings->cluster_down(c->remote_.cluster)) {
+        if (unsent != nullptr) *unsent = c->next_seq_ - c->peer_credit_msgs_;
+        if (c->next_seq_ != c->peer_credit_msgs_)
+            result = fail(ConvError::kPeerDown, "cluster " + std::to_string(c->remote_.cluster) + " is down");
+    }
+    destroy(c);
+    return result;
+}
+
+void Convergence::destroy(Connection* c) {
+    const auto it = conns_.find(key(c->local_.port, c->remote_.cluster, c->remote_.port));
+    if (it != conns_.end() && it->second == c) conns_.erase(it);
+    for (Listener& l : listeners_) std::erase(l.ready, c);
+    if (c->owns_port_) net_.rings->port_unbind(c->local_.port);
+    std::erase_if(owned_, [c](const std::unique_ptr<Connection>& p) { return p.get() == c; });
+}
+
+}  // namespace iccs
