@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
-"""Integration test: start real cluster processes with `iccs-cli run alltoall ARGS...` and check
-that every cluster reports PASS (every message exactly once and intact), that the counters show
-the traffic crossed the proxies, and that nothing is left behind: no iccs process of this run, no
-EAL runtime directory, no memif socket directory.
+"""Integration test: start real cluster processes with `iccs-cli run PROGRAM ARGS...` and check
+that every cluster reports PASS (alltoall: every message exactly once, intact, and in order on
+ordered connections), that the counters show the traffic crossed the proxies, and that nothing is
+left behind: no iccs process of this run, no EAL runtime directory, no memif socket directory.
 
-Usage: run_clusters.py ICCS_CLI [ARGS for `run alltoall`...]
+Usage: run_clusters.py ICCS_CLI [CHECKS] [ARGS for `run PROGRAM`...]
+CHECKS (read from the convergence counters each compute thread prints, "to proxies [a b ...]",
+and the proxies' own "msgs tx" counters):
+  --program NAME          alltoall (default) or errors
+  --expect-fixed          every compute thread t used exactly one proxy, t mod P, and each
+                          proxy's msgs tx equals what its threads handed it
+  --expect-all-proxies    every compute thread used every proxy of its cluster
+  --expect-less-on P      proxy P of every cluster got under 40% of the messages (it is slowed on
+                          purpose; least-loaded dispatch must avoid it)
 """
 import glob
 import os
@@ -25,9 +33,38 @@ def leftovers(run_id):
     return found
 
 
+def thread_lines(out):
+    """(cluster, thread, [messages per proxy]) of every compute thread."""
+    res = []
+    for c, t, per in re.findall(r"^  thread (\d+)\.(\d+): .*to proxies \[([\d ]*)\]", out, re.M):
+        res.append((int(c), int(t), [int(x) for x in per.split()]))
+    return res
+
+
+def proxy_tx(out):
+    """{(cluster, proxy): msgs tx}"""
+    return {(int(c), int(p)): int(tx) for c, p, tx in re.findall(r"^  proxy (\d+)\.(\d+): msgs tx (\d+)", out, re.M)}
+
+
 def main():
-    cli, args = sys.argv[1], sys.argv[2:]
-    cmd = [cli, "run", "alltoall"] + args
+    cli, rest = sys.argv[1], sys.argv[2:]
+    program, checks, args = "alltoall", {}, []
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a == "--program":
+            program = rest[i + 1]
+            i += 2
+        elif a in ("--expect-fixed", "--expect-all-proxies"):
+            checks[a] = True
+            i += 1
+        elif a == "--expect-less-on":
+            checks[a] = int(rest[i + 1])
+            i += 2
+        else:
+            args.append(a)
+            i += 1
+    cmd = [cli, "run", program] + args
     print("$", " ".join(cmd), flush=True)
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -41,7 +78,13 @@ def main():
     m = re.search(r"(\d+) clusters x (\d+) compute threads", out)
     clusters = int(m.group(1)) if m else 0
     passes = re.findall(r"^cluster (\d+): PASS", out, re.M)
-    if clusters == 0 or len(passes) != clusters:
+    if program == "errors":  # cluster 1 kills itself on purpose; cluster 0 checks and reports
+        for n in (1, 2, 3):
+            if f"check {n} ok" not in out:
+                failures.append(f"errors: check {n} did not pass")
+        if passes != ["0"]:
+            failures.append(f"errors: cluster 0 did not pass ({passes})")
+    elif clusters == 0 or len(passes) != clusters:
         failures.append(f"{len(passes)} of {clusters} clusters passed")
     # every proxy moved messages both ways
     for line in re.findall(r"^  proxy .*$", out, re.M):
@@ -49,11 +92,38 @@ def main():
         rx = int(re.search(r"rx (\d+)", line).group(1))
         if tx == 0 and rx == 0:
             failures.append(f"idle proxy: {line.strip()}")
+    threads, ptx = thread_lines(out), proxy_tx(out)
+    if checks and not threads:
+        failures.append("no compute thread counters printed")
+    if "--expect-fixed" in checks:
+        handed = {}
+        for c, t, per in threads:
+            used = [p for p, n in enumerate(per) if n > 0]
+            if used != [t % len(per)]:
+                failures.append(f"fixed dispatch: thread {c}.{t} used proxies {used}, expected only {t % len(per)}")
+            for p, n in enumerate(per):
+                handed[(c, p)] = handed.get((c, p), 0) + n
+        for key, n in handed.items():
+            if ptx.get(key) != n:
+                failures.append(f"fixed dispatch: proxy {key[0]}.{key[1]} sent {ptx.get(key)} messages, its threads handed it {n}")
+        print(f"fixed dispatch: {[(c, t, per) for c, t, per in threads]}")
+    if "--expect-all-proxies" in checks:
+        for c, t, per in threads:
+            if len(per) < 2 or min(per) == 0:
+                failures.append(f"thread {c}.{t} did not use every proxy: {per}")
+        print(f"proxies used: {[(c, t, per) for c, t, per in threads]}")
+    if "--expect-less-on" in checks:
+        slow = checks["--expect-less-on"]
+        for c, t, per in threads:
+            share = per[slow] / max(1, sum(per))
+            print(f"thread {c}.{t}: {per}, slowed proxy {slow} got {share:.0%}")
+            if share >= 0.40:
+                failures.append(f"thread {c}.{t}: slowed proxy {slow} got {share:.0%} of the messages (want < 40%)")
     time.sleep(0.2)
     left = leftovers(run_id)
     if left:
         failures.append(f"left behind: {left}")
-    ps = subprocess.run(["pgrep", "-f", f"iccs-cli run alltoall"], capture_output=True, text=True).stdout.split()
+    ps = subprocess.run(["pgrep", "-f", f"iccs-cli run {program}"], capture_output=True, text=True).stdout.split()
     ps = [p for p in ps if int(p) != os.getpid()]
     if ps:
         failures.append(f"iccs processes still running: {ps}")
