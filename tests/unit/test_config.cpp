@@ -199,7 +199,7 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:1: unknown section [clustr] (did you mean [cluster]?)");
         CHECK(error_of("[machine]\nclusters = 2\n[network]\nmtu = 1500\n") ==
               "config error: iccs.toml:3: unknown section [network] (sections are [machine], [cluster], [slidwin], "
-              "[reassembly], [test])");
+              "[reassembly], [convergence], [test])");
         CHECK_THAT(error_of("[[cluster]]\ncompute_threads = 2\n"),
                    Catch::Contains("[[cluster]]: [cluster] is a single section, not an array"));
     }
@@ -402,6 +402,15 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"test.duplicate", "1e-3"},
         {"test.reorder_window", "16"},
         {"test.seed", "9223372036854775807"},
+        {"test.slow_proxy", "1"},
+        {"test.slow_proxy_us", "250"},
+        {"cluster.peer_timeout_ms", "2500"},
+        {"convergence.order", "unordered"},
+        {"convergence.window_bytes", "65536"},
+        {"convergence.window_msgs", "256"},
+        {"convergence.stripe_threshold_bytes", "8000"},
+        {"convergence.accept_backlog", "8"},
+        {"convergence.connect_timeout_ms", "1500"},
     };
     std::set<std::pair<std::string, std::string>> flagged;
     MachineConfig c;
