@@ -56,8 +56,11 @@ void RecvMsg::set_heap(std::unique_ptr<uint8_t[]> b, uint32_t len, uint32_t seq)
     seq_ = seq;
 }
 
-ConnRx::ConnRx(bool ordered, uint32_t window_msgs)
-    : ordered_(ordered), mask_(std::bit_ceil(std::max<uint32_t>(window_msgs, 1)) - 1), slots_(mask_ + 1) {}
+ConnRx::ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes)
+    : ordered_(ordered),
+      mask_(std::bit_ceil(std::max<uint32_t>(window_msgs, 1)) - 1),
+      window_bytes_(window_bytes),
+      slots_(mask_ + 1) {}
 
 ConnRx::~ConnRx() {
     for (Slot& s : slots_)
@@ -76,13 +79,16 @@ PieceResult ConnRx::on_piece(PktBuf* p, const ConvHdr& h) {
     };
     const uint32_t ahead = seq - base_;  // modulo 2^32: "behind base" wraps to a huge value
     if (ahead > mask_) return drop(static_cast<int32_t>(ahead) < 0 ? PieceResult::kDuplicate : PieceResult::kBad);
-    if (cnt == 0 || idx >= cnt || p->pkt_len < kConvHdrLen) return drop(PieceResult::kBad);
+    // The header must sit in the first segment (the proxy checks it too).
+    if (cnt == 0 || idx >= cnt || p->data_len < kConvHdrLen) return drop(PieceResult::kBad);
     const uint32_t psize = piece_size(len, cnt);
     const uint32_t off = idx * psize;
     const uint32_t plen = p->pkt_len - kConvHdrLen;
     if (uint64_t{psize} * (cnt - 1) >= len && cnt > 1) return drop(PieceResult::kBad);  // counts do not fit len
     if (plen != (idx + 1 == cnt ? len - off : psize)) return drop(PieceResult::kBad);
     Slot& s = slot(seq);
+    // A new message must fit the byte window beside what is held (a true sender never exceeds it).
+    if (s.state == SlotState::kEmpty && held_bytes_ + len > window_bytes_) return drop(PieceResult::kBad);
     if (s.state == SlotState::kComplete || s.state == SlotState::kTaken) return drop(PieceResult::kDuplicate);
     if (s.state == SlotState::kPartial && (s.seq != seq || s.len != len || s.piece_cnt != cnt))
         return drop(PieceResult::kBad);

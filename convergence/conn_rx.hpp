@@ -60,8 +60,10 @@ enum class PieceResult { kTaken, kDuplicate, kBad };
 
 class ConnRx {
    public:
-    // window_msgs: the credit the sender honours (rounded up to a power of two inside).
-    ConnRx(bool ordered, uint32_t window_msgs);
+    // window_msgs, window_bytes: what this receiver promised to hold at most (window_msgs is
+    // rounded up to a power of two inside). A piece that would take it beyond either (a sender
+    // that ignored its credit, or a forged piece) is dropped as bad: memory stays bounded.
+    ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes = 64u << 20);
     ~ConnRx();
     ConnRx(const ConnRx&) = delete;
     ConnRx& operator=(const ConnRx&) = delete;
@@ -99,6 +101,7 @@ class ConnRx {
 
     bool ordered_;
     uint32_t mask_;
+    uint32_t window_bytes_;
     std::vector<Slot> slots_;
     uint32_t base_ = 0;            // lowest conn_seq not yet taken
     std::deque<uint32_t> ready_;   // unordered: completed, not taken, in completion order

@@ -232,7 +232,7 @@ void Convergence::on_connect(PktBuf* m, const ConvHdr& h) {
     }
     if (reason != 0) {
         // A one-off connection object carries the refusal back.
-        Connection tmp(true, 1);
+        Connection tmp(true, 1, 0);
         tmp.local_ = {net_.cluster, port};
         tmp.remote_ = remote;
         tmp.conn_id_ = conn_id;
@@ -241,7 +241,7 @@ void Convergence::on_connect(PktBuf* m, const ConvHdr& h) {
         return;
     }
     const bool ordered = h.flags & kConvOrdered;
-    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs)));
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes)));
     Connection* c = owned_.back().get();
     c->local_ = {net_.cluster, port};
     c->remote_ = remote;
@@ -424,8 +424,17 @@ ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out
     return ConvError::kOk;
 }
 
+ConvError Convergence::check_size(Connection* c, uint32_t len) {
+    if (c->state_ == Connection::State::kOpen && len > c->peer_window_bytes_)
+        return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes is larger than the window of " +
+                                              ep(c->remote_) + " (" + std::to_string(c->peer_window_bytes_) +
+                                              " bytes, [convergence] window_bytes there)");
+    return ConvError::kOk;
+}
+
 ConvError Convergence::alloc_send_buffer(Connection* c, uint32_t len, SendBuffer& out, int64_t timeout_us) {
     if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
+    if (const ConvError e = check_size(c, len); e != ConvError::kOk) return e;
     return alloc_pieces(c, len, out, timeout_us == 0 ? 0 : deadline(timeout_us));
 }
 
@@ -469,6 +478,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
         return fail(ConvError::kBadArgument, "the connection to " + ep(c->remote_) + " is not open");
     if (len > 0 && data == nullptr) return fail(ConvError::kBadArgument, "send of " + std::to_string(len) +
                                                                              " bytes from nullptr");
+    if (const ConvError e = check_size(c, len); e != ConvError::kOk) return e;
     const uint64_t dl = deadline(timeout_us);
     if (const ConvError e = wait_window(c, len, timeout_us); e != ConvError::kOk) return e;
     const uint32_t cnt = piece_count(len, threshold_);
@@ -630,7 +640,7 @@ ConvError Convergence::connect(Endpoint remote, Connection*& out, const ConnOpti
     const uint16_t port = net_.rings->port_bind_ephemeral(thread_);
     if (port == 0) return fail(ConvError::kPortInUse, "no free local port for a connection");
     const bool ordered = o.order == ConnOptions::Order::kDefault ? cfg_.ordered : o.order == ConnOptions::Order::kOrdered;
-    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs)));
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes)));
     Connection* c = owned_.back().get();
     c->local_ = {net_.cluster, port};
     c->remote_ = remote;

@@ -109,7 +109,7 @@ class Connection {
    private:
     friend class Convergence;
     enum class State { kConnecting, kOpen, kRefused, kClosed };
-    Connection(bool ordered, uint32_t window_msgs) : rx_(ordered, window_msgs) {}
+    Connection(bool ordered, uint32_t window_msgs, uint32_t window_bytes) : rx_(ordered, window_msgs, window_bytes) {}
     Endpoint local_, remote_;
     uint32_t conn_id_ = 0;
     bool ordered_ = true;
@@ -207,7 +207,7 @@ class Convergence {
 
     // --- data ---
     // Copying send: waits (up to timeout_us) for window and buffers; a message is sent whole
-    // or not at all.
+    // or not at all. A message may be as large as the receiver's byte window (kNoMemory beyond).
     ConvError send(Connection* c, const void* data, uint32_t len, int64_t timeout_us = kForever);
     // Zero-copy send: a buffer of len bytes to fill, then send_buffer() (which consumes it).
     ConvError alloc_send_buffer(Connection* c, uint32_t len, SendBuffer& out, int64_t timeout_us = kForever);
@@ -260,6 +260,7 @@ class Convergence {
     ConvError wait_window(Connection* c, uint32_t len, int64_t timeout_us);
     ConvError alloc_pieces(Connection* c, uint32_t len, SendBuffer& out, uint64_t deadline_ns);
     ConvError check_open(Connection* c, bool for_send);
+    ConvError check_size(Connection* c, uint32_t len);
     void destroy(Connection* c);
     static uint64_t deadline(int64_t timeout_us);
 

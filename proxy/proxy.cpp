@@ -350,6 +350,9 @@ void Proxy::flush_tx() {
 }
 
 uint32_t Proxy::poll_once(uint64_t now_ns) {
+    // inline polling: threads read the clock before they take the lock, so a later iteration can
+    // bring an earlier time; never let the proxy's clock go back.
+    now_ns = std::max(now_ns, last_iter_ns_);
     iter_now_ns_ = now_ns;
     uint32_t work = 0;
     drain_rings(now_ns, work);

@@ -67,7 +67,11 @@ def main():
     cmd = [cli, "run", program] + args
     print("$", " ".join(cmd), flush=True)
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A tag in the environment that every cluster process inherits: what is still running after
+    # the run is found by it, not by its command line (another run may be going on).
+    tag = f"{os.getpid()}-{time.time_ns()}"
+    env = dict(os.environ, ICCS_TEST_TAG=tag)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     run_id = str(proc.pid)
     out, _ = proc.communicate(timeout=900)
     print(out)
@@ -123,8 +127,14 @@ def main():
     left = leftovers(run_id)
     if left:
         failures.append(f"left behind: {left}")
-    ps = subprocess.run(["pgrep", "-f", f"iccs-cli run {program}"], capture_output=True, text=True).stdout.split()
-    ps = [p for p in ps if int(p) != os.getpid()]
+    ps = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(f"{d}/environ", "rb") as f:
+                if f"ICCS_TEST_TAG={tag}".encode() in f.read().split(b"\0"):
+                    ps.append(d.split("/")[-1])
+        except OSError:
+            pass
     if ps:
         failures.append(f"iccs processes still running: {ps}")
     for f in failures:
