@@ -116,7 +116,15 @@ Convergence::Convergence(const ConvNet& net, uint16_t thread, const ConvConfig& 
 }
 
 Convergence::~Convergence() {
-    while (!owned_.empty()) destroy(owned_.back().get());
+    // Tell the peers of what is still open (no waiting), so their recv ends instead of hanging.
+    while (!owned_.empty()) {
+        Connection* c = owned_.back().get();
+        if (c->state_ == Connection::State::kOpen && !net_.rings->cluster_down(c->remote_.cluster)) {
+            ConvCreditBody b{be64::of(c->rx_.bytes_taken()), be32::of(c->rx_.credit_msgs())};
+            send_control(*c, ConvType::kClose, &b, sizeof b, c->next_seq_);
+        }
+        destroy(c);
+    }
     for (const Listener& l : listeners_) net_.rings->port_unbind(l.port);
 }
 
@@ -190,7 +198,10 @@ void Convergence::take(PktBuf* m) {
             }
             break;
         case ConvType::kRefuse:
-            if (c.state_ == Connection::State::kConnecting) c.state_ = Connection::State::kRefused;
+            if (c.state_ == Connection::State::kConnecting) {
+                c.state_ = Connection::State::kRefused;
+                c.refuse_reason_ = body_len >= 4 ? load_be32(body) : 0;
+            }
             break;
         case ConvType::kClose:
         case ConvType::kCredit:
@@ -596,7 +607,11 @@ ConvError Convergence::listen(uint16_t port) {
 void Convergence::unlisten(uint16_t port) {
     auto l = std::find_if(listeners_.begin(), listeners_.end(), [&](const Listener& x) { return x.port == port; });
     if (l == listeners_.end()) return;
-    for (Connection* c : l->ready) destroy(c);
+    for (Connection* c : std::vector<Connection*>(l->ready)) {
+        ConvCreditBody b{be64::of(0), be32::of(0)};
+        send_control(*c, ConvType::kClose, &b, sizeof b, 0);  // never accepted: the peer learns it
+        destroy(c);
+    }
     listeners_.erase(l);
     bool used = false;
     for (const auto& [k, c] : conns_) used |= c->local_.port == port;
@@ -674,9 +689,12 @@ ConvError Convergence::connect(Endpoint remote, Connection*& out, const ConnOpti
         wait_some(start, dl);
     }
     if (c->state_ == Connection::State::kRefused) {
+        const uint32_t why = c->refuse_reason_;
         destroy(c);
-        return fail(ConvError::kRefused, "connection to " + ep(remote) +
-                                             " refused: no compute thread listens on that port");
+        return fail(ConvError::kRefused,
+                    "connection to " + ep(remote) + " refused: " +
+                        (why == kRefuseBacklogFull ? "its accept backlog is full (or an old connection holds these ports)"
+                                                   : "no compute thread listens on that port"));
     }
     out = c;
     return ConvError::kOk;

@@ -117,6 +117,7 @@ class Connection {
     State state_ = State::kConnecting;
     bool accepted_ = false;      // server side
     bool owns_port_ = false;     // client side: the ephemeral port is ours to unbind
+    uint32_t refuse_reason_ = 0; // kRefuse: kRefuseNoListener or kRefuseBacklogFull
     // send side
     uint32_t next_seq_ = 0;
     uint64_t bytes_sent_ = 0;
