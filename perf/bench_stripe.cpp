@@ -32,8 +32,11 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// One run: seconds from the receiver's first message to its last (0 on failure).
-double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uint32_t size, uint32_t messages) {
+// One run: seconds from the receiver's first message to its last (0 on failure). slow_us > 0:
+// proxy 1 of each cluster pauses that long after each busy iteration; *share_p1 gets the
+// fraction of the sender's messages that went to proxy 1.
+double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uint32_t size, uint32_t messages,
+                  uint32_t slow_us = 0, double* share_p1 = nullptr) {
     ClusterPlan plan;
     plan.clusters = 2;
     plan.threads = 1;
@@ -49,6 +52,8 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
     plan.pool_segments = 16384;
     plan.quiet = true;
     plan.workload = "stream";
+    plan.impair.slow_proxy = 1;
+    plan.impair.slow_us = slow_us;
     plan.result_file = "/tmp/iccs-stripe-" + std::to_string(getpid()) + ".txt";
     std::remove(plan.result_file.c_str());
     plan.program = [](ComputeEnv& env) -> bool {
@@ -82,6 +87,12 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
             if (conv.send(c, buf.data(), p.max_size) != ConvError::kOk) return false;
             ++env.result.sent;
         }
+        const ConvCounters& k = conv.counters();
+        if (FILE* f = std::fopen((p.result_file + ".share").c_str(), "w")) {
+            std::fprintf(f, "%.6f\n", static_cast<double>(k.to_proxy[1]) /
+                                          static_cast<double>(std::max<uint64_t>(1, k.to_proxy[0] + k.to_proxy[1])));
+            std::fclose(f);
+        }
         return conv.close(c, 60'000'000) == ConvError::kOk;
     };
     if (launch_clusters(plan, 600) != 0) return 0;
@@ -89,6 +100,11 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
     double s = 0;
     f >> s;
     std::remove(plan.result_file.c_str());
+    std::ifstream fs(plan.result_file + ".share");
+    double share = 0;
+    fs >> share;
+    if (share_p1 != nullptr) *share_p1 = share;
+    std::remove((plan.result_file + ".share").c_str());
     return s;
 }
 
@@ -174,23 +190,42 @@ int bench_stripe(const BenchStripeOptions& o) {
         }
         rate[k] = median(v);
     }
+    // A proxy slowed on purpose (500 us pause per busy iteration): what least-loaded buys.
+    double slowed_rate[2] = {}, slowed_share[2] = {};
+    const Dispatch slowed_policies[2] = {Dispatch::kRoundRobin, Dispatch::kLeastLoaded};
+    for (int k = 0; k < 2; ++k) {
+        progress(std::string(to_string(slowed_policies[k])) + " dispatch, proxy 1 slowed");
+        std::vector<double> v, sh;
+        for (uint32_t r = 0; r < o.runs; ++r) {
+            double share = 0;
+            const uint32_t n = o.small_messages / 4;
+            const double s = stream_run(o, 2, slowed_policies[k], o.small_bytes, n, 500, &share);
+            v.push_back(s > 0 ? (n - 1) / s : 0.0);
+            sh.push_back(share);
+        }
+        slowed_rate[k] = median(v);
+        slowed_share[k] = median(sh);
+    }
     // Each cluster: 1 compute thread + P proxies; two clusters on this host.
     const unsigned threads_needed = 2 * (1 + 4);
     const bool functional_only = cores < threads_needed;
     bool failed = tcp_mbps == 0;
     for (double b : big) failed |= b == 0;
     for (double r : rate) failed |= r == 0;
+    for (double r : slowed_rate) failed |= r == 0;
     if (o.json) {
         std::printf("{\"cores\": %u, \"fabric\": \"%s\", \"polling\": \"%s\", \"runs\": %u, \"big_bytes\": %u, "
                     "\"big_messages\": %u, \"kernel_tcp_mb_per_s\": %.1f, \"mb_per_s_1_proxy\": %.1f, "
                     "\"mb_per_s_2_proxies\": %.1f, \"mb_per_s_4_proxies\": %.1f, \"ratio_2_to_1\": %.3f, "
                     "\"ratio_4_to_1\": %.3f, \"ratio_1_proxy_to_kernel\": %.3f, \"small_bytes\": %u, "
                     "\"small_messages\": %u, \"msgs_per_s_fixed\": %.0f, \"msgs_per_s_round_robin\": %.0f, "
-                    "\"msgs_per_s_least_loaded\": %.0f, \"functional_only\": %s}\n",
+                    "\"msgs_per_s_least_loaded\": %.0f, \"slowed_msgs_per_s_round_robin\": %.0f, "
+                    "\"slowed_msgs_per_s_least_loaded\": %.0f, \"slowed_share_round_robin\": %.3f, "
+                    "\"slowed_share_least_loaded\": %.3f, \"functional_only\": %s}\n",
                     cores, o.fabric.c_str(), o.polling.c_str(), o.runs, o.big_bytes, o.big_messages, tcp_mbps, big[0],
                     big[1], big[2], big[0] > 0 ? big[1] / big[0] : 0, big[0] > 0 ? big[2] / big[0] : 0,
                     tcp_mbps > 0 ? big[0] / tcp_mbps : 0, o.small_bytes, o.small_messages, rate[0], rate[1], rate[2],
-                    functional_only ? "true" : "false");
+                    slowed_rate[0], slowed_rate[1], slowed_share[0], slowed_share[1], functional_only ? "true" : "false");
     } else {
         std::printf("bench stripe: fabric %s, polling %s, 2 clusters x 1 compute thread, one parallel connection, "
                     "median of %u runs; host has %u cores\n",
@@ -204,6 +239,11 @@ int bench_stripe(const BenchStripeOptions& o) {
         std::printf("  %u x %u-byte messages, 2 proxies/cluster   messages/s\n", o.small_messages, o.small_bytes);
         for (int k = 0; k < 3; ++k)
             std::printf("    %-14s                      %10.0f\n", std::string(to_string(policies[k])).c_str(), rate[k]);
+        std::printf("  %u x %u-byte messages, proxy 1 slowed (500 us per busy iteration)   messages/s   share to proxy 1\n",
+                    o.small_messages / 4, o.small_bytes);
+        for (int k = 0; k < 2; ++k)
+            std::printf("    %-14s                      %10.0f       %5.1f%%\n",
+                        std::string(to_string(slowed_policies[k])).c_str(), slowed_rate[k], 100 * slowed_share[k]);
         if (functional_only)
             std::printf("  note: these runs need up to %u threads (2 clusters x (1 compute thread + 4 proxies)) and "
                         "this host has %u cores: the proxies share cores, so the figures are functional, not a "
