@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "bench_compare.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "demo.hpp"
@@ -25,19 +26,32 @@ int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--json]\n"
-            "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--json]\n"
-            "  rtt     round-trip time of messages between compute threads of two clusters (processes,\n"
-            "          proxies, memif), median and p99, with the kernel's UDP ping-pong on loopback and\n"
-            "          the shared-memory floor (one cache line between two pinned processes) in the same\n"
-            "          run. JSON keys: iccs_rtt_median_us, iccs_rtt_p99_us, kernel_rtt_median_us,\n"
-            "          floor_rtt_median_us, ratio_to_kernel, ratio_to_floor, cores, polling.\n"
-            "  stack   CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
-            "          in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
-            "          measured in the same run; prints both and their ratio.\n"
-            "  --size N       payload bytes (default 100, 1..1400)\n"
-            "  --messages N   messages per run (default 2000000)\n"
+            "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
+            "                      [--json]\n"
+            "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
+            "                          [--polling inline|adaptive|busy] [--json]\n"
+            "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
+            "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
+            "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
+            "           shared-memory floor (one cache line between two pinned processes) in the same run.\n"
+            "           --samples N (default 20000, at least 100). JSON keys: iccs_rtt_median_us,\n"
+            "           iccs_rtt_p99_us, kernel_rtt_median_us, floor_rtt_median_us, ratio_to_kernel,\n"
+            "           ratio_to_floor, cores, fabric, polling.\n"
+            "  compare  the headline table: the same 100-byte round trip (median) and one-way message rate\n"
+            "           (one sender thread) over memif (DPDK), udp (io_uring) and plain blocking kernel\n"
+            "           sockets, all on the same two pinned threads, interleaved over --runs N runs (default\n"
+            "           5), medians with min and max, and the ratio of each to the kernel sockets.\n"
+            "           --samples N round trips (default 10000) and --messages N (default 200000) per run;\n"
+            "           --polling as for rtt (default inline: no thread but the two). JSON: paths.memif,\n"
+            "           paths.udp, paths.kernel, each with rtt_median_us, rtt_ratio_to_kernel,\n"
+            "           rate_msgs_per_s, rate_ratio_to_kernel, min/max; cores, oversubscribed.\n"
+            "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
+            "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
+            "           measured in the same run; prints both and their ratio.\n"
+            "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
+            "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
-            "  --json         one JSON object: iccs_ns_per_msg, kernel_ns_per_msg, ratio, ...\n");
+            "  --json         one JSON object instead of the table\n");
         return argc < 1 ? 2 : 0;
     }
     const std::string which = argv[0];
@@ -59,6 +73,12 @@ int cmd_bench(int argc, char** argv) {
                                 "' for --polling: allowed values are inline, adaptive, busy");
                 o.polling = v;
                 ++i;
+            } else if (a == "--fabric") {
+                if (v == nullptr || (std::strcmp(v, "memif") != 0 && std::strcmp(v, "udp") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --fabric: allowed values are memif, udp");
+                o.fabric = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
@@ -67,7 +87,39 @@ int cmd_bench(int argc, char** argv) {
         }
         return iccs::bench_rtt(o);
     }
-    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt)");
+    if (which == "compare") {
+        iccs::BenchCompareOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--size") {
+                o.size_bytes = static_cast<uint32_t>(parse_u64(a, v, 1, 9000));
+                ++i;
+            } else if (a == "--runs") {
+                o.runs = static_cast<uint32_t>(parse_u64(a, v, 1, 100));
+                ++i;
+            } else if (a == "--samples") {
+                o.samples = parse_u64(a, v, 100, 10'000'000);
+                ++i;
+            } else if (a == "--messages") {
+                o.messages = parse_u64(a, v, 1000, 100'000'000);
+                ++i;
+            } else if (a == "--polling") {
+                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
+                                     std::strcmp(v, "busy") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --polling: allowed values are inline, adaptive, busy");
+                o.polling = v;
+                ++i;
+            } else if (a == "--json") {
+                o.json = true;
+            } else {
+                usage_error("unknown option '" + a + "' for bench compare (see iccs bench --help)");
+            }
+        }
+        return iccs::bench_compare(o);
+    }
+    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, compare)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

@@ -289,6 +289,72 @@ void pingpong_thread(ComputeCtx& c) {
     if (c.result.received < rounds) c.result.missing = rounds - c.result.received;
 }
 
+// The one-way stream of `iccs bench compare`: thread 0 of cluster 0 sends `messages` messages of
+// min_size bytes to thread 0 of cluster 1 as fast as rings and window take them; cluster 1 answers
+// the last one. The sender times its first send to that answer (one one-way trip over the whole
+// stream) and writes "stream_ns ELAPSED MESSAGES" to result_file.
+void stream_thread(ComputeCtx& c) {
+    const ClusterPlan& p = *c.plan;
+    if (c.thread != 0 || p.cluster_id > 1) return;
+    if (!p.compute_cores.empty()) pin_self(p.compute_cores[(p.cluster_id * p.threads) % p.compute_cores.size()]);
+    const bool sender = p.cluster_id == 0;
+    rte_ring* out = c.rings->to_proxy(0, 0);
+    rte_ring* in = c.rings->to_thread(0);
+    std::vector<uint8_t> pattern(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    // Nothing to do: an inline run drives the stack here; with proxy threads, let them run.
+    auto stalled = [&] {
+        if (p.polling == Polling::kInline) poll_inline(c);
+        else sched_yield();
+    };
+    auto send = [&](uint16_t src_c, uint16_t dst_c, uint64_t id) {
+        PktBuf* m = nullptr;
+        while (m == nullptr && !g_stop) {
+            m = make_msg(*c.pool, src_c, 0, dst_c, 0, static_cast<uint32_t>(id), p.min_size, pattern.data());
+            if (m == nullptr) stalled();  // pool empty: acks free buffers
+        }
+        while (m != nullptr && rte_ring_sp_enqueue(out, m) != 0 && !g_stop) stalled();
+        c.rings->proxy_waker(0).wake();
+        ++c.result.sent;
+    };
+    auto receive = [&]() -> bool {
+        void* got = nullptr;
+        const uint64_t wait_start = monotonic_ns();
+        while (rte_ring_sc_dequeue(in, &got) != 0) {
+            if (g_stop) return false;
+            if (p.polling == Polling::kInline) {
+                poll_inline(c);
+            } else if (monotonic_ns() - wait_start <= 20'000) {
+                sched_yield();
+            } else {
+                Waker& w = c.rings->thread_waker(0);
+                w.prepare_sleep();
+                if (rte_ring_count(in) == 0) w.sleep(200); else w.cancel_sleep();
+            }
+        }
+        pkt_free(static_cast<PktBuf*>(got));
+        ++c.result.received;
+        return true;
+    };
+    if (sender) {
+        const uint64_t t0 = monotonic_ns();
+        for (uint64_t i = 0; i < p.messages && !g_stop; ++i) send(0, 1, i);
+        const bool answered = receive();
+        const uint64_t elapsed = monotonic_ns() - t0;
+        if (answered && !p.result_file.empty())
+            if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
+                std::fprintf(f, "stream_ns %llu %llu\n", static_cast<unsigned long long>(elapsed),
+                             static_cast<unsigned long long>(p.messages));
+                std::fclose(f);
+            }
+        if (c.result.received < 1) c.result.missing = 1;
+    } else {
+        while (c.result.received < p.messages && receive()) {
+        }
+        if (c.result.received == p.messages) send(1, 0, 0);
+        c.result.missing = p.messages - c.result.received;
+    }
+}
+
 int proxy_lcore_main(void* arg) {
     static_cast<Proxy*>(arg)->run();
     return 0;
@@ -333,6 +399,11 @@ int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "port_rx_frames", s.port_rx);
     rte_tel_data_add_dict_u64(d, "port_tx_frames", s.port_tx);
     rte_tel_data_add_dict_u64(d, "port_tx_ring_full", s.port_tx_ring_full);
+    if (s.kernel_udp) {  // fabric udp: the io_uring socket's own counters
+        s.uring.for_each([d](const char* name, const char*, uint64_t v) {
+            rte_tel_data_add_dict_u64(d, ("uring_" + std::string(name)).c_str(), v);
+        });
+    }
     return 0;
 }
 
@@ -352,6 +423,14 @@ std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t prox
     const size_t all = size_t{plan.clusters} * plan.proxies_per_cluster[cluster];
     const size_t i = plan.pci_addresses.size() >= all ? size_t{cluster} * plan.proxies_per_cluster[cluster] + proxy : proxy;
     return i < plan.pci_addresses.size() ? plan.pci_addresses[i] : std::string();
+}
+
+Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    return udp_socket_ip(plan.udp_addresses, plan.clusters, plan.proxies_per_cluster[cluster], cluster, proxy);
+}
+
+uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    return udp_socket_port(plan.udp_port, cluster, proxy);
 }
 
 std::string afp_ifname(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
@@ -397,10 +476,15 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     // receive buffer full of the largest datagrams, the reassembly cap, the compute threads'
     // rings full, and a burst per port. Fewer and the receive buffers can starve the port of
     // mbufs, so the missing datagram that would drain them can never arrive.
-    const uint32_t frags_per_msg = (plan.max_size + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
+    // Fabric udp: the same, counted in the 2 KiB segments a received datagram is copied into (the
+    // kernel reassembles: no fragments, no reassembly cap).
+    const bool kernel_udp = plan.fabric == "udp";
+    const uint32_t frags_per_msg =
+        kernel_udp ? (plan.max_size + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
+                   : (plan.max_size + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
-                              plan.reass.max_bytes / 2048 + plan.threads * plan.ring_entries * frags_per_msg +
-                              1024 * (links_per_proxy + 1);
+                              (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
+                              plan.threads * plan.ring_entries * frags_per_msg + 1024 * (links_per_proxy + 1);
     constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
     // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
     const uint64_t pools_mb = 64 + uint64_t{plan.pool_segments} * 2432 / (1 << 20) +
@@ -445,7 +529,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 for (uint16_t c = 0; c < plan.clusters; ++c)
                     if (c != me)
                         for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q)
-                            pc.peers.push_back(ProxyAddr{c, q, proxy_ip(plan, c, q), proxy_mac(c, q)});
+                            pc.peers.push_back(kernel_udp ? ProxyAddr{c, q, udp_ip(plan, c, q), proxy_mac(c, q),
+                                                                      udp_port(plan, c, q)}
+                                                          : ProxyAddr{c, q, proxy_ip(plan, c, q), proxy_mac(c, q)});
                 const std::string pn = "c" + std::to_string(me) + "p" + std::to_string(p);
                 // The proxy's own buffers (acks, fragment headers): if it drew from the pool the
                 // compute threads fill, two clusters could each wait for the other's acks forever.
@@ -453,6 +539,20 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                              kStackSegBytes + kPktHeadroom, err));
                 if (!stack_pools.back()) return fail(err);
                 auto px = std::make_unique<Proxy>(pc, *stack_pools.back(), rings);
+                if (kernel_udp) {
+                    // The kernel does IP and UDP: no port, no mbufs. Received datagrams are copied
+                    // into a pool of the proxy's own, sized as the RX mbufs would be.
+                    stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "urx", rx_mbufs,
+                                                                 2048 + kPktHeadroom, err));
+                    if (!stack_pools.back()) return fail(err);
+                    UringUdpConfig uc;
+                    uc.ip = udp_ip(plan, me, p);
+                    uc.port = udp_port(plan, me, p);
+                    if (!px->add_udp_socket(uc, *stack_pools.back(), err))
+                        return fail("proxy " + std::to_string(me) + "." + std::to_string(p) + ": " + err);
+                    proxies.push_back(std::move(px));
+                    continue;
+                }
                 rte_mempool* rx = rte_pktmbuf_pool_create((pn + "rx").c_str(), rx_mbufs, 256, rx_priv_size(),
                                                           RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
                 rte_mempool* desc = rte_pktmbuf_pool_create((pn + "txd").c_str(), 8192, 256, 0, 0, SOCKET_ID_ANY);
@@ -486,7 +586,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                              ",blocksz=4096,framesz=2048,framecnt=512";
                     if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
                 } else {
-                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif, af_packet and pci are)");
+                    return fail("fabric \"" + plan.fabric +
+                                "\" is not available in cluster runs (memif, af_packet, pci and udp are)");
                 }
                 proxies.push_back(std::move(px));
             }
@@ -505,12 +606,19 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             rte_telemetry_register_cmd("/iccs/proxies", tel_proxies, "Proxies of this cluster. No parameters");
             rte_telemetry_register_cmd("/iccs/proxy/stats", tel_proxy_stats,
                                        "Counters of one proxy. Parameter: proxy index");
-            if (!plan.quiet)
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s, polling %s, EAL %s\n", me,
-                             nprox, plan.threads, plan.fabric.c_str(),
+            if (!plan.quiet) {
+                // Which fabric and which I/O path (the kernel's, or DPDK's), in one line.
+                std::string io = proxies.empty() ? std::string("-") : proxies[0]->io_path();
+                if (plan.fabric == "udp")
+                    io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
+                          (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
+                                     : std::string());
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s\n",
+                             me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
                              prefix.c_str());
+            }
             if (plan.polling != Polling::kInline) {
                 unsigned lcore = 0;
                 uint16_t p = 0;
@@ -522,7 +630,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             std::vector<std::thread> threads;
             for (uint16_t t = 0; t < plan.threads; ++t) {
                 ctx[t] = ComputeCtx{&plan, pool.get(), &rings, &proxies, t, {}};
-                threads.emplace_back(plan.workload == "pingpong" ? pingpong_thread : compute_thread, std::ref(ctx[t]));
+                threads.emplace_back(plan.workload == "pingpong" ? pingpong_thread
+                                     : plan.workload == "stream" ? stream_thread
+                                                                 : compute_thread,
+                                     std::ref(ctx[t]));
             }
             for (auto& th : threads) th.join();
             for (auto& c : ctx) {
@@ -710,6 +821,17 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     std::error_code ec;
     std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
     std::filesystem::create_directories(plan.sock_dir, ec);
+    if (plan.fabric == "udp") {
+        // Refused io_uring (old kernel, seccomp, io_uring_disabled) stops the run here, with the
+        // alternative named, not later inside every cluster.
+        UringCaps caps;
+        std::string err;
+        if (!uring_probe(caps, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+    }
     const bool afp = plan.fabric == "af_packet";
     if (afp && !afp_fabric_up(plan)) {
         afp_fabric_down(plan);
@@ -738,6 +860,9 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
                 signal(sig, SIG_DFL);
                 raise(sig);
             });
+            // A quiet run (a benchmark) keeps stdout for its own result (`bench --json`): the
+            // cluster's report goes to stderr.
+            if (plan.quiet) dup2(2, 1);
             ClusterPlan mine = plan;
             mine.cluster_id = c;
             mine.exit_without_teardown = true;  // this process _exit()s right after the report

@@ -25,8 +25,18 @@ def leftovers(run_id):
     return found
 
 
+def udp_port_args(args):
+    """fabric udp binds fixed ports (udp_port + 64*cluster + proxy): a test picks its own range,
+    so two test runs on one host (two worktrees, two CI jobs) do not take each other's ports."""
+    if args[args.index("--fabric") + 1:][:1] != ["udp"] or any("udp_port" in a for a in args):
+        return []
+    return ["--set", f"machine.udp_port={20000 + (os.getpid() % 48) * 256}"]
+
+
 def main():
     cli, args = sys.argv[1], sys.argv[2:]
+    if "--fabric" in args:
+        args = args + udp_port_args(args)
     cmd = [cli, "run", "alltoall"] + args
     print("$", " ".join(cmd), flush=True)
     start = time.time()
@@ -53,7 +63,9 @@ def main():
     left = leftovers(run_id)
     if left:
         failures.append(f"left behind: {left}")
-    ps = subprocess.run(["pgrep", "-f", f"iccs-cli run alltoall"], capture_output=True, text=True).stdout.split()
+    # Only this test's process group: runs of another worktree or CI job on the host are not ours.
+    ps = subprocess.run(["pgrep", "-g", str(os.getpgid(0)), "-f", "iccs-cli run alltoall"],
+                        capture_output=True, text=True).stdout.split()
     ps = [p for p in ps if int(p) != os.getpid()]
     if ps:
         failures.append(f"iccs processes still running: {ps}")
