@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "bench_compare.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "bench_stripe.hpp"
@@ -26,31 +27,47 @@ int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--json]\n"
-            "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--json]\n"
-            "       iccs bench stripe [--runs N] [--messages N] [--polling adaptive|inline|busy] [--json]\n"
-            "  rtt     round-trip time of messages between compute threads of two clusters (processes,\n"
-            "          proxies, memif), median and p99, with the kernel's UDP ping-pong on loopback and\n"
-            "          the shared-memory floor (one cache line between two pinned processes) in the same\n"
-            "          run. JSON keys: iccs_rtt_median_us, iccs_rtt_p99_us, kernel_rtt_median_us,\n"
-            "          floor_rtt_median_us, ratio_to_kernel, ratio_to_floor, cores, polling.\n"
-            "  stripe  what striping buys: throughput of 1 MiB messages between two clusters (processes,\n"
-            "          memif) over one parallel connection with 1, 2 and 4 proxies per cluster, against a\n"
-            "          kernel TCP loopback stream of the same messages in the same run; and the message rate\n"
-            "          of 100-byte messages with each dispatch policy (fixed, round-robin, least-loaded) over\n"
-            "          2 proxies, also with proxy 1 slowed on purpose. States the host's cores; with fewer cores than threads the figures are\n"
-            "          functional, and it says so. --messages N: 1 MiB messages per run (default 64).\n"
-            "          JSON keys: cores, kernel_tcp_mb_per_s, mb_per_s_1_proxy, mb_per_s_2_proxies,\n"
-            "          mb_per_s_4_proxies, ratio_2_to_1, ratio_4_to_1, ratio_1_proxy_to_kernel,\n"
-            "          msgs_per_s_fixed, msgs_per_s_round_robin, msgs_per_s_least_loaded,\n"
-            "          slowed_msgs_per_s_round_robin, slowed_msgs_per_s_least_loaded, slowed_share_round_robin,\n"
-            "          slowed_share_least_loaded (proxy 1 slowed on purpose: rate and its share), functional_only.\n"
-            "  stack   CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
-            "          in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
-            "          measured in the same run; prints both and their ratio.\n"
-            "  --size N       payload bytes (default 100, 1..1400)\n"
-            "  --messages N   messages per run (default 2000000)\n"
+            "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
+            "                      [--json]\n"
+            "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
+            "                         [--fabric memif|udp] [--json]\n"
+            "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
+            "                          [--polling inline|adaptive|busy] [--json]\n"
+            "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
+            "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
+            "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
+            "           shared-memory floor (one cache line between two pinned processes) in the same run.\n"
+            "           --samples N (default 20000, at least 100). JSON keys: iccs_rtt_median_us,\n"
+            "           iccs_rtt_p99_us, kernel_rtt_median_us, floor_rtt_median_us, ratio_to_kernel,\n"
+            "           ratio_to_floor, cores, fabric, polling.\n"
+            "  compare  the headline table: the same 100-byte round trip (median) and one-way message rate\n"
+            "           (one sender thread) over memif (DPDK), udp (io_uring) and plain blocking kernel\n"
+            "           sockets, all on the same two pinned threads, interleaved over --runs N runs (default\n"
+            "           5), medians with min and max, and the ratio of each to the kernel sockets.\n"
+            "           --samples N round trips (default 10000) and --messages N (default 200000) per run;\n"
+            "           --polling as for rtt (default inline: no thread but the two). JSON: paths.memif,\n"
+            "           paths.udp, paths.kernel, each with rtt_median_us, rtt_ratio_to_kernel,\n"
+            "           rate_msgs_per_s, rate_ratio_to_kernel, min/max; cores, oversubscribed.\n"
+            "  stripe   what striping buys: throughput of 1 MiB messages between two clusters (processes)\n"
+            "           over one parallel connection with 1, 2 and 4 proxies per cluster, against a kernel\n"
+            "           TCP loopback stream of the same messages in the same run; and the message rate of\n"
+            "           100-byte messages with each dispatch policy (fixed, round-robin, least-loaded) over 2\n"
+            "           proxies, also with proxy 1 slowed on purpose. --fabric memif (default) or udp;\n"
+            "           --polling (default adaptive); --runs N (default 3, medians); --messages N: 1 MiB\n"
+            "           messages per run (default 64). States the host's cores; with fewer cores than\n"
+            "           threads the figures are functional, and it says so. JSON keys: cores, fabric,\n"
+            "           kernel_tcp_mb_per_s, mb_per_s_1_proxy, mb_per_s_2_proxies, mb_per_s_4_proxies,\n"
+            "           ratio_2_to_1, ratio_4_to_1, ratio_1_proxy_to_kernel, msgs_per_s_fixed,\n"
+            "           msgs_per_s_round_robin, msgs_per_s_least_loaded, slowed_msgs_per_s_round_robin,\n"
+            "           slowed_msgs_per_s_least_loaded, slowed_share_round_robin, slowed_share_least_loaded\n"
+            "           (proxy 1 slowed: rate and the share it got), functional_only.\n"
+            "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
+            "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
+            "           measured in the same run; prints both and their ratio.\n"
+            "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
+            "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
-            "  --json         one JSON object: iccs_ns_per_msg, kernel_ns_per_msg, ratio, ...\n");
+            "  --json         one JSON object instead of the table\n");
         return argc < 1 ? 2 : 0;
     }
     const std::string which = argv[0];
@@ -72,6 +89,12 @@ int cmd_bench(int argc, char** argv) {
                                 "' for --polling: allowed values are inline, adaptive, busy");
                 o.polling = v;
                 ++i;
+            } else if (a == "--fabric") {
+                if (v == nullptr || (std::strcmp(v, "memif") != 0 && std::strcmp(v, "udp") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --fabric: allowed values are memif, udp");
+                o.fabric = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
@@ -79,6 +102,38 @@ int cmd_bench(int argc, char** argv) {
             }
         }
         return iccs::bench_rtt(o);
+    }
+    if (which == "compare") {
+        iccs::BenchCompareOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--size") {
+                o.size_bytes = static_cast<uint32_t>(parse_u64(a, v, 1, 9000));
+                ++i;
+            } else if (a == "--runs") {
+                o.runs = static_cast<uint32_t>(parse_u64(a, v, 1, 100));
+                ++i;
+            } else if (a == "--samples") {
+                o.samples = parse_u64(a, v, 100, 10'000'000);
+                ++i;
+            } else if (a == "--messages") {
+                o.messages = parse_u64(a, v, 1000, 100'000'000);
+                ++i;
+            } else if (a == "--polling") {
+                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
+                                     std::strcmp(v, "busy") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --polling: allowed values are inline, adaptive, busy");
+                o.polling = v;
+                ++i;
+            } else if (a == "--json") {
+                o.json = true;
+            } else {
+                usage_error("unknown option '" + a + "' for bench compare (see iccs bench --help)");
+            }
+        }
+        return iccs::bench_compare(o);
     }
     if (which == "stripe") {
         iccs::BenchStripeOptions o;
@@ -98,6 +153,12 @@ int cmd_bench(int argc, char** argv) {
                                 "' for --polling: allowed values are inline, adaptive, busy");
                 o.polling = v;
                 ++i;
+            } else if (a == "--fabric") {
+                if (v == nullptr || (std::strcmp(v, "memif") != 0 && std::strcmp(v, "udp") != 0))
+                    usage_error(std::string("bad value '") + (v ? v : "") +
+                                "' for --fabric: allowed values are memif, udp");
+                o.fabric = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
@@ -106,7 +167,7 @@ int cmd_bench(int argc, char** argv) {
         }
         return iccs::bench_stripe(o);
     }
-    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe)");
+    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

@@ -13,6 +13,7 @@
 #include "args.hpp"
 #include "cluster.hpp"
 #include "config.hpp"
+#include "uring_udp.hpp"
 
 namespace iccs {
 
@@ -21,8 +22,9 @@ namespace {
 const char* kRunHelp =
     "usage: iccs run alltoall|errors [options]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
-    "  lcores, memif links between the proxies of different clusters, or veths / NIC ports) and\n"
-    "  runs a built-in program on every compute thread, each with its own convergence module:\n"
+    "  lcores, memif links between the proxies of different clusters, or veths / NIC ports, or\n"
+    "  the kernel's UDP sockets driven by io_uring) and runs a built-in program on every compute\n"
+    "  thread, each with its own convergence module:\n"
     "  alltoall  every compute thread opens a parallel connection to every compute thread of every\n"
     "            other cluster and sends --messages messages over it (sizes random in\n"
     "            [--min-size, --max-size]; the first message has the smallest size, the second the\n"
@@ -45,7 +47,9 @@ const char* kRunHelp =
     "  --stripe-threshold N [convergence] stripe_threshold_bytes (0 = one MTU's payload)\n"
     "  --fabric NAME        [machine] fabric: memif (shared-memory links between the cluster\n"
     "                       processes), af_packet (a veth per proxy on a Linux bridge; needs root),\n"
-    "                       or pci (NIC ports from [machine] pci_addresses); udp: not yet\n"
+    "                       pci (NIC ports from [machine] pci_addresses), or udp (a kernel UDP\n"
+    "                       socket per proxy driven by io_uring, on 127.0.0.1 unless [machine]\n"
+    "                       udp_addresses says otherwise; ports udp_port + 64*cluster + proxy)\n"
     "  --mtu N              [machine] mtu_bytes\n"
     "  --drop P             [test] drop: probability a received frame is dropped\n"
     "  --duplicate P        [test] duplicate: probability a received frame is duplicated\n"
@@ -132,6 +136,14 @@ int cmd_run(int argc, char** argv, bool demo) {
         return 2;
     }
     const MachineConfig& cfg = *cr.config;
+    if (cfg.machine.fabric == Fabric::kUdp) {  // io_uring refused: say so before anything starts
+        UringCaps caps;
+        std::string err;
+        if (!uring_probe(caps, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            return 2;
+        }
+    }
     if (cfg.machine.clusters < 2) {
         std::fprintf(stderr, "iccs run: %s needs at least 2 clusters ([machine] clusters = %u)\n",
                      program.c_str(), cfg.machine.clusters);
@@ -158,6 +170,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.mtu_bytes = cfg.machine.mtu_bytes;
     plan.base_ip = cfg.machine.base_ip.v;
     plan.udp_port = cfg.machine.udp_port;
+    plan.udp_addresses = cfg.machine.udp_addresses;
     plan.slidwin = to_slidwin_config(cfg.slidwin);
     plan.reass = to_reassembly_config(cfg.reassembly);
     plan.impair.drop = cfg.test.drop;
@@ -171,16 +184,18 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.min_size = min_size;
     plan.max_size = max_size;
     plan.seed = cfg.test.seed + 1;
-    std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (DPDK, "
+    const bool kernel_udp = cfg.machine.fabric == Fabric::kUdp;
+    std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (%s, "
                 "one process and EAL per cluster), polling %s, dispatch %s, %s connections, stripe threshold %u "
-                "bytes, MTU %u; host has %u cores\n",
+                "bytes, MTU %u%s; host has %u cores\n",
                 demo ? "demo" : ("run " + program).c_str(), plan.clusters, plan.threads, nprox,
                 cfg.cluster.proxies == kProxiesAuto ? " (auto)" : "", plan.fabric.c_str(),
+                kernel_udp ? "kernel UDP sockets via io_uring" : "DPDK",
                 std::string(to_string(cfg.cluster.polling)).c_str(),
                 std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.conv.ordered ? "ordered" : "unordered",
                 plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
                                                  : default_stripe_threshold(plan.mtu_bytes),
-                plan.mtu_bytes, cores);
+                plan.mtu_bytes, kernel_udp ? " (not used: the kernel fragments to the route's MTU)" : "", cores);
     if (program == "alltoall")
         std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
                     "every other cluster, each pair over one parallel connection\n",

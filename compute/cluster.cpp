@@ -328,6 +328,54 @@ bool program_errors(ComputeEnv& env) {
     return true;
 }
 
+// The one-way stream of `iccs bench compare`: thread 0 of cluster 0 sends `messages` messages of
+// min_size bytes to thread 0 of cluster 1 over one parallel connection as fast as the window takes
+// them; cluster 1 answers the last one. The sender times its first send to that answer (one
+// one-way trip over the whole stream) and writes "stream_ns ELAPSED MESSAGES" to result_file.
+bool program_stream(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
+    std::vector<uint8_t> buf(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    Connection* c = nullptr;
+    if (p.cluster_id == 1) {
+        if (const ConvError e = conv.listen(kAppPort); e != ConvError::kOk) return set_error(env, "listen", e);
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
+            return set_error(env, "accept", e);
+        RecvMsg m;
+        for (uint64_t i = 0; i < p.messages; ++i) {
+            if (const ConvError e = conv.recv_msg(c, m, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+            ++env.result.received;
+        }
+        if (const ConvError e = conv.send(c, buf.data(), 1); e != ConvError::kOk) return set_error(env, "send", e);
+        ++env.result.sent;
+        conv.recv_msg(c, m, 10'000'000);  // end-of-stream
+        conv.close(c, 0);
+        return true;
+    }
+    if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
+        return set_error(env, "connect", e);
+    const uint64_t t0 = monotonic_ns();
+    for (uint64_t i = 0; i < p.messages && !stopping(); ++i) {
+        if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk) return set_error(env, "send", e);
+        ++env.result.sent;
+    }
+    uint32_t len = 0;
+    if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
+        e != ConvError::kOk)
+        return set_error(env, "recv of the answer", e);
+    ++env.result.received;
+    const uint64_t elapsed = monotonic_ns() - t0;
+    if (!p.result_file.empty())
+        if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
+            std::fprintf(f, "stream_ns %llu %llu\n", static_cast<unsigned long long>(elapsed),
+                         static_cast<unsigned long long>(p.messages));
+            std::fclose(f);
+        }
+    conv.close(c, 10'000'000);
+    return true;
+}
+
 int proxy_lcore_main(void* arg) {
     static_cast<Proxy*>(arg)->run();
     return 0;
@@ -372,6 +420,11 @@ int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "port_rx_frames", s.port_rx);
     rte_tel_data_add_dict_u64(d, "port_tx_frames", s.port_tx);
     rte_tel_data_add_dict_u64(d, "port_tx_ring_full", s.port_tx_ring_full);
+    if (s.kernel_udp) {  // fabric udp: the io_uring socket's own counters
+        s.uring.for_each([d](const char* name, const char*, uint64_t v) {
+            rte_tel_data_add_dict_u64(d, ("uring_" + std::string(name)).c_str(), v);
+        });
+    }
     return 0;
 }
 
@@ -391,6 +444,14 @@ std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t prox
     const size_t all = size_t{plan.clusters} * plan.proxies_per_cluster[cluster];
     const size_t i = plan.pci_addresses.size() >= all ? size_t{cluster} * plan.proxies_per_cluster[cluster] + proxy : proxy;
     return i < plan.pci_addresses.size() ? plan.pci_addresses[i] : std::string();
+}
+
+Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    return udp_socket_ip(plan.udp_addresses, plan.clusters, plan.proxies_per_cluster[cluster], cluster, proxy);
+}
+
+uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    return udp_socket_port(plan.udp_port, cluster, proxy);
 }
 
 std::string afp_ifname(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
@@ -437,13 +498,18 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     // rings full, and a burst per port. Fewer and the receive buffers can starve the port of
     // mbufs, so the missing datagram that would drain them can never arrive.
     // The largest datagram is one piece: convergence cuts larger messages at the stripe threshold.
+    // Fabric udp: counted in the 2 KiB segments a received datagram is copied into (the kernel
+    // reassembles: no fragments, no reassembly cap).
     const uint32_t threshold = plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
                                                                 : default_stripe_threshold(plan.mtu_bytes);
+    const uint32_t largest = std::min(plan.max_size, threshold);
+    const bool kernel_udp = plan.fabric == "udp";
     const uint32_t frags_per_msg =
-        (std::min(plan.max_size, threshold) + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
+        kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
+                   : (largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
-                              plan.reass.max_bytes / 2048 + plan.threads * plan.ring_entries * frags_per_msg +
-                              1024 * (links_per_proxy + 1);
+                              (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
+                              plan.threads * plan.ring_entries * frags_per_msg + 1024 * (links_per_proxy + 1);
     constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
     // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
     const uint64_t pools_mb = 64 + uint64_t{plan.pool_segments} * 2432 / (1 << 20) +
@@ -489,7 +555,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 for (uint16_t c = 0; c < plan.clusters; ++c)
                     if (c != me)
                         for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q)
-                            pc.peers.push_back(ProxyAddr{c, q, proxy_ip(plan, c, q), proxy_mac(c, q)});
+                            pc.peers.push_back(kernel_udp ? ProxyAddr{c, q, udp_ip(plan, c, q), proxy_mac(c, q),
+                                                                      udp_port(plan, c, q)}
+                                                          : ProxyAddr{c, q, proxy_ip(plan, c, q), proxy_mac(c, q)});
                 const std::string pn = "c" + std::to_string(me) + "p" + std::to_string(p);
                 // The proxy's own buffers (acks, fragment headers): if it drew from the pool the
                 // compute threads fill, two clusters could each wait for the other's acks forever.
@@ -497,6 +565,20 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                              kStackSegBytes + kPktHeadroom, err));
                 if (!stack_pools.back()) return fail(err);
                 auto px = std::make_unique<Proxy>(pc, *stack_pools.back(), rings);
+                if (kernel_udp) {
+                    // The kernel does IP and UDP: no port, no mbufs. Received datagrams are copied
+                    // into a pool of the proxy's own, sized as the RX mbufs would be.
+                    stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "urx", rx_mbufs,
+                                                                 2048 + kPktHeadroom, err));
+                    if (!stack_pools.back()) return fail(err);
+                    UringUdpConfig uc;
+                    uc.ip = udp_ip(plan, me, p);
+                    uc.port = udp_port(plan, me, p);
+                    if (!px->add_udp_socket(uc, *stack_pools.back(), err))
+                        return fail("proxy " + std::to_string(me) + "." + std::to_string(p) + ": " + err);
+                    proxies.push_back(std::move(px));
+                    continue;
+                }
                 rte_mempool* rx = rte_pktmbuf_pool_create((pn + "rx").c_str(), rx_mbufs, 256, rx_priv_size(),
                                                           RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
                 rte_mempool* desc = rte_pktmbuf_pool_create((pn + "txd").c_str(), 8192, 256, 0, 0, SOCKET_ID_ANY);
@@ -530,7 +612,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                              ",blocksz=4096,framesz=2048,framecnt=512";
                     if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
                 } else {
-                    return fail("fabric \"" + plan.fabric + "\" is not available in cluster runs (memif, af_packet and pci are)");
+                    return fail("fabric \"" + plan.fabric +
+                                "\" is not available in cluster runs (memif, af_packet, pci and udp are)");
                 }
                 proxies.push_back(std::move(px));
             }
@@ -549,12 +632,19 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             rte_telemetry_register_cmd("/iccs/proxies", tel_proxies, "Proxies of this cluster. No parameters");
             rte_telemetry_register_cmd("/iccs/proxy/stats", tel_proxy_stats,
                                        "Counters of one proxy. Parameter: proxy index");
-            if (!plan.quiet)
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s, polling %s, EAL %s\n", me,
-                             nprox, plan.threads, plan.fabric.c_str(),
+            if (!plan.quiet) {
+                // Which fabric and which I/O path (the kernel's, or DPDK's), in one line.
+                std::string io = proxies.empty() ? std::string("-") : proxies[0]->io_path();
+                if (plan.fabric == "udp")
+                    io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
+                          (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
+                                     : std::string());
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s\n",
+                             me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
                              prefix.c_str());
+            }
             if (plan.polling != Polling::kInline) {
                 unsigned lcore = 0;
                 uint16_t p = 0;
@@ -581,6 +671,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             const ComputeProgram program = plan.program ? plan.program
                                            : plan.workload == "pingpong" ? program_pingpong
                                            : plan.workload == "errors"   ? program_errors
+                                           : plan.workload == "stream"   ? program_stream
                                                                          : program_alltoall;
             std::vector<ComputeResult> results(plan.threads);
             std::vector<ConvCounters> conv_counters(plan.threads);
@@ -793,6 +884,17 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     std::error_code ec;
     std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
     std::filesystem::create_directories(plan.sock_dir, ec);
+    if (plan.fabric == "udp") {
+        // Refused io_uring (old kernel, seccomp, io_uring_disabled) stops the run here, with the
+        // alternative named, not later inside every cluster.
+        UringCaps caps;
+        std::string err;
+        if (!uring_probe(caps, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+    }
     const bool afp = plan.fabric == "af_packet";
     if (afp && !afp_fabric_up(plan)) {
         afp_fabric_down(plan);
@@ -821,6 +923,9 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
                 signal(sig, SIG_DFL);
                 raise(sig);
             });
+            // A quiet run (a benchmark) keeps stdout for its own result (`bench --json`): the
+            // cluster's report goes to stderr.
+            if (plan.quiet) dup2(2, 1);
             ClusterPlan mine = plan;
             mine.cluster_id = c;
             mine.exit_without_teardown = true;  // this process _exit()s right after the report

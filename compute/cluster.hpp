@@ -47,10 +47,12 @@ struct ClusterPlan {
     ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
     uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
+                                                // | udp (kernel UDP sockets via io_uring: no DPDK port)
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all
     uint32_t mtu_bytes = 1500;
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
-    uint16_t udp_port = 9410;
+    uint16_t udp_port = 9410;                   // fabric udp: proxy p of cluster c binds udp_port + 64*c + p
+    std::vector<Ipv4Addr> udp_addresses;        // fabric udp: [] (127.0.0.1), per cluster, or per proxy
     SlidwinConfig slidwin;
     ReassemblyConfig reass;
     RxImpairment impair;
@@ -68,6 +70,9 @@ struct ClusterPlan {
     // "alltoall" (above), or "pingpong": thread 0 of cluster 0 sends `messages` messages of
     // min_size bytes to thread 0 of cluster 1, which sends each straight back; round-trip times
     // (after `warmup` untimed rounds) go to result_file as one line: "rtt_ns MEDIAN P99 MIN MAX N";
+    // "stream" (for `iccs bench compare`): thread 0 of cluster 0 sends `messages` messages of
+    // min_size bytes to thread 0 of cluster 1, which answers the last; result_file gets
+    // "stream_ns ELAPSED MESSAGES" (first send to the answer);
     // or "errors": the failure cases of connections (refused, end-of-stream, a cluster that dies:
     // cluster 1 kills itself, and the launcher expects that).
     std::string workload = "alltoall";
@@ -100,6 +105,9 @@ bool afp_fabric_up(const ClusterPlan& plan);
 void afp_fabric_down(const ClusterPlan& plan);
 // fabric pci: the NIC port (PCI address) of a proxy.
 std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+// fabric udp: the address and port of a proxy's socket (config.hpp: udp_socket_ip/_port).
+Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 
 // Run this process as cluster plan.cluster_id: EAL up, links up, workload, report, EAL down.
 ClusterReport run_cluster(const ClusterPlan& plan);

@@ -255,7 +255,7 @@ Problem problem_at(const toml::node& n, std::string text) {
     return Problem{n.source().begin.line, n.source().begin.column, std::move(text)};
 }
 
-enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray };
+enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray, kIpv4Array };
 
 struct Key {
     std::string_view section;
@@ -453,6 +453,44 @@ Key pci_addresses_key() {
     return k;
 }
 
+Key udp_addresses_key() {
+    const std::string element = "an IPv4 unicast address like \"127.0.0.1\" (not 0.x.x.x, or 224.0.0.0 and above)";
+    Key k{"machine", "udp_addresses", Kind::kIpv4Array, "an array of IPv4 addresses, e.g. [\"10.1.0.1\", \"10.1.0.2\"]",
+          "fabric = \"udp\": socket addresses: [] = 127.0.0.1, one per cluster, or one per proxy (else ignored)",
+          {}, {}, {}};
+    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<Ipv4Addr> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto s = e.as_string();
+            Ipv4Addr ip;
+            if (!s || !parse_ipv4_strict(s->get(), ip) || (ip.v >> 24) == 0 || (ip.v >> 24) >= 224)
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(ip);
+        }
+        c.machine.udp_addresses = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const Ipv4Addr ip : c.machine.udp_addresses) a.push_back(ipv4_text(ip));
+        t.insert_or_assign("udp_addresses", std::move(a));
+    };
+    k.note = [](const MachineConfig& c) {
+        if (c.machine.fabric != Fabric::kUdp)
+            return c.machine.udp_addresses.empty() ? std::string() : std::string("ignored: fabric is not \"udp\"");
+        const uint32_t last_c = c.machine.clusters > 0 ? c.machine.clusters - 1 : 0;
+        const uint32_t last_p = c.cluster.proxies_resolved > 0 ? c.cluster.proxies_resolved - 1 : 0;
+        return std::string(c.machine.udp_addresses.empty() ? "empty: 127.0.0.1; " : "") + "ports " +
+               std::to_string(udp_socket_port(c.machine.udp_port, 0, 0)) + " .. " +
+               std::to_string(udp_socket_port(c.machine.udp_port, last_c, last_p));
+    };
+    return k;
+}
+
 constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test"};
 
 std::vector<Key> make_keys() {
@@ -471,7 +509,9 @@ std::vector<Key> make_keys() {
                         "IPv4 MTU: largest IP packet on the fabric [bytes]"));
     t.push_back(base_ip_key());
     t.push_back(int_key("machine", "udp_port", &M::machine, &MachineSection::udp_port, 1, 65535,
-                        "UDP port the proxies' stacks use"));
+                        "UDP port the proxies' stacks use; fabric udp: proxy p of cluster c binds "
+                        "udp_port + 64*c + p"));
+    t.push_back(udp_addresses_key());
     t.push_back(pci_addresses_key());
     // [cluster]
     t.push_back(int_key("cluster", "compute_threads", &M::cluster, &ClusterSection::compute_threads, 1, 256,
@@ -702,7 +742,8 @@ std::optional<Problem> set_from_text(const Key& key, MachineConfig& cfg, const s
             if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
             return key.set(cfg, toml::value<std::string>(std::string(text)));
         case Kind::kCoreArray: return key.set(cfg, override_array(text, true));
-        case Kind::kPciArray: return key.set(cfg, override_array(text, false));
+        case Kind::kPciArray:
+        case Kind::kIpv4Array: return key.set(cfg, override_array(text, false));
     }
     return std::nullopt;
 }
@@ -865,6 +906,21 @@ std::optional<std::string> validate(const MachineConfig& cfg) {
                     return "config error: [machine] pci_addresses[" + std::to_string(i) + "] = " +
                            quote(m.pci_addresses[i]) + ": already used by pci_addresses[" + std::to_string(j) +
                            "] (one port per proxy)";
+    }
+    if (m.fabric == Fabric::kUdp) {
+        const size_t n = m.udp_addresses.size(), all = size_t{proxies} * m.clusters;
+        if (n != 0 && n != m.clusters && n != all)
+            return "config error: " + kv("machine", "fabric", "\"udp\"") + " needs [machine] udp_addresses with 0 " +
+                   "entries (every proxy on 127.0.0.1), " + std::to_string(m.clusters) + " (one per cluster) or " +
+                   std::to_string(all) + " (" + std::to_string(m.clusters) + " clusters x " + std::to_string(proxies) +
+                   " proxies); it has " + std::to_string(n);
+        const uint32_t last = m.udp_port + 64u * (m.clusters - 1) + proxies - 1;
+        if (last > 65535)
+            return "config error: " + kv("machine", "udp_port", std::to_string(m.udp_port)) +
+                   " with fabric = \"udp\", " +
+                   std::to_string(m.clusters) + " clusters and " + std::to_string(proxies) +
+                   " proxies: the last socket port (udp_port + 64*c + p) would be " + std::to_string(last) +
+                   "; need udp_port <= " + std::to_string(65535 - 64u * (m.clusters - 1) - (proxies - 1));
     }
     return std::nullopt;
 }

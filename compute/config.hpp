@@ -37,7 +37,7 @@ enum class Fabric {
     kMemif,     // "memif": DPDK net_memif shared-memory links (one host; the default)
     kAfPacket,  // "af_packet": DPDK net_af_packet on veth/bridge in network namespaces
     kPci,       // "pci": real NIC ports bound to DPDK, listed in [machine] pci_addresses
-    kUdp,       // "udp": kernel UDP sockets via io_uring (arrives with the kernel-path issue)
+    kUdp,       // "udp": kernel UDP sockets driven by io_uring (no DPDK port; any host)
 };
 // How a proxy waits for work (DESIGN.md §2 "Polling"): enum class Polling, in proxy/polling.hpp.
 
@@ -56,7 +56,10 @@ struct MachineSection {
     Fabric fabric = Fabric::kMemif;            // what joins the proxies
     uint32_t mtu_bytes = 1500;                 // IPv4 MTU: largest IP packet on the fabric [bytes] (576..9000)
     Ipv4Addr base_ip{0x0a000000};              // 10.0.0.0: proxy p of cluster c is base + 256*c + p + 1
-    uint16_t udp_port = 9410;                  // UDP port the proxies' stacks use (1..65535)
+    uint16_t udp_port = 9410;                  // UDP port the proxies' stacks use (1..65535); fabric udp:
+                                               // proxy p of cluster c binds udp_port + 64*c + p
+    std::vector<Ipv4Addr> udp_addresses{};     // fabric udp: socket addresses: none (127.0.0.1), one per
+                                               // cluster, or one per proxy of all clusters; else ignored
     std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
     friend bool operator==(const MachineSection&, const MachineSection&) = default;
 };
@@ -170,7 +173,10 @@ void resolve(MachineConfig& cfg);
 //     below 224.0.0.0 (no multicast);
 //   - fabric = "pci": pci_addresses has one entry per proxy of one cluster (proxies_resolved: one
 //     cluster per host) or of all clusters (clusters * proxies_resolved: all on this host, cluster c
-//     proxy p takes entry c * proxies_resolved + p), with no address twice.
+//     proxy p takes entry c * proxies_resolved + p), with no address twice;
+//   - fabric = "udp": udp_addresses has 0 entries (every proxy on 127.0.0.1), one per cluster, or
+//     one per proxy of all clusters (cluster c proxy p takes entry c * proxies_resolved + p), and
+//     the last socket port, udp_port + 64 * (clusters - 1) + proxies_resolved - 1, is <= 65535.
 // proxy_cores may have any length: proxy p of a cluster is pinned to proxy_cores[p] (the list is
 // the same for every cluster on the host); proxies beyond the list are spread over the host's
 // cores, entries beyond the proxies are unused. Returns the first error, as one line.
@@ -196,6 +202,20 @@ uint32_t host_core_count();
 // Proxy p of cluster c (both from 0): machine.base_ip + 256*c + p + 1.
 inline Ipv4Addr proxy_ip(const MachineConfig& cfg, uint32_t cluster, uint32_t proxy) {
     return Ipv4Addr{cfg.machine.base_ip.v + 256u * cluster + proxy + 1u};
+}
+
+// fabric udp: the socket of proxy p of cluster c. Its port is udp_port + 64*c + p (distinct on
+// one host: at most 64 proxies per cluster); its address is 127.0.0.1 when udp_addresses is
+// empty, udp_addresses[c] with one entry per cluster, udp_addresses[c * proxies + p] with one per proxy.
+inline uint16_t udp_socket_port(uint16_t udp_port, uint32_t cluster, uint32_t proxy) {
+    return static_cast<uint16_t>(udp_port + 64u * cluster + proxy);
+}
+inline Ipv4Addr udp_socket_ip(const std::vector<Ipv4Addr>& addresses, uint32_t clusters, uint32_t proxies,
+                              uint32_t cluster, uint32_t proxy) {
+    if (addresses.size() == clusters && cluster < addresses.size()) return addresses[cluster];
+    const size_t i = size_t{cluster} * proxies + proxy;
+    if (addresses.size() == size_t{clusters} * proxies && i < addresses.size()) return addresses[i];
+    return Ipv4Addr{0x7f000001};  // none given (validate() refuses other counts)
 }
 
 // The stack's own config structs, from the sections (us and ms become ns).

@@ -11,6 +11,7 @@ struct BenchRttOptions {
     uint32_t size_bytes = 100;
     uint64_t samples = 20'000;
     std::string polling = "inline";  // inline | adaptive | busy
+    std::string fabric = "memif";    // memif (DPDK) | udp (kernel UDP sockets via io_uring)
     bool json = false;
 };
 

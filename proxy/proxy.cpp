@@ -73,6 +73,24 @@ bool Proxy::add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempo
     return true;
 }
 
+bool Proxy::add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::string& err) {
+    if (udp_ || !ports_.empty()) {
+        err = "proxy " + std::to_string(cfg_.cluster) + "." + std::to_string(cfg_.index) +
+              ": a UDP socket replaces the ports, it does not join them";
+        return false;
+    }
+    udp_ = UringUdpPort::open(uc, rx_pool, pool_, err);
+    if (!udp_) return false;
+    // The endpoint moves from the stack to the socket (no sub-connection is open yet).
+    ep_ = std::make_unique<SlidwinEndpoint>(*udp_, wheel_, udp_->port(), cfg_.slidwin, *this);
+    return true;
+}
+
+std::string Proxy::io_path() const {
+    if (udp_) return udp_->describe();
+    return "DPDK ethdev rx/tx bursts, " + std::to_string(ports_.size()) + (ports_.size() == 1 ? " port" : " ports");
+}
+
 bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
     for (auto& p : ports_)
         if (!p->wait_link(timeout_ms)) {
@@ -86,7 +104,8 @@ bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
 void Proxy::open_subconnections(uint64_t now_ns) {
     for (const ProxyAddr& peer : cfg_.peers) {
         stack_.arp().add_static(peer.ip, peer.mac);
-        SubConnection* sc = ep_->open(global_id(peer.cluster, peer.index), peer.ip, cfg_.udp_port,
+        SubConnection* sc = ep_->open(global_id(peer.cluster, peer.index), peer.ip,
+                                      peer.udp_port != 0 ? peer.udp_port : cfg_.udp_port,
                                       global_id(cfg_.cluster, cfg_.index), now_ns);
         // DESIGN.md §2: this proxy sends to remote proxy (our index mod their count), so the
         // proxies of a cluster spread their traffic over the other cluster's proxies.
@@ -175,6 +194,23 @@ void Proxy::status_pass(uint64_t now_ns) {
         }
         last_heard_ns_[c] = 0;  // reported once
     }
+}
+
+uint32_t Proxy::impair_burst(PktBuf** frames, uint32_t n) {
+    if (cfg_.impair.drop == 0 && cfg_.impair.duplicate == 0 && cfg_.impair.reorder_window == 0) return n;
+    PktBuf* extra[kBurst];
+    uint32_t extra_n = 0, kept = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        if (PktBuf* f = impair(frames[i], extra_n, extra)) frames[kept++] = f;
+    for (uint32_t i = 0; i < extra_n; ++i) frames[kept++] = extra[i];
+    if (n == 0 && !held_.empty()) {  // a quiet port lets held frames out
+        for (PktBuf* f : held_) {
+            if (kept == kBurst * 2) break;
+            frames[kept++] = f;
+        }
+        held_.erase(held_.begin(), held_.begin() + std::min<size_t>(held_.size(), kBurst * 2));
+    }
+    return kept;
 }
 
 PktBuf* Proxy::impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra) {
@@ -360,22 +396,15 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     for (auto& port : ports_) {
         uint32_t n = port->rx_burst(frames, kBurst);
         work += n;
-        if (cfg_.impair.drop > 0 || cfg_.impair.duplicate > 0 || cfg_.impair.reorder_window > 0) {
-            PktBuf* extra[kBurst];
-            uint32_t extra_n = 0, kept = 0;
-            for (uint32_t i = 0; i < n; ++i)
-                if (PktBuf* f = impair(frames[i], extra_n, extra)) frames[kept++] = f;
-            for (uint32_t i = 0; i < extra_n; ++i) frames[kept++] = extra[i];
-            if (n == 0 && !held_.empty()) {  // a quiet port lets held frames out
-                for (PktBuf* f : held_) {
-                    if (kept == kBurst * 2) break;
-                    frames[kept++] = f;
-                }
-                held_.erase(held_.begin(), held_.begin() + std::min<size_t>(held_.size(), kBurst * 2));
-            }
-            n = kept;
-        }
+        n = impair_burst(frames, n);
         if (n > 0) stack_.input_burst(frames, n, now_ns);
+    }
+    if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
+        uint32_t n = udp_->rx_burst(frames, kBurst);
+        work += n;
+        n = impair_burst(frames, n);
+        if (n > 0) udp_->input_burst(frames, n, now_ns);
+        udp_->sample_kernel_drops(now_ns);
     }
     for (auto [cluster, m] : refusals_) route_send(cluster, m, now_ns);
     refusals_.clear();
@@ -392,7 +421,10 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         status_pass(now_ns);
         last_timers_ns_ = now_ns;
     }
-    flush_tx();
+    if (udp_)
+        work += udp_->flush();  // one system call at most; completions it produced keep us awake
+    else
+        flush_tx();
     // accounting: utilization and time-weighted ring occupancy
     if (last_iter_ns_ != 0) {
         const uint64_t dt = now_ns - last_iter_ns_;
@@ -474,6 +506,7 @@ bool Proxy::idle() const {
     if (any_down) return true;  // its link's queues may never drain
     for (const auto& q : txq_)
         if (!q.empty()) return false;
+    if (udp_ && !udp_->tx_idle()) return false;
     return stack_.tx_queued() == 0;
 }
 
@@ -493,6 +526,13 @@ ProxySnapshot Proxy::collect() const {
         s.port_rx += p->counters().rx_frames;
         s.port_tx += p->counters().tx_frames;
         s.port_tx_ring_full += p->counters().tx_ring_full;
+    }
+    if (udp_) {
+        s.kernel_udp = true;
+        s.uring = udp_->counters();
+        s.port_rx = s.uring.rx_datagrams;
+        s.port_tx = s.uring.tx_datagrams;
+        s.port_tx_ring_full = s.uring.tx_waits;
     }
     return s;
 }

@@ -7,6 +7,8 @@
 // Polling: `busy` spins, `adaptive` spins a while then sleeps until a compute thread wakes it
 // (or a short timeout, to poll the ports), `inline` has no thread: compute threads call
 // poll_once() themselves (try_lock: one at a time).
+// With fabric "udp" the proxy has no ports and its Stack stays idle: its sub-connections sit on a
+// UDP socket of the kernel driven by io_uring (uring_udp.hpp), polled in the same places.
 #pragma once
 
 #include <atomic>
@@ -24,6 +26,7 @@
 #include "slidwin_endpoint.hpp"
 #include "stack.hpp"
 #include "timer_wheel.hpp"
+#include "uring_udp.hpp"
 
 namespace iccs {
 
@@ -33,6 +36,7 @@ struct ProxyAddr {
     uint16_t index;   // proxy index within its cluster
     Ipv4Addr ip;
     MacAddr mac;
+    uint16_t udp_port = 0;  // the port its sub-connections listen on (0: ProxyConfig::udp_port)
 };
 
 // Fault injection on the receive path, for tests (DESIGN.md: a drop/duplicate/reorder option).
@@ -114,7 +118,10 @@ struct ProxySnapshot {
     ProxyCounters proxy;
     StackCounters stack;
     SlidwinCounters slidwin;  // summed over sub-connections
+    // frames through the ports; with fabric udp, datagrams through the socket (and tx_waits)
     uint64_t port_rx = 0, port_tx = 0, port_tx_ring_full = 0;
+    bool kernel_udp = false;  // fabric udp: `uring` holds the socket's counters
+    UringUdpCounters uring;
 };
 
 class Proxy final : public SlidwinSink {
@@ -126,6 +133,12 @@ class Proxy final : public SlidwinSink {
     bool add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool,
                   const std::vector<MacAddr>& reaches, uint32_t start_timeout_ms, std::string& err);
     bool wait_links(uint32_t timeout_ms, std::string& err);
+    // fabric udp: the sub-connections use a kernel UDP socket bound to uc.ip:uc.port, driven by
+    // io_uring, instead of ports and the stack. Received datagrams are copied into rx_pool. Call
+    // before open_subconnections(); false with err (io_uring refused, address taken, ...).
+    bool add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::string& err);
+    // The I/O path, for the startup line: "DPDK ethdev (...)" or the io_uring socket's description.
+    std::string io_path() const;
     // Open the sub-connections to every peer proxy (static ARP entries from the configuration).
     void open_subconnections(uint64_t now_ns);
 
@@ -163,6 +176,8 @@ class Proxy final : public SlidwinSink {
     void flush_tx();
     void publish();
     PktBuf* impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra);
+    // Fault injection over a received burst (frames has room for 2 * kBurst); returns the new count.
+    uint32_t impair_burst(PktBuf** frames, uint32_t n);
     ProxySnapshot collect() const;
 
     ProxyConfig cfg_;
@@ -171,6 +186,7 @@ class Proxy final : public SlidwinSink {
     // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
     // ARP) may be RX mbufs that return through their port.
     std::vector<std::unique_ptr<Port>> ports_;
+    std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;
     std::unique_ptr<SlidwinEndpoint> ep_;

@@ -5,20 +5,20 @@
 
 namespace iccs {
 
-SlidwinEndpoint::SlidwinEndpoint(Stack& stack, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg,
+SlidwinEndpoint::SlidwinEndpoint(DatagramService& service, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg,
                                  SlidwinSink& sink)
-    : stack_(stack), wheel_(wheel), port_(port), cfg_(cfg), sink_(sink) {
-    stack_.bind(port_, this);
+    : service_(service), wheel_(wheel), port_(port), cfg_(cfg), sink_(sink) {
+    service_.bind(port_, this);
 }
 
-SlidwinEndpoint::~SlidwinEndpoint() { stack_.bind(port_, nullptr); }
+SlidwinEndpoint::~SlidwinEndpoint() { service_.bind(port_, nullptr); }
 
 SubConnection* SlidwinEndpoint::open(uint16_t local_id, Ipv4Addr remote_ip, uint16_t remote_port,
                                      uint16_t remote_id, uint64_t now_ns) {
     if (local_id >= peers_.size()) peers_.resize(static_cast<size_t>(local_id) + 1);
     Peer& p = peers_[local_id];
     if (p.sc) return nullptr;
-    p.sc = std::make_unique<SubConnection>(cfg_, stack_.pool(), wheel_, *this, local_id, remote_id, now_ns);
+    p.sc = std::make_unique<SubConnection>(cfg_, service_.pool(), wheel_, *this, local_id, remote_id, now_ns);
     p.ip = remote_ip;
     p.port = remote_port;
     return p.sc.get();
@@ -56,7 +56,7 @@ void SlidwinEndpoint::end_of_burst(uint64_t now_ns) {
 
 void SlidwinEndpoint::slidwin_transmit(SubConnection& sc, PktBuf* dgram) {
     const Peer& p = peers_[sc.local_id()];
-    stack_.udp_output(dgram, port_, p.ip, p.port);
+    service_.udp_output(dgram, port_, p.ip, p.port);
 }
 
 bool SlidwinEndpoint::slidwin_deliver(SubConnection& sc, PktBuf* msg) { return sink_.on_message(sc, msg); }

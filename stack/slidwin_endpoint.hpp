@@ -1,4 +1,5 @@
-// slidwin_endpoint.hpp: binds sub-connections to one UDP port of a Stack.
+// slidwin_endpoint.hpp: binds sub-connections to one UDP port of a DatagramService (our Stack,
+// or the kernel's UDP socket through io_uring: datagram_service.hpp).
 //
 // The datagram's subconn field is the receiver's index of the sub-connection (like a queue-pair
 // number), so demultiplexing is one array load plus a check that the source address and port
@@ -10,8 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "datagram_service.hpp"
 #include "slidwin.hpp"
-#include "stack.hpp"
 
 namespace iccs {
 
@@ -24,7 +25,8 @@ struct SlidwinSink {
 
 class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
    public:
-    SlidwinEndpoint(Stack& stack, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg, SlidwinSink& sink);
+    SlidwinEndpoint(DatagramService& service, TimerWheel& wheel, uint16_t port, const SlidwinConfig& cfg,
+                    SlidwinSink& sink);
     ~SlidwinEndpoint() override;
 
     // Open sub-connection `local_id` to (remote_ip, remote_port), whose end is `remote_id` there.
@@ -33,7 +35,7 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
                         uint64_t now_ns);
     SubConnection* get(uint16_t local_id) const;
     uint16_t port() const { return port_; }
-    Stack& stack() { return stack_; }
+    DatagramService& service() { return service_; }
     // Datagrams for no open sub-connection, or from the wrong address.
     uint64_t drop_unknown_subconn() const { return drop_unknown_; }
 
@@ -51,7 +53,7 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
         uint16_t port = 0;
         bool dirty = false;  // received something this burst
     };
-    Stack& stack_;
+    DatagramService& service_;
     TimerWheel& wheel_;
     uint16_t port_;
     SlidwinConfig cfg_;

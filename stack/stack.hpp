@@ -7,6 +7,9 @@
 // the MTU without copying payload) -> eth_output -> the TX queue, which the device owner
 // (proxy port, in-memory wire) drains in bursts with tx_take().
 //
+// The Stack is one DatagramService (datagram_service.hpp): slidwin sits on it, or on the kernel's
+// UDP socket when the fabric is "udp". It is final, so calls through a Stack& stay direct.
+//
 // Threading: one Stack per proxy core; every method is _st (the owning thread only).
 #pragma once
 
@@ -16,6 +19,7 @@
 
 #include "arp_hdr.hpp"
 #include "counters.hpp"
+#include "datagram_service.hpp"
 #include "eth_hdr.hpp"
 #include "ipv4_hdr.hpp"
 #include "ipv4_reassemble.hpp"
@@ -36,22 +40,7 @@ struct StackConfig {
     uint32_t tx_queue_frames = 4096;     // frames the device has not taken yet (rounded up to 2^n)
 };
 
-// Where a received UDP datagram came from and went to.
-struct UdpMeta {
-    Ipv4Addr src;
-    Ipv4Addr dst;
-    uint16_t src_port;
-    uint16_t dst_port;
-};
-
-// Whoever binds a UDP port (a slidwin endpoint, a plain UDP socket for interop tests).
-struct UdpHandler {
-    virtual ~UdpHandler() = default;
-    // payload: data() at the first byte after the UDP header; ownership passes to the handler.
-    virtual void udp_deliver(PktBuf* payload, const UdpMeta& meta, uint64_t now_ns) = 0;
-    // Called once at the end of every input burst (send coalesced acks and the like).
-    virtual void end_of_burst(uint64_t /*now_ns*/) {}
-};
+// UdpMeta and UdpHandler: in datagram_service.hpp.
 
 // IPv4 -> MAC: static entries (from config) that never expire, and a small dynamic cache.
 class ArpTable {
@@ -74,10 +63,10 @@ class ArpTable {
     uint64_t clock_ = 0;
 };
 
-class Stack {
+class Stack final : public DatagramService {
    public:
     Stack(const StackConfig& cfg, PktPool& pool);
-    ~Stack();
+    ~Stack() override;
     Stack(const Stack&) = delete;
     Stack& operator=(const Stack&) = delete;
 
@@ -87,7 +76,7 @@ class Stack {
 
     // --- output: each consumes `p` whatever happens (dropped ones are counted) ---
     // p: data() at the UDP payload, with headroom for udp+ipv4+eth. False if dropped.
-    bool udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port);
+    bool udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port) override;
     // p: data() at the IPv4 payload. Fragments when p is longer than mtu - 20.
     bool ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto);
     void eth_output(PktBuf* p, const MacAddr& dst, uint16_t ethertype);
@@ -98,7 +87,7 @@ class Stack {
     uint32_t tx_queued() const { return tx_count_; }
 
     // --- control ---
-    void bind(uint16_t port, UdpHandler* h);  // h == nullptr unbinds
+    void bind(uint16_t port, UdpHandler* h) override;  // h == nullptr unbinds
     // Reassembly timeouts and ARP retries. Call periodically (e.g. from the proxy's timer pass).
     void timers(uint64_t now_ns);
     // Send an ARP request for ip now (also done automatically when output needs it).
@@ -108,7 +97,7 @@ class Stack {
     StackCounters& counters() { return ctr_; }
     const StackCounters& counters() const { return ctr_; }
     const StackConfig& config() const { return cfg_; }
-    PktPool& pool() { return pool_; }
+    PktPool& pool() override { return pool_; }
     Ipv4Reassembler& reassembler() { return reass_; }
 
    private:

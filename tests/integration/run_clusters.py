@@ -46,6 +46,14 @@ def proxy_tx(out):
     return {(int(c), int(p)): int(tx) for c, p, tx in re.findall(r"^  proxy (\d+)\.(\d+): msgs tx (\d+)", out, re.M)}
 
 
+def udp_port_args(args):
+    """fabric udp binds fixed ports (udp_port + 64*cluster + proxy): a test picks its own range,
+    so two test runs on one host (two worktrees, two CI jobs) do not take each other's ports."""
+    if args[args.index("--fabric") + 1:][:1] != ["udp"] or any("udp_port" in a for a in args):
+        return []
+    return ["--set", f"machine.udp_port={20000 + (os.getpid() % 48) * 256}"]
+
+
 def main():
     cli, rest = sys.argv[1], sys.argv[2:]
     program, checks, args = "alltoall", {}, []
@@ -64,6 +72,8 @@ def main():
         else:
             args.append(a)
             i += 1
+    if "--fabric" in args:
+        args = args + udp_port_args(args)
     cmd = [cli, "run", program] + args
     print("$", " ".join(cmd), flush=True)
     start = time.time()

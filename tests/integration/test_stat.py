@@ -6,8 +6,10 @@ telemetry sockets, and checks that `iccs_stat.py --json` sees 2 clusters of this
 each and traffic on at least one, that the table form lists both, and that dpdk-telemetry.py
 (Debian package dpdk-dev; skipped when absent) reads /iccs/proxy/stats,0 with msgs_tx in it.
 Then stops the run with SIGINT and checks it exits and leaves no EAL runtime dir behind.
+Extra arguments go to `run alltoall` (e.g. --fabric udp: then the io_uring socket's counters,
+uring_*, must be there too, and port_rx_frames counts datagrams).
 
-Usage: test_stat.py ICCS_CLI REPO_ROOT
+Usage: test_stat.py ICCS_CLI REPO_ROOT [RUN ARGS...]
 """
 import glob
 import json
@@ -50,13 +52,16 @@ def stat_json(repo, run_id):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    cli, repo = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    cli, repo, extra = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3:]
+    kernel_udp = "--fabric" in extra and extra[extra.index("--fabric") + 1:][:1] == ["udp"]
     t = Test()
     base = runtime_base()
-    cmd = [cli, "run", "alltoall"] + RUN_ARGS
+    if kernel_udp:  # its own port range (see run_clusters.py)
+        extra = extra + ["--set", f"machine.udp_port={20000 + (os.getpid() % 48) * 256}"]
+    cmd = [cli, "run", "alltoall"] + RUN_ARGS + extra
     print("$", " ".join(cmd), flush=True)
     log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"iccs-test-stat-{os.getpid()}.log"), "w+")
     # SIGINT restored (a background job of a non-interactive shell would start with it ignored).
@@ -105,6 +110,12 @@ def main():
                     t.check(p.get("queue_len") is not None and "drop_udp_csum" in p and "tx_retx" in p
                             and "port_rx_frames" in p,
                             f"cluster {c.get('cluster')}: queue_len and the stack/slidwin/port counters are there")
+                    if kernel_udp:
+                        t.check("uring_rx_datagrams" in p and "uring_submits" in p
+                                and p.get("port_rx_frames") == p.get("uring_rx_datagrams"),
+                                f"cluster {c.get('cluster')}: the io_uring socket's counters are there "
+                                f"(port_rx_frames {p.get('port_rx_frames')} = uring_rx_datagrams "
+                                f"{p.get('uring_rx_datagrams')})")
 
         # 3. the table form, through ./iccs stat (no build needed)
         r = subprocess.run([os.path.join(repo, "iccs"), "stat"], capture_output=True, text=True, timeout=60)

@@ -272,6 +272,36 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "\"0000:03:00.0\"");
         CHECK(error_of("[machine]\npci_addresses = [\"0000:03:00.0\"]\n").empty());  // ignored unless fabric = pci
     }
+    SECTION("fabric udp: socket addresses and ports") {
+        CHECK(error_of("[machine]\nfabric = \"udp\"\n").empty());  // everything on 127.0.0.1
+        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\"]\n").empty());
+        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"127.0.0.1\", \"127.0.0.2\", "
+                       "\"127.0.0.3\", \"127.0.0.4\"]\n").empty());
+        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n") ==
+              "config error: [machine] fabric = \"udp\" needs [machine] udp_addresses with 0 entries (every proxy on "
+              "127.0.0.1), 2 (one per cluster) or 4 (2 clusters x 2 proxies); it has 3");
+        CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n").empty());  // not udp
+        CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0\"]\n") ==
+              "config error: iccs.toml:2: [machine] udp_addresses[0] = \"10.1.0\": expected an IPv4 unicast address "
+              "like \"127.0.0.1\" (not 0.x.x.x, or 224.0.0.0 and above)");
+        CHECK(error_of("[machine]\nudp_addresses = \"127.0.0.1\"\n") ==
+              "config error: iccs.toml:2: [machine] udp_addresses = \"127.0.0.1\": expected an array of IPv4 "
+              "addresses, e.g. [\"10.1.0.1\", \"10.1.0.2\"]");
+        CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65500\n") ==
+              "config error: [machine] udp_port = 65500 with fabric = \"udp\", 3 clusters and 2 proxies: the last "
+              "socket port (udp_port + 64*c + p) would be 65629; need udp_port <= 65406");
+        CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65406\n").empty());
+        MachineConfig c;
+        c.machine.clusters = 3;
+        CHECK(udp_socket_ip(c.machine.udp_addresses, 3, 2, 2, 1) == Ipv4Addr{0x7f000001});
+        CHECK(udp_socket_port(9410, 2, 1) == 9410 + 129);
+        const std::vector<Ipv4Addr> per_cluster{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}};
+        CHECK(udp_socket_ip(per_cluster, 3, 2, 2, 1) == Ipv4Addr{3});
+        const std::vector<Ipv4Addr> per_proxy{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}, Ipv4Addr{4}, Ipv4Addr{5},
+                                              Ipv4Addr{6}};
+        CHECK(udp_socket_ip(per_proxy, 3, 2, 2, 1) == Ipv4Addr{6});
+        CHECK(udp_socket_ip(per_proxy, 3, 2, 1, 0) == Ipv4Addr{3});
+    }
     SECTION("a config built in code is held to the same rules") {
         MachineConfig c;
         c.cluster.ring_entries = 100;
@@ -380,6 +410,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"machine.mtu_bytes", "9000"},
         {"machine.base_ip", "172.16.4.0"},
         {"machine.udp_port", "12345"},
+        {"machine.udp_addresses", "10.1.0.1,10.1.0.2,10.1.0.3,10.1.0.4,10.1.0.5"},
         {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
         {"cluster.compute_threads", "7"},
         {"cluster.proxy_cores", host_core_count() >= 2 ? "1,0,1" : "0,0"},
@@ -438,6 +469,8 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
     const std::string fixed = dump_config(c);
     CHECK_THAT(fixed, Catch::Contains("proxies = 2\n"));
     CHECK_THAT(fixed, Catch::Contains("  # ignored: fabric is not \"pci\"\n"));
+    CHECK_THAT(fixed, Catch::Contains("udp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\", \"10.1.0.4\", "
+                                      "\"10.1.0.5\"]  # ports 12345 .. 12602\n"));
     REQUIRE(load_config(fixed, "dump").ok());
     CHECK(*load_config(fixed, "dump").config == c);
 }

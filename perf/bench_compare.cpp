@@ -1,0 +1,165 @@
+// bench_compare.cpp: `iccs bench compare`. Per run, interleaved (the host is shared and noisy):
+// the round trip (bench_paths: iccs_rtt / kernel_rtt) and the one-way rate (iccs_stream /
+// kernel_stream) over memif, udp and the kernel's blocking sockets; then medians over the runs,
+// their spread, and each iccs path's ratio to the kernel sockets.
+#include "bench_compare.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_paths.hpp"
+#include "uring_udp.hpp"
+
+namespace iccs {
+
+namespace {
+
+struct Path {
+    const char* key;    // JSON
+    std::string label;  // table
+    std::vector<double> rtt_us, rate;
+    std::vector<double> delivered;  // per rate run (the kernel stream may lose datagrams)
+    std::vector<std::string> errors;
+};
+
+void note_rtt(Path& p, const RttStats& s) {
+    if (!s.error.empty()) p.errors.push_back(s.error);
+    else p.rtt_us.push_back(s.median_us);
+}
+
+void note_rate(Path& p, const RateStats& s) {
+    if (!s.error.empty()) {
+        p.errors.push_back(s.error);
+        return;
+    }
+    p.rate.push_back(s.msgs_per_s);
+    p.delivered.push_back(static_cast<double>(s.delivered));
+}
+
+std::string rate_text(double r) {
+    char b[32];
+    if (r >= 1e6) std::snprintf(b, sizeof b, "%.2fM", r / 1e6);
+    else std::snprintf(b, sizeof b, "%.0fk", r / 1e3);
+    return b;
+}
+
+std::string json_str(const std::string& s) {
+    std::string o = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20) o += c;
+    }
+    return o + "\"";
+}
+
+}  // namespace
+
+int bench_compare(const BenchCompareOptions& o) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    // The udp path needs io_uring: a refusal stops the comparison now, not halfway.
+    UringCaps caps;
+    std::string err;
+    if (!uring_probe(caps, err)) {
+        std::fprintf(stderr, "iccs: %s (bench compare measures memif, udp and kernel sockets together)\n", err.c_str());
+        return 2;
+    }
+    const char* forced = std::getenv("ICCS_URING_RX");
+    const bool multishot = forced != nullptr && *forced != '\0' ? std::string(forced) == "multishot"
+                                                                : caps.multishot_recvmsg;
+    Path memif{"memif", "iccs over memif (DPDK)", {}, {}, {}, {}};
+    Path udp{"udp", "iccs over udp (io_uring)", {}, {}, {}, {}};
+    Path kernel{"kernel", "kernel UDP sockets (blocking)", {}, {}, {}, {}};
+    const std::string io_udp = std::string("io_uring: ") +
+                               (multishot ? "multishot recvmsg + provided-buffer ring" : "batched recvmsg") +
+                               ", batched sendmsg, at most one system call per loop iteration";
+    if (!o.json)
+        std::fprintf(stderr, "bench compare: %u-byte messages, %u runs of: RTT (%llu round trips) and rate (%llu "
+                     "messages) over memif, udp, kernel sockets; host has %u cores\n",
+                     o.size_bytes, o.runs, static_cast<unsigned long long>(o.samples),
+                     static_cast<unsigned long long>(o.messages), cores);
+    for (uint32_t r = 0; r < o.runs; ++r) {
+        if (!o.json) std::fprintf(stderr, "  run %u of %u ...\n", r + 1, o.runs);
+        note_rtt(memif, iccs_rtt("memif", o.polling, o.size_bytes, o.samples));
+        note_rtt(udp, iccs_rtt("udp", o.polling, o.size_bytes, o.samples));
+        note_rtt(kernel, kernel_rtt(o.size_bytes, o.samples));
+        note_rate(memif, iccs_stream("memif", o.polling, o.size_bytes, o.messages));
+        note_rate(udp, iccs_stream("udp", o.polling, o.size_bytes, o.messages));
+        note_rate(kernel, kernel_stream(o.size_bytes, o.messages));
+    }
+    const Spread k_rtt = spread_of(kernel.rtt_us), k_rate = spread_of(kernel.rate);
+    const unsigned spinning = iccs_spinning_threads(o.polling);
+    const bool oversubscribed = spinning > cores;
+    bool any_error = false;
+    Path* paths[] = {&memif, &udp, &kernel};
+    for (Path* p : paths) any_error |= !p->errors.empty();
+
+    if (o.json) {
+        std::printf("{\"size_bytes\": %u, \"runs\": %u, \"rtt_samples_per_run\": %llu, "
+                    "\"rate_messages_per_run\": %llu, "
+                    "\"cores\": %u, \"polling\": \"%s\", \"pinning\": \"sender/pinger core 0, receiver/echo core 1\", "
+                    "\"spinning_threads\": %u, \"oversubscribed\": %s, \"udp_io\": %s, \"paths\": {",
+                    o.size_bytes, o.runs, static_cast<unsigned long long>(o.samples),
+                    static_cast<unsigned long long>(o.messages), cores, o.polling.c_str(), spinning,
+                    oversubscribed ? "true" : "false", json_str(io_udp).c_str());
+        bool first = true;
+        for (Path* p : paths) {
+            const Spread rt = spread_of(p->rtt_us), ra = spread_of(p->rate), dl = spread_of(p->delivered);
+            std::printf("%s\"%s\": {\"rtt_median_us\": %.3f, \"rtt_min_us\": %.3f, \"rtt_max_us\": %.3f, "
+                        "\"rtt_ratio_to_kernel\": %.4f, \"rate_msgs_per_s\": %.0f, \"rate_min\": %.0f, \"rate_max\": "
+                        "%.0f, \"rate_ratio_to_kernel\": %.4f, \"delivered_median\": %.0f, \"runs_ok\": %zu, "
+                        "\"errors\": [",
+                        first ? "" : ", ", p->key, rt.median, rt.min, rt.max,
+                        k_rtt.median > 0 ? rt.median / k_rtt.median : 0.0, ra.median, ra.min, ra.max,
+                        k_rate.median > 0 ? ra.median / k_rate.median : 0.0, dl.median,
+                        std::min(p->rtt_us.size(), p->rate.size()));
+            for (size_t i = 0; i < p->errors.size(); ++i)
+                std::printf("%s%s", i ? ", " : "", json_str(p->errors[i]).c_str());
+            std::printf("]}");
+            first = false;
+        }
+        std::printf("}}\n");
+        return any_error ? 1 : 0;
+    }
+
+    std::printf("bench compare: %u-byte messages, host has %u cores; every path on the same 2 threads, one process "
+                "each,\n  pinned to cores 0 (sender, pinger) and 1 (receiver, echo); iccs polling %s; medians of %u "
+                "runs [min .. max]\n",
+                o.size_bytes, cores, o.polling.c_str(), o.runs);
+    std::printf("  %-31s | %-34s | %-34s\n", "", "round trip, one message in flight",
+                "one-way rate, one sender thread");
+    std::printf("  %-31s | %9s %-15s %8s | %9s %-15s %8s\n", "path", "median us", "[min .. max]", "x kernel",
+                "msgs/s", "[min .. max]", "x kernel");
+    for (Path* p : paths) {
+        const Spread rt = spread_of(p->rtt_us), ra = spread_of(p->rate);
+        char rr[24], rar[40];
+        std::snprintf(rr, sizeof rr, "[%.1f .. %.1f]", rt.min, rt.max);
+        std::snprintf(rar, sizeof rar, "[%s .. %s]", rate_text(ra.min).c_str(), rate_text(ra.max).c_str());
+        std::printf("  %-31s | %9.2f %-15s %8.2f | %9s %-15s %8.2f\n", p->label.c_str(), rt.median, rr,
+                    k_rtt.median > 0 ? rt.median / k_rtt.median : 0.0, rate_text(ra.median).c_str(), rar,
+                    k_rate.median > 0 ? ra.median / k_rate.median : 0.0);
+    }
+    const double delivered = spread_of(kernel.delivered).median;
+    std::printf("  x kernel: below 1 for the round trip, above 1 for the rate: faster than the kernel sockets.\n");
+    std::printf("  memif:  DPDK net_memif shared-memory link under iccs's own eth/ipv4/udp stack.\n");
+    std::printf("  udp:    the kernel does IP and UDP; %s.\n", io_udp.c_str());
+    std::printf("  kernel: blocking sendto/recvfrom on loopback, 4 MiB socket buffers.\n");
+    std::printf("  RTT:  %llu round trips a run (after %llu untimed); each run's median.\n",
+                static_cast<unsigned long long>(o.samples), static_cast<unsigned long long>(o.samples / 10));
+    std::printf("  rate: %llu messages a run, first send to last delivery. The iccs paths are reliable (sliding\n"
+                "        window, acks, exactly once); the kernel stream is not: it delivered %.0f of %llu "
+                "(median)%s.\n",
+                static_cast<unsigned long long>(o.messages), delivered, static_cast<unsigned long long>(o.messages),
+                delivered < static_cast<double>(o.messages) ? ", the socket dropped the rest" : "");
+    if (oversubscribed)
+        std::printf("  note: polling %s spins %u threads on %u cores: the iccs figures are oversubscribed ones, not "
+                    "dedicated-core ones.\n",
+                    o.polling.c_str(), spinning, cores);
+    for (Path* p : paths)
+        for (const std::string& e : p->errors) std::printf("  error (%s): %s\n", p->key, e.c_str());
+    return any_error ? 1 : 0;
+}
+
+}  // namespace iccs

@@ -1,0 +1,304 @@
+// bench_paths.cpp: see bench_paths.hpp.
+#include "bench_paths.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "cluster.hpp"
+
+namespace iccs {
+
+namespace {
+
+void pin(unsigned cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % std::max(1u, std::thread::hardware_concurrency()), &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+RttStats stats_of(std::vector<uint64_t>& v) {
+    RttStats s;
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    s.median_us = static_cast<double>(v[v.size() / 2]) / 1000.0;
+    s.p99_us = static_cast<double>(v[std::min(v.size() - 1, v.size() * 99 / 100)]) / 1000.0;
+    s.n = v.size();
+    return s;
+}
+
+// The socket buffers of the kernel baseline: what the io_uring port asks for (uring_udp.hpp).
+constexpr int kSocketBufferBytes = 4 << 20;
+
+void big_buffers(int fd) {
+    const int sz = kSocketBufferBytes;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+}
+
+// A loopback UDP socket on a port the kernel picks; its address in a. -1 on failure.
+int loopback_socket(sockaddr_in& a) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    a = sockaddr_in{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    big_buffers(fd);
+    return fd;
+}
+
+// Two clusters of one compute thread and one proxy each: cluster 0's thread on core 0, cluster
+// 1's on core 1, proxies (adaptive, busy) on core 1.
+ClusterPlan two_clusters(const std::string& fabric, const std::string& polling, uint32_t size) {
+    ClusterPlan plan;
+    plan.clusters = 2;
+    plan.threads = 1;
+    plan.proxies_per_cluster = {1, 1};
+    plan.proxy_cores = {1};
+    plan.compute_cores = {0, 1};
+    plan.fabric = fabric;
+    // fabric udp: a port range of this benchmark's own (not the default 9410 a running machine
+    // may hold), below the kernel's ephemeral ports
+    plan.udp_port = static_cast<uint16_t>(20000 + (getpid() % 48) * 256);
+    plan.polling = polling == "busy" ? Polling::kBusy : polling == "adaptive" ? Polling::kAdaptive : Polling::kInline;
+    plan.min_size = plan.max_size = size;
+    plan.pool_segments = 8192;
+    plan.quiet = true;
+    plan.result_file = "/tmp/iccs-bench-" + std::to_string(getpid()) + ".txt";
+    std::remove(plan.result_file.c_str());
+    return plan;
+}
+
+}  // namespace
+
+unsigned iccs_spinning_threads(const std::string& polling) { return polling == "inline" ? 2 : 4; }
+
+Spread spread_of(std::vector<double> v) {
+    Spread s;
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    s.min = v.front();
+    s.max = v.back();
+    s.median = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    return s;
+}
+
+RttStats kernel_rtt(uint32_t size, uint64_t samples) {
+    RttStats s;
+    sockaddr_in a;
+    const int srv = loopback_socket(a);
+    if (srv < 0) {
+        s.error = std::string("kernel UDP socket: ") + std::strerror(errno);
+        return s;
+    }
+    const uint64_t rounds = samples + samples / 10;
+    const pid_t pid = fork();
+    if (pid == 0) {  // the echo process
+        pin(1);
+        std::vector<char> buf(65536);
+        for (uint64_t i = 0; i < rounds; ++i) {
+            sockaddr_in from{};
+            socklen_t fl = sizeof from;
+            const ssize_t n = recvfrom(srv, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &fl);
+            if (n < 0) _exit(1);
+            sendto(srv, buf.data(), static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&from), fl);
+        }
+        _exit(0);
+    }
+    pin(0);
+    const int cli = socket(AF_INET, SOCK_DGRAM, 0);
+    connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    std::vector<char> out(size, 'x'), in(65536);
+    std::vector<uint64_t> rtt;
+    for (uint64_t i = 0; i < rounds; ++i) {
+        const uint64_t t0 = monotonic_ns();
+        if (send(cli, out.data(), out.size(), 0) < 0 || recv(cli, in.data(), in.size(), 0) < 0) {
+            s.error = std::string("kernel UDP ping-pong: ") + std::strerror(errno);
+            break;
+        }
+        if (i >= samples / 10) rtt.push_back(monotonic_ns() - t0);
+    }
+    close(cli);
+    close(srv);
+    int st = 0;
+    if (!s.error.empty()) kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    const std::string err = s.error;
+    s = stats_of(rtt);
+    s.error = err;
+    return s;
+}
+
+RttStats floor_rtt(uint64_t samples) {
+    struct alignas(64) Line {
+        std::atomic<uint64_t> v;
+    };
+    auto* lines = static_cast<Line*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    RttStats s;
+    if (lines == MAP_FAILED) {
+        s.error = "mmap failed";
+        return s;
+    }
+    new (&lines[0]) Line{};
+    new (&lines[1]) Line{};
+    const uint64_t rounds = samples + samples / 10;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        pin(1);
+        for (uint64_t i = 1; i <= rounds; ++i) {
+            while (lines[0].v.load(std::memory_order_acquire) != i) {
+            }
+            lines[1].v.store(i, std::memory_order_release);
+        }
+        _exit(0);
+    }
+    pin(0);
+    std::vector<uint64_t> rtt;
+    for (uint64_t i = 1; i <= rounds; ++i) {
+        const uint64_t t0 = monotonic_ns();
+        lines[0].v.store(i, std::memory_order_release);
+        while (lines[1].v.load(std::memory_order_acquire) != i) {
+        }
+        if (i > samples / 10) rtt.push_back(monotonic_ns() - t0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    munmap(lines, 4096);
+    return stats_of(rtt);
+}
+
+RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples) {
+    RttStats s;
+    ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.workload = "pingpong";
+    plan.messages = samples;
+    plan.warmup = samples / 10;
+    plan.slidwin.rcv_buf_datagrams = 256;
+    plan.slidwin.snd_buf_datagrams = 256;
+    if (launch_clusters(plan, 300) != 0) s.error = "the iccs ping-pong run over " + fabric + " failed (see above)";
+    std::ifstream f(plan.result_file);
+    std::string tag;
+    unsigned long long med = 0, p99 = 0, mn = 0, mx = 0;
+    size_t n = 0;
+    if (f >> tag >> med >> p99 >> mn >> mx >> n && tag == "rtt_ns") {
+        s.median_us = static_cast<double>(med) / 1000.0;
+        s.p99_us = static_cast<double>(p99) / 1000.0;
+        s.n = n;
+    } else if (s.error.empty()) {
+        s.error = "the iccs ping-pong over " + fabric + " wrote no result";
+    }
+    std::remove(plan.result_file.c_str());
+    return s;
+}
+
+RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages) {
+    RateStats s;
+    ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.workload = "stream";
+    plan.messages = messages;
+    plan.pool_segments = 16384;
+    if (launch_clusters(plan, 300) != 0) s.error = "the iccs stream over " + fabric + " failed (see above)";
+    std::ifstream f(plan.result_file);
+    std::string tag;
+    unsigned long long elapsed = 0, n = 0;
+    if (f >> tag >> elapsed >> n && tag == "stream_ns" && elapsed > 0) {
+        s.sent = s.delivered = n;
+        s.msgs_per_s = static_cast<double>(n) * 1e9 / static_cast<double>(elapsed);
+    } else if (s.error.empty()) {
+        s.error = "the iccs stream over " + fabric + " wrote no result";
+    }
+    std::remove(plan.result_file.c_str());
+    return s;
+}
+
+RateStats kernel_stream(uint32_t size, uint64_t messages) {
+    RateStats s;
+    sockaddr_in a;
+    const int srv = loopback_socket(a);
+    if (srv < 0) {
+        s.error = std::string("kernel UDP socket: ") + std::strerror(errno);
+        return s;
+    }
+    // The receiver says when it is ready and reports what it got and when the last one came.
+    struct Shared {
+        std::atomic<uint64_t> ready, delivered, last_ns;
+    };
+    auto* sh = static_cast<Shared*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (sh == MAP_FAILED) {
+        close(srv);
+        s.error = "mmap failed";
+        return s;
+    }
+    new (sh) Shared{};
+    const pid_t pid = fork();
+    if (pid == 0) {  // the receiver: recvfrom until all came, or nothing came for 200 ms (lost)
+        pin(1);
+        timeval tv{0, 200'000};
+        setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        std::vector<char> buf(65536);
+        sh->ready.store(1);
+        uint64_t got = 0, last = 0;
+        int quiet = 0;  // timeouts in a row: 200 ms once the stream runs, 5 s for it to start
+        while (got < messages) {
+            if (recvfrom(srv, buf.data(), buf.size(), 0, nullptr, nullptr) < 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) break;
+                if (got > 0 || ++quiet >= 25) break;
+                continue;
+            }
+            ++got;
+            last = monotonic_ns();
+        }
+        sh->delivered.store(got);
+        sh->last_ns.store(last);
+        _exit(0);
+    }
+    pin(0);
+    while (sh->ready.load() == 0) std::this_thread::yield();
+    const int cli = socket(AF_INET, SOCK_DGRAM, 0);
+    big_buffers(cli);
+    connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    std::vector<char> out(size, 'x');
+    const uint64_t t0 = monotonic_ns();
+    for (uint64_t i = 0; i < messages; ++i) {
+        if (send(cli, out.data(), out.size(), 0) < 0 && errno != EINTR) {
+            s.error = std::string("kernel UDP stream: ") + std::strerror(errno);
+            break;
+        }
+        ++s.sent;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(cli);
+    close(srv);
+    s.delivered = sh->delivered.load();
+    const uint64_t last = sh->last_ns.load();
+    if (s.delivered > 0 && last > t0)
+        s.msgs_per_s = static_cast<double>(s.delivered) * 1e9 / static_cast<double>(last - t0);
+    else if (s.error.empty())
+        s.error = "kernel UDP stream: nothing arrived";
+    munmap(sh, 4096);
+    return s;
+}
+
+}  // namespace iccs

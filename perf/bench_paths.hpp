@@ -1,0 +1,52 @@
+// bench_paths.hpp: the measured paths that `bench rtt` and `bench compare` set side by side.
+//
+// Every path uses the same two threads on the same two cores: the sender / pinger on core 0, the
+// receiver / echo on core 1, each in its own process.
+//  - iccs: thread 0 of cluster 0 and thread 0 of cluster 1, each cluster its own process with its
+//    own EAL and one proxy, over a fabric (memif: DPDK shared-memory link; udp: the kernel's UDP
+//    sockets driven by io_uring). With polling inline the two compute threads run the stack
+//    themselves (no other thread runs); adaptive and busy add a proxy thread per cluster on core 1.
+//  - kernel: two processes with plain blocking UDP sockets on loopback (sendto/recvfrom).
+//  - floor: two processes passing a value through one shared cache line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace iccs {
+
+struct RttStats {
+    double median_us = 0, p99_us = 0;
+    size_t n = 0;
+    std::string error;
+};
+
+struct RateStats {
+    double msgs_per_s = 0;     // delivered messages / (first send .. last delivery)
+    uint64_t sent = 0, delivered = 0;
+    std::string error;
+};
+
+// One message of size bytes in flight, `samples` round trips timed (after samples/10 untimed).
+RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples);
+RttStats kernel_rtt(uint32_t size, uint64_t samples);
+RttStats floor_rtt(uint64_t samples);
+
+// `messages` messages of size bytes one way from one sender thread, as fast as the path takes them.
+// iccs: reliable (sliding window, exactly once); kernel: a blocking sendto loop and a recvfrom
+// loop, nothing resent: `delivered` may fall short of `sent`.
+RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages);
+RateStats kernel_stream(uint32_t size, uint64_t messages);
+
+// Threads that spin in an iccs run with this polling mode (2 compute threads; adaptive and busy
+// add a proxy per cluster), for the "oversubscribed" note.
+unsigned iccs_spinning_threads(const std::string& polling);
+
+// Median, min and max of v (0s when empty).
+struct Spread {
+    double median = 0, min = 0, max = 0;
+};
+Spread spread_of(std::vector<double> v);
+
+}  // namespace iccs

@@ -1,0 +1,611 @@
+// uring_udp.cpp: see uring_udp.hpp.
+#include "uring_udp.hpp"
+
+#include <arpa/inet.h>
+#include <linux/sock_diag.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace iccs {
+
+namespace {
+
+constexpr uint64_t kTagShift = 32;
+constexpr uint64_t kTagTx = 1ull << kTagShift;       // | slot index
+constexpr uint64_t kTagRxMulti = 2ull << kTagShift;
+constexpr uint64_t kTagRxBatch = 3ull << kTagShift;  // | slot index
+constexpr uint64_t kTagCancel = 4ull << kTagShift;
+constexpr uint16_t kBufGroup = 1;
+constexpr uint32_t kMaxIov = 64;  // segments of one datagram: 64 KiB in 2 KiB segments is 33
+
+const char* const kAlternative = "use fabric = \"memif\" or \"af_packet\"";
+
+std::string refused(const char* call, int e) {
+    return std::string("fabric \"udp\" needs io_uring, which this kernel refused (") + call + ": " +
+           std::strerror(e) + "); " + kAlternative;
+}
+
+size_t page_round(size_t n) {
+    const size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return (n + pg - 1) / pg * pg;
+}
+
+void* map_anon(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+bool env_set(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// A ring with cooperative task running if the kernel has it (5.19+), else a plain one.
+int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool& coop) {
+    io_uring_params p{};
+    if (want_coop) {
+        p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+        const int r = io_uring_queue_init_params(entries, &ring, &p);
+        if (r != -EINVAL) {
+            coop = r == 0;
+            return r;
+        }
+        p = io_uring_params{};
+    }
+    coop = false;
+    return io_uring_queue_init_params(entries, &ring, &p);
+}
+
+// Multishot recvmsg with a provided-buffer ring, tried for real: a socket sends itself one byte
+// and a multishot receive must return it in a selected buffer. An older kernel refuses the
+// buffer ring (before 5.19) or the multishot flag (before 6.0) at once.
+bool probe_multishot(io_uring& ring) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    const size_t ring_bytes = page_round(sizeof(io_uring_buf));
+    auto* br = static_cast<io_uring_buf_ring*>(map_anon(ring_bytes));
+    bool ok = false;
+    alignas(64) static thread_local uint8_t buf[256];
+    msghdr m{};
+    m.msg_namelen = sizeof(sockaddr_in);
+    if (br != nullptr && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) == 0) {
+        io_uring_buf_reg reg{};
+        reg.ring_addr = reinterpret_cast<uint64_t>(br);
+        reg.ring_entries = 1;
+        reg.bgid = kBufGroup;
+        if (io_uring_register_buf_ring(&ring, &reg, 0) == 0) {
+            io_uring_buf_ring_init(br);
+            io_uring_buf_ring_add(br, buf, sizeof buf, 0, io_uring_buf_ring_mask(1), 0);
+            io_uring_buf_ring_advance(br, 1);
+            io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_recvmsg_multishot(sqe, fd, &m, 0);
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = kBufGroup;
+            io_uring_sqe_set_data64(sqe, 1);
+            if (io_uring_submit(&ring) == 1 &&
+                sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof a) == 1) {
+                __kernel_timespec ts{1, 0};
+                io_uring_cqe* cqe = nullptr;
+                if (io_uring_wait_cqe_timeout(&ring, &cqe, &ts) == 0 && cqe != nullptr) {
+                    ok = cqe->res > 0 && (cqe->flags & IORING_CQE_F_BUFFER) != 0;
+                    io_uring_cqe_seen(&ring, cqe);
+                }
+            }
+            // Cancel the receive and wait for it before the buffer ring is unmapped.
+            io_uring_sqe* c = io_uring_get_sqe(&ring);
+            io_uring_prep_cancel64(c, 1, 0);
+            io_uring_sqe_set_data64(c, 2);
+            io_uring_submit(&ring);
+            for (int i = 0; i < 4; ++i) {
+                __kernel_timespec ts{0, 50'000'000};
+                io_uring_cqe* cqe = nullptr;
+                if (io_uring_wait_cqe_timeout(&ring, &cqe, &ts) != 0) break;
+                const bool done = cqe->user_data == 1 && !(cqe->flags & IORING_CQE_F_MORE);
+                io_uring_cqe_seen(&ring, cqe);
+                if (done) break;
+            }
+            io_uring_unregister_buf_ring(&ring, kBufGroup);
+        }
+    }
+    close(fd);
+    if (br != nullptr) munmap(br, ring_bytes);
+    return ok;
+}
+
+uint32_t pow2_at_least(uint32_t v) {
+    uint32_t n = 1;
+    while (n < v) n <<= 1;
+    return n;
+}
+
+}  // namespace
+
+bool uring_probe(UringCaps& caps, std::string& err) {
+    caps = UringCaps{};
+    if (env_set("ICCS_URING_DISABLE")) {
+        err = refused("io_uring_queue_init", EPERM) + " [simulated: ICCS_URING_DISABLE is set]";
+        return false;
+    }
+    io_uring ring{};
+    bool coop = false;
+    const int r = ring_init(8, ring, true, coop);
+    if (r < 0) {
+        err = refused("io_uring_queue_init", -r);
+        return false;
+    }
+    caps.coop_taskrun = coop;
+    io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+    const bool ops = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_SENDMSG) &&
+                     io_uring_opcode_supported(probe, IORING_OP_RECVMSG);
+    if (probe != nullptr) io_uring_free_probe(probe);
+    if (!ops) {
+        utsname u{};
+        uname(&u);
+        err = std::string("fabric \"udp\" needs io_uring with sendmsg and recvmsg (Linux 5.3 or later), which this "
+                          "kernel (") + u.release + ") lacks; " + kAlternative;
+        io_uring_queue_exit(&ring);
+        return false;
+    }
+    caps.multishot_recvmsg = probe_multishot(ring);
+    io_uring_queue_exit(&ring);
+    return true;
+}
+
+UringUdpPort::UringUdpPort(const UringUdpConfig& cfg, PktPool& rx_pool, PktPool& tx_pool)
+    : cfg_(cfg), rx_pool_(rx_pool), tx_pool_(tx_pool) {}
+
+std::unique_ptr<UringUdpPort> UringUdpPort::open(const UringUdpConfig& cfg, PktPool& rx_pool, PktPool& tx_pool,
+                                                 std::string& err) {
+    UringCaps caps;
+    if (!uring_probe(caps, err)) return nullptr;
+    std::unique_ptr<UringUdpPort> port(new UringUdpPort(cfg, rx_pool, tx_pool));
+    if (!port->setup(caps, err)) return nullptr;
+    return port;
+}
+
+bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
+    const UringUdpConfig& c = cfg_;
+    if (c.rx_buffers == 0 || c.rx_buffers > 32768 || (c.rx_buffers & (c.rx_buffers - 1)) != 0 || c.rx_batch == 0 ||
+        c.rx_batch > 256 || c.rx_buffer_bytes < 64 || c.tx_slots == 0 || c.sq_entries < 8 ||
+        c.tx_slots > c.sq_entries / 2 || c.tx_queue_limit == 0) {
+        err = "io_uring UDP port: bad sizes (rx_buffers a power of two up to 32768, rx_batch 1..256, tx_slots "
+              "1..sq_entries/2)";
+        return false;
+    }
+    // The mode: the environment may force one (tests of the fallback), else the config, else the kernel.
+    mode_ = c.rx_mode;
+    if (const char* m = std::getenv("ICCS_URING_RX"); m != nullptr && *m != '\0') {
+        if (std::strcmp(m, "multishot") == 0) {
+            mode_ = UringRxMode::kMultishot;
+        } else if (std::strcmp(m, "batched") == 0) {
+            mode_ = UringRxMode::kBatched;
+        } else {
+            err = std::string("ICCS_URING_RX = \"") + m + "\": allowed values are multishot, batched";
+            return false;
+        }
+    }
+    if (mode_ == UringRxMode::kAuto) mode_ = caps.multishot_recvmsg ? UringRxMode::kMultishot : UringRxMode::kBatched;
+    if (mode_ == UringRxMode::kMultishot && !caps.multishot_recvmsg) {
+        err = "io_uring multishot recvmsg with provided buffers is not available on this kernel (Linux 6.0 or "
+              "later); unset ICCS_URING_RX to use batched recvmsg";
+        return false;
+    }
+
+    // The socket.
+    ip_ = c.ip;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(c.ip.v);
+    a.sin_port = htons(c.port);
+    const std::string where = to_string(c.ip) + ":" + std::to_string(c.port);
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        err = std::string("cannot create a UDP socket: ") + std::strerror(errno);
+        return false;
+    }
+    const int sz = static_cast<int>(c.socket_buffer_bytes);
+    // FORCE passes net.core.rmem_max as root; elsewhere the plain option gives what the limit allows.
+    if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
+        setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    if (setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
+        setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        const int e = errno;
+        err = "cannot bind the proxy's UDP socket to " + where + ": " + std::strerror(e);
+        if (e == EADDRINUSE) err += " (another run on this host? choose another [machine] udp_port)";
+        if (e == EADDRNOTAVAIL) err += " (no interface of this host has that address: check [machine] udp_addresses)";
+        return false;
+    }
+    socklen_t al = sizeof a;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &al);
+    port_ = ntohs(a.sin_port);
+
+    // The ring, the socket as a fixed file.
+    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, coop_);
+    if (r < 0) {
+        err = refused("io_uring_queue_init", -r);
+        return false;
+    }
+    ring_up_ = true;
+    fixed_file_ = io_uring_register_files(&ring_, &fd_, 1) == 0;
+
+    // Receive buffers: out header + source address + payload, cache-line strided.
+    const uint32_t nbuf = mode_ == UringRxMode::kMultishot ? c.rx_buffers : c.rx_batch;
+    rx_stride_ = static_cast<uint32_t>((sizeof(io_uring_recvmsg_out) + sizeof(sockaddr_in) + c.rx_buffer_bytes + 63) &
+                                       ~size_t{63});
+    rx_mem_bytes_ = page_round(size_t{nbuf} * rx_stride_);
+    rx_mem_ = static_cast<uint8_t*>(map_anon(rx_mem_bytes_));
+    if (rx_mem_ == nullptr) {
+        err = "cannot map " + std::to_string(rx_mem_bytes_ >> 20) + " MiB of receive buffers";
+        return false;
+    }
+    if (mode_ == UringRxMode::kMultishot) {
+        buf_ring_bytes_ = page_round(size_t{nbuf} * sizeof(io_uring_buf));
+        buf_ring_ = static_cast<io_uring_buf_ring*>(map_anon(buf_ring_bytes_));
+        io_uring_buf_reg reg{};
+        reg.ring_addr = reinterpret_cast<uint64_t>(buf_ring_);
+        reg.ring_entries = nbuf;
+        reg.bgid = kBufGroup;
+        const int rr = buf_ring_ == nullptr ? -ENOMEM : io_uring_register_buf_ring(&ring_, &reg, 0);
+        if (rr != 0) {
+            err = std::string("io_uring_register_buf_ring: ") + std::strerror(-rr);
+            return false;
+        }
+        io_uring_buf_ring_init(buf_ring_);
+        const int mask = io_uring_buf_ring_mask(nbuf);
+        for (uint32_t i = 0; i < nbuf; ++i)
+            io_uring_buf_ring_add(buf_ring_, rx_mem_ + size_t{i} * rx_stride_, rx_stride_, static_cast<uint16_t>(i),
+                                  mask, static_cast<int>(i));
+        io_uring_buf_ring_advance(buf_ring_, static_cast<int>(nbuf));
+        rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    } else {
+        rx_slots_.resize(nbuf);
+        for (uint32_t i = 0; i < nbuf; ++i) {
+            RxSlot& s = rx_slots_[i];
+            s.iov = iovec{rx_mem_ + size_t{i} * rx_stride_, rx_stride_};
+            rx_rearm_list_.push_back(i);  // armed by the first rx_burst (the polling thread)
+        }
+    }
+
+    // Send slots and the queue in front of them.
+    tx_slots_.resize(c.tx_slots);
+    tx_iov_.reset(new iovec[size_t{c.tx_slots} * kMaxIov]);
+    for (uint32_t i = 0; i < c.tx_slots; ++i) {
+        tx_slots_[i].p = nullptr;
+        tx_slots_[i].next_free = i + 1 < c.tx_slots ? i + 1 : UINT32_MAX;
+    }
+    tx_free_ = 0;
+    txq_.resize(pow2_at_least(c.tx_queue_limit));
+    return true;
+}
+
+UringUdpPort::~UringUdpPort() {
+    drain_for_close();
+    for (uint32_t i = 0; i < txq_count_; ++i) pkt_free(txq_[(txq_head_ + i) & (txq_.size() - 1)].p);
+    txq_count_ = 0;
+    for (TxSlot& s : tx_slots_)
+        if (s.p != nullptr) pkt_free(s.p);
+    if (ring_up_) io_uring_queue_exit(&ring_);
+    if (fd_ >= 0) close(fd_);
+    if (buf_ring_ != nullptr) munmap(buf_ring_, buf_ring_bytes_);
+    if (rx_mem_ != nullptr) munmap(rx_mem_, rx_mem_bytes_);
+}
+
+void UringUdpPort::drain_for_close() {
+    if (!ring_up_) return;
+    // Cancel every request still in flight and wait (bounded) for their completions, so the
+    // kernel is done with our buffers before they go.
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+        io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+        io_uring_sqe_set_data64(sqe, kTagCancel);
+    }
+    io_uring_submit(&ring_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    uint32_t rx_pending = mode_ == UringRxMode::kBatched
+                              ? static_cast<uint32_t>(rx_slots_.size() - rx_rearm_list_.size())
+                              : (rx_armed_ ? 1u : 0u);
+    while ((tx_inflight_ > 0 || rx_pending > 0) && std::chrono::steady_clock::now() < deadline) {
+        __kernel_timespec ts{0, 10'000'000};
+        io_uring_cqe* cqe = nullptr;
+        if (io_uring_wait_cqe_timeout(&ring_, &cqe, &ts) != 0 || cqe == nullptr) continue;
+        const uint64_t tag = cqe->user_data & ~((1ull << kTagShift) - 1);
+        if (tag == kTagTx) {
+            complete_tx(cqe);
+        } else if (tag == kTagRxBatch) {
+            --rx_pending;
+        } else if (tag == kTagRxMulti && !(cqe->flags & IORING_CQE_F_MORE)) {
+            rx_pending = 0;
+            rx_armed_ = false;
+        }
+        io_uring_cqe_seen(&ring_, cqe);
+    }
+}
+
+void UringUdpPort::bind(uint16_t port, UdpHandler* h) {
+    std::erase_if(bindings_, [port](const Binding& b) { return b.port == port; });
+    if (h != nullptr) bindings_.push_back(Binding{port, h});
+}
+
+io_uring_sqe* UringUdpPort::get_sqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {  // the SQ is full (never with the default sizes): hand it over now
+        const int r = io_uring_submit(&ring_);
+        ++ctr_.submits;
+        if (r < 0) ++ctr_.submit_errors; else ctr_.sqes += static_cast<uint64_t>(r);
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+}
+
+void UringUdpPort::set_fd(io_uring_sqe* sqe) {
+    if (fixed_file_) {
+        sqe->fd = 0;  // index in the registered files
+        sqe->flags |= IOSQE_FIXED_FILE;
+    }
+}
+
+void UringUdpPort::arm_multishot() {
+    io_uring_sqe* sqe = get_sqe();
+    if (sqe == nullptr) return;  // tried again next burst
+    io_uring_prep_recvmsg_multishot(sqe, fd_, &rx_msg_, MSG_TRUNC);
+    set_fd(sqe);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = kBufGroup;
+    io_uring_sqe_set_data64(sqe, kTagRxMulti);
+    rx_armed_ = true;
+    ++ctr_.rx_arms;
+}
+
+void UringUdpPort::arm_batched(uint32_t slot) {
+    RxSlot& s = rx_slots_[slot];
+    s.msg = msghdr{};
+    s.msg.msg_name = &s.from;
+    s.msg.msg_namelen = sizeof s.from;
+    s.msg.msg_iov = &s.iov;
+    s.msg.msg_iovlen = 1;
+    io_uring_sqe* sqe = get_sqe();
+    if (sqe == nullptr) {
+        rx_rearm_list_.push_back(slot);  // tried again next burst
+        return;
+    }
+    // MSG_TRUNC: the result is the datagram's real length, so a truncated one is seen.
+    io_uring_prep_recvmsg(sqe, fd_, &s.msg, MSG_TRUNC);
+    set_fd(sqe);
+    io_uring_sqe_set_data64(sqe, kTagRxBatch | slot);
+    ++ctr_.rx_arms;
+}
+
+bool UringUdpPort::udp_output(PktBuf* p, uint16_t /*src_port*/, Ipv4Addr dst, uint16_t dst_port) {
+    if (p->pkt_len > kUdpMaxPayload || p->nb_segs > kMaxIov) {
+        ++ctr_.tx_drop_too_big;
+        pkt_free(p);
+        return false;
+    }
+    if (txq_count_ == cfg_.tx_queue_limit) {
+        ++ctr_.tx_drop_queue_full;
+        pkt_free(p);
+        return false;
+    }
+    txq_[(txq_head_ + txq_count_) & (txq_.size() - 1)] = TxPending{p, dst, dst_port};
+    ++txq_count_;
+    return true;
+}
+
+bool UringUdpPort::prep_send(const TxPending& d) {
+    if (tx_free_ == UINT32_MAX || io_uring_sq_space_left(&ring_) == 0) return false;
+    const uint32_t i = tx_free_;
+    TxSlot& s = tx_slots_[i];
+    tx_free_ = s.next_free;
+    iovec* iov = &tx_iov_[size_t{i} * kMaxIov];
+    uint32_t k = 0;
+    for (PktBuf* seg = d.p; seg != nullptr && k < kMaxIov; seg = seg->next)
+        if (seg->data_len > 0) iov[k++] = iovec{seg->data(), seg->data_len};
+    s.dst = sockaddr_in{};
+    s.dst.sin_family = AF_INET;
+    s.dst.sin_addr.s_addr = htonl(d.dst.v);
+    s.dst.sin_port = htons(d.dst_port);
+    s.msg = msghdr{};
+    s.msg.msg_name = &s.dst;
+    s.msg.msg_namelen = sizeof s.dst;
+    s.msg.msg_iov = iov;
+    s.msg.msg_iovlen = k;
+    s.p = d.p;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_prep_sendmsg(sqe, fd_, &s.msg, 0);
+    set_fd(sqe);
+    io_uring_sqe_set_data64(sqe, kTagTx | i);
+    ++tx_inflight_;
+    return true;
+}
+
+uint32_t UringUdpPort::flush() {
+    const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
+    while (txq_count_ > 0 && prep_send(txq_[txq_head_])) {
+        txq_head_ = (txq_head_ + 1) & qmask;
+        --txq_count_;
+    }
+    if (txq_count_ > 0) ++ctr_.tx_waits;
+    // Completion work the kernel deferred to us (cooperative task running), or CQEs it could
+    // not post (overflow): the one system call of this iteration runs it.
+    if (coop_ && (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) want_events_ = true;
+    if (io_uring_cq_has_overflow(&ring_)) want_events_ = true;
+    if (io_uring_sq_ready(&ring_) > 0) {
+        const int r = want_events_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
+        ++ctr_.submits;
+        if (r < 0) ++ctr_.submit_errors; else ctr_.sqes += static_cast<uint64_t>(r);
+    } else if (want_events_) {
+        io_uring_get_events(&ring_);
+        ++ctr_.submits;
+    } else {
+        return 0;
+    }
+    want_events_ = false;
+    return io_uring_cq_ready(&ring_);
+}
+
+void UringUdpPort::sample_kernel_drops(uint64_t now_ns) {
+    if (now_ns - drops_sampled_ns_ < 50'000'000) return;
+    drops_sampled_ns_ = now_ns;
+    uint32_t mem[SK_MEMINFO_VARS] = {};
+    socklen_t len = sizeof mem;
+    if (getsockopt(fd_, SOL_SOCKET, SO_MEMINFO, mem, &len) == 0 && len > SK_MEMINFO_DROPS * sizeof(uint32_t))
+        ctr_.rx_kernel_drops = mem[SK_MEMINFO_DROPS];
+}
+
+PktBuf* UringUdpPort::copy_in(const uint8_t* payload, uint32_t len, const sockaddr_in& from) {
+    PktBuf* p = pkt_alloc(rx_pool_, kPktHeadroom);
+    if (p == nullptr) {
+        ++ctr_.rx_drop_nopool;
+        return nullptr;
+    }
+    uint8_t* a = pkt_append(p, kDgramAddrLen);
+    const DgramAddrHdr h{from.sin_addr.s_addr, from.sin_port, htons(port_)};
+    std::memcpy(a, &h, sizeof h);
+    if (len > 0 && !pkt_write(p, rx_pool_, payload, len)) {
+        pkt_free(p);
+        ++ctr_.rx_drop_nopool;
+        return nullptr;
+    }
+    ++ctr_.rx_datagrams;
+    ctr_.rx_bytes += len;
+    return p;
+}
+
+void UringUdpPort::complete_tx(const io_uring_cqe* cqe) {
+    const uint32_t i = static_cast<uint32_t>(cqe->user_data);
+    TxSlot& s = tx_slots_[i];
+    if (cqe->res < 0) {
+        ++ctr_.tx_errors;
+    } else {
+        ++ctr_.tx_datagrams;
+        ctr_.tx_bytes += static_cast<uint64_t>(cqe->res);
+    }
+    pkt_free(s.p);
+    s.p = nullptr;
+    s.next_free = tx_free_;
+    tx_free_ = i;
+    --tx_inflight_;
+}
+
+PktBuf* UringUdpPort::complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& bufs_back) {
+    if (!(cqe->flags & IORING_CQE_F_MORE)) rx_armed_ = false;  // ended: armed again after this burst
+    if (!(cqe->flags & IORING_CQE_F_BUFFER)) {
+        if (cqe->res == -ENOBUFS) ++ctr_.rx_nobufs;
+        else if (cqe->res < 0 && cqe->res != -ECANCELED) ++ctr_.rx_errors;
+        return nullptr;
+    }
+    const uint16_t bid = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+    uint8_t* buf = rx_mem_ + size_t{bid} * rx_stride_;
+    PktBuf* p = nullptr;
+    io_uring_recvmsg_out* o = cqe->res >= 0 ? io_uring_recvmsg_validate(buf, cqe->res, &rx_msg_) : nullptr;
+    if (o == nullptr || o->namelen < sizeof(sockaddr_in)) {
+        ++ctr_.rx_errors;
+    } else if (o->flags & MSG_TRUNC) {
+        ++ctr_.rx_drop_trunc;
+    } else {
+        sockaddr_in from;
+        std::memcpy(&from, io_uring_recvmsg_name(o), sizeof from);
+        p = copy_in(static_cast<const uint8_t*>(io_uring_recvmsg_payload(o, &rx_msg_)),
+                    io_uring_recvmsg_payload_length(o, cqe->res, &rx_msg_), from);
+    }
+    // The buffer goes back to the ring at once (made visible when the burst ends).
+    io_uring_buf_ring_add(buf_ring_, buf, rx_stride_, bid, io_uring_buf_ring_mask(cfg_.rx_buffers),
+                          static_cast<int>(bufs_back++));
+    return p;
+}
+
+PktBuf* UringUdpPort::complete_rx_batched(const io_uring_cqe* cqe) {
+    const uint32_t i = static_cast<uint32_t>(cqe->user_data);
+    RxSlot& s = rx_slots_[i];
+    rx_rearm_list_.push_back(i);
+    PktBuf* p = nullptr;
+    if (cqe->res < 0) {
+        if (cqe->res != -ECANCELED) ++ctr_.rx_errors;
+    } else if (static_cast<uint32_t>(cqe->res) > s.iov.iov_len) {
+        ++ctr_.rx_drop_trunc;
+    } else {
+        p = copy_in(static_cast<const uint8_t*>(s.iov.iov_base), static_cast<uint32_t>(cqe->res), s.from);
+    }
+    return p;
+}
+
+uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
+    uint32_t n = 0, seen = 0, bufs_back = 0;
+    unsigned head;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        if (n == max) break;
+        ++seen;
+        const uint64_t tag = cqe->user_data & ~((1ull << kTagShift) - 1);
+        PktBuf* p = nullptr;
+        if (tag == kTagTx) complete_tx(cqe);
+        else if (tag == kTagRxMulti) p = complete_rx_multishot(cqe, bufs_back);
+        else if (tag == kTagRxBatch) p = complete_rx_batched(cqe);
+        if (p != nullptr) out[n++] = p;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    if (bufs_back > 0) io_uring_buf_ring_advance(buf_ring_, static_cast<int>(bufs_back));
+    // (Re-)arm what ended; the SQEs go to the kernel with this iteration's flush().
+    if (mode_ == UringRxMode::kMultishot) {
+        if (!rx_armed_) arm_multishot();
+    } else if (!rx_rearm_list_.empty()) {
+        const size_t k = rx_rearm_list_.size();
+        for (size_t j = 0; j < k; ++j) arm_batched(rx_rearm_list_[j]);  // a failed one goes to the end
+        rx_rearm_list_.erase(rx_rearm_list_.begin(), rx_rearm_list_.begin() + static_cast<long>(k));
+    }
+    return n;
+}
+
+void UringUdpPort::input_burst(PktBuf* const* dgrams, uint32_t n, uint64_t now_ns) {
+    for (uint32_t i = 0; i < n; ++i) {
+        PktBuf* p = dgrams[i];
+        uint8_t scratch[kDgramAddrLen];
+        const uint8_t* raw = pkt_contig(p, 0, kDgramAddrLen, scratch);
+        UdpHandler* h = nullptr;
+        DgramAddrHdr a{};
+        if (raw != nullptr) {
+            std::memcpy(&a, raw, sizeof a);
+            const uint16_t dport = ntohs(a.dst_port_be);
+            for (const Binding& b : bindings_)
+                if (b.port == dport) {
+                    h = b.h;
+                    break;
+                }
+        }
+        if (h == nullptr || pkt_adj(p, kDgramAddrLen) == nullptr) {
+            ++ctr_.rx_drop_port;
+            pkt_free(p);
+            continue;
+        }
+        h->udp_deliver(p, UdpMeta{Ipv4Addr{ntohl(a.src_ip_be)}, ip_, ntohs(a.src_port_be), ntohs(a.dst_port_be)},
+                       now_ns);
+    }
+    for (const Binding& b : bindings_) b.h->end_of_burst(now_ns);
+}
+
+std::string UringUdpPort::describe() const {
+    std::string s = "io_uring, ";
+    if (mode_ == UringRxMode::kMultishot)
+        s += "multishot recvmsg + provided buffers (" + std::to_string(cfg_.rx_buffers) + " x " +
+             std::to_string(cfg_.rx_buffer_bytes >> 10) + " KiB ring)";
+    else
+        s += "batched recvmsg (" + std::to_string(cfg_.rx_batch) + " in flight)";
+    s += ", batched sendmsg (" + std::to_string(cfg_.tx_slots) + " in flight)";
+    if (fixed_file_) s += ", fixed file";
+    if (coop_) s += ", cooperative task run";
+    return s;
+}
+
+}  // namespace iccs

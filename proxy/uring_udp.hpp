@@ -1,0 +1,238 @@
+// uring_udp.hpp: the kernel path (fabric "udp"): one UDP socket of a proxy, driven by io_uring.
+//
+// The one idea: the kernel does IP and UDP, so this port is a DatagramService (the seam slidwin
+// sits on, stack/datagram_service.hpp) instead of a Stack; slidwin and convergence run unchanged
+// above it. The proxy loop drives it in bursts, with at most one system call per iteration:
+//  - send: every datagram the endpoint sends becomes one sendmsg SQE whose iovecs point straight
+//    at the PktBuf's segments (no copy; the port holds a reference until the completion). All
+//    SQEs prepared in an iteration go to the kernel with one io_uring_submit in flush().
+//  - receive: one multishot recvmsg (kernel 6.0+) selects buffers from a ring of provided buffers
+//    registered with the kernel (io_uring_register_buf_ring); completions are reaped from the CQ
+//    without a system call. The kernel ends a multishot (IORING_CQE_F_MORE clear) when every
+//    buffer is full (ENOBUFS: the datagrams wait in the socket) or for other reasons: it is armed
+//    again. Where multishot recvmsg is missing, a batch of single recvmsg SQEs stays in flight,
+//    each re-submitted (with the iteration's one submit) as it completes.
+//  - each received datagram is copied once, from its kernel buffer into PktBufs of the RX pool
+//    (the buffer goes straight back to the ring): a datagram may be 64 KiB, the pool's segments
+//    are 2 KiB, and slidwin may hold a datagram for long (out of order), so lending the kernel
+//    buffer itself would pin 64 KiB per held datagram.
+//  - registered with the kernel: the socket (a fixed file) and the provided-buffer ring. Send
+//    buffers are not: a fixed buffer needs send_zc, which costs a notification per datagram,
+//    takes one contiguous buffer (our datagrams are segment chains) and copies anyway on
+//    loopback; for the 100 B .. 9 KB datagrams of iccs it does not pay.
+//  - completion work runs cooperatively (IORING_SETUP_COOP_TASKRUN + TASKRUN_FLAG, kernel
+//    5.19+): the kernel sets a flag instead of interrupting a polling thread, and the next
+//    iteration's one system call runs it. It runs in the thread that armed the receive, so the
+//    receive is armed by the first thread that polls (the proxy thread), not by the opener.
+//
+// Received datagrams travel from rx_burst to input_burst with their addresses in front of the
+// payload (DgramAddrHdr), so the proxy's fault injection can hold, drop and copy them as it does
+// frames.
+//
+// Threading: _st — one thread at a time (the proxy's thread, or whoever holds the inline lock).
+// The RX pool may be shared with other threads (MempoolPktPool), the rest is this port's.
+#pragma once
+
+#include <liburing.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datagram_service.hpp"
+#include "pktbuf.hpp"
+#include "udp_hdr.hpp"
+
+namespace iccs {
+
+enum class UringRxMode {
+    kAuto,       // multishot when the kernel has it, else batched (chosen by open())
+    kMultishot,  // one multishot recvmsg over a provided-buffer ring
+    kBatched,    // rx_batch single recvmsg SQEs kept in flight
+};
+
+struct UringUdpConfig {
+    Ipv4Addr ip{0x7f000001};              // bind address (127.0.0.1)
+    uint16_t port = 0;                    // bind port; 0: the kernel picks one (see port())
+    UringRxMode rx_mode = UringRxMode::kAuto;
+    uint32_t sq_entries = 512;            // submission queue [entries] (the CQ is twice that)
+    uint32_t rx_buffers = 128;            // provided buffers (multishot) [buffers] (2^n, 1..32768)
+    uint32_t rx_batch = 32;               // recvmsg SQEs in flight (batched) [SQEs] (1..256)
+    uint32_t rx_buffer_bytes = 65536;     // payload room of one receive buffer [bytes]; longer
+                                          // datagrams are dropped (rx_drop_trunc): keep >= 65507
+    uint32_t tx_slots = 256;              // sendmsg SQEs in flight at once [SQEs] (1..sq_entries/2)
+    uint32_t tx_queue_limit = 8192;       // datagrams waiting for a free slot before drops [datagrams]
+    uint32_t socket_buffer_bytes = 4u << 20;  // SO_RCVBUF/SO_SNDBUF asked for [bytes]
+};
+
+// Not on any wire: a received datagram's addresses, in front of its payload from rx_burst to
+// input_burst (big-endian, as the socket address holds them).
+struct DgramAddrHdr {
+    uint32_t src_ip_be;
+    uint16_t src_port_be;
+    uint16_t dst_port_be;
+};
+static_assert(sizeof(DgramAddrHdr) == 8);
+inline constexpr uint32_t kDgramAddrLen = sizeof(DgramAddrHdr);
+
+#define ICCS_URING_COUNTERS(X)                                                                     \
+    X(rx_datagrams, "datagrams received")                                                          \
+    X(rx_bytes, "their payload bytes")                                                             \
+    X(rx_arms, "receive (re-)arms: multishot recvmsg submitted after the kernel ended the last")   \
+    X(rx_nobufs, "multishot receives ended by ENOBUFS (every provided buffer was full)")           \
+    X(rx_drop_nopool, "datagrams dropped: the RX packet pool was empty")                           \
+    X(rx_drop_trunc, "datagrams dropped: longer than a receive buffer")                            \
+    X(rx_drop_port, "datagrams for a port nobody bound")                                           \
+    X(rx_errors, "receive completions with another error")                                         \
+    X(rx_kernel_drops, "datagrams the kernel dropped for us: socket buffer full (SO_MEMINFO)")     \
+    X(tx_datagrams, "datagrams the kernel took (sendmsg completed)")                               \
+    X(tx_bytes, "their payload bytes")                                                             \
+    X(tx_errors, "sendmsg completions with an error (the datagram is lost; slidwin resends)")      \
+    X(tx_drop_too_big, "datagrams over 65507 bytes or with more segments than an iovec array")     \
+    X(tx_drop_queue_full, "datagrams dropped: tx_queue_limit datagrams already waited")            \
+    X(tx_waits, "flushes that left datagrams waiting for a free send slot")                        \
+    X(submits, "system calls: io_uring_submit / io_uring_get_events")                              \
+    X(sqes, "SQEs submitted")                                                                      \
+    X(submit_errors, "io_uring_submit calls that failed (the SQEs are retried)")
+
+struct UringUdpCounters {
+#define X(name, doc) uint64_t name = 0;
+    ICCS_URING_COUNTERS(X)
+#undef X
+    template <typename Fn>
+    void for_each(Fn&& fn) const {
+#define X(name, doc) fn(#name, doc, name);
+        ICCS_URING_COUNTERS(X)
+#undef X
+    }
+};
+
+// What this kernel's io_uring offers the UDP port (uring_probe()).
+struct UringCaps {
+    bool multishot_recvmsg = false;  // recvmsg multishot with a registered buffer ring (6.0+)
+    bool coop_taskrun = false;       // IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG (5.19+)
+};
+
+// Checks at start that io_uring works here with what the port needs (sendmsg, recvmsg); fills
+// caps. False with err = the one line to show, e.g. `fabric "udp" needs io_uring, which this
+// kernel refused (io_uring_queue_init: Operation not permitted); use fabric = "memif" or
+// "af_packet"`. ICCS_URING_DISABLE=1 in the environment simulates that refusal (tests).
+bool uring_probe(UringCaps& caps, std::string& err);
+
+class UringUdpPort final : public DatagramService {
+   public:
+    // A socket bound to cfg.ip:cfg.port and its io_uring. Received datagrams are copied into
+    // rx_pool; pool() (the endpoint's acks) is tx_pool. nullptr with err on failure.
+    static std::unique_ptr<UringUdpPort> open(const UringUdpConfig& cfg, PktPool& rx_pool, PktPool& tx_pool,
+                                              std::string& err);
+    ~UringUdpPort() override;
+    UringUdpPort(const UringUdpPort&) = delete;
+    UringUdpPort& operator=(const UringUdpPort&) = delete;
+
+    // --- DatagramService ---
+    // Queues a sendmsg of p to (dst, dst_port) from this socket (src_port is the socket's own
+    // port). Sent by the next flush().
+    bool udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port) override;
+    void bind(uint16_t port, UdpHandler* h) override;
+    PktPool& pool() override { return tx_pool_; }
+
+    // --- the proxy loop ---
+    // Reaps completions: finished sends release their datagrams; up to max received datagrams
+    // go to out (address-prefixed, DgramAddrHdr). Arms the receive if it is not armed. No
+    // system call.
+    uint32_t rx_burst(PktBuf** out, uint32_t max);
+    // Hands address-prefixed datagrams (from rx_burst) to the handler bound to their destination
+    // port, then calls end_of_burst. Ownership passes in.
+    void input_burst(PktBuf* const* dgrams, uint32_t n, uint64_t now_ns);
+    // Prepares sendmsg SQEs for queued datagrams (as many as free slots), then submits every
+    // prepared SQE (sends, receive re-arms) with one system call — or, with nothing to submit,
+    // runs pending completion work if the kernel asked for it. At most one system call; returns
+    // the completions it left ready for the next rx_burst (work for the loop: do not sleep).
+    uint32_t flush();
+    // Nothing queued and no send in flight.
+    bool tx_idle() const { return txq_count_ == 0 && tx_inflight_ == 0; }
+    // Reads the kernel's drop count of the socket into rx_kernel_drops, at most every 50 ms (one
+    // getsockopt; a drop there is a datagram slidwin will resend).
+    void sample_kernel_drops(uint64_t now_ns);
+
+    Ipv4Addr ip() const { return ip_; }
+    uint16_t port() const { return port_; }
+    UringRxMode rx_mode() const { return mode_; }
+    // For the startup line: "io_uring, multishot recvmsg + provided buffers (128 x 64 KiB), batched sendmsg".
+    std::string describe() const;
+    const UringUdpCounters& counters() const { return ctr_; }
+
+   private:
+    struct TxSlot {
+        msghdr msg;
+        sockaddr_in dst;
+        PktBuf* p;
+        uint32_t next_free;
+    };
+    struct TxPending {
+        PktBuf* p;
+        Ipv4Addr dst;
+        uint16_t dst_port;
+    };
+    struct RxSlot {  // batched mode: one recvmsg in flight
+        msghdr msg;
+        sockaddr_in from;
+        iovec iov;
+    };
+    UringUdpPort(const UringUdpConfig& cfg, PktPool& rx_pool, PktPool& tx_pool);
+    bool setup(const UringCaps& caps, std::string& err);
+    io_uring_sqe* get_sqe();
+    void set_fd(io_uring_sqe* sqe);
+    void arm_multishot();
+    void arm_batched(uint32_t slot);
+    bool prep_send(const TxPending& d);
+    PktBuf* copy_in(const uint8_t* payload, uint32_t len, const sockaddr_in& from);
+    void complete_tx(const io_uring_cqe* cqe);
+    PktBuf* complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& bufs_back);
+    PktBuf* complete_rx_batched(const io_uring_cqe* cqe);
+    void drain_for_close();
+
+    UringUdpConfig cfg_;
+    PktPool& rx_pool_;
+    PktPool& tx_pool_;
+    int fd_ = -1;
+    bool fixed_file_ = false;
+    bool ring_up_ = false;
+    io_uring ring_{};
+    Ipv4Addr ip_{};
+    uint16_t port_ = 0;
+    UringRxMode mode_ = UringRxMode::kAuto;
+    bool coop_ = false;
+    bool want_events_ = false;  // the kernel has completion work for us: run it with the next call
+    uint64_t drops_sampled_ns_ = 0;
+    // receive
+    bool rx_armed_ = false;     // multishot: armed and not ended
+    uint32_t rx_rearm_ = 0;     // batched: slots to re-submit
+    uint8_t* rx_mem_ = nullptr; // rx buffers (multishot: rx_buffers, batched: rx_batch), each rx_stride_
+    size_t rx_mem_bytes_ = 0;
+    uint32_t rx_stride_ = 0;
+    io_uring_buf_ring* buf_ring_ = nullptr;
+    size_t buf_ring_bytes_ = 0;
+    msghdr rx_msg_{};  // multishot: the template (name room, no control)
+    std::vector<RxSlot> rx_slots_;
+    std::vector<uint32_t> rx_rearm_list_;
+    // send
+    std::vector<TxSlot> tx_slots_;
+    std::unique_ptr<iovec[]> tx_iov_;  // kMaxIov per slot
+    uint32_t tx_free_ = UINT32_MAX;    // free list head
+    uint32_t tx_inflight_ = 0;
+    std::vector<TxPending> txq_;       // ring of tx_queue_limit (power of two)
+    uint32_t txq_head_ = 0, txq_count_ = 0;
+    // binding
+    struct Binding {
+        uint16_t port;
+        UdpHandler* h;
+    };
+    std::vector<Binding> bindings_;
+    UringUdpCounters ctr_;
+};
+
+}  // namespace iccs
