@@ -46,6 +46,8 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
     plan.compute_cores = {0, cores > 1 ? 1u : 0u};
     plan.polling = o.polling == "busy" ? Polling::kBusy : o.polling == "inline" ? Polling::kInline : Polling::kAdaptive;
     plan.fabric = o.fabric;
+    // fabric udp: a port range of this benchmark's own (not the default a running machine may hold)
+    plan.udp_port = static_cast<uint16_t>(20000 + (getpid() % 48) * 256);
     plan.conv.dispatch = d;
     plan.messages = messages;
     plan.min_size = plan.max_size = size;
