@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@
 namespace {
 
 [[noreturn]] void usage_error(const std::string& msg) { iccs::cli::usage_error("bench", msg); }
+
+// v if it is one of `allowed`, else a usage error that names the flag, the value and what is allowed.
+std::string one_of(const std::string& flag, const char* v, std::initializer_list<const char*> allowed) {
+    std::string list;
+    for (const char* a : allowed) {
+        if (v != nullptr && std::strcmp(v, a) == 0) return v;
+        list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    usage_error(std::string("bad value '") + (v ? v : "") + "' for " + flag + ": allowed values are " + list);
+}
 
 uint64_t parse_u64(const std::string& flag, const char* v, uint64_t lo, uint64_t hi) {
     return iccs::cli::parse_u64("bench", flag, v, lo, hi);
@@ -83,17 +94,10 @@ int cmd_bench(int argc, char** argv) {
                 o.samples = parse_u64(a, v, 100, 10'000'000);
                 ++i;
             } else if (a == "--polling") {
-                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
-                                     std::strcmp(v, "busy") != 0))
-                    usage_error(std::string("bad value '") + (v ? v : "") +
-                                "' for --polling: allowed values are inline, adaptive, busy");
-                o.polling = v;
+                o.polling = one_of("--polling", v, {"inline", "adaptive", "busy"});
                 ++i;
             } else if (a == "--fabric") {
-                if (v == nullptr || (std::strcmp(v, "memif") != 0 && std::strcmp(v, "udp") != 0))
-                    usage_error(std::string("bad value '") + (v ? v : "") +
-                                "' for --fabric: allowed values are memif, udp");
-                o.fabric = v;
+                o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
@@ -121,11 +125,7 @@ int cmd_bench(int argc, char** argv) {
                 o.messages = parse_u64(a, v, 1000, 100'000'000);
                 ++i;
             } else if (a == "--polling") {
-                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
-                                     std::strcmp(v, "busy") != 0))
-                    usage_error(std::string("bad value '") + (v ? v : "") +
-                                "' for --polling: allowed values are inline, adaptive, busy");
-                o.polling = v;
+                o.polling = one_of("--polling", v, {"inline", "adaptive", "busy"});
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
@@ -147,17 +147,10 @@ int cmd_bench(int argc, char** argv) {
                 o.big_messages = static_cast<uint32_t>(parse_u64(a, v, 2, 100'000));
                 ++i;
             } else if (a == "--polling") {
-                if (v == nullptr || (std::strcmp(v, "inline") != 0 && std::strcmp(v, "adaptive") != 0 &&
-                                     std::strcmp(v, "busy") != 0))
-                    usage_error(std::string("bad value '") + (v ? v : "") +
-                                "' for --polling: allowed values are inline, adaptive, busy");
-                o.polling = v;
+                o.polling = one_of("--polling", v, {"inline", "adaptive", "busy"});
                 ++i;
             } else if (a == "--fabric") {
-                if (v == nullptr || (std::strcmp(v, "memif") != 0 && std::strcmp(v, "udp") != 0))
-                    usage_error(std::string("bad value '") + (v ? v : "") +
-                                "' for --fabric: allowed values are memif, udp");
-                o.fabric = v;
+                o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
             } else if (a == "--json") {
                 o.json = true;

@@ -297,6 +297,19 @@ void Convergence::enqueue(Connection& c, PktBuf* m) {
     net_.rings->proxy_waker(p).wake();
 }
 
+ConvHdr Convergence::header(const Connection& c, ConvType type) const {
+    ConvHdr h{};
+    h.src_cluster = be16::of(net_.cluster);
+    h.dst_cluster = be16::of(c.remote_.cluster);
+    h.src_port = be16::of(c.local_.port);
+    h.dst_port = be16::of(c.remote_.port);
+    h.type = static_cast<uint8_t>(type);
+    h.flags = c.ordered_ ? kConvOrdered : 0;
+    h.conn_id = be32::of(c.conn_id_);
+    h.piece_cnt = be16::of(1);
+    return h;
+}
+
 void Convergence::send_control(Connection& c, ConvType type, const void* body, uint32_t body_len, uint32_t msg_len) {
     PktBuf* m = nullptr;
     const uint64_t start = now_ns();
@@ -306,16 +319,8 @@ void Convergence::send_control(Connection& c, ConvType type, const void* body, u
         progress();
         wait_some(start, UINT64_MAX);
     }
-    ConvHdr h{};
-    h.src_cluster = be16::of(net_.cluster);
-    h.dst_cluster = be16::of(c.remote_.cluster);
-    h.src_port = be16::of(c.local_.port);
-    h.dst_port = be16::of(c.remote_.port);
-    h.type = static_cast<uint8_t>(type);
-    h.flags = c.ordered_ ? kConvOrdered : 0;
-    h.conn_id = be32::of(c.conn_id_);
+    ConvHdr h = header(c, type);
     h.msg_id = be32::of(next_msg_id_++);
-    h.piece_cnt = be16::of(1);
     h.msg_len = be32::of(msg_len);
     store_hdr(pkt_append(m, kConvHdrLen), h);
     if (body_len > 0) std::memcpy(pkt_append(m, body_len), body, body_len);
@@ -345,16 +350,9 @@ void Convergence::ask_credit(Connection& c) {
     c.credited_msgs_ = c.rx_.credit_msgs();
     PktBuf* m = pkt_alloc(*net_.pool);
     if (m == nullptr) return;  // asked again later
-    ConvHdr h{};
-    h.src_cluster = be16::of(net_.cluster);
-    h.dst_cluster = be16::of(c.remote_.cluster);
-    h.src_port = be16::of(c.local_.port);
-    h.dst_port = be16::of(c.remote_.port);
-    h.type = static_cast<uint8_t>(ConvType::kCredit);
-    h.flags = static_cast<uint8_t>((c.ordered_ ? kConvOrdered : 0) | kCreditWanted);
-    h.conn_id = be32::of(c.conn_id_);
+    ConvHdr h = header(c, ConvType::kCredit);
+    h.flags |= kCreditWanted;
     h.msg_id = be32::of(next_msg_id_++);
-    h.piece_cnt = be16::of(1);
     store_hdr(pkt_append(m, kConvHdrLen), h);
     std::memcpy(pkt_append(m, sizeof b), &b, sizeof b);
     ++ctr_.credits_sent;
@@ -457,14 +455,7 @@ ConvError Convergence::send_buffer(Connection* c, SendBuffer& buf, int64_t timeo
         return fail(ConvError::kBadArgument, "the connection to " + ep(c->remote_) + " is not open");
     if (const ConvError e = wait_window(c, buf.len_, timeout_us); e != ConvError::kOk) return e;
     const uint32_t cnt = static_cast<uint32_t>(buf.pieces_.size());
-    ConvHdr h{};
-    h.src_cluster = be16::of(net_.cluster);
-    h.dst_cluster = be16::of(c->remote_.cluster);
-    h.src_port = be16::of(c->local_.port);
-    h.dst_port = be16::of(c->remote_.port);
-    h.type = static_cast<uint8_t>(ConvType::kData);
-    h.flags = c->ordered_ ? kConvOrdered : 0;
-    h.conn_id = be32::of(c->conn_id_);
+    ConvHdr h = header(*c, ConvType::kData);
     h.conn_seq = be32::of(c->next_seq_++);
     h.msg_id = be32::of(next_msg_id_++);
     h.piece_cnt = be16::of(static_cast<uint16_t>(cnt));
@@ -506,14 +497,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
         big.resize(cnt);
         pieces = big.data();
     }
-    ConvHdr h{};
-    h.src_cluster = be16::of(net_.cluster);
-    h.dst_cluster = be16::of(c->remote_.cluster);
-    h.src_port = be16::of(c->local_.port);
-    h.dst_port = be16::of(c->remote_.port);
-    h.type = static_cast<uint8_t>(ConvType::kData);
-    h.flags = c->ordered_ ? kConvOrdered : 0;
-    h.conn_id = be32::of(c->conn_id_);
+    ConvHdr h = header(*c, ConvType::kData);
     h.conn_seq = be32::of(c->next_seq_);
     h.msg_id = be32::of(next_msg_id_);
     h.piece_cnt = be16::of(static_cast<uint16_t>(cnt));

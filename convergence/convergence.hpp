@@ -248,6 +248,8 @@ class Convergence {
     ConvError fail(ConvError e, std::string msg);
     void take(PktBuf* m);
     void on_connect(PktBuf* m, const ConvHdr& h);
+    // A header for c with its endpoints, type, flags and conn_id (one piece; the rest zero).
+    ConvHdr header(const Connection& c, ConvType type) const;
     void send_control(Connection& c, ConvType type, const void* body, uint32_t body_len, uint32_t msg_len = 0);
     void maybe_credit(Connection& c, bool force);
     void ask_credit(Connection& c);
