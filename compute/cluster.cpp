@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -504,12 +505,16 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                                 : default_stripe_threshold(plan.mtu_bytes);
     const uint32_t largest = std::min(plan.max_size, threshold);
     const bool kernel_udp = plan.fabric == "udp";
+    // DPDK fabrics: frames of a datagram, each in ceil((mtu + 14) / 2048) mbufs (a 9000-byte
+    // frame takes 5: counting frames alone starved the port at MTU 9000).
+    const uint32_t mbufs_per_frame = (plan.mtu_bytes + 14 + 2047) / 2048;
     const uint32_t frags_per_msg =
         kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
-                   : (largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1;
+                   : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
-                              plan.threads * plan.ring_entries * frags_per_msg + 1024 * (links_per_proxy + 1);
+                              plan.threads * (plan.ring_entries + plan.conv.zero_copy_packets) * frags_per_msg +
+                              1024 * (links_per_proxy + 1);
     constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
     // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
     const uint64_t pools_mb = 64 + uint64_t{plan.pool_segments} * 2432 / (1 << 20) +
@@ -587,13 +592,16 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 mempools.push_back(desc);
                 if (plan.fabric == "memif") {
                     // A full mesh: one memif link per pair of proxies in different clusters; the
-                    // lower cluster id serves the socket.
+                    // lower cluster id serves the socket. Every frame in one memif buffer: frames
+                    // chained over several buffers (MTU above 2034 with the default 2048) came out
+                    // of DPDK 22.11's memif many times over (millions of duplicates, then a crash).
+                    const uint32_t memif_bsize = std::max<uint32_t>(2048, std::bit_ceil(plan.mtu_bytes + 14));
                     for (const ProxyAddr& peer : pc.peers) {
                         const std::string name = "net_memif_" + std::to_string(p) + "_" + std::to_string(peer.cluster) +
                                                  "_" + std::to_string(peer.index);
                         const std::string args = name + ",role=" + (me < peer.cluster ? "server" : "client") +
                                                  ",socket=" + link_socket(plan, me, p, peer.cluster, peer.index) +
-                                                 ",socket-abstract=no";
+                                                 ",socket-abstract=no,bsize=" + std::to_string(memif_bsize);
                         if (!px->add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return fail(err);
                     }
                 } else if (plan.fabric == "pci") {

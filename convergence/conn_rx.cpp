@@ -12,6 +12,7 @@ RecvMsg& RecvMsg::operator=(RecvMsg&& o) noexcept {
     if (this != &o) {
         reset();
         pkt_ = o.pkt_;
+        budget_ = o.budget_;
         heap_ = std::move(o.heap_);
         len_ = o.len_;
         seq_ = o.seq_;
@@ -22,8 +23,12 @@ RecvMsg& RecvMsg::operator=(RecvMsg&& o) noexcept {
 }
 
 void RecvMsg::reset() {
-    if (pkt_ != nullptr) pkt_free(pkt_);
+    if (pkt_ != nullptr) {
+        pkt_free(pkt_);
+        if (budget_ != nullptr) ++*budget_;
+    }
     pkt_ = nullptr;
+    budget_ = nullptr;
     heap_.reset();
     len_ = 0;
 }
@@ -42,9 +47,10 @@ const uint8_t* RecvMsg::contiguous() const {
     return nullptr;
 }
 
-void RecvMsg::set_packet(PktBuf* p, uint32_t len, uint32_t seq) {
+void RecvMsg::set_packet(PktBuf* p, uint32_t len, uint32_t seq, uint32_t* budget) {
     reset();
     pkt_ = p;
+    budget_ = budget;
     len_ = len;
     seq_ = seq;
 }
@@ -56,15 +62,19 @@ void RecvMsg::set_heap(std::unique_ptr<uint8_t[]> b, uint32_t len, uint32_t seq)
     seq_ = seq;
 }
 
-ConnRx::ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes)
+ConnRx::ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes, uint32_t* packet_budget)
     : ordered_(ordered),
       mask_(std::bit_ceil(std::max<uint32_t>(window_msgs, 1)) - 1),
       window_bytes_(window_bytes),
+      packet_budget_(packet_budget),
       slots_(mask_ + 1) {}
 
 ConnRx::~ConnRx() {
     for (Slot& s : slots_)
-        if (s.pkt != nullptr) pkt_free(s.pkt);
+        if (s.pkt != nullptr) {
+            pkt_free(s.pkt);
+            if (packet_budget_ != nullptr) ++*packet_budget_;
+        }
 }
 
 PieceResult ConnRx::on_piece(PktBuf* p, const ConvHdr& h) {
@@ -94,11 +104,25 @@ PieceResult ConnRx::on_piece(PktBuf* p, const ConvHdr& h) {
         return drop(PieceResult::kBad);
     ++ctr_.pieces;
     if (cnt == 1) {
-        pkt_adj(p, kConvHdrLen);  // the header is in the first segment (the proxy checked)
         s.state = SlotState::kPartial;
         s.seq = seq;
         s.len = len;
-        s.pkt = p;
+        if (packet_budget_ == nullptr || *packet_budget_ > 0) {  // zero copy: keep the packet
+            pkt_adj(p, kConvHdrLen);  // the header is in the first segment (checked above)
+            s.pkt = p;
+            if (packet_budget_ != nullptr) --*packet_budget_;
+        } else {  // the thread holds enough receive buffers: copy, give the packet back
+            s.buf.reset(new (std::nothrow) uint8_t[std::max<uint32_t>(len, 1)]);
+            if (!s.buf) {
+                s.state = SlotState::kEmpty;
+                ++ctr_.alloc_failures;
+                pkt_free(p);
+                return PieceResult::kBad;
+            }
+            pkt_read(p, kConvHdrLen, len, s.buf.get());
+            pkt_free(p);
+            ++ctr_.copied;
+        }
         ++held_msgs_;
         held_bytes_ += len;
         complete(s);
@@ -151,7 +175,7 @@ bool ConnRx::pop(RecvMsg& out) {
     if (!ordered_) ready_.pop_front();
     Slot& s = slot(seq);
     if (s.pkt != nullptr) {
-        out.set_packet(s.pkt, s.len, seq);
+        out.set_packet(s.pkt, s.len, seq, packet_budget_);
         s.pkt = nullptr;
     } else {
         out.set_heap(std::move(s.buf), s.len, seq);

@@ -39,11 +39,12 @@ class RecvMsg {
     uint32_t conn_seq() const { return seq_; }
 
     // for ConnRx
-    void set_packet(PktBuf* p, uint32_t len, uint32_t seq);
+    void set_packet(PktBuf* p, uint32_t len, uint32_t seq, uint32_t* budget);
     void set_heap(std::unique_ptr<uint8_t[]> b, uint32_t len, uint32_t seq);
 
    private:
     PktBuf* pkt_ = nullptr;  // data() at the first payload byte
+    uint32_t* budget_ = nullptr;  // given back when pkt_ is freed
     std::unique_ptr<uint8_t[]> heap_;
     uint32_t len_ = 0, seq_ = 0;
 };
@@ -53,7 +54,8 @@ struct ConnRxCounters {
     uint64_t dup_pieces = 0;      // pieces already held or delivered (dropped)
     uint64_t bad_pieces = 0;      // out of window, or inconsistent with their message (dropped)
     uint64_t reordered = 0;       // messages completed before an earlier one (ordered: held back)
-    uint64_t alloc_failures = 0;  // striped messages dropped for want of memory
+    uint64_t alloc_failures = 0;  // messages dropped for want of memory
+    uint64_t copied = 0;          // one-piece messages copied because the packet budget was spent
 };
 
 enum class PieceResult { kTaken, kDuplicate, kBad };
@@ -63,7 +65,11 @@ class ConnRx {
     // window_msgs, window_bytes: what this receiver promised to hold at most (window_msgs is
     // rounded up to a power of two inside). A piece that would take it beyond either (a sender
     // that ignored its credit, or a forged piece) is dropped as bad: memory stays bounded.
-    ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes = 64u << 20);
+    // packet_budget: packets (proxy receive buffers) the receivers of one thread may keep for
+    // zero-copy hand-out, shared by its connections; beyond it a one-piece message is copied
+    // to the heap and its packet freed, so messages the application has not taken never starve
+    // a proxy's port of receive buffers. nullptr: no limit.
+    ConnRx(bool ordered, uint32_t window_msgs, uint32_t window_bytes = 64u << 20, uint32_t* packet_budget = nullptr);
     ~ConnRx();
     ConnRx(const ConnRx&) = delete;
     ConnRx& operator=(const ConnRx&) = delete;
@@ -102,6 +108,7 @@ class ConnRx {
     bool ordered_;
     uint32_t mask_;
     uint32_t window_bytes_;
+    uint32_t* packet_budget_;  // shared by the connections of one thread (see the constructor)
     std::vector<Slot> slots_;
     uint32_t base_ = 0;            // lowest conn_seq not yet taken
     std::deque<uint32_t> ready_;   // unordered: completed, not taken, in completion order

@@ -106,7 +106,7 @@ bool SendBuffer::write(uint32_t offset, const void* src, uint32_t n) {
 // ---- Convergence
 
 Convergence::Convergence(const ConvNet& net, uint16_t thread, const ConvConfig& cfg)
-    : net_(net), thread_(thread), cfg_(cfg) {
+    : net_(net), thread_(thread), cfg_(cfg), packet_budget_(cfg.zero_copy_packets) {
     threshold_ = cfg_.stripe_threshold_bytes != 0 ? cfg_.stripe_threshold_bytes
                                                   : default_stripe_threshold(net_.mtu_bytes);
     ds_.thread = thread;
@@ -243,7 +243,7 @@ void Convergence::on_connect(PktBuf* m, const ConvHdr& h) {
     }
     if (reason != 0) {
         // A one-off connection object carries the refusal back.
-        Connection tmp(true, 1, 0);
+        Connection tmp(true, 1, 0, nullptr);
         tmp.local_ = {net_.cluster, port};
         tmp.remote_ = remote;
         tmp.conn_id_ = conn_id;
@@ -252,7 +252,7 @@ void Convergence::on_connect(PktBuf* m, const ConvHdr& h) {
         return;
     }
     const bool ordered = h.flags & kConvOrdered;
-    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes)));
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes, &packet_budget_)));
     Connection* c = owned_.back().get();
     c->local_ = {net_.cluster, port};
     c->remote_ = remote;
@@ -639,7 +639,7 @@ ConvError Convergence::connect(Endpoint remote, Connection*& out, const ConnOpti
     const uint16_t port = net_.rings->port_bind_ephemeral(thread_);
     if (port == 0) return fail(ConvError::kPortInUse, "no free local port for a connection");
     const bool ordered = o.order == ConnOptions::Order::kDefault ? cfg_.ordered : o.order == ConnOptions::Order::kOrdered;
-    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes)));
+    owned_.push_back(std::unique_ptr<Connection>(new Connection(ordered, cfg_.window_msgs, cfg_.window_bytes, &packet_budget_)));
     Connection* c = owned_.back().get();
     c->local_ = {net_.cluster, port};
     c->remote_ = remote;

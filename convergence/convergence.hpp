@@ -64,6 +64,9 @@ struct ConvConfig {
     uint32_t stripe_threshold_bytes = 0;   // larger messages are cut into pieces [bytes]; 0 = one MTU's payload
     uint32_t accept_backlog = 64;          // connections a listener holds before accept()
     uint32_t connect_timeout_ms = 5000;    // connect() without its own time-out [ms]
+    // Proxy receive buffers this thread's connections may keep for zero-copy recv_msg; beyond
+    // it one-piece messages are copied (conn_rx.hpp), so untaken messages never starve a port.
+    uint32_t zero_copy_packets = 256;
 };
 
 struct ConnOptions {
@@ -109,7 +112,8 @@ class Connection {
    private:
     friend class Convergence;
     enum class State { kConnecting, kOpen, kRefused, kClosed };
-    Connection(bool ordered, uint32_t window_msgs, uint32_t window_bytes) : rx_(ordered, window_msgs, window_bytes) {}
+    Connection(bool ordered, uint32_t window_msgs, uint32_t window_bytes, uint32_t* packet_budget)
+        : rx_(ordered, window_msgs, window_bytes, packet_budget) {}
     Endpoint local_, remote_;
     uint32_t conn_id_ = 0;
     bool ordered_ = true;
@@ -216,7 +220,8 @@ class Convergence {
     // Receive into buf (cap bytes): len = the message's size; a message larger than cap is
     // truncated to cap (len still says its size).
     ConvError recv(Connection* c, void* buf, uint32_t cap, uint32_t& len, int64_t timeout_us = kForever);
-    // Receive without copying: the message stays in the library's buffer until `out` dies.
+    // Receive without copying: the message stays in the library's buffer until `out` dies (which
+    // must be before this module's end).
     ConvError recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us = kForever);
     // Wait until one of the items is ready; returns how many are (0 on time-out).
     int poll(std::span<PollItem> items, int64_t timeout_us);
@@ -278,6 +283,7 @@ class Convergence {
     std::vector<Listener> listeners_;
     ConvCounters ctr_;
     std::string err_;
+    uint32_t packet_budget_;  // ConvConfig::zero_copy_packets not yet in use
 };
 
 }  // namespace iccs
