@@ -201,3 +201,27 @@ TEST_CASE("dispatch: fixed maps a thread to one proxy, round-robin rotates, leas
     for (int i = 0; i < 400; ++i) ++count[dispatch_pick(l, Dispatch::kLeastLoaded, none)];
     REQUIRE(count == std::vector<int>{100, 100, 100, 100});
 }
+
+TEST_CASE("the packet budget bounds receive buffers kept for zero copy; beyond it messages are copied",
+          "[convergence]") {
+    HeapPktPool pool(64, 512);
+    uint32_t budget = 2;
+    {
+        ConnRx rx(true, 16, 1u << 20, &budget);
+        for (uint32_t seq = 0; seq < 3; ++seq) REQUIRE(feed(rx, cut(pool, seq, 100, 1400)[0]) == PieceResult::kTaken);
+        REQUIRE(budget == 0);
+        REQUIRE(rx.counters().copied == 1);
+        REQUIRE(pool.in_use() == 2);  // the third message's packet went back at once
+        RecvMsg a, b, c;
+        REQUIRE(rx.pop(a));
+        REQUIRE(rx.pop(b));
+        REQUIRE(rx.pop(c));
+        REQUIRE((intact(a, 0, 100) && intact(b, 1, 100) && intact(c, 2, 100)));
+        a.reset();
+        REQUIRE(budget == 1);  // given back when the application lets go
+        REQUIRE(feed(rx, cut(pool, 3, 100, 1400)[0]) == PieceResult::kTaken);
+        REQUIRE(budget == 0);
+    }
+    REQUIRE(budget == 2);  // the connection's end gives back what it held
+    REQUIRE(pool.in_use() == 0);
+}
