@@ -45,7 +45,8 @@ int cmd_demo(int argc, char** argv) {
                         "  By default: 2 cluster processes of 2 compute threads each, proxies auto, memif links,\n"
                         "  adaptive polling; every compute thread sends 2000 messages of 1..9000 bytes to every\n"
                         "  compute thread of the other cluster; each is checked; per-proxy counters at the end.\n"
-                        "  Takes the options of `iccs run alltoall` (see iccs run --help).\n"
+                        "  Takes the options of `iccs run alltoall` (see iccs run --help), e.g. --pcap DIR: every\n"
+                        "  proxy writes the frames it sends and receives to DIR/cluster<C>-proxy<P>.pcapng.\n"
                         "  --wire: the protocol stack alone, two stack instances in one process over the in-memory\n"
                         "  wire (10%% loss, 5%% duplicates, reordering within 64 frames, 1%% bit flips).\n");
             return 0;

@@ -12,6 +12,7 @@
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "bench_stripe.hpp"
+#include "cluster.hpp"
 #include "demo.hpp"
 #include "interop.hpp"
 #include "run.hpp"
@@ -39,11 +40,11 @@ int cmd_bench(int argc, char** argv) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--json]\n"
             "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
-            "                      [--json]\n"
+            "                      [--pcap DIR] [--json]\n"
             "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
-            "                         [--fabric memif|udp] [--json]\n"
+            "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
-            "                          [--polling inline|adaptive|busy] [--json]\n"
+            "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
             "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
             "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
             "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
@@ -78,6 +79,10 @@ int cmd_bench(int argc, char** argv) {
             "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
             "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
+            "  --pcap DIR     rtt, stripe, compare: every proxy of each cluster run writes its frames to\n"
+            "                 DIR/<measurement>-<fabric>-<n>/cluster<C>-proxy<P>.pcapng (as iccs run --pcap;\n"
+            "                 n counts the runs); memif only (with --fabric udp it is refused; compare\n"
+            "                 captures its memif runs only); the iccs figures then include the capture's cost\n"
             "  --json         one JSON object instead of the table\n");
         return argc < 1 ? 2 : 0;
     }
@@ -99,11 +104,22 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--fabric") {
                 o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
+            } else if (a == "--pcap") {
+                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
+                o.pcap_dir = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
                 usage_error("unknown option '" + a + "' for bench rtt (see iccs bench --help)");
             }
+        }
+        if (!o.pcap_dir.empty() && o.fabric == "udp")
+            usage_error("--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
+                        "(use --fabric memif, or tcpdump -i lo)");
+        if (!o.pcap_dir.empty()) {
+            std::string err;
+            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
         }
         return iccs::bench_rtt(o);
     }
@@ -127,11 +143,19 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--polling") {
                 o.polling = one_of("--polling", v, {"inline", "adaptive", "busy"});
                 ++i;
+            } else if (a == "--pcap") {
+                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
+                o.pcap_dir = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
                 usage_error("unknown option '" + a + "' for bench compare (see iccs bench --help)");
             }
+        }
+        if (!o.pcap_dir.empty()) {
+            std::string err;
+            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
         }
         return iccs::bench_compare(o);
     }
@@ -152,11 +176,22 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--fabric") {
                 o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
+            } else if (a == "--pcap") {
+                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
+                o.pcap_dir = v;
+                ++i;
             } else if (a == "--json") {
                 o.json = true;
             } else {
                 usage_error("unknown option '" + a + "' for bench stripe (see iccs bench --help)");
             }
+        }
+        if (!o.pcap_dir.empty() && o.fabric == "udp")
+            usage_error("--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
+                        "(use --fabric memif, or tcpdump -i lo)");
+        if (!o.pcap_dir.empty()) {
+            std::string err;
+            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
         }
         return iccs::bench_stripe(o);
     }

@@ -55,6 +55,11 @@ const char* kRunHelp =
     "  --duplicate P        [test] duplicate: probability a received frame is duplicated\n"
     "  --reorder N          [test] reorder_window: frames held back and released out of order\n"
     "  --seed N             [test] seed\n"
+    "  --pcap DIR           [machine] pcap_dir: every proxy writes the frames its ports send and\n"
+    "                       receive to DIR/cluster<C>-proxy<P>.pcapng (pcapng, ns timestamps,\n"
+    "                       direction; created if missing), at most [machine] pcap_max_bytes\n"
+    "                       (default 64 MiB) per file; read with tshark -r or Wireshark, decode\n"
+    "                       with tools/wireshark/iccs.lua. DPDK fabrics only (not udp)\n"
     "  --set SECTION.KEY=V  any other key\n"
     "  --messages N         messages per pair of compute threads (default 1000)\n"
     "  --min-size N         smallest message payload [bytes] (default 1)\n"
@@ -94,6 +99,7 @@ int cmd_run(int argc, char** argv, bool demo) {
         {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
         {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
         {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
+        {"--pcap", "machine.pcap_dir"},
     };
     for (; i < argc; ++i) {
         const std::string a = argv[i];
@@ -184,6 +190,8 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.min_size = min_size;
     plan.max_size = max_size;
     plan.seed = cfg.test.seed + 1;
+    plan.pcap_dir = cfg.machine.pcap_dir;
+    plan.pcap_max_bytes = cfg.machine.pcap_max_bytes;
     const bool kernel_udp = cfg.machine.fabric == Fabric::kUdp;
     std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (%s, "
                 "one process and EAL per cluster), polling %s, dispatch %s, %s connections, stripe threshold %u "
@@ -200,6 +208,9 @@ int cmd_run(int argc, char** argv, bool demo) {
         std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
                     "every other cluster, each pair over one parallel connection\n",
                     static_cast<unsigned long long>(messages), min_size, max_size);
+    if (!plan.pcap_dir.empty())
+        std::printf("capture: every proxy's frames to %s/cluster<C>-proxy<P>.pcapng, at most %llu bytes per file\n",
+                    plan.pcap_dir.c_str(), static_cast<unsigned long long>(plan.pcap_max_bytes));
     std::fflush(stdout);
     const int rc = launch_clusters(plan, timeout_s);
     std::printf("%s\n", rc != 0 ? "FAIL"

@@ -627,6 +627,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             }
             for (auto& px : proxies)
                 if (!px->wait_links(plan.link_timeout_ms, err)) return fail(err);
+            if (!plan.pcap_dir.empty())
+                for (uint16_t p = 0; p < nprox; ++p)
+                    if (!proxies[p]->start_capture(pcap_path(plan, me, p), plan.pcap_max_bytes, err))
+                        return fail("proxy " + std::to_string(me) + "." + std::to_string(p) + ": " + err);
             const uint64_t now = monotonic_ns();
             for (auto& px : proxies) px->open_subconnections(now);
             return true;
@@ -746,6 +750,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             for (auto& px : proxies) {
                 if (plan.polling == Polling::kInline) px->poll_once(monotonic_ns());  // publish
                 rep.proxies.push_back(px->snapshot());
+                px->finish_capture();  // nothing polls it any more: the file is complete
             }
             std::lock_guard<std::mutex> lock(g_proxies_mu);
             g_proxies = nullptr;
@@ -754,6 +759,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         rep.ok = ok && rep.error.empty() && rep.corrupt == 0 && rep.duplicates == 0 && rep.missing == 0 && !g_stop;
         if (ok && !rep.ok && rep.error.empty())
             rep.error = g_stop ? "stopped by a signal" : "messages missing, duplicated or corrupt";
+        for (auto& px : proxies) px->finish_capture();  // also when the run failed: keep what was seen
         if (plan.exit_without_teardown) {
             // A process about to _exit() leaves its memory to the kernel. Closing memif ports here
             // raced the PMD's socket handler on the EAL interrupt thread when a peer cluster hung
@@ -771,6 +777,28 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     }
     eal_stop(prefix);
     return rep;
+}
+
+std::string pcap_path(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
+    return plan.pcap_dir + "/cluster" + std::to_string(cluster) + "-proxy" + std::to_string(proxy) + ".pcapng";
+}
+
+bool pcap_dir_ready(const std::string& dir, std::string& err) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+        err = "--pcap " + dir + ": cannot create the directory: " + ec.message();
+        return false;
+    }
+    if (!std::filesystem::is_directory(dir, ec)) {
+        err = "--pcap " + dir + ": not a directory";
+        return false;
+    }
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+        err = "--pcap " + dir + ": not writable: " + std::strerror(errno);
+        return false;
+    }
+    return true;
 }
 
 void print_report(const ClusterPlan& plan, const ClusterReport& r) {
@@ -800,6 +828,16 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        if (!plan.pcap_dir.empty()) {
+            const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
+            std::printf("  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),
+                        static_cast<unsigned long long>(s.proxy.capture_frames));
+            if (s.proxy.capture_missed != 0)
+                std::printf(", stopped at [machine] pcap_max_bytes = %llu: %llu frames missed",
+                            static_cast<unsigned long long>(plan.pcap_max_bytes),
+                            static_cast<unsigned long long>(s.proxy.capture_missed));
+            std::printf("\n");
+        }
     }
     const size_t nprox = plan.proxies_per_cluster.empty() ? 0 : plan.proxies_per_cluster[plan.cluster_id];
     for (size_t t = 0; t < r.threads.size(); ++t) {
@@ -898,6 +936,17 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
         UringCaps caps;
         std::string err;
         if (!uring_probe(caps, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+    }
+    if (!plan.pcap_dir.empty()) {
+        std::string err;
+        if (plan.fabric == "udp") err = "--pcap records the frames of DPDK ports (fabrics memif, af_packet, pci); "
+                                        "fabric udp has kernel sockets and no frames (capture those with tcpdump -i lo)";
+        if (err.empty()) pcap_dir_ready(plan.pcap_dir, err);
+        if (!err.empty()) {
             std::fprintf(stderr, "iccs: %s\n", err.c_str());
             std::filesystem::remove_all(plan.sock_dir, ec);
             return 2;

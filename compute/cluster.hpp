@@ -61,6 +61,10 @@ struct ClusterPlan {
     std::string run_id;                         // names EAL file prefixes and sockets of this run
     std::string sock_dir;                       // where memif sockets live
     uint32_t link_timeout_ms = 20'000;
+    // --pcap: every proxy records the frames of its ports to pcap_dir/cluster<C>-proxy<P>.pcapng
+    // ("" = off), at most pcap_max_bytes per file. DPDK fabrics only (not udp).
+    std::string pcap_dir;
+    uint64_t pcap_max_bytes = 64ull << 20;
     // The workload: every compute thread sends `messages` messages to every compute thread of
     // every other cluster, sizes uniform in [min_size, max_size], and checks what it receives.
     uint64_t messages = 1000;
@@ -98,6 +102,10 @@ struct ClusterReport {
 Ipv4Addr proxy_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 MacAddr proxy_mac(uint16_t cluster, uint16_t proxy);
 std::string eal_prefix(const ClusterPlan& plan, uint16_t cluster);
+// --pcap: the capture file of a proxy, pcap_dir/cluster<C>-proxy<P>.pcapng.
+std::string pcap_path(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+// --pcap: create pcap_dir if missing and check it is writable; false with err naming it and why.
+bool pcap_dir_ready(const std::string& dir, std::string& err);
 // fabric af_packet: the interface a proxy's port opens; afp_fabric_up/down create and remove the
 // run's bridge and veth pairs (root needed).
 std::string afp_ifname(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);

@@ -255,7 +255,7 @@ Problem problem_at(const toml::node& n, std::string text) {
     return Problem{n.source().begin.line, n.source().begin.column, std::move(text)};
 }
 
-enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray, kIpv4Array };
+enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray, kIpv4Array, kPath };
 
 struct Key {
     std::string_view section;
@@ -453,6 +453,21 @@ Key pci_addresses_key() {
     return k;
 }
 
+Key pcap_dir_key() {
+    Key k{"machine", "pcap_dir", Kind::kPath, "a directory path (a string; \"\" = off)",
+          "capture every proxy's frames to pcap_dir/cluster<C>-proxy<P>.pcapng (\"\" = off; not fabric udp)",
+          {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto v = n.as_string();
+        if (!v || v->get().find('\0') != std::string::npos) return k.wrong(n);
+        c.machine.pcap_dir = v->get();
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("pcap_dir", c.machine.pcap_dir); };
+    k.note = [](const MachineConfig& c) { return c.machine.pcap_dir.empty() ? std::string("off") : std::string(); };
+    return k;
+}
+
 Key udp_addresses_key() {
     const std::string element = "an IPv4 unicast address like \"127.0.0.1\" (not 0.x.x.x, or 224.0.0.0 and above)";
     Key k{"machine", "udp_addresses", Kind::kIpv4Array, "an array of IPv4 addresses, e.g. [\"10.1.0.1\", \"10.1.0.2\"]",
@@ -513,6 +528,9 @@ std::vector<Key> make_keys() {
                         "udp_port + 64*c + p"));
     t.push_back(udp_addresses_key());
     t.push_back(pci_addresses_key());
+    t.push_back(pcap_dir_key());
+    t.push_back(int_key("machine", "pcap_max_bytes", &M::machine, &MachineSection::pcap_max_bytes, 65536,
+                        int64_t{1} << 40, "size limit of each capture file [bytes]; capture stops there"));
     // [cluster]
     t.push_back(int_key("cluster", "compute_threads", &M::cluster, &ClusterSection::compute_threads, 1, 256,
                         "application threads per cluster"));
@@ -739,6 +757,7 @@ std::optional<Problem> set_from_text(const Key& key, MachineConfig& cfg, const s
             return key.set(cfg, toml::value<std::string>(value));
         case Kind::kEnum:
         case Kind::kIpv4:
+        case Kind::kPath:
             if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
             return key.set(cfg, toml::value<std::string>(std::string(text)));
         case Kind::kCoreArray: return key.set(cfg, override_array(text, true));
@@ -907,6 +926,10 @@ std::optional<std::string> validate(const MachineConfig& cfg) {
                            quote(m.pci_addresses[i]) + ": already used by pci_addresses[" + std::to_string(j) +
                            "] (one port per proxy)";
     }
+    if (m.fabric == Fabric::kUdp && !m.pcap_dir.empty())
+        return "config error: " + kv("machine", "pcap_dir", quote(m.pcap_dir)) +
+               " with fabric = \"udp\": capture records the frames of DPDK ports (memif, af_packet, pci); "
+               "fabric udp has kernel sockets and no frames (capture those with tcpdump -i lo)";
     if (m.fabric == Fabric::kUdp) {
         const size_t n = m.udp_addresses.size(), all = size_t{proxies} * m.clusters;
         if (n != 0 && n != m.clusters && n != all)

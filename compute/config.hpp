@@ -61,6 +61,9 @@ struct MachineSection {
     std::vector<Ipv4Addr> udp_addresses{};     // fabric udp: socket addresses: none (127.0.0.1), one per
                                                // cluster, or one per proxy of all clusters; else ignored
     std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
+    std::string pcap_dir{};                    // capture every proxy's frames to DIR/cluster<C>-proxy<P>.pcapng
+                                               // ("" = off; DPDK fabrics only, not udp)
+    uint64_t pcap_max_bytes = 64ull << 20;     // size limit of each capture file [bytes]; capture stops there
     friend bool operator==(const MachineSection&, const MachineSection&) = default;
 };
 

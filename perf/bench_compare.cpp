@@ -80,12 +80,17 @@ int bench_compare(const BenchCompareOptions& o) {
                      "messages) over memif, udp, kernel sockets; host has %u cores\n",
                      o.size_bytes, o.runs, static_cast<unsigned long long>(o.samples),
                      static_cast<unsigned long long>(o.messages), cores);
+    if (!o.pcap_dir.empty())
+        std::fprintf(stderr, "bench compare: capturing the memif runs to %s/rtt-memif-N and stream-memif-N "
+                             "(cluster<C>-proxy<P>.pcapng); udp runs are not captured (kernel sockets, no frames); "
+                             "the memif figures include the capture's cost; decode with tshark -o iccs.udp_port:%u\n",
+                     o.pcap_dir.c_str(), bench_udp_port());
     for (uint32_t r = 0; r < o.runs; ++r) {
         if (!o.json) std::fprintf(stderr, "  run %u of %u ...\n", r + 1, o.runs);
-        note_rtt(memif, iccs_rtt("memif", o.polling, o.size_bytes, o.samples));
+        note_rtt(memif, iccs_rtt("memif", o.polling, o.size_bytes, o.samples, o.pcap_dir));
         note_rtt(udp, iccs_rtt("udp", o.polling, o.size_bytes, o.samples));
         note_rtt(kernel, kernel_rtt(o.size_bytes, o.samples));
-        note_rate(memif, iccs_stream("memif", o.polling, o.size_bytes, o.messages));
+        note_rate(memif, iccs_stream("memif", o.polling, o.size_bytes, o.messages, o.pcap_dir));
         note_rate(udp, iccs_stream("udp", o.polling, o.size_bytes, o.messages));
         note_rate(kernel, kernel_stream(o.size_bytes, o.messages));
     }

@@ -16,6 +16,7 @@ struct BenchCompareOptions {
     uint64_t messages = 200'000;      // messages per rate measurement
     std::string polling = "inline";   // iccs polling: inline runs on the same two threads as the kernel path
     bool json = false;
+    std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
 };
 
 int bench_compare(const BenchCompareOptions& o);

@@ -77,9 +77,7 @@ ClusterPlan two_clusters(const std::string& fabric, const std::string& polling, 
     plan.proxy_cores = {1};
     plan.compute_cores = {0, 1};
     plan.fabric = fabric;
-    // fabric udp: a port range of this benchmark's own (not the default 9410 a running machine
-    // may hold), below the kernel's ephemeral ports
-    plan.udp_port = static_cast<uint16_t>(20000 + (getpid() % 48) * 256);
+    plan.udp_port = bench_udp_port();
     plan.polling = polling == "busy" ? Polling::kBusy : polling == "adaptive" ? Polling::kAdaptive : Polling::kInline;
     plan.min_size = plan.max_size = size;
     plan.pool_segments = 8192;
@@ -90,6 +88,14 @@ ClusterPlan two_clusters(const std::string& fabric, const std::string& polling, 
 }
 
 }  // namespace
+
+std::string bench_capture_dir(const std::string& base, const std::string& what, const std::string& fabric) {
+    static unsigned runs = 0;
+    if (base.empty() || fabric == "udp") return {};
+    return base + "/" + what + "-" + fabric + "-" + std::to_string(++runs);
+}
+
+uint16_t bench_udp_port() { return static_cast<uint16_t>(20000 + (getpid() % 48) * 256); }
 
 unsigned iccs_spinning_threads(const std::string& polling) { return polling == "inline" ? 2 : 4; }
 
@@ -187,9 +193,11 @@ RttStats floor_rtt(uint64_t samples) {
     return stats_of(rtt);
 }
 
-RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples) {
+RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples,
+                  const std::string& pcap_base) {
     RttStats s;
     ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.pcap_dir = bench_capture_dir(pcap_base, "rtt", fabric);
     plan.workload = "pingpong";
     plan.messages = samples;
     plan.warmup = samples / 10;
@@ -211,9 +219,11 @@ RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_
     return s;
 }
 
-RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages) {
+RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages,
+                      const std::string& pcap_base) {
     RateStats s;
     ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.pcap_dir = bench_capture_dir(pcap_base, "stream", fabric);
     plan.workload = "stream";
     plan.messages = messages;
     plan.pool_segments = 16384;

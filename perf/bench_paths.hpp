@@ -28,15 +28,27 @@ struct RateStats {
     std::string error;
 };
 
+// --pcap on a benchmark: the capture directory of its next cluster run, base/<what>-<n> (n counts
+// the runs of this process from 1, so every run keeps its own files); "" when base is "" or the
+// fabric is udp (kernel sockets: no frames to capture).
+std::string bench_capture_dir(const std::string& base, const std::string& what, const std::string& fabric);
+// The UDP port of the benchmarks' cluster runs (all fabrics): a range of their own, not the default
+// 9410 a running machine may hold, below the kernel's ephemeral ports. Captures are decoded with
+// tshark -o iccs.udp_port:<this>.
+uint16_t bench_udp_port();
+
 // One message of size bytes in flight, `samples` round trips timed (after samples/10 untimed).
-RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples);
+// pcap_base: --pcap of the benchmark ("" = no capture; see bench_capture_dir).
+RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples,
+                  const std::string& pcap_base = {});
 RttStats kernel_rtt(uint32_t size, uint64_t samples);
 RttStats floor_rtt(uint64_t samples);
 
 // `messages` messages of size bytes one way from one sender thread, as fast as the path takes them.
 // iccs: reliable (sliding window, exactly once); kernel: a blocking sendto loop and a recvfrom
 // loop, nothing resent: `delivered` may fall short of `sent`.
-RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages);
+RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages,
+                      const std::string& pcap_base = {});
 RateStats kernel_stream(uint32_t size, uint64_t messages);
 
 // Threads that spin in an iccs run with this polling mode (2 compute threads; adaptive and busy

@@ -27,7 +27,11 @@ int bench_rtt(const BenchRttOptions& o) {
         std::fprintf(stderr, "bench rtt: %u-byte messages, %llu samples each, fabric %s, host has %u cores\n",
                      o.size_bytes, static_cast<unsigned long long>(o.samples), o.fabric.c_str(), cores);
     std::fflush(stdout);
-    const RttStats ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples);
+    if (!o.pcap_dir.empty())
+        std::fprintf(stderr, "bench rtt: capturing to %s/rtt-%s-1/cluster<C>-proxy<P>.pcapng: the iccs figures "
+                             "include the capture's cost; decode with tshark -o iccs.udp_port:%u\n",
+                     o.pcap_dir.c_str(), o.fabric.c_str(), bench_udp_port());
+    const RttStats ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
     const RttStats k = kernel_rtt(o.size_bytes, o.samples);
     const RttStats fl = floor_rtt(o.samples);
     const double r_kernel = k.median_us > 0 ? ic.median_us / k.median_us : 0;

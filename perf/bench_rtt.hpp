@@ -13,6 +13,7 @@ struct BenchRttOptions {
     std::string polling = "inline";  // inline | adaptive | busy
     std::string fabric = "memif";    // memif (DPDK) | udp (kernel UDP sockets via io_uring)
     bool json = false;
+    std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
 };
 
 int bench_rtt(const BenchRttOptions& o);

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_paths.hpp"
 #include "cluster.hpp"
 
 namespace iccs {
@@ -46,8 +47,8 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
     plan.compute_cores = {0, cores > 1 ? 1u : 0u};
     plan.polling = o.polling == "busy" ? Polling::kBusy : o.polling == "inline" ? Polling::kInline : Polling::kAdaptive;
     plan.fabric = o.fabric;
-    // fabric udp: a port range of this benchmark's own (not the default a running machine may hold)
-    plan.udp_port = static_cast<uint16_t>(20000 + (getpid() % 48) * 256);
+    plan.pcap_dir = bench_capture_dir(o.pcap_dir, "stripe-" + std::to_string(proxies) + "proxies", o.fabric);
+    plan.udp_port = bench_udp_port();  // a range of the benchmarks' own (bench_paths.hpp)
     plan.conv.dispatch = d;
     plan.messages = messages;
     plan.min_size = plan.max_size = size;
@@ -170,6 +171,11 @@ int bench_stripe(const BenchStripeOptions& o) {
         // first to last message: n - 1 messages' worth of time
         return secs > 0 ? static_cast<double>(size) * (n - 1) / secs / 1e6 : 0.0;
     };
+    if (!o.pcap_dir.empty())
+        std::fprintf(stderr, "bench stripe: capturing every run to %s/stripe-<P>proxies-%s-N/cluster<C>-proxy<P>.pcapng "
+                             "(N counts the runs; decode with tshark -o iccs.udp_port:%u); the iccs figures include the capture's "
+                             "cost\n",
+                     o.pcap_dir.c_str(), o.fabric.c_str(), bench_udp_port());
     std::vector<double> tcp;
     for (uint32_t r = 0; r < o.runs; ++r) tcp.push_back(mbps(tcp_run(o.big_bytes, o.big_messages), o.big_bytes, o.big_messages));
     const double tcp_mbps = median(tcp);

@@ -18,6 +18,7 @@ struct BenchStripeOptions {
     std::string polling = "adaptive";
     std::string fabric = "memif";
     bool json = false;
+    std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
 };
 
 int bench_stripe(const BenchStripeOptions& o);

@@ -79,7 +79,10 @@ bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes
         err = std::string("the PMD's ring mapping (") + link + ", " + std::to_string(ring_bytes) + " bytes) was not found";
         return false;
     }
-    const int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+    // Protocol 0: the socket takes no frame until bind() names the protocol and the interface
+    // (packet(7)). Created with ETH_P_ALL it would take every interface's frames into its ring until
+    // then: loopback datagrams of other programs reached the proxy (and its --pcap capture).
+    const int fd = socket(AF_PACKET, SOCK_RAW, 0);
     if (fd < 0) {
         err = std::string("socket(AF_PACKET): ") + std::strerror(errno);
         return false;

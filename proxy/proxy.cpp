@@ -33,6 +33,12 @@ uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q) {
     return uint64_t{2} << (kMsgTimeBuckets - 1);
 }
 
+uint64_t realtime_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t monotonic_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -99,6 +105,39 @@ bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
             return false;
         }
     return true;
+}
+
+bool Proxy::start_capture(const std::string& path, uint64_t max_bytes, std::string& err) {
+    if (udp_) {
+        err = "--pcap records the frames of DPDK ports (fabrics memif, af_packet, pci); fabric udp has "
+              "kernel sockets and no frames (capture those with tcpdump -i lo)";
+        return false;
+    }
+    auto w = std::make_unique<PcapngWriter>();
+    if (!w->open(path, max_bytes, err)) return false;
+    for (const auto& p : ports_) w->add_interface(p->name());  // interface id = port index
+    w->flush();
+    capture_ = std::move(w);
+    capture_flush_ns_ = monotonic_ns();
+    return true;
+}
+
+void Proxy::finish_capture() {
+    if (capture_) capture_->close();  // its counts stay readable (collect)
+}
+
+void Proxy::capture_rx(size_t port, PktBuf** frames, uint32_t n) {
+    if (n == 0) return;
+    capture_->write_burst(static_cast<uint32_t>(port), frames, n, realtime_ns(), PcapngWriter::Dir::kIn);
+}
+
+uint32_t Proxy::port_tx(size_t port, PktBuf** frames, uint32_t n) {
+    if (!capture_) return ports_[port]->tx_burst(frames, n);
+    for (uint32_t i = 0; i < n; ++i) pkt_ref(frames[i]);
+    const uint32_t sent = ports_[port]->tx_burst(frames, n);
+    capture_->write_burst(static_cast<uint32_t>(port), frames, sent, realtime_ns(), PcapngWriter::Dir::kOut);
+    for (uint32_t i = 0; i < n; ++i) pkt_free(frames[i]);  // our reference only: the rest is as tx_burst left it
+    return sent;
 }
 
 void Proxy::open_subconnections(uint64_t now_ns) {
@@ -378,7 +417,7 @@ void Proxy::flush_tx() {
             PktBuf* burst[kBurst];
             const uint32_t k = static_cast<uint32_t>(std::min<size_t>(q.size(), kBurst));
             std::copy(q.begin(), q.begin() + k, burst);
-            const uint32_t sent = ports_[p]->tx_burst(burst, k);
+            const uint32_t sent = port_tx(p, burst, k);
             q.erase(q.begin(), q.begin() + sent);
             if (sent < k) break;
         }
@@ -393,8 +432,9 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     uint32_t work = 0;
     drain_rings(now_ns, work);
     PktBuf* frames[kBurst * 2];
-    for (auto& port : ports_) {
-        uint32_t n = port->rx_burst(frames, kBurst);
+    for (size_t p = 0; p < ports_.size(); ++p) {
+        uint32_t n = ports_[p]->rx_burst(frames, kBurst);
+        if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
         work += n;
         n = impair_burst(frames, n);
         if (n > 0) stack_.input_burst(frames, n, now_ns);
@@ -420,6 +460,10 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         stack_.timers(now_ns);
         status_pass(now_ns);
         last_timers_ns_ = now_ns;
+        if (capture_ && now_ns - capture_flush_ns_ >= 100'000'000) {  // readable while the run goes on
+            capture_->flush();
+            capture_flush_ns_ = now_ns;
+        }
     }
     if (udp_)
         work += udp_->flush();  // one system call at most; completions it produced keep us awake
@@ -513,6 +557,10 @@ bool Proxy::idle() const {
 ProxySnapshot Proxy::collect() const {
     ProxySnapshot s;
     s.proxy = ctr_;
+    if (capture_) {
+        s.proxy.capture_frames = capture_->frames();
+        s.proxy.capture_missed = capture_->missed();
+    }
     s.stack = stack_.counters();
     for (const ProxyAddr& peer : cfg_.peers) {
         const SubConnection* sc = ep_->get(global_id(peer.cluster, peer.index));

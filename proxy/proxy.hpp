@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "pcapng.hpp"
 #include "polling.hpp"
 #include "port.hpp"
 #include "rings.hpp"
@@ -87,6 +88,8 @@ struct ProxyConfig {
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
     X(impair_dropped, "frames dropped by fault injection")                      \
     X(impair_duplicated, "frames duplicated by fault injection")                \
+    X(capture_frames, "frames written to the capture file (--pcap)")               \
+    X(capture_missed, "frames not captured: the file reached pcap_max_bytes")   \
     X(busy_ns, "time spent in iterations that did work [ns]")                   \
     X(total_ns, "time the loop ran [ns]")                                       \
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
@@ -139,6 +142,14 @@ class Proxy final : public SlidwinSink {
     bool add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::string& err);
     // The I/O path, for the startup line: "DPDK ethdev (...)" or the io_uring socket's description.
     std::string io_path() const;
+    // --pcap: record every frame the ports deliver and every frame their TX rings take into the
+    // pcapng file at path (one interface per port, direction on each frame), at most max_bytes.
+    // Call after the ports are added, before the first poll. false with err (fabric udp has no
+    // frames; the file cannot be written).
+    bool start_capture(const std::string& path, uint64_t max_bytes, std::string& err);
+    // Flush and close the capture file (the end of a run: cluster processes _exit() without
+    // destructors). Call when nothing polls the proxy any more.
+    void finish_capture();
     // Open the sub-connections to every peer proxy (static ARP entries from the configuration).
     void open_subconnections(uint64_t now_ns);
 
@@ -174,6 +185,10 @@ class Proxy final : public SlidwinSink {
     // Keepalive/status to every other cluster, and the peer timeout check.
     void status_pass(uint64_t now_ns);
     void flush_tx();
+    // A port's tx_burst; with a capture, the frames the device took are recorded (an extra
+    // reference keeps them readable: a driver may release a frame inside tx_burst).
+    uint32_t port_tx(size_t port, PktBuf** frames, uint32_t n);
+    void capture_rx(size_t port, PktBuf** frames, uint32_t n);
     void publish();
     PktBuf* impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra);
     // Fault injection over a received burst (frames has room for 2 * kBurst); returns the new count.
@@ -186,6 +201,8 @@ class Proxy final : public SlidwinSink {
     // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
     // ARP) may be RX mbufs that return through their port.
     std::vector<std::unique_ptr<Port>> ports_;
+    std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
+    uint64_t capture_flush_ns_ = 0;
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;
@@ -213,5 +230,7 @@ class Proxy final : public SlidwinSink {
 
 // CLOCK_MONOTONIC in ns: the clock of proxies, message-time stamps and the benchmarks.
 uint64_t monotonic_ns();
+// CLOCK_REALTIME in ns: the timestamps of captured frames (Wireshark shows wall-clock time).
+uint64_t realtime_ns();
 
 }  // namespace iccs

@@ -11,8 +11,8 @@ and the proxies' own "msgs tx" counters):
   --expect-fixed          every compute thread t used exactly one proxy, t mod P, and each
                           proxy's msgs tx equals what its threads handed it
   --expect-all-proxies    every compute thread used every proxy of its cluster
-  --expect-less-on P      proxy P of every cluster got under 40% of the messages (it is slowed on
-                          purpose; least-loaded dispatch must avoid it)
+  --expect-less-on P      proxy P of every cluster got under 45% of the messages (it is slowed on
+                          purpose; least-loaded dispatch must avoid it; round-robin gives it 50%)
 """
 import glob
 import os
@@ -131,8 +131,8 @@ def main():
         for c, t, per in threads:
             share = per[slow] / max(1, sum(per))
             print(f"thread {c}.{t}: {per}, slowed proxy {slow} got {share:.0%}")
-            if share >= 0.40:
-                failures.append(f"thread {c}.{t}: slowed proxy {slow} got {share:.0%} of the messages (want < 40%)")
+            if share >= 0.45:
+                failures.append(f"thread {c}.{t}: slowed proxy {slow} got {share:.0%} of the messages (want < 45%)")
     time.sleep(0.2)
     left = leftovers(run_id)
     if left:

@@ -412,6 +412,8 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"machine.udp_port", "12345"},
         {"machine.udp_addresses", "10.1.0.1,10.1.0.2,10.1.0.3,10.1.0.4,10.1.0.5"},
         {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
+        {"machine.pcap_dir", "/tmp/iccs capture"},
+        {"machine.pcap_max_bytes", "1048576"},
         {"cluster.compute_threads", "7"},
         {"cluster.proxy_cores", host_core_count() >= 2 ? "1,0,1" : "0,0"},
         {"cluster.polling", "inline"},
@@ -465,6 +467,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
     CHECK(!(*back.config == defaults));
 
     CHECK(!apply_override(c, "cluster.proxies", "2"));
+    CHECK(!apply_override(c, "machine.pcap_dir", ""));  // capture is for the DPDK fabrics
     CHECK(!apply_override(c, "machine.fabric", "udp"));
     const std::string fixed = dump_config(c);
     CHECK_THAT(fixed, Catch::Contains("proxies = 2\n"));
@@ -489,4 +492,25 @@ TEST_CASE("config: sections become the stack's configs", "[config]") {
     CHECK(to_string(Dispatch::kRoundRobin) == "round-robin");
     CHECK(to_string(Fabric::kAfPacket) == "af_packet");
     CHECK(to_string(Polling::kInline) == "inline");
+}
+
+TEST_CASE("config: pcap_dir and pcap_max_bytes", "[config]") {
+    const ConfigResult r = load_config("[machine]\npcap_dir = \"cap\"\npcap_max_bytes = 1000000\n", "iccs.toml");
+    INFO(r.error);
+    REQUIRE(r.ok());
+    CHECK(r.config->machine.pcap_dir == "cap");
+    CHECK(r.config->machine.pcap_max_bytes == 1000000);
+    CHECK(MachineConfig{}.machine.pcap_dir.empty());  // off by default
+    CHECK(MachineConfig{}.machine.pcap_max_bytes == 64ull << 20);
+    CHECK(error_of("[machine]\npcap_dir = 3\n") ==
+          "config error: iccs.toml:2: [machine] pcap_dir = 3: expected a directory path (a string; \"\" = off)");
+    CHECK(error_of("[machine]\npcap_max_bytes = 100\n") ==
+          "config error: iccs.toml:2: [machine] pcap_max_bytes = 100: expected an integer from 65536 to "
+          "1099511627776");
+    CHECK_THAT(error_of("[machine]\nfabric = \"udp\"\npcap_dir = \"cap\"\n"),
+               Catch::Contains("[machine] pcap_dir = \"cap\" with fabric = \"udp\": capture records the frames of "
+                               "DPDK ports"));
+    MachineConfig c;
+    REQUIRE(!apply_override(c, "pcap_dir", "/tmp/x", "--pcap"));
+    CHECK(c.machine.pcap_dir == "/tmp/x");
 }
