@@ -2,6 +2,8 @@
 // process over the fabric and run a built-in program on the compute threads.
 #include "run.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,7 +22,7 @@ namespace iccs {
 namespace {
 
 const char* kRunHelp =
-    "usage: iccs run alltoall|errors [options]\n"
+    "usage: iccs run alltoall|errors|pingpong [options]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
     "  lcores, memif links between the proxies of different clusters, or veths / NIC ports, or\n"
     "  the kernel's UDP sockets driven by io_uring) and runs a built-in program on every compute\n"
@@ -33,6 +35,9 @@ const char* kRunHelp =
     "  errors    the failure cases of connections on 2 clusters: connect to a port nobody bound\n"
     "            (refused), recv after the peer closed (end-of-stream), and cluster 1 killing itself\n"
     "            (its peer is told the cluster is down within [cluster] peer_timeout_ms).\n"
+    "  pingpong  thread 0 of cluster 0 sends --messages messages of --min-size bytes, one at a time,\n"
+    "            to thread 0 of cluster 1, which sends each back (after --warmup untimed rounds);\n"
+    "            prints the round-trip times: 'rtt_ns MEDIAN P99 MIN MAX N'.\n"
     "  Prints per-cluster PASS/FAIL, the proxy counters, and each compute thread's convergence\n"
     "  counters (messages handed to each proxy); exits non-zero on any failure. Ctrl-C stops every\n"
     "  cluster cleanly.\n"
@@ -60,10 +65,18 @@ const char* kRunHelp =
     "                       direction; created if missing), at most [machine] pcap_max_bytes\n"
     "                       (default 64 MiB) per file; read with tshark -r or Wireshark, decode\n"
     "                       with tools/wireshark/iccs.lua. DPDK fabrics only (not udp)\n"
+    "  --sites LIST         [wan] sites: the site of each cluster, e.g. 0,0,1 (default: each its own)\n"
+    "  --wan-latency-ms X   [wan] latency_ms: one-way latency of every inter-site link\n"
+    "  --wan-bandwidth BPS  [wan] bandwidth_bytes_per_s of every inter-site link (0 = unlimited)\n"
+    "  --wan-script FILE    [wan] script driving the links (read, sleep, set, set_sym, forever)\n"
+    "  --wan-series FILE    [wan] series: a measured time series replayed\n"
     "  --set SECTION.KEY=V  any other key\n"
     "  --messages N         messages per pair of compute threads (default 1000)\n"
     "  --min-size N         smallest message payload [bytes] (default 1)\n"
     "  --max-size N         largest message payload [bytes] (default 9000, at most 16777216)\n"
+    "  --warmup N           pingpong: untimed rounds first (default 10)\n"
+    "  --gap-us N           pingpong: the pinger pauses N us before each round, outside the timing\n"
+    "                       (so the other side is idle when a message comes; default 0)\n"
     "  --timeout S          stop the run after S seconds (default 300)\n";
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
@@ -79,6 +92,8 @@ int cmd_run(int argc, char** argv, bool demo) {
     std::vector<std::pair<std::string, std::string>> overrides;
     uint64_t messages = demo ? 2000 : 1000;
     uint32_t min_size = 1, max_size = 9000, timeout_s = 300;
+    uint64_t warmup = 10;
+    uint32_t gap_us = 0;
     std::string program = "alltoall";
     int i = 0;
     if (!demo) {
@@ -86,8 +101,9 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::fputs(kRunHelp, argc < 1 ? stderr : stdout);
             return argc < 1 ? 2 : 0;
         }
-        if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0)
-            usage_error(std::string("unknown program '") + argv[0] + "' (built-in programs: alltoall, errors)");
+        if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
+            std::strcmp(argv[0], "pingpong") != 0)
+            usage_error(std::string("unknown program '") + argv[0] + "' (built-in programs: alltoall, errors, pingpong)");
         program = argv[0];
         i = 1;
     }
@@ -100,6 +116,9 @@ int cmd_run(int argc, char** argv, bool demo) {
         {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
         {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
         {"--pcap", "machine.pcap_dir"},
+        {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
+        {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
+        {"--wan-series", "wan.series"},
     };
     for (; i < argc; ++i) {
         const std::string a = argv[i];
@@ -128,6 +147,10 @@ int cmd_run(int argc, char** argv, bool demo) {
             min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 16u << 20));
         } else if (a == "--max-size") {
             max_size = static_cast<uint32_t>(parse_u64(a, v, 0, 16u << 20));
+        } else if (a == "--gap-us") {
+            gap_us = static_cast<uint32_t>(parse_u64(a, v, 0, 10'000'000));
+        } else if (a == "--warmup") {
+            warmup = parse_u64(a, v, 0, 1'000'000);
         } else if (a == "--timeout") {
             timeout_s = static_cast<uint32_t>(parse_u64(a, v, 1, 86400));
         } else {
@@ -156,6 +179,13 @@ int cmd_run(int argc, char** argv, bool demo) {
         return 2;
     }
     ClusterPlan plan;
+    {
+        std::string err;
+        if (!to_wan_config(cfg, plan.wan, err)) {
+            std::fprintf(stderr, "%s\n", err.c_str());
+            return 2;
+        }
+    }
     plan.clusters = static_cast<uint16_t>(cfg.machine.clusters);
     plan.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
     const uint16_t nprox = static_cast<uint16_t>(cfg.cluster.proxies_resolved);
@@ -192,6 +222,13 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.seed = cfg.test.seed + 1;
     plan.pcap_dir = cfg.machine.pcap_dir;
     plan.pcap_max_bytes = cfg.machine.pcap_max_bytes;
+    plan.warmup = warmup;
+    plan.gap_us = gap_us;
+    std::string result_file;
+    if (program == "pingpong") {
+        result_file = "/tmp/iccs-pingpong-" + std::to_string(::getpid()) + ".txt";
+        plan.result_file = result_file;
+    }
     const bool kernel_udp = cfg.machine.fabric == Fabric::kUdp;
     std::printf("iccs %s: %u clusters x %u compute threads, %u proxies per cluster%s, fabric %s (%s, "
                 "one process and EAL per cluster), polling %s, dispatch %s, %s connections, stripe threshold %u "
@@ -212,8 +249,31 @@ int cmd_run(int argc, char** argv, bool demo) {
         std::printf("capture: every proxy's frames to %s/cluster<C>-proxy<P>.pcapng, at most %llu bytes per file\n",
                     plan.pcap_dir.c_str(), static_cast<unsigned long long>(plan.pcap_max_bytes));
     std::fflush(stdout);
+    if (plan.wan) {
+        uint32_t nsites = 0;
+        const std::vector<uint16_t> sites = wan_sites(cfg, nsites);
+        std::string s;
+        for (const uint16_t x : sites) s += (s.empty() ? "" : ",") + std::to_string(x);
+        std::printf("wan: emulated links between %u sites (site of each cluster: %s), default latency %g ms, "
+                    "bandwidth %s%s%s\n",
+                    nsites, s.c_str(), cfg.wan.latency_ms,
+                    cfg.wan.bandwidth_bytes_per_s ? (std::to_string(cfg.wan.bandwidth_bytes_per_s) + " bytes/s").c_str()
+                                                  : "unlimited",
+                    cfg.wan.script.empty() ? "" : (", script " + cfg.wan.script).c_str(),
+                    cfg.wan.series.empty() ? "" : (", series " + cfg.wan.series).c_str());
+    }
+    std::fflush(stdout);
     const int rc = launch_clusters(plan, timeout_s);
+    if (!result_file.empty()) {
+        if (FILE* f = std::fopen(result_file.c_str(), "r")) {
+            char line[256];
+            if (std::fgets(line, sizeof line, f)) std::printf("%s", line);
+            std::fclose(f);
+        }
+        std::remove(result_file.c_str());
+    }
     std::printf("%s\n", rc != 0 ? "FAIL"
+                         : program == "pingpong" ? "PASS: every round trip completed"
                          : program == "errors"
                              ? "PASS: refused, end-of-stream and peer-down were each reported as documented"
                              : plan.conv.ordered ? "PASS: every message arrived exactly once, intact and in order"

@@ -1,5 +1,6 @@
 // cluster.cpp: see cluster.hpp.
 #include "cluster.hpp"
+#include "wan_script.hpp"
 
 #include <pthread.h>
 #include <rte_lcore.h>
@@ -234,6 +235,7 @@ bool program_pingpong(ComputeEnv& env) {
     rtt.reserve(p.messages);
     const uint64_t rounds = p.warmup + p.messages;
     for (uint64_t i = 0; i < rounds && !stopping(); ++i) {
+        if (pinger && p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
         const uint64_t t0 = monotonic_ns();
         if (pinger) {
             if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk)
@@ -429,6 +431,129 @@ int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
     return 0;
 }
 
+// ---- telemetry: /iccs/wan/links,<n>, /iccs/wan/set, /iccs/wan/mode (proxy/wan_emu.hpp)
+// links: a flat dict (DPDK 22.11 names are [A-Za-z0-9_/], dict containers hold arrays only):
+// mode, hold counters, link_<A>_<B>_<counter> per link this proxy emulates (bw_bytes_per_s,
+// lat_ns, present, msgs, bytes, queue_ns_sum, queue_ns_mean, queue_ns_max, changes), and the
+// recent changes as parallel arrays change_at_us, change_a, change_b, change_bw, change_lat_ns.
+int tel_wan_links(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
+    if (g_proxies == nullptr || params == nullptr) return -1;
+    char* end = nullptr;
+    const long n = std::strtol(params, &end, 10);
+    if (end == params || n < 0 || static_cast<size_t>(n) >= g_proxies->size()) return -1;
+    const WanView v = (*g_proxies)[static_cast<size_t>(n)]->wan_view();
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_string(d, "mode", v.on ? to_string(v.mode) : "off");
+    if (!v.on) return 0;
+    rte_tel_data_add_dict_u64(d, "site", v.my_site);
+    rte_tel_data_add_dict_u64(d, "sites", v.sites);
+    rte_tel_data_add_dict_u64(d, "held_msgs", v.held_msgs);
+    rte_tel_data_add_dict_u64(d, "held_bytes", v.held_bytes);
+    rte_tel_data_add_dict_u64(d, "held_max_msgs", v.held_max_msgs);
+    rte_tel_data_add_dict_u64(d, "hold_full", v.hold_full);
+    rte_tel_data_add_dict_u64(d, "released", v.released);
+    size_t entries = 7;
+    for (const WanView::Link& l : v.links) {
+        if (entries + 9 > RTE_TEL_MAX_DICT_ENTRIES - 8) break;  // the dict's limit (the change arrays follow)
+        entries += 9;
+        const std::string k = "link_" + std::to_string(l.a) + "_" + std::to_string(l.b) + "_";
+        const WanLinkCounters& c = l.counters;
+        rte_tel_data_add_dict_u64(d, (k + "bw_bytes_per_s").c_str(), static_cast<uint64_t>(l.params.bw_bytes_per_s));
+        rte_tel_data_add_dict_u64(d, (k + "lat_ns").c_str(), l.params.latency_ns);
+        rte_tel_data_add_dict_u64(d, (k + "present").c_str(), l.params.present ? 1 : 0);
+        rte_tel_data_add_dict_u64(d, (k + "msgs").c_str(), c.msgs);
+        rte_tel_data_add_dict_u64(d, (k + "bytes").c_str(), c.bytes);
+        rte_tel_data_add_dict_u64(d, (k + "queue_ns_sum").c_str(), c.queue_ns_sum);
+        rte_tel_data_add_dict_u64(d, (k + "queue_ns_mean").c_str(), c.msgs ? c.queue_ns_sum / c.msgs : 0);
+        rte_tel_data_add_dict_u64(d, (k + "queue_ns_max").c_str(), c.queue_ns_max);
+        rte_tel_data_add_dict_u64(d, (k + "changes").c_str(), c.changes);
+    }
+    const char* names[] = {"change_at_us", "change_a", "change_b", "change_bw", "change_lat_ns"};
+    for (int f = 0; f < 5; ++f) {
+        rte_tel_data* arr = rte_tel_data_alloc();
+        if (arr == nullptr) return -1;
+        rte_tel_data_start_array(arr, RTE_TEL_U64_VAL);
+        for (const WanChange& ch : v.changes) {
+            const uint64_t x = f == 0   ? ch.at_ns / 1000
+                               : f == 1 ? ch.a
+                               : f == 2 ? ch.b
+                               : f == 3 ? static_cast<uint64_t>(ch.params.bw_bytes_per_s)
+                                        : ch.params.latency_ns;
+            rte_tel_data_add_array_u64(arr, x);
+        }
+        rte_tel_data_add_dict_container(d, names[f], arr, 0);
+    }
+    return 0;
+}
+
+// {"result": "ok"} or {"result": "error: ..."} (a telemetry string holds at most 127 characters).
+void add_result(rte_tel_data* d, const std::string& err) {
+    std::string r = err.empty() ? std::string("ok") : "error: " + err;
+    if (r.size() >= RTE_TEL_MAX_STRING_LEN) r.resize(RTE_TEL_MAX_STRING_LEN - 1);
+    rte_tel_data_add_dict_string(d, "result", r.c_str());
+}
+
+// /iccs/wan/set,A,B,BW,LAT_S[,sym]: link A -> B (and B -> A with sym) on every proxy of this cluster.
+int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
+    if (g_proxies == nullptr || g_proxies->empty() || params == nullptr) return -1;
+    std::string args(params);
+    bool sym = false;
+    if (args.size() > 4 && args.compare(args.size() - 4, 4, ",sym") == 0) {
+        sym = true;
+        args.resize(args.size() - 4);
+    }
+    for (char& ch : args)
+        if (ch == ',') ch = ' ';
+    rte_tel_data_start_dict(d);
+    const WanView v = (*g_proxies)[0]->wan_view();
+    WanCommand c;
+    std::string err;
+    if (!v.on) {
+        err = "the WAN stage is off in this run (start it with a [wan] key)";
+    } else if (wan_parse_link_values(args, v.sites, c.a, c.b, c.params, err)) {
+        for (auto& px : *g_proxies) {
+            px->wan_post(c);
+            if (sym) {
+                WanCommand r = c;
+                std::swap(r.a, r.b);
+                px->wan_post(r);
+            }
+        }
+    }
+    add_result(d, err);
+    return 0;
+}
+
+// /iccs/wan/mode,constant|script|series|live
+int tel_wan_mode(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
+    if (g_proxies == nullptr || g_proxies->empty() || params == nullptr) return -1;
+    const std::string m(params);
+    WanCommand c;
+    c.kind = WanCommand::kMode;
+    std::string err;
+    if (m == "constant") c.mode = WanMode::kConstant;
+    else if (m == "script") c.mode = WanMode::kScript;
+    else if (m == "series") c.mode = WanMode::kSeries;
+    else if (m == "live") c.mode = WanMode::kLive;
+    else err = "mode '" + m + "': allowed values are constant, script, series, live";
+    const WanConfig* wc = nullptr;
+    if (err.empty()) {
+        if (!(*g_proxies)[0]->config().wan) err = "the WAN stage is off in this run";
+        else wc = (*g_proxies)[0]->config().wan.get();
+    }
+    if (err.empty() && ((c.mode == WanMode::kScript && wc->script.empty()) ||
+                        (c.mode == WanMode::kSeries && wc->series.empty())))
+        err = "no [wan] " + m + " was given to this run";
+    if (err.empty())
+        for (auto& px : *g_proxies) px->wan_post(c);
+    rte_tel_data_start_dict(d);
+    add_result(d, err);
+    return 0;
+}
+
 }  // namespace
 
 Ipv4Addr proxy_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
@@ -514,7 +639,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
                               plan.threads * (plan.ring_entries + plan.conv.zero_copy_packets) * frags_per_msg +
-                              1024 * (links_per_proxy + 1);
+                              1024 * (links_per_proxy + 1) +
+                              (plan.wan ? static_cast<uint32_t>(plan.wan->hold_limit_bytes / 2048) : 0);
     constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
     // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
     const uint64_t pools_mb = 64 + uint64_t{plan.pool_segments} * 2432 / (1 << 20) +
@@ -555,6 +681,11 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
                 pc.impair = plan.impair;
+                if (plan.wan) {
+                    auto wan = std::make_shared<WanConfig>(*plan.wan);
+                    wan->proxies_per_cluster = plan.proxies_per_cluster;
+                    pc.wan = std::move(wan);
+                }
                 pc.peer_timeout_ms = plan.peer_timeout_ms;
                 pc.proxies_per_cluster = plan.proxies_per_cluster;
                 for (uint16_t c = 0; c < plan.clusters; ++c)
@@ -644,6 +775,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             rte_telemetry_register_cmd("/iccs/proxies", tel_proxies, "Proxies of this cluster. No parameters");
             rte_telemetry_register_cmd("/iccs/proxy/stats", tel_proxy_stats,
                                        "Counters of one proxy. Parameter: proxy index");
+            rte_telemetry_register_cmd("/iccs/wan/links", tel_wan_links,
+                                       "WAN emulation of one proxy: the links it emulates (parameters, counters) "
+                                       "and the recent changes. Parameter: proxy index");
+            rte_telemetry_register_cmd("/iccs/wan/set", tel_wan_set,
+                                       "WAN emulation: set link A -> B. Parameters: A,B,BW_BYTES_PER_S,LAT_S[,sym]");
+            rte_telemetry_register_cmd("/iccs/wan/mode", tel_wan_mode,
+                                       "WAN emulation: what drives the links. Parameter: constant, script, series, live");
             if (!plan.quiet) {
                 // Which fabric and which I/O path (the kernel's, or DPDK's), in one line.
                 std::string io = proxies.empty() ? std::string("-") : proxies[0]->io_path();

@@ -56,6 +56,7 @@ struct ClusterPlan {
     SlidwinConfig slidwin;
     ReassemblyConfig reass;
     RxImpairment impair;
+    std::shared_ptr<const WanConfig> wan;       // WAN emulation ([wan], to_wan_config); null = off
     uint32_t ring_entries = 1024;
     uint32_t pool_segments = 16384;             // message buffers (2 KiB each) of the cluster
     std::string run_id;                         // names EAL file prefixes and sockets of this run
@@ -83,6 +84,9 @@ struct ClusterPlan {
     // Or any program (the examples): runs on every compute thread instead of the workload.
     ComputeProgram program;
     uint64_t warmup = 1000;
+    // pingpong: the pinger pauses this long before each round [us] (outside the timed round trip),
+    // so every message finds the other side idle, as across a slow WAN link.
+    uint32_t gap_us = 0;
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only
     // remove the runtime dir. Set by launch_clusters() for its forked cluster processes.

@@ -13,6 +13,7 @@
 
 #include "conv_hdr.hpp"
 #include "convergence.hpp"
+#include "wan_script.hpp"
 
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -255,7 +257,8 @@ Problem problem_at(const toml::node& n, std::string text) {
     return Problem{n.source().begin.line, n.source().begin.column, std::move(text)};
 }
 
-enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray, kIpv4Array, kPath };
+enum class Kind { kInt, kEnum, kIpv4, kProxies, kProbability, kCoreArray, kPciArray, kIpv4Array, kPath, kNumber,
+                  kSiteArray, kLinkArray, kString };
 
 struct Key {
     std::string_view section;
@@ -336,6 +339,123 @@ Key probability_key(std::string_view name, double TestSection::*field, std::stri
         return std::nullopt;
     };
     k.put = [name, field](const MachineConfig& c, toml::table& t) { t.insert_or_assign(name, c.test.*field); };
+    return k;
+}
+
+// [wan] links entry: "A->B BW LAT_MS", "A<->B BW LAT_MS", "A->B cut", "A<->B cut".
+struct LinkSpec {
+    uint32_t a = 0, b = 0;
+    bool both = false, cut = false;
+    double bw = 0, lat_ms = 0;
+};
+bool parse_link_spec(std::string_view text, LinkSpec& out) {
+    std::istringstream in{std::string(text)};
+    std::string pair, w2, w3, extra;
+    if (!(in >> pair)) return false;
+    const size_t arrow = pair.find("->");
+    if (arrow == std::string::npos || arrow == 0) return false;
+    out.both = pair[arrow - 1] == '<';
+    int64_t a = -1, b = -1;
+    if (!parse_int(std::string_view(pair).substr(0, arrow - (out.both ? 1 : 0)), a) ||
+        !parse_int(std::string_view(pair).substr(arrow + 2), b) || a < 0 || b < 0 || a >= kWanMaxSites ||
+        b >= kWanMaxSites || a == b)
+        return false;
+    out.a = static_cast<uint32_t>(a);
+    out.b = static_cast<uint32_t>(b);
+    if (!(in >> w2)) return false;
+    if (w2 == "cut") {
+        out.cut = true;
+        return !(in >> extra);
+    }
+    if (!(in >> w3) || (in >> extra)) return false;
+    return parse_double(w2, out.bw) && out.bw >= 0 && out.bw <= 1e12 && parse_double(w3, out.lat_ms) &&
+           out.lat_ms >= 0 && out.lat_ms <= 100'000;
+}
+
+Key wan_latency_key() {
+    Key k{"wan", "latency_ms", Kind::kNumber, "a number of milliseconds from 0 to 100000",
+          "one-way latency of every inter-site link [ms]", {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        double v = -1;
+        if (const auto f = n.as_floating_point()) v = f->get();
+        if (const auto i = n.as_integer()) v = static_cast<double>(i->get());
+        if (!(v >= 0.0 && v <= 100'000.0)) return k.wrong(n);
+        c.wan.latency_ms = v;
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("latency_ms", c.wan.latency_ms); };
+    return k;
+}
+
+Key wan_sites_key() {
+    const std::string element = "a site id from 0 to " + std::to_string(kWanMaxSites - 1);
+    Key k{"wan", "sites", Kind::kSiteArray, "an array with the site of each cluster, e.g. [0, 0, 1, 1]; each " + element,
+          "site of each cluster; [] = every cluster its own site (links inside a site are not emulated)", {}, {}, {}};
+    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<uint32_t> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto v = e.as_integer();
+            if (!v || v->get() < 0 || v->get() >= kWanMaxSites)
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(static_cast<uint32_t>(v->get()));
+        }
+        c.wan.sites = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const uint32_t s : c.wan.sites) a.push_back(static_cast<int64_t>(s));
+        t.insert_or_assign("sites", std::move(a));
+    };
+    k.note = [](const MachineConfig& c) {
+        return c.wan.sites.empty() ? std::string("empty: every cluster its own site") : std::string();
+    };
+    return k;
+}
+
+Key wan_links_key() {
+    const std::string element = "\"A->B BW LAT_MS\", \"A<->B BW LAT_MS\", \"A->B cut\" or \"A<->B cut\" (A, B: site "
+                                "ids 0.." + std::to_string(kWanMaxSites - 1) +
+                                ", A != B; BW: bytes/s 0..1e12, 0 = unlimited; LAT_MS: 0..100000)";
+    Key k{"wan", "links", Kind::kLinkArray, "an array of link strings, e.g. [\"0<->1 1e6 10\"]; each " + element,
+          "per-link overrides of bandwidth and latency, or a cut link (traffic routes through other sites)", {}, {}, {}};
+    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<std::string> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto s = e.as_string();
+            LinkSpec spec;
+            if (!s || !parse_link_spec(s->get(), spec))
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(s->get());
+        }
+        c.wan.links = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const auto& s : c.wan.links) a.push_back(s);
+        t.insert_or_assign("links", std::move(a));
+    };
+    return k;
+}
+
+Key wan_path_key(std::string_view name, std::string WanSection::*field, std::string_view doc) {
+    Key k{"wan", name, Kind::kString, "a file path, or \"\" for none", doc, {}, {}, {}};
+    k.set = [k, field](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto s = n.as_string();
+        if (!s) return k.wrong(n);
+        c.wan.*field = s->get();
+        return std::nullopt;
+    };
+    k.put = [name, field](const MachineConfig& c, toml::table& t) { t.insert_or_assign(name, c.wan.*field); };
     return k;
 }
 
@@ -506,7 +626,7 @@ Key udp_addresses_key() {
     return k;
 }
 
-constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test"};
+constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test", "wan"};
 
 std::vector<Key> make_keys() {
     using M = MachineConfig;
@@ -601,6 +721,18 @@ std::vector<Key> make_keys() {
                         "which proxy of every cluster slow_proxy_us slows"));
     t.push_back(int_key("test", "slow_proxy_us", &M::test, &TestSection::slow_proxy_us, 0, 1'000'000,
                         "that proxy pauses this long after each busy iteration [us] (0 = off)"));
+    // [wan]
+    t.push_back(wan_sites_key());
+    t.push_back(wan_latency_key());
+    t.push_back(int_key("wan", "bandwidth_bytes_per_s", &M::wan, &WanSection::bandwidth_bytes_per_s, 0,
+                        1'000'000'000'000, "bandwidth of every inter-site link [bytes/s] (0 = unlimited)"));
+    t.push_back(wan_links_key());
+    t.push_back(wan_path_key("script", &WanSection::script,
+                             "script driving the link parameters (read, sleep, set, set_sym, forever); \"\" = none"));
+    t.push_back(wan_path_key("series", &WanSection::series,
+                             "measured series replayed: lines TIME_S A B BW LAT_S; \"\" = none"));
+    t.push_back(int_key("wan", "hold_limit_bytes", &M::wan, &WanSection::hold_limit_bytes, 65536, 1 << 30,
+                        "buffers a proxy holds for the WAN stage at most [bytes]; beyond, slidwin waits"));
     return t;
 }
 
@@ -752,6 +884,7 @@ std::optional<Problem> set_from_text(const Key& key, MachineConfig& cfg, const s
             if (parse_int(text, i)) return key.set(cfg, toml::value<int64_t>(i));
             return key.set(cfg, toml::value<std::string>(value));
         case Kind::kProbability:
+        case Kind::kNumber:
             if (parse_int(text, i)) return key.set(cfg, toml::value<int64_t>(i));
             if (parse_double(text, d)) return key.set(cfg, toml::value<double>(d));
             return key.set(cfg, toml::value<std::string>(value));
@@ -760,7 +893,24 @@ std::optional<Problem> set_from_text(const Key& key, MachineConfig& cfg, const s
         case Kind::kPath:
             if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
             return key.set(cfg, toml::value<std::string>(std::string(text)));
-        case Kind::kCoreArray: return key.set(cfg, override_array(text, true));
+        case Kind::kCoreArray:
+        case Kind::kSiteArray: return key.set(cfg, override_array(text, true));
+        case Kind::kLinkArray: {  // ";" separates links on the command line (they contain no comma)
+            toml::array a;
+            std::string_view rest = text;
+            while (!rest.empty()) {
+                const size_t semi = rest.find(';');
+                std::string item(rest.substr(0, semi));
+                rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+                while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+                while (!item.empty() && item.back() == ' ') item.pop_back();
+                if (!item.empty()) a.push_back(item);
+            }
+            return key.set(cfg, a);
+        }
+        case Kind::kString:
+            if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
+            return key.set(cfg, toml::value<std::string>(std::string(text)));
         case Kind::kPciArray:
         case Kind::kIpv4Array: return key.set(cfg, override_array(text, false));
     }
@@ -945,7 +1095,83 @@ std::optional<std::string> validate(const MachineConfig& cfg) {
                    " proxies: the last socket port (udp_port + 64*c + p) would be " + std::to_string(last) +
                    "; need udp_port <= " + std::to_string(65535 - 64u * (m.clusters - 1) - (proxies - 1));
     }
+
+    const auto& w = cfg.wan;
+    if (!w.sites.empty() && w.sites.size() != m.clusters)
+        return "config error: [wan] sites has " + std::to_string(w.sites.size()) + " entries: need one per cluster (" +
+               std::to_string(m.clusters) + ", [machine] clusters) or none (every cluster its own site)";
+    if (!w.script.empty() && !w.series.empty())
+        return "config error: [wan] script = " + quote(w.script) + " and series = " + quote(w.series) +
+               ": choose one (both drive the same links)";
+    if (w.sites.empty() && m.clusters > kWanMaxSites &&
+        (w.latency_ms > 0 || w.bandwidth_bytes_per_s > 0 || !w.links.empty() || !w.script.empty() || !w.series.empty()))
+        return "config error: [wan] sites = []: " + std::to_string(m.clusters) + " clusters would be " +
+               std::to_string(m.clusters) + " sites, at most " + std::to_string(kWanMaxSites) +
+               " are emulated: group the clusters into sites";
+    uint32_t nsites = 0;
+    const std::vector<uint16_t> site_of = wan_sites(cfg, nsites);
+    for (size_t i = 0; i < w.links.size(); ++i) {
+        LinkSpec l;
+        parse_link_spec(w.links[i], l);
+        for (const uint32_t s : {l.a, l.b})
+            if (std::find(site_of.begin(), site_of.end(), s) == site_of.end())
+                return "config error: [wan] links[" + std::to_string(i) + "] = " + quote(w.links[i]) + ": site " +
+                       std::to_string(s) + " has no cluster (sites of the clusters: " +
+                       (w.sites.empty() ? std::string("the cluster ids 0..") + std::to_string(m.clusters - 1)
+                                        : std::string("[wan] sites")) + ")";
+    }
     return std::nullopt;
+}
+
+std::vector<uint16_t> wan_sites(const MachineConfig& c, uint32_t& sites) {
+    std::vector<uint16_t> out;
+    sites = 0;
+    for (uint32_t i = 0; i < c.machine.clusters; ++i) {
+        out.push_back(static_cast<uint16_t>(c.wan.sites.empty() ? i : c.wan.sites[i]));
+        sites = std::max<uint32_t>(sites, out.back() + 1u);
+    }
+    return out;
+}
+
+bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out, std::string& err) {
+    out.reset();
+    const WanSection& w = c.wan;
+    if (w.latency_ms <= 0 && w.bandwidth_bytes_per_s == 0 && w.links.empty() && w.script.empty() && w.series.empty())
+        return true;  // off
+    auto cfg = std::make_shared<WanConfig>();
+    uint32_t sites = 0;
+    cfg->site_of_cluster = wan_sites(c, sites);
+    WanLinkParams def;
+    def.bw_bytes_per_s = static_cast<double>(w.bandwidth_bytes_per_s);
+    def.latency_ns = static_cast<uint64_t>(std::llround(w.latency_ms * 1e6));
+    cfg->topo = WanTopology::uniform(sites, def);
+    for (const std::string& s : w.links) {
+        LinkSpec l;
+        parse_link_spec(s, l);  // validate() checked it
+        WanLinkParams p;
+        p.present = !l.cut;
+        if (!l.cut) {
+            p.bw_bytes_per_s = l.bw;
+            p.latency_ns = static_cast<uint64_t>(std::llround(l.lat_ms * 1e6));
+        }
+        cfg->topo.at(l.a, l.b) = p;
+        if (l.both) cfg->topo.at(l.b, l.a) = p;
+    }
+    if (std::string u = cfg->topo.unreachable(); !u.empty()) {
+        err = "config error: [wan] links: " + u;
+        return false;
+    }
+    if (!w.script.empty() && !wan_load_script(w.script, cfg->topo, cfg->script, err)) {
+        err = "wan script error: " + err;
+        return false;
+    }
+    if (!w.series.empty() && !wan_load_series(w.series, cfg->topo, cfg->series, err)) {
+        err = "wan series error: " + err;
+        return false;
+    }
+    cfg->hold_limit_bytes = w.hold_limit_bytes;
+    out = std::move(cfg);
+    return true;
 }
 
 std::string dump_config(const MachineConfig& cfg) {

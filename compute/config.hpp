@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@
 #include "ipv4_reassemble.hpp"
 #include "polling.hpp"  // proxy/: enum class Polling, shared with the proxy loop
 #include "dispatch.hpp"
+#include "wan_emu.hpp"  // proxy/: the WAN emulation stage this section configures
 #include "slidwin.hpp"
 
 namespace iccs {
@@ -126,6 +128,22 @@ struct TestSection {
     friend bool operator==(const TestSection&, const TestSection&) = default;
 };
 
+// WAN emulation (DESIGN.md §10, proxy/wan_emu.hpp): clusters grouped into sites; a receiving
+// proxy holds each message from another site until its emulated arrival. Off (no cost but one
+// branch) while every link has latency 0, bandwidth 0 (unlimited), none is cut, and there is no
+// script or series.
+struct WanSection {
+    std::vector<uint32_t> sites{};            // site of each cluster (0..63); [] = every cluster its own site
+    double latency_ms = 0.0;                  // one-way latency of every inter-site link [ms]
+    uint64_t bandwidth_bytes_per_s = 0;       // bandwidth of every inter-site link [bytes/s] (0 = unlimited)
+    std::vector<std::string> links{};         // per-link overrides: "A->B BW LAT_MS", "A<->B BW LAT_MS",
+                                              // "A->B cut", "A<->B cut" (A, B: site ids)
+    std::string script{};                     // path of a script driving the parameters ("" = none)
+    std::string series{};                     // path of a measured time series replayed ("" = none)
+    uint64_t hold_limit_bytes = 8u << 20;     // buffers a proxy holds for the WAN stage [bytes]
+    friend bool operator==(const WanSection&, const WanSection&) = default;
+};
+
 struct MachineConfig {
     MachineSection machine;
     ClusterSection cluster;
@@ -133,6 +151,7 @@ struct MachineConfig {
     ReassemblySection reassembly;
     ConvergenceSection convergence;
     TestSection test;
+    WanSection wan;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };
 
@@ -220,6 +239,13 @@ inline Ipv4Addr udp_socket_ip(const std::vector<Ipv4Addr>& addresses, uint32_t c
     if (addresses.size() == size_t{clusters} * proxies && i < addresses.size()) return addresses[i];
     return Ipv4Addr{0x7f000001};  // none given (validate() refuses other counts)
 }
+
+// The WAN stage's setup: sites, constant parameters, the script or series read and compiled
+// (their errors name file and line). `out` stays null when the stage is off (see WanSection).
+// Reads files: start-up only. False with err.
+bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out, std::string& err);
+// The site of every cluster ([wan] sites, or the cluster id), and the number of sites.
+std::vector<uint16_t> wan_sites(const MachineConfig& c, uint32_t& sites);
 
 // The stack's own config structs, from the sections (us and ms become ns).
 SlidwinConfig to_slidwin_config(const SlidwinSection& s);

@@ -20,6 +20,7 @@ inline uint16_t global_id(uint16_t cluster, uint16_t index) { return static_cast
 constexpr uint32_t kBurst = 32;
 constexpr size_t kBacklogLimit = 4096;  // beyond this, leave messages in the rings (backpressure)
 constexpr size_t kTxQueueLimit = 8192;  // frames a port may have waiting for its TX ring
+constexpr uint64_t kWanSpinNs = 100'000;  // adaptive: spin, not sleep, this close to a WAN event
 }  // namespace
 
 uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q) {
@@ -56,10 +57,12 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
     last_heard_ns_.assign(routes_.size(), 0);
+    if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, monotonic_ns());
 }
 
 Proxy::~Proxy() {
     for (PktBuf* p : held_) pkt_free(p);
+    if (wan_) wan_->drain_all([](void* m) { pkt_free(static_cast<PktBuf*>(m)); });
     for (auto& r : refusals_) pkt_free(r.second);
     for (Route& r : routes_)
         for (PktBuf* p : r.backlog) pkt_free(p);
@@ -153,6 +156,7 @@ void Proxy::open_subconnections(uint64_t now_ns) {
         last_heard_ns_[peer.cluster] = now_ns;
     }
     last_status_ns_ = now_ns;
+    if (wan_) wan_->restart(now_ns);  // the script or series starts with the loop, not at construction
 }
 
 void Proxy::route_send(uint16_t cluster, PktBuf* m, uint64_t now_ns) {
@@ -335,6 +339,25 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
         pkt_free(msg);
         return true;
     }
+    if (wan_ && wan_->remote(src_cluster)) {  // WAN stage: held until its emulated arrival
+        const uint32_t len = msg->pkt_len > kConvHdrLen ? msg->pkt_len - kConvHdrLen : 0;
+        // A fresh clock, not the iteration's: under inline polling a compute thread may have been
+        // descheduled between reading it and getting here (ms late), which would shorten the hold.
+        const uint64_t now = std::max(iter_now_ns_, monotonic_ns());
+        if (!wan_->hold(wan_->site_of(src_cluster), msg, len, msg->nb_segs, now)) {
+            ++wan_hold_full_;  // the hold limit: slidwin keeps it (and its window closes) until later
+            if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
+            return false;
+        }
+        wan_held_max_ = std::max(wan_held_max_, wan_->held_msgs());
+        return true;
+    }
+    return deliver(&sc, msg);
+}
+
+bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
+    const uint8_t* h = msg->data();
+    const auto type = static_cast<ConvType>(h[offsetof(ConvHdr, type)]);
     const int32_t owner = rings_.port_owner(load_be16(h + offsetof(ConvHdr, dst_port)));
     if (owner < 0 || owner >= cfg_.threads) {
         if (type == ConvType::kConnect) {
@@ -348,9 +371,9 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
     const auto port = static_cast<uint32_t>(owner);
     if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
         // Counted once per stop, not per retry: the retries run every loop until the ring drains.
-        if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) {
-            blocked_.push_back(&sc);
-            if (std::find(blocked_prev_.begin(), blocked_prev_.end(), &sc) == blocked_prev_.end()) ++ctr_.ring_full;
+        if (sc != nullptr && std::find(blocked_.begin(), blocked_.end(), sc) == blocked_.end()) {
+            blocked_.push_back(sc);
+            if (std::find(blocked_prev_.begin(), blocked_prev_.end(), sc) == blocked_prev_.end()) ++ctr_.ring_full;
         }
         rings_.thread_waker(port).wake();
         return false;
@@ -455,6 +478,7 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     } else {
         blocked_prev_.clear();
     }
+    if (wan_) work += wan_poll(now_ns);
     wheel_.advance(now_ns);
     if (now_ns - last_timers_ns_ >= 1'000'000) {
         stack_.timers(now_ns);
@@ -514,6 +538,13 @@ void Proxy::run() {
             sched_yield();
             continue;
         }
+        // A held WAN message (or a script step) due soon: spin for it, since a futex sleep here
+        // wakes some 50 us late, which the emulated latency would gain.
+        const uint64_t wan_next = wan_ ? wan_->next_event_ns() : UINT64_MAX;
+        if (wan_next <= now + kWanSpinNs) {
+            sched_yield();
+            continue;
+        }
         // Adaptive: say we sleep, look once more, then sleep until woken, a timer, or sleep_us.
         waker.prepare_sleep();
         bool pending = false;
@@ -524,7 +555,8 @@ void Proxy::run() {
             continue;
         }
         uint64_t sleep_ns = uint64_t{cfg_.sleep_us} * 1000;
-        const uint64_t next = wheel_.next_expiry();
+        uint64_t next = wheel_.next_expiry();
+        if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
         if (sleep_ns >= 1000) {
             ++ctr_.sleeps;
@@ -537,6 +569,7 @@ void Proxy::run() {
 }
 
 bool Proxy::idle() const {
+    if (wan_held_.load(std::memory_order_relaxed) > 0) return false;  // WAN stage still holds messages
     // A cluster that is down never acks: what waits for it does not count.
     for (const Route& r : routes_)
         if (!r.backlog.empty() && !rings_.cluster_down(r.cluster)) return false;
@@ -602,6 +635,72 @@ ProxySnapshot Proxy::snapshot() const {
         std::atomic_thread_fence(std::memory_order_acquire);
         if (seq_.load(std::memory_order_relaxed) == a) return s;
     }
+}
+
+uint32_t Proxy::wan_poll(uint64_t now_ns) {
+    if (wan_cmd_pending_.load(std::memory_order_acquire)) {
+        std::vector<WanCommand> cmds;
+        {
+            std::lock_guard<std::mutex> lock(wan_cmd_mu_);
+            cmds.swap(wan_cmds_);
+            wan_cmd_pending_.store(false, std::memory_order_relaxed);
+        }
+        for (const WanCommand& c : cmds) {
+            if (c.kind == WanCommand::kSet)
+                wan_->set_link(c.a, c.b, c.params, now_ns);
+            else
+                wan_->set_mode(c.mode, now_ns);
+        }
+    }
+    wan_->drive(now_ns);
+    uint32_t work = 0;
+    uint16_t site = 0;
+    // Due messages in arrival order; a full ring stops its source site's queue until next time.
+    for (void* m; (m = wan_->peek_due(now_ns, site)) != nullptr;) {
+        if (!deliver(nullptr, static_cast<PktBuf*>(m))) break;
+        wan_->pop(site);
+        ++wan_released_;
+        ++work;
+    }
+    wan_held_.store(wan_->held_msgs(), std::memory_order_relaxed);
+    if (now_ns - last_wan_publish_ns_ >= 10'000'000) {
+        wan_publish();
+        last_wan_publish_ns_ = now_ns;
+    }
+    return work;
+}
+
+void Proxy::wan_publish() {
+    std::unique_lock<std::mutex> lock(wan_view_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // a reader is copying it: next time
+    WanView& v = wan_view_;
+    v.on = true;
+    v.mode = wan_->mode();
+    v.sites = wan_->topology().sites;
+    v.my_site = wan_->my_site();
+    v.held_msgs = wan_->held_msgs();
+    v.held_bytes = wan_->held_bytes();
+    v.held_max_msgs = wan_held_max_;
+    v.hold_full = wan_hold_full_;
+    v.released = wan_released_;
+    v.links.clear();
+    for (const auto& [a, b] : wan_->used_links())
+        v.links.push_back(WanView::Link{a, b, wan_->topology().at(a, b), wan_->counters(a, b)});
+    v.changes.assign(wan_->changes().begin(), wan_->changes().end());
+}
+
+bool Proxy::wan_post(const WanCommand& c) {
+    if (!wan_) return false;
+    std::lock_guard<std::mutex> lock(wan_cmd_mu_);
+    wan_cmds_.push_back(c);
+    wan_cmd_pending_.store(true, std::memory_order_release);
+    rings_.proxy_waker(cfg_.index).wake();
+    return true;
+}
+
+WanView Proxy::wan_view() const {
+    std::lock_guard<std::mutex> lock(wan_view_mu_);
+    return wan_view_;
 }
 
 }  // namespace iccs

@@ -28,6 +28,7 @@
 #include "stack.hpp"
 #include "timer_wheel.hpp"
 #include "uring_udp.hpp"
+#include "wan_emu.hpp"
 
 namespace iccs {
 
@@ -70,6 +71,31 @@ struct ProxyConfig {
     uint32_t keepalive_ms = 100;
     std::vector<ProxyAddr> peers;       // every proxy of every other cluster
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
+    // WAN emulation (wan_emu.hpp): null = off, and then it costs one branch per message.
+    std::shared_ptr<const WanConfig> wan;
+};
+
+// A change of the WAN emulation's parameters from another thread (telemetry, `iccs wan`).
+struct WanCommand {
+    enum Kind : uint8_t { kSet, kMode } kind = kSet;
+    uint32_t a = 0, b = 0;
+    WanLinkParams params;
+    WanMode mode = WanMode::kLive;
+};
+
+// The WAN stage as telemetry shows it (published every 10 ms by the proxy thread).
+struct WanView {
+    bool on = false;
+    WanMode mode = WanMode::kConstant;
+    uint32_t sites = 0, my_site = 0;
+    uint64_t held_msgs = 0, held_bytes = 0, held_max_msgs = 0, hold_full = 0, released = 0;
+    struct Link {
+        uint32_t a, b;
+        WanLinkParams params;
+        WanLinkCounters counters;
+    };
+    std::vector<Link> links;         // the links this proxy emulates
+    std::vector<WanChange> changes;  // the most recent parameter changes, oldest first
 };
 
 // Per-proxy counters (DESIGN.md §6), written only by the proxy's thread.
@@ -168,8 +194,14 @@ class Proxy final : public SlidwinSink {
     const ProxyConfig& config() const { return cfg_; }
     Stack& stack() { return stack_; }
 
-    // SlidwinSink: a message in order from a sub-connection -> the destination thread's ring.
+    // SlidwinSink: a message in order from a sub-connection -> the destination thread's ring
+    // (held by the WAN stage first when it comes from another site).
     bool on_message(SubConnection& sc, PktBuf* msg) override;
+
+    // WAN emulation: a command for the proxy thread (any thread; applied in its next iteration),
+    // and the published view. wan_post is false when the stage is off.
+    bool wan_post(const WanCommand& c);
+    WanView wan_view() const;
 
    private:
     struct Route {
@@ -194,6 +226,12 @@ class Proxy final : public SlidwinSink {
     // Fault injection over a received burst (frames has room for 2 * kBurst); returns the new count.
     uint32_t impair_burst(PktBuf** frames, uint32_t n);
     ProxySnapshot collect() const;
+    // The destination thread's ring (or a refusal); false: its ring is full, try again later.
+    // sc: the sub-connection to retry (nullptr: the WAN stage retries).
+    bool deliver(SubConnection* sc, PktBuf* msg);
+    // WAN stage, once per iteration: apply posted commands, run the driver, deliver what is due.
+    uint32_t wan_poll(uint64_t now_ns);
+    void wan_publish();
 
     ProxyConfig cfg_;
     MempoolPktPool& pool_;
@@ -226,6 +264,15 @@ class Proxy final : public SlidwinSink {
     // seqlock-published copy for readers on other threads
     mutable std::atomic<uint32_t> seq_{0};
     ProxySnapshot published_;
+    // WAN stage (wan_emu.hpp); null when off.
+    std::unique_ptr<WanEmulator_st> wan_;
+    std::mutex wan_cmd_mu_;
+    std::vector<WanCommand> wan_cmds_;
+    std::atomic<bool> wan_cmd_pending_{false};
+    std::atomic<uint64_t> wan_held_{0};
+    uint64_t wan_hold_full_ = 0, wan_released_ = 0, wan_held_max_ = 0, last_wan_publish_ns_ = 0;
+    mutable std::mutex wan_view_mu_;
+    WanView wan_view_;
 };
 
 // CLOCK_MONOTONIC in ns: the clock of proxies, message-time stamps and the benchmarks.

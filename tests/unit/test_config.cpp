@@ -199,7 +199,7 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:1: unknown section [clustr] (did you mean [cluster]?)");
         CHECK(error_of("[machine]\nclusters = 2\n[network]\nmtu = 1500\n") ==
               "config error: iccs.toml:3: unknown section [network] (sections are [machine], [cluster], [slidwin], "
-              "[reassembly], [convergence], [test])");
+              "[reassembly], [convergence], [test], [wan])");
         CHECK_THAT(error_of("[[cluster]]\ncompute_threads = 2\n"),
                    Catch::Contains("[[cluster]]: [cluster] is a single section, not an array"));
     }
@@ -444,6 +444,13 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"convergence.stripe_threshold_bytes", "8000"},
         {"convergence.accept_backlog", "8"},
         {"convergence.connect_timeout_ms", "1500"},
+        {"wan.sites", "0,0,1,1,2"},
+        {"wan.latency_ms", "12.5"},
+        {"wan.bandwidth_bytes_per_s", "1000000"},
+        {"wan.links", "0<->1 1e5 100; 1->2 cut"},
+        {"wan.script", "/tmp/links.wan"},
+        {"wan.series", ""},
+        {"wan.hold_limit_bytes", "1048576"},
     };
     std::set<std::pair<std::string, std::string>> flagged;
     MachineConfig c;
@@ -513,4 +520,50 @@ TEST_CASE("config: pcap_dir and pcap_max_bytes", "[config]") {
     MachineConfig c;
     REQUIRE(!apply_override(c, "pcap_dir", "/tmp/x", "--pcap"));
     CHECK(c.machine.pcap_dir == "/tmp/x");
+}
+
+TEST_CASE("config: [wan] keys, their errors, and the emulator's setup", "[config]") {
+    CHECK(error_of("[wan]\nsites = [0, 0, 1]\n") ==
+          "config error: [wan] sites has 3 entries: need one per cluster (2, [machine] clusters) or none (every "
+          "cluster its own site)");
+    CHECK(error_of("[wan]\nsites = [0, 64]\n") ==
+          "config error: iccs.toml:2: [wan] sites[1] = 64: expected a site id from 0 to 63");
+    CHECK(error_of("[wan]\nlatency_ms = -1\n") ==
+          "config error: iccs.toml:2: [wan] latency_ms = -1: expected a number of milliseconds from 0 to 100000");
+    CHECK(error_of("[wan]\nbandwidth_bytes_per_s = 1.5\n") ==
+          "config error: iccs.toml:2: [wan] bandwidth_bytes_per_s = 1.5: expected an integer from 0 to 1000000000000");
+    CHECK_THAT(error_of("[wan]\nlinks = [\"0-1 100 1\"]\n"),
+               Catch::StartsWith("config error: iccs.toml:2: [wan] links[0] = \"0-1 100 1\": expected \"A->B BW LAT_MS\""));
+    CHECK_THAT(error_of("[wan]\nlinks = [\"0->0 100 1\"]\n"), Catch::Contains("links[0] = \"0->0 100 1\": expected"));
+    CHECK_THAT(error_of("[wan]\nlinks = [\"0->1 100\"]\n"), Catch::Contains("links[0] = \"0->1 100\": expected"));
+    CHECK(error_of("[wan]\nlinks = [\"0->5 100 1\"]\n") ==
+          "config error: [wan] links[0] = \"0->5 100 1\": site 5 has no cluster (sites of the clusters: the cluster "
+          "ids 0..1)");
+    CHECK(error_of("[wan]\nscript = \"a.wan\"\nseries = \"b.txt\"\n") ==
+          "config error: [wan] script = \"a.wan\" and series = \"b.txt\": choose one (both drive the same links)");
+    CHECK(error_of("[wan]\nlinks = [\"0<->1 1e6 10\", \"1->0 cut\"]\nlatency_ms = 2.5\n").empty());
+
+    MachineConfig c;
+    std::shared_ptr<const WanConfig> w;
+    std::string err;
+    REQUIRE(to_wan_config(c, w, err));
+    CHECK(w == nullptr);  // defaults: the stage is off
+    REQUIRE(!apply_override(c, "machine.clusters", "3"));
+    REQUIRE(!apply_override(c, "wan.sites", "0,0,1"));
+    REQUIRE(!apply_override(c, "wan.latency_ms", "10"));
+    REQUIRE(!apply_override(c, "wan.links", "0->1 1000 1"));
+    REQUIRE(!validate(c));
+    REQUIRE(to_wan_config(c, w, err));
+    REQUIRE(w != nullptr);
+    CHECK(w->site_of_cluster == std::vector<uint16_t>{0, 0, 1});
+    CHECK(w->topo.sites == 2);
+    CHECK(w->topo.at(0, 1) == WanLinkParams{1000, 1'000'000, true});
+    CHECK(w->topo.at(1, 0) == WanLinkParams{0, 10'000'000, true});
+    REQUIRE(!apply_override(c, "wan.links", "0->1 cut"));
+    CHECK(!to_wan_config(c, w, err));
+    CHECK(err == "config error: [wan] links: site 1 cannot be reached from site 0 (every link towards it is cut)");
+    REQUIRE(!apply_override(c, "wan.links", ""));
+    REQUIRE(!apply_override(c, "wan.script", "/nonexistent/s.wan"));
+    CHECK(!to_wan_config(c, w, err));
+    CHECK_THAT(err, Catch::StartsWith("wan script error: cannot read /nonexistent/s.wan: "));
 }
