@@ -387,34 +387,45 @@ Key wan_latency_key() {
     return k;
 }
 
-Key wan_sites_key() {
-    const std::string element = "a site id from 0 to " + std::to_string(kWanMaxSites - 1);
-    Key k{"wan", "sites", Kind::kSiteArray, "an array with the site of each cluster, e.g. [0, 0, 1, 1]; each " + element,
-          "site of each cluster; [] = every cluster its own site (links inside a site are not emulated)", {}, {}, {}};
-    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+// An array of small unsigned integers, each below `limit` (core numbers, site ids): every element
+// checked, and a wrong one named with its index.
+template <class S>
+Key uint_array_key(std::string_view section, std::string_view name, Kind kind, SectionOf<S> sec,
+                   std::vector<uint32_t> S::*field, uint32_t limit, const std::string& element,
+                   const std::string& allowed, std::string_view doc, const std::string& empty_note) {
+    Key k{section, name, kind, allowed + "; each " + element, doc, {}, {}, {}};
+    k.set = [k, sec, field, limit, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
         const auto a = n.as_array();
         if (!a) return k.wrong(n);
         std::vector<uint32_t> out;
         for (size_t i = 0; i < a->size(); ++i) {
             const toml::node& e = *a->get(i);
             const auto v = e.as_integer();
-            if (!v || v->get() < 0 || v->get() >= kWanMaxSites)
+            if (!v || v->get() < 0 || v->get() >= static_cast<int64_t>(limit))
                 return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
                                          element);
             out.push_back(static_cast<uint32_t>(v->get()));
         }
-        c.wan.sites = std::move(out);
+        (c.*sec).*field = std::move(out);
         return std::nullopt;
     };
-    k.put = [](const MachineConfig& c, toml::table& t) {
+    k.put = [sec, field, name](const MachineConfig& c, toml::table& t) {
         toml::array a;
-        for (const uint32_t s : c.wan.sites) a.push_back(static_cast<int64_t>(s));
-        t.insert_or_assign("sites", std::move(a));
+        for (const uint32_t v : (c.*sec).*field) a.push_back(static_cast<int64_t>(v));
+        t.insert_or_assign(name, std::move(a));
     };
-    k.note = [](const MachineConfig& c) {
-        return c.wan.sites.empty() ? std::string("empty: every cluster its own site") : std::string();
+    k.note = [sec, field, empty_note](const MachineConfig& c) {
+        return ((c.*sec).*field).empty() ? empty_note : std::string();
     };
     return k;
+}
+
+Key wan_sites_key() {
+    return uint_array_key<WanSection>(
+        "wan", "sites", Kind::kSiteArray, &MachineConfig::wan, &WanSection::sites, kWanMaxSites,
+        "a site id from 0 to " + std::to_string(kWanMaxSites - 1), "an array with the site of each cluster, e.g. [0, 0, 1, 1]",
+        "site of each cluster; [] = every cluster its own site (links inside a site are not emulated)",
+        "empty: every cluster its own site");
 }
 
 Key wan_links_key() {
@@ -511,34 +522,13 @@ Key proxies_key() {
 
 Key proxy_cores_key() {
     const uint32_t cores = host_core_count();
-    const std::string element = "a core number from 0 to " + std::to_string(cores - 1) + " (this host has " +
-                                std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
-    Key k{"cluster", "proxy_cores", Kind::kCoreArray, "an array of core numbers, e.g. [1]; each " + element,
-          "proxy p of a cluster is pinned to proxy_cores[p]; proxies beyond the list are spread", {}, {}, {}};
-    k.set = [k, cores, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
-        const auto a = n.as_array();
-        if (!a) return k.wrong(n);
-        std::vector<uint32_t> out;
-        for (size_t i = 0; i < a->size(); ++i) {
-            const toml::node& e = *a->get(i);
-            const auto v = e.as_integer();
-            if (!v || v->get() < 0 || v->get() >= static_cast<int64_t>(cores))
-                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
-                                         element);
-            out.push_back(static_cast<uint32_t>(v->get()));
-        }
-        c.cluster.proxy_cores = std::move(out);
-        return std::nullopt;
-    };
-    k.put = [](const MachineConfig& c, toml::table& t) {
-        toml::array a;
-        for (const uint32_t core : c.cluster.proxy_cores) a.push_back(static_cast<int64_t>(core));
-        t.insert_or_assign("proxy_cores", std::move(a));
-    };
-    k.note = [](const MachineConfig& c) {
-        return c.cluster.proxy_cores.empty() ? std::string("empty: spread over the host's cores") : std::string();
-    };
-    return k;
+    return uint_array_key<ClusterSection>(
+        "cluster", "proxy_cores", Kind::kCoreArray, &MachineConfig::cluster, &ClusterSection::proxy_cores, cores,
+        "a core number from 0 to " + std::to_string(cores - 1) + " (this host has " + std::to_string(cores) +
+            (cores == 1 ? " core)" : " cores)"),
+        "an array of core numbers, e.g. [1]",
+        "proxy p of a cluster is pinned to proxy_cores[p]; proxies beyond the list are spread",
+        "empty: spread over the host's cores");
 }
 
 Key pci_addresses_key() {
