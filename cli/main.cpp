@@ -31,6 +31,21 @@ std::string one_of(const std::string& flag, const char* v, std::initializer_list
     usage_error(std::string("bad value '") + (v ? v : "") + "' for " + flag + ": allowed values are " + list);
 }
 
+// --pcap DIR of the cluster benchmarks.
+std::string pcap_arg(const char* v) {
+    if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
+    return v;
+}
+// After the options: capture needs DPDK frames and a directory we can write (no-op when off).
+void check_pcap(const std::string& dir, const std::string& fabric) {
+    if (dir.empty()) return;
+    if (fabric == "udp")
+        usage_error("--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
+                    "(use --fabric memif, or tcpdump -i lo)");
+    std::string err;
+    if (!iccs::pcap_dir_ready(dir, err)) usage_error(err);
+}
+
 uint64_t parse_u64(const std::string& flag, const char* v, uint64_t lo, uint64_t hi) {
     return iccs::cli::parse_u64("bench", flag, v, lo, hi);
 }
@@ -105,8 +120,7 @@ int cmd_bench(int argc, char** argv) {
                 o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
             } else if (a == "--pcap") {
-                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
-                o.pcap_dir = v;
+                o.pcap_dir = pcap_arg(v);
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
@@ -114,13 +128,7 @@ int cmd_bench(int argc, char** argv) {
                 usage_error("unknown option '" + a + "' for bench rtt (see iccs bench --help)");
             }
         }
-        if (!o.pcap_dir.empty() && o.fabric == "udp")
-            usage_error("--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
-                        "(use --fabric memif, or tcpdump -i lo)");
-        if (!o.pcap_dir.empty()) {
-            std::string err;
-            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
-        }
+        check_pcap(o.pcap_dir, o.fabric);
         return iccs::bench_rtt(o);
     }
     if (which == "compare") {
@@ -144,8 +152,7 @@ int cmd_bench(int argc, char** argv) {
                 o.polling = one_of("--polling", v, {"inline", "adaptive", "busy"});
                 ++i;
             } else if (a == "--pcap") {
-                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
-                o.pcap_dir = v;
+                o.pcap_dir = pcap_arg(v);
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
@@ -153,10 +160,7 @@ int cmd_bench(int argc, char** argv) {
                 usage_error("unknown option '" + a + "' for bench compare (see iccs bench --help)");
             }
         }
-        if (!o.pcap_dir.empty()) {
-            std::string err;
-            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
-        }
+        check_pcap(o.pcap_dir, "memif");  // compare captures its memif runs only
         return iccs::bench_compare(o);
     }
     if (which == "stripe") {
@@ -177,8 +181,7 @@ int cmd_bench(int argc, char** argv) {
                 o.fabric = one_of("--fabric", v, {"memif", "udp"});
                 ++i;
             } else if (a == "--pcap") {
-                if (v == nullptr || *v == '\0') usage_error("--pcap needs a directory");
-                o.pcap_dir = v;
+                o.pcap_dir = pcap_arg(v);
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
@@ -186,13 +189,7 @@ int cmd_bench(int argc, char** argv) {
                 usage_error("unknown option '" + a + "' for bench stripe (see iccs bench --help)");
             }
         }
-        if (!o.pcap_dir.empty() && o.fabric == "udp")
-            usage_error("--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
-                        "(use --fabric memif, or tcpdump -i lo)");
-        if (!o.pcap_dir.empty()) {
-            std::string err;
-            if (!iccs::pcap_dir_ready(o.pcap_dir, err)) usage_error(err);
-        }
+        check_pcap(o.pcap_dir, o.fabric);
         return iccs::bench_stripe(o);
     }
     if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare)");

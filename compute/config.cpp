@@ -387,6 +387,35 @@ Key wan_latency_key() {
     return k;
 }
 
+// An array of strings, each checked by `valid`; a wrong one named with its index.
+template <class S>
+Key string_array_key(std::string_view section, std::string_view name, Kind kind, SectionOf<S> sec,
+                     std::vector<std::string> S::*field, std::function<bool(const std::string&)> valid,
+                     const std::string& element, const std::string& allowed, std::string_view doc) {
+    Key k{section, name, kind, allowed, doc, {}, {}, {}};
+    k.set = [k, sec, field, valid, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto a = n.as_array();
+        if (!a) return k.wrong(n);
+        std::vector<std::string> out;
+        for (size_t i = 0; i < a->size(); ++i) {
+            const toml::node& e = *a->get(i);
+            const auto v = e.as_string();
+            if (!v || !valid(v->get()))
+                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
+                                         element);
+            out.push_back(v->get());
+        }
+        (c.*sec).*field = std::move(out);
+        return std::nullopt;
+    };
+    k.put = [sec, field, name](const MachineConfig& c, toml::table& t) {
+        toml::array a;
+        for (const auto& v : (c.*sec).*field) a.push_back(v);
+        t.insert_or_assign(name, std::move(a));
+    };
+    return k;
+}
+
 // An array of small unsigned integers, each below `limit` (core numbers, site ids): every element
 // checked, and a wrong one named with its index.
 template <class S>
@@ -432,30 +461,14 @@ Key wan_links_key() {
     const std::string element = "\"A->B BW LAT_MS\", \"A<->B BW LAT_MS\", \"A->B cut\" or \"A<->B cut\" (A, B: site "
                                 "ids 0.." + std::to_string(kWanMaxSites - 1) +
                                 ", A != B; BW: bytes/s 0..1e12, 0 = unlimited; LAT_MS: 0..100000)";
-    Key k{"wan", "links", Kind::kLinkArray, "an array of link strings, e.g. [\"0<->1 1e6 10\"]; each " + element,
-          "per-link overrides of bandwidth and latency, or a cut link (traffic routes through other sites)", {}, {}, {}};
-    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
-        const auto a = n.as_array();
-        if (!a) return k.wrong(n);
-        std::vector<std::string> out;
-        for (size_t i = 0; i < a->size(); ++i) {
-            const toml::node& e = *a->get(i);
-            const auto s = e.as_string();
+    return string_array_key<WanSection>(
+        "wan", "links", Kind::kLinkArray, &MachineConfig::wan, &WanSection::links,
+        [](const std::string& v) {
             LinkSpec spec;
-            if (!s || !parse_link_spec(s->get(), spec))
-                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
-                                         element);
-            out.push_back(s->get());
-        }
-        c.wan.links = std::move(out);
-        return std::nullopt;
-    };
-    k.put = [](const MachineConfig& c, toml::table& t) {
-        toml::array a;
-        for (const auto& s : c.wan.links) a.push_back(s);
-        t.insert_or_assign("links", std::move(a));
-    };
-    return k;
+            return parse_link_spec(v, spec);
+        },
+        element, "an array of link strings, e.g. [\"0<->1 1e6 10\"]; each " + element,
+        "per-link overrides of bandwidth and latency, or a cut link (traffic routes through other sites)");
 }
 
 Key wan_path_key(std::string_view name, std::string WanSection::*field, std::string_view doc) {
@@ -532,29 +545,10 @@ Key proxy_cores_key() {
 }
 
 Key pci_addresses_key() {
-    const std::string element = "a PCI address like \"0000:03:00.0\"";
-    Key k{"machine", "pci_addresses", Kind::kPciArray, "an array of PCI addresses, e.g. [\"0000:03:00.0\"]",
-          "NIC ports for fabric = \"pci\", one per proxy (ignored by the other fabrics)", {}, {}, {}};
-    k.set = [k, element](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
-        const auto a = n.as_array();
-        if (!a) return k.wrong(n);
-        std::vector<std::string> out;
-        for (size_t i = 0; i < a->size(); ++i) {
-            const toml::node& e = *a->get(i);
-            const auto s = e.as_string();
-            if (!s || !is_pci_address(s->get()))
-                return problem_at(e, k.head() + "[" + std::to_string(i) + "] = " + value_text(e) + ": expected " +
-                                         element);
-            out.push_back(s->get());
-        }
-        c.machine.pci_addresses = std::move(out);
-        return std::nullopt;
-    };
-    k.put = [](const MachineConfig& c, toml::table& t) {
-        toml::array a;
-        for (const auto& s : c.machine.pci_addresses) a.push_back(s);
-        t.insert_or_assign("pci_addresses", std::move(a));
-    };
+    Key k = string_array_key<MachineSection>(
+        "machine", "pci_addresses", Kind::kPciArray, &MachineConfig::machine, &MachineSection::pci_addresses,
+        is_pci_address, "a PCI address like \"0000:03:00.0\"", "an array of PCI addresses, e.g. [\"0000:03:00.0\"]",
+        "NIC ports for fabric = \"pci\", one per proxy (ignored by the other fabrics)");
     k.note = [](const MachineConfig& c) {
         return c.machine.fabric != Fabric::kPci && !c.machine.pci_addresses.empty()
                    ? std::string("ignored: fabric is not \"pci\"")

@@ -395,16 +395,21 @@ ConvError Convergence::wait_window(Connection* c, uint32_t len, int64_t timeout_
     }
 }
 
+ConvError Convergence::count_pieces(uint32_t len, uint32_t piece_max, uint32_t& cnt) {
+    cnt = piece_count(len, piece_max);
+    if (cnt <= kMaxPieces) return ConvError::kOk;
+    return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes needs " + std::to_string(cnt) +
+                                          " pieces; at most " + std::to_string(kMaxPieces) +
+                                          " (raise the stripe threshold)");
+}
+
 ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out, uint64_t deadline_ns) {
     // Copying sends cut at the threshold (a piece may chain segments); zero-copy pieces must be
     // contiguous, so they also fit one segment. Both ends derive offsets from (len, count) alone.
     const uint32_t seg_room = net_.pool->seg_size() - kPktHeadroom - kConvHdrLen;
     const uint32_t pmax = std::min(threshold_, seg_room);
-    const uint32_t cnt = piece_count(len, pmax);
-    if (cnt > kMaxPieces)
-        return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes needs " +
-                                              std::to_string(cnt) + " pieces; at most " +
-                                              std::to_string(kMaxPieces) + " (raise the stripe threshold)");
+    uint32_t cnt = 0;
+    if (const ConvError e = count_pieces(len, pmax, cnt); e != ConvError::kOk) return e;
     const uint32_t psize = piece_size(len, cnt);
     out.reset();
     out.pieces_.reserve(cnt);
@@ -481,13 +486,10 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
     if (len > 0 && data == nullptr) return fail(ConvError::kBadArgument, "send of " + std::to_string(len) +
                                                                              " bytes from nullptr");
     if (const ConvError e = check_size(c, len); e != ConvError::kOk) return e;
+    uint32_t cnt = 0;
+    if (const ConvError e = count_pieces(len, threshold_, cnt); e != ConvError::kOk) return e;
     const uint64_t dl = deadline(timeout_us);
     if (const ConvError e = wait_window(c, len, timeout_us); e != ConvError::kOk) return e;
-    const uint32_t cnt = piece_count(len, threshold_);
-    if (cnt > kMaxPieces)
-        return fail(ConvError::kNoMemory, "a message of " + std::to_string(len) + " bytes needs " +
-                                              std::to_string(cnt) + " pieces; at most " +
-                                              std::to_string(kMaxPieces) + " (raise the stripe threshold)");
     const uint32_t psize = piece_size(len, cnt);
     // All pieces first (a message goes whole or not at all), then to the proxies.
     PktBuf* small[8];

@@ -266,6 +266,8 @@ class Convergence {
     // began waiting (it spins briefly, then sleeps until a proxy wakes it).
     void wait_some(uint64_t started_ns, uint64_t deadline_ns);
     ConvError wait_window(Connection* c, uint32_t len, int64_t timeout_us);
+    // How many pieces of at most piece_max bytes len needs; kNoMemory beyond the 16-bit count.
+    ConvError count_pieces(uint32_t len, uint32_t piece_max, uint32_t& cnt);
     ConvError alloc_pieces(Connection* c, uint32_t len, SendBuffer& out, uint64_t deadline_ns);
     ConvError check_open(Connection* c, bool for_send);
     ConvError check_size(Connection* c, uint32_t len);

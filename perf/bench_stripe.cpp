@@ -21,17 +21,14 @@
 #include <vector>
 
 #include "bench_paths.hpp"
+#include "bench_paths.hpp"
 #include "cluster.hpp"
 
 namespace iccs {
 
 namespace {
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+double median(std::vector<double> v) { return spread_of(std::move(v)).median; }
 
 // One run: seconds from the receiver's first message to its last (0 on failure). slow_us > 0:
 // proxy 1 of each cluster pauses that long after each busy iteration; *share_p1 gets the
