@@ -1,6 +1,7 @@
 // run.cpp: `iccs run PROGRAM` and `iccs demo`: start every cluster of the machine as its own
 // process over the fabric and run a built-in program on the compute threads.
 #include "run.hpp"
+#include "run_rt.hpp"
 
 #include <unistd.h>
 
@@ -23,6 +24,8 @@ namespace {
 
 const char* kRunHelp =
     "usage: iccs run alltoall|errors|pingpong [options]\n"
+    "       iccs run exchange|ping [--transport iccs|direct|delay] [--delay-us N|auto] [options]\n"
+    "       iccs run PATH [--transport ...] [options] [-- ARGS]\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
     "  lcores, memif links between the proxies of different clusters, or veths / NIC ports, or\n"
     "  the kernel's UDP sockets driven by io_uring) and runs a built-in program on every compute\n"
@@ -77,7 +80,34 @@ const char* kRunHelp =
     "  --warmup N           pingpong: untimed rounds first (default 10)\n"
     "  --gap-us N           pingpong: the pinger pauses N us before each round, outside the timing\n"
     "                       (so the other side is idle when a message comes; default 0)\n"
-    "  --timeout S          stop the run after S seconds (default 300)\n";
+    "  --timeout S          stop the run after S seconds (default 300)\n"
+    "programs on the cluster runtime (compute/runtime.hpp: active messages, request/reply, barriers):\n"
+    "  exchange  every compute thread sends --messages active messages (default 200) of random sizes in\n"
+    "            [--min-size, --max-size] to every compute thread of every other cluster; receivers check\n"
+    "            the bytes, exactly-once and per-source order; each thread makes 20 requests (answered at\n"
+    "            once by a service endpoint, or deferred and answered from another endpoint); then\n"
+    "            --barriers N (default 10) barrier and barrier_gather rounds, contents checked.\n"
+    "            --max-size is at most 1048568 (max_message() = 1 MiB with its 8-byte number).\n"
+    "  ping      thread 0 of cluster 0 sends --messages requests (default 1000, after --warmup) of --size\n"
+    "            bytes (default 64) to thread 0 of cluster 1, which replies; prints median/p99 round trip.\n"
+    "  PATH      any program linked with the runtime (runtime_dep): one process per cluster, exec'd\n"
+    "            with ICCS_CLUSTER, ICCS_CLUSTERS, ICCS_CONFIG, ICCS_OVERRIDES, ICCS_RUN_ID,\n"
+    "            ICCS_TRANSPORT, ICCS_DELAY_NS; it calls runtime_from_env() and ends with\n"
+    "            runtime_finish(). Arguments after -- go to the program. A standard input that is not\n"
+    "            a terminal is read once and given to every cluster process; a terminal stays with\n"
+    "            cluster 0 (the others get /dev/null). Exit status non-zero if any cluster failed.\n"
+    "            Its time limit is 24 h (86400 s) unless --timeout S says otherwise.\n"
+    "  --transport T        [runtime] transport (default iccs): iccs (the convergence library and\n"
+    "                       the proxies), direct (\"no delay\": shared memory between the cluster\n"
+    "                       processes, no proxy, no stack), or delay (\"no contention\": as direct,\n"
+    "                       every message held --delay-us first)\n"
+    "  --delay-us N|auto    [runtime] delay_us: the hold time [us]; auto = the idle ICCS's one-way\n"
+    "                       latency at the application's mean message size: a first run over direct\n"
+    "                       gives the mean (counters), an idle ping over iccs at that size gives\n"
+    "                       median RTT / 2\n"
+    "  Each cluster prints its runtime counters per endpoint (rt C.T; the service endpoint is\n"
+    "  rt C.service), and over iccs also its proxies' counters (the service endpoint's module is\n"
+    "  the last 'thread' line). --transport and --delay-us are for these programs only.\n";
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
 
@@ -101,9 +131,11 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::fputs(kRunHelp, argc < 1 ? stderr : stdout);
             return argc < 1 ? 2 : 0;
         }
+        if (is_rt_program(argv[0])) return cmd_run_rt(argc, argv);
         if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
             std::strcmp(argv[0], "pingpong") != 0)
-            usage_error(std::string("unknown program '") + argv[0] + "' (built-in programs: alltoall, errors, pingpong)");
+            usage_error(std::string("unknown program '") + argv[0] +
+                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping; or a path to a program)");
         program = argv[0];
         i = 1;
     }
@@ -126,6 +158,9 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::fputs(kRunHelp, stdout);
             return 0;
         }
+        if (a == "--transport" || a == "--delay-us")
+            usage_error(a + " is for programs on the cluster runtime (exchange, ping, or a PATH); " + program +
+                        " is a convergence-level program that always runs over the proxies");
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
         bool mapped = false;

@@ -831,7 +831,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     if (!plan.compute_cores.empty())
                         pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
                     Convergence conv(net, t, plan.conv);
-                    ComputeEnv env{plan, t, conv, results[t]};
+                    ComputeEnv env{plan, t, conv, results[t], &rings};
                     if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";
                     conv_counters[t] = conv.counters();
                 });
@@ -1068,7 +1068,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     std::error_code ec;
     std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
     std::filesystem::create_directories(plan.sock_dir, ec);
-    if (plan.fabric == "udp") {
+    if (plan.fabric == "udp" && !plan.no_fabric) {
         // Refused io_uring (old kernel, seccomp, io_uring_disabled) stops the run here, with the
         // alternative named, not later inside every cluster.
         UringCaps caps;
@@ -1079,7 +1079,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
             return 2;
         }
     }
-    if (!plan.pcap_dir.empty()) {
+    if (!plan.pcap_dir.empty() && !plan.no_fabric) {
         std::string err;
         if (plan.fabric == "udp") err = "--pcap records the frames of DPDK ports (fabrics memif, af_packet, pci); "
                                         "fabric udp has kernel sockets and no frames (capture those with tcpdump -i lo)";
@@ -1090,7 +1090,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
             return 2;
         }
     }
-    const bool afp = plan.fabric == "af_packet";
+    const bool afp = plan.fabric == "af_packet" && !plan.no_fabric;
     if (afp && !afp_fabric_up(plan)) {
         afp_fabric_down(plan);
         std::filesystem::remove_all(plan.sock_dir, ec);
@@ -1124,6 +1124,12 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
             ClusterPlan mine = plan;
             mine.cluster_id = c;
             mine.exit_without_teardown = true;  // this process _exit()s right after the report
+            if (plan.process_main) {
+                const int rc = plan.process_main(mine);
+                std::fflush(stdout);
+                std::fflush(stderr);
+                _exit(rc);
+            }
             const ClusterReport r = run_cluster(mine);
             if (!plan.quiet || !r.ok) print_report(mine, r);  // benchmarks print their own figures
             std::fflush(stdout);

@@ -31,6 +31,7 @@ struct ComputeEnv {
     uint16_t thread;
     Convergence& conv;
     ComputeResult& result;
+    ClusterRings* rings = nullptr;  // the cluster's rings and wakers (the runtime's iccs transport sleeps on them)
 };
 // A program for every compute thread of every cluster; false (with result.error) on failure.
 using ComputeProgram = std::function<bool(ComputeEnv&)>;
@@ -91,6 +92,12 @@ struct ClusterPlan {
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only
     // remove the runtime dir. Set by launch_clusters() for its forked cluster processes.
     bool exit_without_teardown = false;
+    // launch_clusters(): when set, each forked cluster process runs this instead of run_cluster()
+    // and exits with its return value (the runtime's programs, compute/runtime_launch.hpp).
+    std::function<int(const ClusterPlan&)> process_main;
+    // launch_clusters(): no proxies run on the fabric (transports direct/delay): skip its set-up
+    // and checks (io_uring probe, capture directory, af_packet bridge).
+    bool no_fabric = false;
 };
 
 struct ClusterReport {

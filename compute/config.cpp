@@ -610,7 +610,8 @@ Key udp_addresses_key() {
     return k;
 }
 
-constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test", "wan"};
+constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test", "wan",
+                                          "runtime"};
 
 std::vector<Key> make_keys() {
     using M = MachineConfig;
@@ -717,6 +718,12 @@ std::vector<Key> make_keys() {
                              "measured series replayed: lines TIME_S A B BW LAT_S; \"\" = none"));
     t.push_back(int_key("wan", "hold_limit_bytes", &M::wan, &WanSection::hold_limit_bytes, 65536, 1 << 30,
                         "buffers a proxy holds for the WAN stage at most [bytes]; beyond, slidwin waits"));
+    // [runtime]
+    t.push_back(enum_key("runtime", "transport", &M::runtime, &RuntimeSection::transport,
+                         {{"iccs", RtTransport::kIccs}, {"direct", RtTransport::kDirect}, {"delay", RtTransport::kDelay}},
+                         "how the runtime's messages travel: the proxies, shared memory, or shared memory + delay_us"));
+    t.push_back(int_key("runtime", "delay_us", &M::runtime, &RuntimeSection::delay_us, 0, 60'000'000,
+                        "transport delay: every message is held this long before its handler runs [us]"));
     return t;
 }
 

@@ -31,6 +31,7 @@
 #include "dispatch.hpp"
 #include "wan_emu.hpp"  // proxy/: the WAN emulation stage this section configures
 #include "slidwin.hpp"
+#include "runtime.hpp"  // enum class RtTransport ([runtime] transport)
 
 namespace iccs {
 
@@ -144,6 +145,15 @@ struct WanSection {
     friend bool operator==(const WanSection&, const WanSection&) = default;
 };
 
+// The cluster runtime (compute/runtime.hpp): defaults of `iccs run exchange|ping|PATH` and of
+// processes started by mpirun/srun; --transport / --delay-us and ICCS_TRANSPORT override them.
+const char* to_string(RtTransport t);
+struct RuntimeSection {
+    RtTransport transport = RtTransport::kIccs;  // "iccs" | "direct" | "delay"
+    uint64_t delay_us = 0;                       // transport delay: every message held this long [us]
+    friend bool operator==(const RuntimeSection&, const RuntimeSection&) = default;
+};
+
 struct MachineConfig {
     MachineSection machine;
     ClusterSection cluster;
@@ -152,6 +162,7 @@ struct MachineConfig {
     ConvergenceSection convergence;
     TestSection test;
     WanSection wan;
+    RuntimeSection runtime;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };
 

@@ -152,7 +152,8 @@ public:
 // the caller's own (e.g. PARMACS CREATE): thread t uses endpoint(t). nullptr with `err` (one line
 // naming the variable, key or value at fault) when the environment does not describe a run.
 std::unique_ptr<Runtime> runtime_from_env(std::string& err);
-// This cluster's part of the run is over (ok: its program succeeded): wait until every cluster
+// This cluster's part of the run is over (ok: its program succeeded; call it after the threads
+// that use endpoints have ended): wait until every cluster
 // finished (or is down), print this cluster's counters, release everything. Returns the exit
 // status the process should end with.
 int runtime_finish(std::unique_ptr<Runtime> rt, bool ok);

@@ -1,0 +1,279 @@
+// run_rt.cpp: `iccs run exchange|ping|PATH`: programs on the cluster runtime (compute/runtime.hpp),
+// over --transport iccs|direct|delay.
+#include "run_rt.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "args.hpp"
+#include "config.hpp"
+#include "runtime_launch.hpp"
+#include "uring_udp.hpp"
+
+namespace iccs {
+
+namespace {
+
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
+uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
+    return cli::parse_u64("run", flag, v.c_str(), lo, hi);
+}
+
+struct Counters {
+    uint64_t msgs = 0, bytes = 0;
+    bool ok = false;
+};
+// The ICCS_COUNTERS_FILE.c<id> files of every cluster, summed (and removed).
+Counters read_counters(const std::string& base, uint16_t clusters) {
+    Counters c;
+    c.ok = true;
+    for (uint16_t i = 0; i < clusters; ++i) {
+        const std::string f = base + ".c" + std::to_string(i);
+        unsigned long long m = 0, b = 0;
+        FILE* in = std::fopen(f.c_str(), "r");
+        if (in == nullptr || std::fscanf(in, "msgs %llu bytes %llu", &m, &b) != 2) c.ok = false;
+        if (in) std::fclose(in);
+        std::remove(f.c_str());
+        c.msgs += m;
+        c.bytes += b;
+    }
+    return c;
+}
+
+// "rtt_ns MEDIAN ..." from ping's result file; 0 when missing.
+uint64_t read_rtt_median(const std::string& file) {
+    unsigned long long med = 0;
+    if (FILE* in = std::fopen(file.c_str(), "r")) {
+        if (std::fscanf(in, "rtt_ns %llu", &med) != 1) med = 0;
+        std::fclose(in);
+    }
+    std::remove(file.c_str());
+    return med;
+}
+
+}  // namespace
+
+bool is_rt_program(const char* name) {
+    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0) return true;
+    return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
+}
+
+int cmd_run_rt(int argc, char** argv) {
+    const std::string program = argv[0];
+    const bool builtin = program == "exchange" || program == "ping";
+    if (!builtin) {
+        struct stat st {};
+        if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
+            usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
+                        "pingpong, exchange, ping)");
+    }
+    std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
+    std::vector<std::pair<std::string, std::string>> overrides;
+    RtExchangeOptions ex;
+    RtPingOptions po;
+    uint32_t timeout_s = 300;
+    bool size_set = false;
+    std::vector<std::string> args;
+    const std::pair<const char*, const char*> flag_keys[] = {
+        {"--clusters", "machine.clusters"},   {"--threads", "cluster.compute_threads"},
+        {"--proxies", "cluster.proxies"},     {"--polling", "cluster.polling"},
+        {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
+        {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
+        {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
+        {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
+        {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
+        {"--pcap", "machine.pcap_dir"},
+        {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
+        {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
+        {"--wan-series", "wan.series"},
+    };
+    bool messages_set = false, timeout_set = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") {
+            if (builtin) usage_error("'--' passes arguments to a program given by path; " + program + " is built in");
+            for (++i; i < argc; ++i) args.emplace_back(argv[i]);
+            break;
+        }
+        if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
+        const std::string v = argv[++i];
+        bool mapped = false;
+        for (const auto& [flag, key] : flag_keys)
+            if (a == flag) {
+                overrides.emplace_back(key, v);
+                mapped = true;
+            }
+        if (mapped) continue;
+        if (a == "--config") config_path = v;
+        else if (a == "--set") {
+            const auto eq = v.find('=');
+            if (eq == std::string::npos) usage_error("--set takes SECTION.KEY=VALUE, got '" + v + "'");
+            overrides.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+        } else if (a == "--transport") transport_s = v;
+        else if (a == "--delay-us") delay_s = v;
+        else if (a == "--messages") {
+            ex.messages = parse_u64(a, v, 1, 100'000'000);
+            po.rounds = ex.messages;
+            messages_set = true;
+        } else if (a == "--min-size") ex.min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
+        else if (a == "--max-size") ex.max_size = static_cast<uint32_t>(parse_u64(a, v, 0, (1u << 20) - 8));
+        else if (a == "--size") {
+            po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
+            size_set = true;
+        } else if (a == "--barriers") ex.barriers = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
+        else if (a == "--warmup") po.warmup = parse_u64(a, v, 0, 1'000'000);
+        else if (a == "--timeout") {
+            timeout_s = static_cast<uint32_t>(parse_u64(a, v, 1, 86400));
+            timeout_set = true;
+        }
+        else usage_error("unknown option '" + a + "' (see iccs run --help)");
+    }
+    if (!messages_set) po.rounds = 1000;
+    // An application (PATH) runs as long as it needs: only a given --timeout stops it (24 h at most).
+    if (!builtin && !timeout_set) timeout_s = 86400;
+    if (ex.min_size > ex.max_size)
+        usage_error("--min-size " + std::to_string(ex.min_size) + " exceeds --max-size " + std::to_string(ex.max_size));
+    RtTransport transport = RtTransport::kIccs;
+    if (!transport_s.empty() && !parse_transport(transport_s, transport))
+        usage_error("bad value '" + transport_s + "' for --transport: allowed values are iccs, direct, delay");
+    const ConfigResult cr = configure(config_path, overrides);
+    if (!cr.ok()) {
+        std::fprintf(stderr, "%s\n", cr.error.c_str());
+        return 2;
+    }
+    const MachineConfig& cfg = *cr.config;
+    if (transport_s.empty()) {
+        transport = cfg.runtime.transport;
+        transport_s = to_string(transport);
+    }
+    uint64_t delay_ns = cfg.runtime.delay_us * 1000;
+    const bool auto_delay = delay_s == "auto";
+    if (!delay_s.empty() && transport != RtTransport::kDelay)
+        usage_error("--delay-us is for --transport delay (got --transport " + transport_s + ")");
+    if (transport == RtTransport::kDelay) {
+        if (!auto_delay && !delay_s.empty()) {
+            char* end = nullptr;
+            const double us = std::strtod(delay_s.c_str(), &end);
+            if (end == delay_s.c_str() || *end != '\0' || !(us >= 0) || us > 60e6)
+                usage_error("bad value '" + delay_s + "' for --delay-us: microseconds from 0 to 60000000, or auto");
+            delay_ns = static_cast<uint64_t>(std::llround(us * 1000));
+        }
+    }
+    if (cfg.machine.clusters < 2 && builtin) {
+        std::fprintf(stderr, "iccs run: %s needs at least 2 clusters ([machine] clusters = %u)\n", program.c_str(),
+                     cfg.machine.clusters);
+        return 2;
+    }
+    const bool needs_iccs = transport == RtTransport::kIccs || auto_delay;
+    if (needs_iccs && cfg.cluster.polling == Polling::kInline) {
+        std::fprintf(stderr, "iccs run: transport iccs: [cluster] polling = \"inline\" is not supported by the runtime "
+                             "(no proxy thread would serve the service endpoint while compute threads compute): use "
+                             "--polling adaptive or busy\n");
+        return 2;
+    }
+    if (needs_iccs && cfg.machine.fabric == Fabric::kUdp) {
+        UringCaps caps;
+        std::string err;
+        if (!uring_probe(caps, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            return 2;
+        }
+    }
+    RtLaunch base;
+    base.spec.clusters = static_cast<uint16_t>(cfg.machine.clusters);
+    base.spec.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
+    base.spec.plan = rt_plan_from_config(cfg, 0);
+    base.config_path = config_path;
+    base.overrides = overrides;
+    base.timeout_s = timeout_s;
+    auto program_of = [&](RtLaunch& l) {
+        if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
+        else if (program == "ping") l.builtin = [po](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), po); };
+        else {
+            l.argv = {program};
+            l.argv.insert(l.argv.end(), args.begin(), args.end());
+        }
+    };
+    std::printf("iccs run %s: %u clusters x %u compute threads, runtime transport %s", program.c_str(),
+                base.spec.clusters, base.spec.threads, transport_s.c_str());
+    if (transport == RtTransport::kIccs)
+        std::printf(" (%u proxies per cluster, fabric %s, polling %s)", cfg.cluster.proxies_resolved,
+                    std::string(to_string(cfg.machine.fabric)).c_str(), std::string(to_string(cfg.cluster.polling)).c_str());
+    else
+        std::printf(" (shared memory between the cluster processes: no proxy, no stack)");
+    std::printf("\n");
+    if (program == "exchange")
+        std::printf("exchange: %llu messages of %u..%u bytes from every compute thread to every compute thread of every "
+                    "other cluster, 20 requests per thread, %u barrier + barrier_gather rounds\n",
+                    static_cast<unsigned long long>(ex.messages), ex.min_size, ex.max_size, ex.barriers);
+    std::fflush(stdout);
+    if (auto_delay) {
+        // 1. the application's mean message size: a first run over direct, counters from every cluster
+        const std::string cfile = "/tmp/iccs-counters-" + std::to_string(getpid());
+        setenv(kEnvCountersFile, cfile.c_str(), 1);
+        RtLaunch first = base;
+        first.spec.transport = RtTransport::kDirect;
+        first.spec.quiet = true;
+        program_of(first);
+        std::printf("delay auto, step 1: a first run of %s over direct, for the mean message size\n", program.c_str());
+        std::fflush(stdout);
+        int rc = rt_launch(first);
+        unsetenv(kEnvCountersFile);
+        const Counters c = read_counters(cfile, base.spec.clusters);
+        if (rc != 0 || !c.ok || c.msgs == 0) {
+            std::fprintf(stderr, "iccs run: --delay-us auto: the first run over direct %s\n",
+                         rc != 0 ? "failed" : "sent no messages (no mean size to measure the ICCS at)");
+            return 1;
+        }
+        const uint32_t mean = static_cast<uint32_t>(std::min<uint64_t>((c.bytes + c.msgs / 2) / c.msgs, 1u << 20));
+        // 2. the idle ICCS's one-way latency at that size: ping over iccs, half the median round trip
+        RtLaunch ping = base;
+        ping.spec.transport = RtTransport::kIccs;
+        ping.spec.quiet = true;
+        RtPingOptions pp;
+        pp.size = mean;
+        pp.rounds = 500;
+        pp.warmup = 50;
+        pp.result_file = "/tmp/iccs-rtt-" + std::to_string(getpid());
+        ping.builtin = [pp](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), pp); };
+        std::printf("delay auto, step 2: idle ping over iccs at the mean size, %u bytes\n", mean);
+        std::fflush(stdout);
+        rc = rt_launch(ping);
+        const uint64_t med = read_rtt_median(pp.result_file);
+        if (rc != 0 || med == 0) {
+            std::fprintf(stderr, "iccs run: --delay-us auto: the idle ping over iccs failed\n");
+            return 1;
+        }
+        delay_ns = med / 2;
+        std::printf("delay: D = %.1f us per message, obtained automatically: the application's mean message size %u "
+                    "bytes (%llu messages, %llu bytes in a first run over direct), the idle ICCS's one-way latency at "
+                    "that size = median round trip %.1f us / 2 (500 request/reply round trips over iccs)\n",
+                    delay_ns / 1e3, mean, static_cast<unsigned long long>(c.msgs),
+                    static_cast<unsigned long long>(c.bytes), med / 1e3);
+    } else if (transport == RtTransport::kDelay) {
+        std::printf("delay: D = %.1f us per message (given by %s)\n", delay_ns / 1e3,
+                    delay_s.empty() ? "[runtime] delay_us" : "--delay-us");
+    }
+    std::fflush(stdout);
+    RtLaunch run = base;
+    run.spec.transport = transport;
+    run.spec.delay_ns = delay_ns;
+    program_of(run);
+    const int rc = rt_launch(run);
+    std::printf("%s\n", rc != 0 ? "FAIL"
+                        : program == "exchange"
+                            ? "PASS: every message arrived exactly once, intact and in order per source; every reply "
+                              "and barrier round was right"
+                        : program == "ping" ? "PASS: every round trip completed"
+                                            : "PASS: every cluster process exited with status 0");
+    return rc;
+}
+
+}  // namespace iccs

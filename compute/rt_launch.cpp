@@ -1,0 +1,344 @@
+// rt_launch.cpp: how a process becomes its cluster of the runtime (from our launcher's ICCS_*
+// variables, or from mpirun/srun's rank and size), and `iccs run`'s launch of runtime programs.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "rt_core.hpp"
+#include "runtime_launch.hpp"
+
+namespace iccs {
+
+const char* to_string(RtTransport t) {
+    switch (t) {
+        case RtTransport::kIccs: return "iccs";
+        case RtTransport::kDirect: return "direct";
+        case RtTransport::kDelay: return "delay";
+    }
+    return "?";
+}
+
+bool parse_transport(const std::string& s, RtTransport& out) {
+    if (s == "iccs") out = RtTransport::kIccs;
+    else if (s == "direct") out = RtTransport::kDirect;
+    else if (s == "delay") out = RtTransport::kDelay;
+    else return false;
+    return true;
+}
+
+namespace {
+
+bool parse_uint(const char* v, uint64_t max, uint64_t& out) {
+    if (v == nullptr || *v == '\0') return false;
+    uint64_t x = 0;
+    for (const char* p = v; *p; ++p) {
+        if (*p < '0' || *p > '9') return false;
+        x = x * 10 + uint64_t(*p - '0');
+        if (x > max) return false;
+    }
+    out = x;
+    return true;
+}
+
+std::string bad(const char* var, const char* v, const std::string& why) {
+    return std::string(var) + "=\"" + (v ? v : "") + "\": " + why;
+}
+
+}  // namespace
+
+bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err) {
+    out = RtRank{};
+    // (rank variable, size variable), in the order of DESIGN.md §8, our own launcher first.
+    const std::pair<const char*, const char*> order[] = {
+        {kEnvCluster, kEnvClusters},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMI_RANK", "PMI_SIZE"},
+        {"PMIX_RANK", "PMI_SIZE"},
+    };
+    for (const auto& [rv, sv] : order) {
+        const char* r = get(rv);
+        if (r == nullptr) continue;
+        uint64_t rank = 0, size = 0;
+        if (!parse_uint(r, 63, rank)) {
+            err = bad(rv, r, "expected a rank from 0 to 63 (one cluster per process, at most 64 clusters)");
+            return false;
+        }
+        const char* s = get(sv);
+        if (s != nullptr) {
+            if (!parse_uint(s, 64, size) || size == 0) {
+                err = bad(sv, s, "expected a size from 1 to 64");
+                return false;
+            }
+            if (rank >= size) {
+                err = bad(rv, r, std::string("rank must be below ") + sv + " = " + s);
+                return false;
+            }
+        } else if (std::strcmp(rv, "PMIX_RANK") != 0) {
+            err = std::string(rv) + " is set but " + sv + " is not: the launcher must give both";
+            return false;
+        }
+        out.found = true;
+        out.rank = static_cast<uint16_t>(rank);
+        out.size = static_cast<uint16_t>(size);
+        out.source = rv;
+        if (s != nullptr) out.size_source = sv;
+        return true;
+    }
+    return true;
+}
+
+ClusterPlan rt_plan_from_config(const MachineConfig& cfg, uint16_t cluster) {
+    ClusterPlan plan;
+    std::string err;
+    to_wan_config(cfg, plan.wan, err);  // configure() already validated it
+    plan.cluster_id = cluster;
+    plan.clusters = static_cast<uint16_t>(cfg.machine.clusters);
+    plan.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
+    const uint16_t nprox = static_cast<uint16_t>(cfg.cluster.proxies_resolved);
+    plan.proxies_per_cluster.assign(plan.clusters, nprox);
+    const unsigned cores = std::max(1u, host_core_count());
+    for (uint16_t p = 0; p < nprox; ++p)
+        plan.proxy_cores.push_back(p < cfg.cluster.proxy_cores.size() ? cfg.cluster.proxy_cores[p] : (p + 1) % cores);
+    for (uint32_t i = 0; i < uint32_t{plan.clusters} * plan.threads; ++i) plan.compute_cores.push_back(i % cores);
+    plan.polling = cfg.cluster.polling;
+    plan.conv = to_conv_config(cfg);
+    plan.peer_timeout_ms = cfg.cluster.peer_timeout_ms;
+    plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
+    plan.fabric = std::string(to_string(cfg.machine.fabric));
+    plan.pci_addresses = cfg.machine.pci_addresses;
+    plan.mtu_bytes = cfg.machine.mtu_bytes;
+    plan.base_ip = cfg.machine.base_ip.v;
+    plan.udp_port = cfg.machine.udp_port;
+    plan.udp_addresses = cfg.machine.udp_addresses;
+    plan.slidwin = to_slidwin_config(cfg.slidwin);
+    plan.reass = to_reassembly_config(cfg.reassembly);
+    plan.impair.drop = cfg.test.drop;
+    plan.impair.duplicate = cfg.test.duplicate;
+    plan.impair.reorder_window = cfg.test.reorder_window;
+    plan.impair.seed = cfg.test.seed;
+    plan.impair.slow_proxy = static_cast<int32_t>(cfg.test.slow_proxy);
+    plan.impair.slow_us = cfg.test.slow_proxy_us;
+    plan.ring_entries = cfg.cluster.ring_entries;
+    plan.pcap_dir = cfg.machine.pcap_dir;
+    plan.pcap_max_bytes = cfg.machine.pcap_max_bytes;
+    plan.seed = cfg.test.seed + 1;
+    return plan;
+}
+
+std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan) {
+    std::vector<std::vector<std::string>> out(plan.clusters);
+    for (uint16_t c = 0; c < plan.clusters; ++c)
+        for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) {
+            if (plan.fabric == "udp")
+                out[c].push_back(to_string(udp_ip(plan, c, p)) + ":" + std::to_string(udp_port(plan, c, p)));
+            else if (plan.fabric == "pci")
+                out[c].push_back("pci " + pci_address(plan, c, p) + " ip " + to_string(proxy_ip(plan, c, p)));
+            else
+                out[c].push_back(to_string(proxy_ip(plan, c, p)));
+        }
+    return out;
+}
+
+bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec& out, std::string& err) {
+    RtRank rank;
+    if (!rt_discover_rank(get, rank, err)) return false;
+    if (!rank.found) {
+        err = "this process was not started by `iccs run PATH`, mpirun or srun: none of ICCS_CLUSTER, SLURM_PROCID, "
+              "OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK is set";
+        return false;
+    }
+    const bool ours = rank.source == kEnvCluster;
+    const char* cfg_path = get(kEnvConfig);
+    if (!ours && (cfg_path == nullptr || *cfg_path == '\0')) {
+        err = "started by a launcher (" + rank.source + ") but ICCS_CONFIG is not set: it must name the machine file "
+              "(clusters, fabric, NI addresses of every cluster)";
+        return false;
+    }
+    std::vector<std::pair<std::string, std::string>> overrides;
+    if (const char* ov = get(kEnvOverrides)) {
+        std::istringstream in(ov);
+        std::string line;
+        while (std::getline(in, line)) {
+            if (line.empty()) continue;
+            const auto eq = line.find('=');
+            if (eq == std::string::npos) {
+                err = std::string(kEnvOverrides) + ": line \"" + line + "\" is not section.key=value";
+                return false;
+            }
+            overrides.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+        }
+    }
+    const ConfigResult cr = configure(cfg_path ? cfg_path : "", overrides);
+    if (!cr.ok()) {
+        err = cr.error;
+        return false;
+    }
+    const MachineConfig& cfg = *cr.config;
+    if (rank.size != 0 && rank.size != cfg.machine.clusters) {
+        err = rank.size_source + "=" + std::to_string(rank.size) + ": the launcher started " + std::to_string(rank.size) +
+              " processes but " +
+              (cfg_path && *cfg_path ? std::string(cfg_path) : std::string("the configuration")) + " has [machine] clusters = " +
+              std::to_string(cfg.machine.clusters) + " (one process per cluster)";
+        return false;
+    }
+    if (rank.rank >= cfg.machine.clusters) {
+        err = rank.source + " = " + std::to_string(rank.rank) + ": [machine] clusters = " +
+              std::to_string(cfg.machine.clusters);
+        return false;
+    }
+    out = RtSpec{};
+    out.cluster = rank.rank;
+    out.clusters = static_cast<uint16_t>(cfg.machine.clusters);
+    out.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
+    out.transport = cfg.runtime.transport;  // [runtime] transport; our launcher always says
+    out.delay_ns = cfg.runtime.delay_us * 1000;
+    if (const char* t = get(kEnvTransport); t != nullptr && *t != '\0') {
+        if (!parse_transport(t, out.transport)) {
+            err = bad(kEnvTransport, t, "allowed values are iccs, direct, delay");
+            return false;
+        }
+    }
+    if (const char* d = get(kEnvDelayNs); d != nullptr && !parse_uint(d, 60'000'000'000ull, out.delay_ns)) {
+        err = bad(kEnvDelayNs, d, "expected nanoseconds from 0 to 60000000000");
+        return false;
+    }
+    // The run id names shared memory, EAL prefixes and socket directories: every process of one
+    // run must agree on it, and no other run on the host may use it.
+    std::string id;
+    for (const char* v : {kEnvRunId, "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
+        if (const char* x = get(v); x != nullptr && *x != '\0') {
+            id = x;
+            if (std::strcmp(v, "SLURM_JOB_ID") == 0)
+                if (const char* st = get("SLURM_STEP_ID")) id += std::string("s") + st;
+            break;
+        }
+    if (id.empty()) id = "job";
+    for (char& ch : id)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    if (id.size() > 8) {
+        // DPDK object names (mempools: 25 characters) carry "iccs-<run>-c<id>-...": a long job id
+        // (a PMIx namespace) becomes 8 hex digits of its FNV-1a hash.
+        uint32_t h = 2166136261u;
+        for (const char ch : id) h = (h ^ static_cast<uint8_t>(ch)) * 16777619u;
+        char hex[9];
+        std::snprintf(hex, sizeof hex, "%08x", h);
+        id = hex;
+    }
+    out.run_id = id;
+    out.plan = rt_plan_from_config(cfg, out.cluster);
+    out.plan.run_id = id;
+    out.plan.sock_dir = "/tmp/iccs-" + id;
+    out.plan.exit_without_teardown = true;  // runtime_finish: the process ends right after
+    if (!ours) {
+        out.unlink_shm_at_end = out.cluster == 0;
+        std::error_code ec;
+        if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif")
+            std::filesystem::create_directories(out.plan.sock_dir, ec);
+    }
+    return true;
+}
+
+std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err) {
+    if (spec.threads == 0 || spec.clusters == 0 || spec.cluster >= spec.clusters) {
+        err = "runtime: cluster " + std::to_string(spec.cluster) + " of " + std::to_string(spec.clusters) + ", " +
+              std::to_string(spec.threads) + " threads: not a run";
+        return nullptr;
+    }
+    std::unique_ptr<RtCore> core = spec.transport == RtTransport::kIccs ? make_iccs_runtime(spec, err)
+                                                                        : make_direct_runtime(spec, err);
+    return core;
+}
+
+std::unique_ptr<Runtime> runtime_from_env(std::string& err) {
+    RtSpec spec;
+    if (!rt_spec_from_env([](const char* n) -> const char* { return std::getenv(n); }, spec, err)) return nullptr;
+    return make_runtime(spec, err);
+}
+
+// ---- the launcher of `iccs run exchange|ping|PATH`
+
+int rt_launch(RtLaunch l) {
+    ClusterPlan plan = l.spec.plan;
+    plan.run_id = std::to_string(getpid());
+    l.spec.run_id = plan.run_id;
+    const bool shm = l.spec.transport != RtTransport::kIccs;
+    if (shm) {
+        plan.no_fabric = true;  // no proxies: nothing of the fabric is set up
+        rt_shm_remove(l.spec.run_id);
+        std::string err;
+        if (!rt_shm_create(l.spec, err)) {
+            std::fprintf(stderr, "iccs run: %s\n", err.c_str());
+            return 2;
+        }
+    }
+    // Standard input of an exec'd program: all clusters get the same bytes when it is not a
+    // terminal (each opens the file itself: its own offset); else cluster 0 keeps the terminal.
+    std::string stdin_file;
+    const bool tty = isatty(0);
+    if (!l.argv.empty() && !tty) {
+        stdin_file = "/tmp/iccs-" + plan.run_id + "-stdin";
+        const int out = open(stdin_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (out < 0) {
+            std::fprintf(stderr, "iccs run: %s: %s\n", stdin_file.c_str(), std::strerror(errno));
+            if (shm) rt_shm_remove(l.spec.run_id);
+            return 2;
+        }
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(0, buf, sizeof buf)) > 0)
+            if (write(out, buf, size_t(n)) != n) break;
+        close(out);
+    }
+    std::string overrides;
+    for (const auto& [k, v] : l.overrides) overrides += k + "=" + v + "\n";
+    plan.process_main = [&](const ClusterPlan& mine) -> int {
+        RtSpec s = l.spec;
+        s.cluster = mine.cluster_id;
+        s.plan = mine;
+        if (l.builtin) {
+            std::string err;
+            std::unique_ptr<Runtime> rt = make_runtime(s, err);
+            if (!rt) {
+                std::fprintf(stderr, "cluster %u: %s\n", s.cluster, err.c_str());
+                return 1;
+            }
+            return l.builtin(std::move(rt));
+        }
+        setenv(kEnvCluster, std::to_string(s.cluster).c_str(), 1);
+        setenv(kEnvClusters, std::to_string(s.clusters).c_str(), 1);
+        setenv(kEnvConfig, l.config_path.c_str(), 1);
+        setenv(kEnvOverrides, overrides.c_str(), 1);
+        setenv(kEnvRunId, plan.run_id.c_str(), 1);
+        setenv(kEnvTransport, to_string(s.transport), 1);
+        setenv(kEnvDelayNs, std::to_string(s.delay_ns).c_str(), 1);
+        if (!stdin_file.empty() || (tty && s.cluster != 0)) {
+            const int in = open(stdin_file.empty() ? "/dev/null" : stdin_file.c_str(), O_RDONLY);
+            if (in >= 0) {
+                dup2(in, 0);
+                close(in);
+            }
+        }
+        std::vector<char*> argv;
+        for (std::string& a : l.argv) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::fflush(stdout);
+        execvp(argv[0], argv.data());
+        std::fprintf(stderr, "iccs run: cannot start %s: %s\n", argv[0], std::strerror(errno));
+        return 127;
+    };
+    const int rc = launch_clusters(plan, l.timeout_s);
+    if (shm) rt_shm_remove(l.spec.run_id);
+    if (!stdin_file.empty()) std::remove(stdin_file.c_str());
+    return rc;
+}
+
+}  // namespace iccs

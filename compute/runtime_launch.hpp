@@ -1,0 +1,114 @@
+// runtime_launch.hpp: how a cluster process becomes its cluster of the runtime (runtime.hpp), and
+// how `iccs run` starts the processes of a runtime program (built in, or any binary).
+//
+// Three ways in, one description (RtSpec):
+//   - `iccs run exchange|ping ...`: the launcher forks one process per cluster and builds the spec
+//     itself (rt_launch_builtin);
+//   - `iccs run PATH --clusters C ... -- ARGS`: the launcher execs PATH once per cluster with the
+//     ICCS_* variables below (rt_launch_binary); the program calls runtime_from_env();
+//   - mpirun / srun: no launcher of ours; runtime_from_env() takes rank and size from the
+//     launcher's variables (DESIGN.md §8 order) and the machine from ICCS_CONFIG.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster.hpp"
+#include "config.hpp"
+#include "runtime.hpp"
+
+namespace iccs {
+
+// The environment of a cluster process started by `iccs run PATH`.
+inline constexpr const char* kEnvCluster = "ICCS_CLUSTER";      // this process's cluster id
+inline constexpr const char* kEnvClusters = "ICCS_CLUSTERS";    // clusters of the run
+inline constexpr const char* kEnvConfig = "ICCS_CONFIG";        // machine file ("" = defaults)
+inline constexpr const char* kEnvOverrides = "ICCS_OVERRIDES";  // flags: "section.key=value" lines
+inline constexpr const char* kEnvRunId = "ICCS_RUN_ID";         // names EAL prefixes, sockets, shared memory
+inline constexpr const char* kEnvTransport = "ICCS_TRANSPORT";  // iccs | direct | delay
+inline constexpr const char* kEnvDelayNs = "ICCS_DELAY_NS";     // delay: the hold time [ns]
+// When set, runtime_finish() writes "msgs N bytes B" (what this cluster's compute threads sent) to
+// FILE.c<cluster>: `iccs run --delay-us auto` takes the application's mean message size from it.
+inline constexpr const char* kEnvCountersFile = "ICCS_COUNTERS_FILE";
+
+// to_string(RtTransport) is in config.hpp. "iccs", "direct", "delay"; false for anything else.
+bool parse_transport(const std::string& s, RtTransport& out);
+
+// Everything one cluster process needs to become its cluster of the runtime.
+struct RtSpec {
+    uint16_t cluster = 0, clusters = 2, threads = 2;  // threads: compute threads per cluster
+    RtTransport transport = RtTransport::kDirect;
+    uint64_t delay_ns = 0;     // delay: every message is held until its send time + this
+    std::string run_id;        // direct/delay: the shared memory is /iccs-<run_id>-rt
+    ClusterPlan plan;          // iccs: the cluster (proxies, fabric, convergence); threads = threads
+    bool quiet = false;
+    bool unlink_shm_at_end = false;  // direct/delay without our launcher: cluster 0 removes the region
+};
+
+// The rank of this process from the environment. `get` reads a variable (nullptr when unset).
+// Order: ICCS_CLUSTER/ICCS_CLUSTERS (our launcher), SLURM_PROCID/SLURM_NTASKS,
+// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE, PMIX_RANK (size from PMI_SIZE,
+// else unknown = 0). found=false (and true returned) when none is set; false with err naming the
+// variable and its value when one is malformed (not a number, rank >= size, size 0 or > 64).
+struct RtRank {
+    bool found = false;
+    uint16_t rank = 0;
+    uint16_t size = 0;   // 0: the launcher did not say
+    std::string source;       // "ICCS_CLUSTER", "SLURM_PROCID", ...
+    std::string size_source;  // "ICCS_CLUSTERS", "SLURM_NTASKS", ... ("" when no size was given)
+};
+bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err);
+
+// The ClusterPlan of cluster `cluster` of a machine configuration (pinning spread over this host's
+// cores, as `iccs run` does).
+ClusterPlan rt_plan_from_config(const MachineConfig& cfg, uint16_t cluster);
+
+// The NI addresses of every cluster as "ip:port" (fabric udp) or "pci ADDRESS" / "ip" (DPDK
+// fabrics), by cluster id: what a process started by mpirun/srun reaches its peers at.
+std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan);
+
+// The spec of this process from its environment (as runtime_from_env). `get` as above.
+bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec& out, std::string& err);
+
+// Builds the runtime of one cluster (any transport); nullptr with err.
+std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err);
+
+// The shared memory of a direct/delay run: created (sized, zeroed) by the launcher before any
+// cluster starts, removed after; a process started without our launcher creates it if missing.
+std::string rt_shm_name(const std::string& run_id);
+bool rt_shm_create(const RtSpec& spec, std::string& err);
+void rt_shm_remove(const std::string& run_id);
+
+// `iccs run` of a runtime program. `main` runs in every forked cluster process (after its
+// runtime is up) and returns the process's exit status (via runtime_finish). Returns 0 when
+// every cluster succeeded.
+using RtProgramMain = std::function<int(std::unique_ptr<Runtime> rt)>;
+struct RtLaunch {
+    RtSpec spec;                    // cluster is set per process
+    std::string config_path;        // passed on to exec'd programs (ICCS_CONFIG)
+    std::vector<std::pair<std::string, std::string>> overrides;  // ICCS_OVERRIDES
+    uint32_t timeout_s = 300;
+    RtProgramMain builtin;          // either this (fork) ...
+    std::vector<std::string> argv;  // ... or this: exec argv[0] with these arguments
+};
+int rt_launch(RtLaunch l);
+
+// The built-in programs (rt_programs.cpp): see `iccs run --help`.
+struct RtExchangeOptions {
+    uint64_t messages = 200;  // per pair of compute threads (of different clusters)
+    uint32_t min_size = 1, max_size = 9000;
+    uint32_t barriers = 10;   // barrier and barrier_gather rounds, contents checked
+    uint64_t seed = 1;
+};
+int rt_program_exchange(std::unique_ptr<Runtime> rt, const RtExchangeOptions& o);
+struct RtPingOptions {
+    uint64_t rounds = 1000, warmup = 100;
+    uint32_t size = 64;
+    std::string result_file;  // "rtt_ns MEDIAN P99 MIN MAX N" and "msg_bytes MEAN" (cluster 0)
+};
+int rt_program_ping(std::unique_ptr<Runtime> rt, const RtPingOptions& o);
+
+}  // namespace iccs

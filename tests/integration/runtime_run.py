@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Integration tests of the cluster runtime (compute/runtime.hpp) over real cluster processes.
+
+Usage: runtime_run.py ICCS_CLI RT_PING_EXE CASE [ARGS...]
+CASE:
+  exchange ARGS...   `iccs run exchange ARGS` (e.g. --transport direct): every cluster says
+                     "exchange ok", the run says PASS, exit 0, nothing left behind
+  delay-hold         `iccs run ping --transport delay --delay-us 5000`: every round trip (two
+                     messages) takes at least 2 x 5 ms (strict), the median at most 2 x 5 ms + 100 ms
+  delay-auto         `iccs run exchange --transport delay --delay-us auto`: says which D it used and
+                     how it was obtained (mean size from a first run over direct, ping over iccs)
+  path TRANSPORT     `iccs run RT_PING_EXE --transport T -- --rounds 50` with bytes on stdin: every
+                     cluster got the same bytes and passed; a failing PATH program fails the run
+  peer-down TRANSPORT  cluster 1 of the example kills itself after the first barrier: cluster 0's
+                     requests end with "peer down", it reports FAIL, and the run exits non-zero soon
+  mpi-by-hand        2 processes of RT_PING_EXE started with OMPI_COMM_WORLD_RANK/SIZE (no launcher)
+                     over a machine file with fabric udp on 127.0.0.1, transport iccs
+  flag-errors        --transport on a convergence-level program, bad --transport / --delay-us values
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def fail(msg, out=""):
+    print(out)
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def leftovers(run_id):
+    return (glob.glob(f"/dev/shm/iccs-{run_id}-rt") + glob.glob(f"/var/run/dpdk/iccs-{run_id}-*") +
+            glob.glob(f"/tmp/iccs-{run_id}") + glob.glob(f"/tmp/iccs-{run_id}-stdin"))
+
+
+def run(cmd, stdin=None, timeout=280):
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = p.communicate(stdin, timeout=timeout)
+    print(" ".join(cmd), "->", p.returncode)
+    return p.returncode, out, p.pid
+
+
+def udp_port():
+    return 30000 + (os.getpid() % 64) * 256
+
+
+def clusters_of(args):
+    return int(args[args.index("--clusters") + 1]) if "--clusters" in args else 2
+
+
+def main():
+    cli, exe, case, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    if case == "exchange":
+        extra = ["--set", f"machine.udp_port={udp_port()}"] if "udp" in rest else []
+        rc, out, pid = run([cli, "run", "exchange"] + rest + extra)
+        n = clusters_of(rest)
+        oks = re.findall(r"^cluster \d+: exchange ok", out, re.M)
+        if rc != 0 or len(oks) != n or "PASS: every message" not in out:
+            fail(f"exit {rc}, {len(oks)} of {n} clusters ok", out)
+        if len(re.findall(r"^  rt \d+\.service:", out, re.M)) != n:
+            fail("the runtime counters of every cluster were not printed", out)
+        print(out)
+    elif case == "delay-hold":
+        d_us = 5000
+        rc, out, pid = run([cli, "run", "ping", "--transport", "delay", "--delay-us", str(d_us), "--messages", "40",
+                            "--warmup", "2"])
+        m = re.search(r"median ([\d.]+) us, p99 [\d.]+ us, min ([\d.]+) us", out)
+        if rc != 0 or not m:
+            fail(f"exit {rc}", out)
+        med, mn = float(m.group(1)), float(m.group(2))
+        print(out)
+        print(f"delay {d_us} us: round trip min {mn} us, median {med} us (lower bound {2 * d_us} us)")
+        if mn < 2 * d_us:
+            fail(f"a round trip took {mn} us < 2 x {d_us} us: a message was not held long enough")
+        if med > 2 * d_us + 100_000:
+            fail(f"median round trip {med} us: far above 2 x {d_us} us")
+    elif case == "delay-auto":
+        rc, out, pid = run([cli, "run", "exchange", "--transport", "delay", "--delay-us", "auto", "--messages", "100"])
+        m = re.search(r"delay: D = ([\d.]+) us per message, obtained automatically: the application's mean message "
+                      r"size (\d+) bytes", out)
+        if rc != 0 or not m or "PASS" not in out:
+            fail(f"exit {rc}", out)
+        if float(m.group(1)) <= 0 or int(m.group(2)) <= 0:
+            fail("D or the mean size is zero", out)
+        if not re.search(r"runtime over delay [\d.]+ us per message", out):
+            fail("the run did not use the delay transport", out)
+        print(out)
+    elif case == "path":
+        transport = rest[0]
+        data = "".join(f"line {i}\n" for i in range(5000))
+        rc, out, pid = run([cli, "run", exe, "--clusters", "3", "--transport", transport, "--threads", "2",
+                            "--", "--rounds", "50"], stdin=data)
+        sums = re.findall(r"^cluster (\d+): stdin (\d+) bytes, checksum (\w+)", out, re.M)
+        if rc != 0 or len(re.findall(r"rt_ping ok", out)) != 3 or "PASS: every cluster process" not in out:
+            fail(f"exit {rc}", out)
+        if len(sums) != 3 or any(int(s[1]) != len(data) for s in sums) or len({s[2] for s in sums}) != 1:
+            fail(f"every cluster must get the same {len(data)} bytes on stdin: {sums}", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+        print(out)
+        # a program that fails in one cluster fails the run
+        rc, out, pid = run([cli, "run", "/bin/sh", "--clusters", "2", "--transport", transport, "--",
+                            "-c", 'exit "$ICCS_CLUSTER"'])
+        if rc == 0:
+            fail("cluster 1 exited 1 but the run passed", out)
+        rc, out, pid = run([cli, "run", "/bin/sh", "--clusters", "2", "--transport", transport, "--",
+                            "-c", 'test "$ICCS_CLUSTERS" = 2 -a "$ICCS_TRANSPORT" = ' + transport])
+        if rc != 0:
+            fail("the ICCS_* environment of a cluster process is wrong", out)
+    elif case == "peer-down":
+        transport = rest[0]
+        rc, out, pid = run([cli, "run", exe, "--clusters", "2", "--transport", transport,
+                            "--set", "cluster.peer_timeout_ms=1000", "--timeout", "60", "--", "--die", "1"], timeout=90)
+        if rc == 0:
+            fail("a cluster died but the run passed", out)
+        if "peer down" not in out or not re.search(r"^cluster 0: FAIL", out, re.M):
+            fail("cluster 0 must see its peer down and report FAIL", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+        print(out)
+    elif case == "mpi-by-hand":
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(f'[machine]\nclusters = 2\nfabric = "udp"\nudp_port = {udp_port()}\n'
+                    f'udp_addresses = ["127.0.0.1", "127.0.0.1"]\n[cluster]\ncompute_threads = 2\nproxies = 1\n')
+            cfg = f.name
+        run_id = f"m{os.getpid() % 100000}"
+        procs = []
+        for r in range(2):
+            env = dict(os.environ, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_SIZE="2", ICCS_CONFIG=cfg,
+                       ICCS_RUN_ID=run_id)
+            for k in list(env):
+                if k.startswith("ICCS_CLUSTER") or k.startswith("SLURM_"):
+                    del env[k]
+            procs.append(subprocess.Popen([exe, "--rounds", "50"], env=env, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outs = []
+        for p in procs:
+            try:
+                o, _ = p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                fail("the processes did not finish")
+            outs.append((p.returncode, o))
+        os.unlink(cfg)
+        for r, (rc, o) in enumerate(outs):
+            print(f"--- rank {r}: exit {rc}\n{o}")
+            if rc != 0 or f"cluster {r} of 2: rt_ping ok" not in o or "runtime over iccs" not in o:
+                fail(f"rank {r} (OMPI_COMM_WORLD_RANK={r}) did not become cluster {r} and pass")
+            if "fabric udp" not in o:
+                fail(f"rank {r} did not use the machine file's fabric")
+        if glob.glob(f"/var/run/dpdk/iccs-{run_id}-*"):
+            fail("EAL runtime directories left behind")
+    elif case == "flag-errors":
+        rc, out, _ = run([cli, "run", "alltoall", "--transport", "direct"])
+        if rc != 2 or "--transport is for programs on the cluster runtime" not in out:
+            fail("--transport on alltoall must stop with a clear error", out)
+        rc, out, _ = run([cli, "run", "exchange", "--transport", "fast"])
+        if rc != 2 or "bad value 'fast' for --transport" not in out:
+            fail("a bad --transport must be named", out)
+        rc, out, _ = run([cli, "run", "exchange", "--transport", "direct", "--delay-us", "5"])
+        if rc != 2 or "--delay-us is for --transport delay" not in out:
+            fail("--delay-us without --transport delay must say so", out)
+        rc, out, _ = run([cli, "run", "ping", "--set", "runtime.transport=slow"])
+        if rc != 2 or "[runtime] transport" not in out:
+            fail("a bad [runtime] transport must be named", out)
+        rc, out, _ = run([cli, "run", "ping", "--set", "runtime.transport=delay", "--set", "runtime.delay_us=300",
+                          "--messages", "20"])
+        if rc != 0 or "D = 300.0 us per message (given by [runtime] delay_us)" not in out:
+            fail("[runtime] transport/delay_us must be the defaults of iccs run", out)
+        rc, out, _ = run([cli, "run", "exchange", "--transport", "delay", "--delay-us", "x"])
+        if rc != 2 or "bad value 'x' for --delay-us" not in out:
+            fail("a bad --delay-us must be named", out)
+        rc, out, _ = run([cli, "run", "./no/such/program"])
+        if rc != 2 or "not an executable file" not in out:
+            fail("a missing program must be named", out)
+    else:
+        fail(f"unknown case {case}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
