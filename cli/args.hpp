@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 namespace iccs::cli {
 
@@ -27,5 +28,20 @@ inline uint64_t parse_u64(const std::string& who, const std::string& flag, const
                              " to " + std::to_string(hi) + " is allowed");
     return x;
 }
+
+// The flags of `iccs run` (every program, built in or PATH) that set one configuration key each.
+inline constexpr std::pair<const char*, const char*> kRunConfigFlags[] = {
+    {"--clusters", "machine.clusters"},   {"--threads", "cluster.compute_threads"},
+    {"--proxies", "cluster.proxies"},     {"--polling", "cluster.polling"},
+    {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
+    {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
+    {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
+    {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
+    {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
+    {"--pcap", "machine.pcap_dir"},
+    {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
+    {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
+    {"--wan-series", "wan.series"},
+};
 
 }  // namespace iccs::cli

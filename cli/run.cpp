@@ -16,6 +16,7 @@
 #include "args.hpp"
 #include "cluster.hpp"
 #include "config.hpp"
+#include "runtime_launch.hpp"
 #include "uring_udp.hpp"
 
 namespace iccs {
@@ -139,19 +140,6 @@ int cmd_run(int argc, char** argv, bool demo) {
         program = argv[0];
         i = 1;
     }
-    const std::pair<const char*, const char*> flag_keys[] = {
-        {"--clusters", "machine.clusters"},   {"--threads", "cluster.compute_threads"},
-        {"--proxies", "cluster.proxies"},     {"--polling", "cluster.polling"},
-        {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
-        {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
-        {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
-        {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
-        {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
-        {"--pcap", "machine.pcap_dir"},
-        {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
-        {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
-        {"--wan-series", "wan.series"},
-    };
     for (; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -164,7 +152,7 @@ int cmd_run(int argc, char** argv, bool demo) {
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
         bool mapped = false;
-        for (const auto& [flag, key] : flag_keys)
+        for (const auto& [flag, key] : cli::kRunConfigFlags)
             if (a == flag) {
                 overrides.emplace_back(key, v);
                 mapped = true;
@@ -213,50 +201,17 @@ int cmd_run(int argc, char** argv, bool demo) {
                      program.c_str(), cfg.machine.clusters);
         return 2;
     }
+    std::string wan_err;
     ClusterPlan plan;
-    {
-        std::string err;
-        if (!to_wan_config(cfg, plan.wan, err)) {
-            std::fprintf(stderr, "%s\n", err.c_str());
-            return 2;
-        }
+    if (!plan_from_config(cfg, 0, plan, wan_err)) {
+        std::fprintf(stderr, "%s\n", wan_err.c_str());
+        return 2;
     }
-    plan.clusters = static_cast<uint16_t>(cfg.machine.clusters);
-    plan.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
-    const uint16_t nprox = static_cast<uint16_t>(cfg.cluster.proxies_resolved);
-    plan.proxies_per_cluster.assign(plan.clusters, nprox);
-    const unsigned cores = std::max(1u, host_core_count());
-    // Pinning: proxies on the configured cores, else spread; compute threads spread after them.
-    for (uint16_t p = 0; p < nprox; ++p)
-        plan.proxy_cores.push_back(p < cfg.cluster.proxy_cores.size() ? cfg.cluster.proxy_cores[p]
-                                                                       : (p + 1) % cores);
-    for (uint32_t i = 0; i < uint32_t{plan.clusters} * plan.threads; ++i) plan.compute_cores.push_back(i % cores);
-    plan.polling = cfg.cluster.polling;
-    plan.conv = to_conv_config(cfg);
-    plan.peer_timeout_ms = cfg.cluster.peer_timeout_ms;
+    const uint16_t nprox = plan.proxies_per_cluster[0];
     plan.workload = program;
-    plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
-    plan.fabric = std::string(to_string(cfg.machine.fabric));
-    plan.pci_addresses = cfg.machine.pci_addresses;
-    plan.mtu_bytes = cfg.machine.mtu_bytes;
-    plan.base_ip = cfg.machine.base_ip.v;
-    plan.udp_port = cfg.machine.udp_port;
-    plan.udp_addresses = cfg.machine.udp_addresses;
-    plan.slidwin = to_slidwin_config(cfg.slidwin);
-    plan.reass = to_reassembly_config(cfg.reassembly);
-    plan.impair.drop = cfg.test.drop;
-    plan.impair.duplicate = cfg.test.duplicate;
-    plan.impair.reorder_window = cfg.test.reorder_window;
-    plan.impair.seed = cfg.test.seed;
-    plan.impair.slow_proxy = static_cast<int32_t>(cfg.test.slow_proxy);
-    plan.impair.slow_us = cfg.test.slow_proxy_us;
-    plan.ring_entries = cfg.cluster.ring_entries;
     plan.messages = messages;
     plan.min_size = min_size;
     plan.max_size = max_size;
-    plan.seed = cfg.test.seed + 1;
-    plan.pcap_dir = cfg.machine.pcap_dir;
-    plan.pcap_max_bytes = cfg.machine.pcap_max_bytes;
     plan.warmup = warmup;
     plan.gap_us = gap_us;
     std::string result_file;
@@ -275,7 +230,7 @@ int cmd_run(int argc, char** argv, bool demo) {
                 std::string(to_string(cfg.cluster.dispatch)).c_str(), plan.conv.ordered ? "ordered" : "unordered",
                 plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
                                                  : default_stripe_threshold(plan.mtu_bytes),
-                plan.mtu_bytes, kernel_udp ? " (not used: the kernel fragments to the route's MTU)" : "", cores);
+                plan.mtu_bytes, kernel_udp ? " (not used: the kernel fragments to the route's MTU)" : "", host_core_count());
     if (program == "alltoall")
         std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
                     "every other cluster, each pair over one parallel connection\n",

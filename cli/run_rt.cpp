@@ -79,21 +79,8 @@ int cmd_run_rt(int argc, char** argv) {
     RtExchangeOptions ex;
     RtPingOptions po;
     uint32_t timeout_s = 300;
-    bool size_set = false;
+
     std::vector<std::string> args;
-    const std::pair<const char*, const char*> flag_keys[] = {
-        {"--clusters", "machine.clusters"},   {"--threads", "cluster.compute_threads"},
-        {"--proxies", "cluster.proxies"},     {"--polling", "cluster.polling"},
-        {"--mtu", "machine.mtu_bytes"},       {"--drop", "test.drop"},
-        {"--duplicate", "test.duplicate"},    {"--reorder", "test.reorder_window"},
-        {"--seed", "test.seed"},              {"--fabric", "machine.fabric"},
-        {"--dispatch", "cluster.dispatch"},   {"--order", "convergence.order"},
-        {"--stripe-threshold", "convergence.stripe_threshold_bytes"},
-        {"--pcap", "machine.pcap_dir"},
-        {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
-        {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
-        {"--wan-series", "wan.series"},
-    };
     bool messages_set = false, timeout_set = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -105,7 +92,7 @@ int cmd_run_rt(int argc, char** argv) {
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
         bool mapped = false;
-        for (const auto& [flag, key] : flag_keys)
+        for (const auto& [flag, key] : cli::kRunConfigFlags)
             if (a == flag) {
                 overrides.emplace_back(key, v);
                 mapped = true;
@@ -126,7 +113,7 @@ int cmd_run_rt(int argc, char** argv) {
         else if (a == "--max-size") ex.max_size = static_cast<uint32_t>(parse_u64(a, v, 0, (1u << 20) - 8));
         else if (a == "--size") {
             po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
-            size_set = true;
+
         } else if (a == "--barriers") ex.barriers = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         else if (a == "--warmup") po.warmup = parse_u64(a, v, 0, 1'000'000);
         else if (a == "--timeout") {
@@ -189,7 +176,13 @@ int cmd_run_rt(int argc, char** argv) {
     RtLaunch base;
     base.spec.clusters = static_cast<uint16_t>(cfg.machine.clusters);
     base.spec.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
-    base.spec.plan = rt_plan_from_config(cfg, 0);
+    {
+        std::string err;
+        if (!plan_from_config(cfg, 0, base.spec.plan, err)) {
+            std::fprintf(stderr, "%s\n", err.c_str());
+            return 2;
+        }
+    }
     base.config_path = config_path;
     base.overrides = overrides;
     base.timeout_s = timeout_s;

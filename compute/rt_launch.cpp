@@ -96,10 +96,9 @@ bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank
     return true;
 }
 
-ClusterPlan rt_plan_from_config(const MachineConfig& cfg, uint16_t cluster) {
-    ClusterPlan plan;
-    std::string err;
-    to_wan_config(cfg, plan.wan, err);  // configure() already validated it
+bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& plan, std::string& err) {
+    plan = ClusterPlan{};
+    if (!to_wan_config(cfg, plan.wan, err)) return false;  // reads and compiles a script or series
     plan.cluster_id = cluster;
     plan.clusters = static_cast<uint16_t>(cfg.machine.clusters);
     plan.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
@@ -131,7 +130,7 @@ ClusterPlan rt_plan_from_config(const MachineConfig& cfg, uint16_t cluster) {
     plan.pcap_dir = cfg.machine.pcap_dir;
     plan.pcap_max_bytes = cfg.machine.pcap_max_bytes;
     plan.seed = cfg.test.seed + 1;
-    return plan;
+    return true;
 }
 
 std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan) {
@@ -234,7 +233,7 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
         id = hex;
     }
     out.run_id = id;
-    out.plan = rt_plan_from_config(cfg, out.cluster);
+    if (!plan_from_config(cfg, out.cluster, out.plan, err)) return false;
     out.plan.run_id = id;
     out.plan.sock_dir = "/tmp/iccs-" + id;
     out.plan.exit_without_teardown = true;  // runtime_finish: the process ends right after

@@ -63,8 +63,9 @@ struct RtRank {
 bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err);
 
 // The ClusterPlan of cluster `cluster` of a machine configuration (pinning spread over this host's
-// cores, as `iccs run` does).
-ClusterPlan rt_plan_from_config(const MachineConfig& cfg, uint16_t cluster);
+// cores), for every launcher (`iccs run`, the runtime's). False with `err` when the [wan] script or
+// series cannot be read or compiled (the file and line named).
+bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& plan, std::string& err);
 
 // The NI addresses of every cluster as "ip:port" (fabric udp) or "pci ADDRESS" / "ip" (DPDK
 // fabrics), by cluster id: what a process started by mpirun/srun reaches its peers at.
