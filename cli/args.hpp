@@ -41,7 +41,7 @@ inline constexpr std::pair<const char*, const char*> kRunConfigFlags[] = {
     {"--pcap", "machine.pcap_dir"},
     {"--sites", "wan.sites"},             {"--wan-latency-ms", "wan.latency_ms"},
     {"--wan-bandwidth", "wan.bandwidth_bytes_per_s"}, {"--wan-script", "wan.script"},
-    {"--wan-series", "wan.series"},
+    {"--wan-series", "wan.series"},       {"--wan-loss", "wan.loss"},
 };
 
 }  // namespace iccs::cli

@@ -72,6 +72,7 @@ const char* kRunHelp =
     "  --sites LIST         [wan] sites: the site of each cluster, e.g. 0,0,1 (default: each its own)\n"
     "  --wan-latency-ms X   [wan] latency_ms: one-way latency of every inter-site link\n"
     "  --wan-bandwidth BPS  [wan] bandwidth_bytes_per_s of every inter-site link (0 = unlimited)\n"
+    "  --wan-loss P         [wan] loss: probability that a frame on an inter-site link is lost\n"
     "  --wan-script FILE    [wan] script driving the links (read, sleep, set, set_sym, forever)\n"
     "  --wan-series FILE    [wan] series: a measured time series replayed\n"
     "  --set SECTION.KEY=V  any other key\n"
@@ -245,8 +246,8 @@ int cmd_run(int argc, char** argv, bool demo) {
         std::string s;
         for (const uint16_t x : sites) s += (s.empty() ? "" : ",") + std::to_string(x);
         std::printf("wan: emulated links between %u sites (site of each cluster: %s), default latency %g ms, "
-                    "bandwidth %s%s%s\n",
-                    nsites, s.c_str(), cfg.wan.latency_ms,
+                    "loss %g, bandwidth %s%s%s\n",
+                    nsites, s.c_str(), cfg.wan.latency_ms, cfg.wan.loss,
                     cfg.wan.bandwidth_bytes_per_s ? (std::to_string(cfg.wan.bandwidth_bytes_per_s) + " bytes/s").c_str()
                                                   : "unlimited",
                     cfg.wan.script.empty() ? "" : (", script " + cfg.wan.script).c_str(),
@@ -257,7 +258,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     if (!result_file.empty()) {
         if (FILE* f = std::fopen(result_file.c_str(), "r")) {
             char line[256];
-            if (std::fgets(line, sizeof line, f)) std::printf("%s", line);
+            while (std::fgets(line, sizeof line, f)) std::printf("%s", line);
             std::fclose(f);
         }
         std::remove(result_file.c_str());

@@ -15,10 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <bit>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +31,7 @@
 #include <thread>
 
 #include "conv_hdr.hpp"
+#include "stamps.hpp"
 #include "slidwin_hdr.hpp"
 #include "dpdk_env.hpp"
 
@@ -230,15 +234,48 @@ bool program_pingpong(ComputeEnv& env) {
         if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
             return set_error(env, "accept", e);
     }
-    std::vector<uint8_t> buf(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    // ICCS_PINGPONG_SIZES=S1,S2,... (the latency experiment, perf/experiments): round i sends
+    // S[i mod n] bytes instead of --min-size, so all sizes meet the same state of a shared host;
+    // the result file then has a line per size too: "rtt_ns_size SIZE MEDIAN P99 MIN MAX N".
+    std::vector<uint32_t> sizes;
+    if (const char* sz = std::getenv("ICCS_PINGPONG_SIZES"); sz != nullptr && *sz != '\0') {
+        for (const char* q = sz; *q != '\0';) {
+            char* end = nullptr;
+            const unsigned long v = std::strtoul(q, &end, 10);
+            if (end == q || v > (16u << 20)) {
+                env.result.error = std::string("ICCS_PINGPONG_SIZES=") + sz + ": expected sizes 0..16777216 separated by ','";
+                return false;
+            }
+            sizes.push_back(static_cast<uint32_t>(v));
+            q = *end == ',' ? end + 1 : end;
+            if (*end != ',' && *end != '\0') {
+                env.result.error = std::string("ICCS_PINGPONG_SIZES=") + sz + ": expected sizes 0..16777216 separated by ','";
+                return false;
+            }
+        }
+    }
+    uint32_t biggest = std::max<uint32_t>(p.min_size, 1);
+    for (const uint32_t v : sizes) biggest = std::max(biggest, v);
+    std::vector<uint8_t> buf(biggest, 0x5a);
     std::vector<uint64_t> rtt;
     rtt.reserve(p.messages);
+    std::vector<std::vector<uint64_t>> rtt_by_size(sizes.size());
     const uint64_t rounds = p.warmup + p.messages;
+    // ICCS_STAMPS=PREFIX (the breakdown experiment): every round's stage stamps of the ping
+    // (stack/stamps.hpp) go to PREFIX.c<cluster>, one line per round: the round and 13 times [ns].
+    const char* stamp_prefix = std::getenv("ICCS_STAMPS");
+    std::vector<std::array<uint64_t, stamps::kPoints>> stamp_rows;
+    if (stamp_prefix != nullptr && *stamp_prefix != '\0') {
+        stamps::set_on(true);
+        stamp_rows.reserve(rounds);
+    }
     for (uint64_t i = 0; i < rounds && !stopping(); ++i) {
         if (pinger && p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
+        if (pinger) stamps::arm();
         const uint64_t t0 = monotonic_ns();
+        const uint32_t size = sizes.empty() ? p.min_size : sizes[i % sizes.size()];
         if (pinger) {
-            if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk)
+            if (const ConvError e = conv.send(c, buf.data(), size); e != ConvError::kOk)
                 return set_error(env, "send", e);
             ++env.result.sent;
         }
@@ -247,8 +284,17 @@ bool program_pingpong(ComputeEnv& env) {
             e != ConvError::kOk)
             return set_error(env, "recv", e);
         ++env.result.received;
+        if (stamps::g_on.load(std::memory_order_relaxed)) {  // the pinger: its ping's send side is complete;
+            uint64_t row[stamps::kPoints];                    // the ponger: the ping's receive side
+            stamps::read(row);
+            stamp_rows.emplace_back();
+            std::copy(std::begin(row), std::end(row), stamp_rows.back().begin());
+        }
         if (pinger) {
-            if (i >= p.warmup) rtt.push_back(monotonic_ns() - t0);
+            if (i >= p.warmup) {
+                rtt.push_back(monotonic_ns() - t0);
+                if (!sizes.empty()) rtt_by_size[i % sizes.size()].push_back(rtt.back());
+            }
         } else {
             if (const ConvError e = conv.send(c, buf.data(), len); e != ConvError::kOk) return set_error(env, "send", e);
             ++env.result.sent;
@@ -261,8 +307,35 @@ bool program_pingpong(ComputeEnv& env) {
                          static_cast<unsigned long long>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]),
                          static_cast<unsigned long long>(rtt.front()), static_cast<unsigned long long>(rtt.back()),
                          rtt.size());
+            for (size_t k = 0; k < sizes.size(); ++k) {
+                std::vector<uint64_t>& v = rtt_by_size[k];
+                if (v.empty()) continue;
+                std::sort(v.begin(), v.end());
+                std::fprintf(f, "rtt_ns_size %u %llu %llu %llu %llu %zu\n", sizes[k],
+                             static_cast<unsigned long long>(v[v.size() / 2]),
+                             static_cast<unsigned long long>(v[std::min(v.size() - 1, v.size() * 99 / 100)]),
+                             static_cast<unsigned long long>(v.front()), static_cast<unsigned long long>(v.back()),
+                             v.size());
+            }
             std::fclose(f);
         }
+    }
+    if (!stamp_rows.empty()) {
+        const std::string path = std::string(stamp_prefix) + ".c" + std::to_string(p.cluster_id);
+        FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) {
+            env.result.error = "cannot write the stamps file " + path + ": " + std::strerror(errno);
+            return false;
+        }
+        std::fprintf(f, "# round");
+        for (const char* n : stamps::kPointNames) std::fprintf(f, " %s", n);
+        std::fprintf(f, "\n");
+        for (size_t r = 0; r < stamp_rows.size(); ++r) {
+            std::fprintf(f, "%zu", r);
+            for (const uint64_t t : stamp_rows[r]) std::fprintf(f, " %llu", static_cast<unsigned long long>(t));
+            std::fprintf(f, "\n");
+        }
+        std::fclose(f);
     }
     conv.close(c, 5'000'000);
     return true;
@@ -434,7 +507,8 @@ int tel_proxy_stats(const char*, const char* params, rte_tel_data* d) {
 // ---- telemetry: /iccs/wan/links,<n>, /iccs/wan/set, /iccs/wan/mode (proxy/wan_emu.hpp)
 // links: a flat dict (DPDK 22.11 names are [A-Za-z0-9_/], dict containers hold arrays only):
 // mode, hold counters, link_<A>_<B>_<counter> per link this proxy emulates (bw_bytes_per_s,
-// lat_ns, present, msgs, bytes, queue_ns_sum, queue_ns_mean, queue_ns_max, changes), and the
+// lat_ns, present, msgs, bytes, queue_ns_sum, queue_ns_mean, queue_ns_max, changes, loss_ppm:
+// the loss probability in parts per million, dropped: frames lost), and the
 // recent changes as parallel arrays change_at_us, change_a, change_b, change_bw, change_lat_ns.
 int tel_wan_links(const char*, const char* params, rte_tel_data* d) {
     std::lock_guard<std::mutex> lock(g_proxies_mu);
@@ -455,8 +529,8 @@ int tel_wan_links(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "released", v.released);
     size_t entries = 7;
     for (const WanView::Link& l : v.links) {
-        if (entries + 9 > RTE_TEL_MAX_DICT_ENTRIES - 8) break;  // the dict's limit (the change arrays follow)
-        entries += 9;
+        if (entries + 11 > RTE_TEL_MAX_DICT_ENTRIES - 8) break;  // the dict's limit (the change arrays follow)
+        entries += 11;
         const std::string k = "link_" + std::to_string(l.a) + "_" + std::to_string(l.b) + "_";
         const WanLinkCounters& c = l.counters;
         rte_tel_data_add_dict_u64(d, (k + "bw_bytes_per_s").c_str(), static_cast<uint64_t>(l.params.bw_bytes_per_s));
@@ -468,6 +542,8 @@ int tel_wan_links(const char*, const char* params, rte_tel_data* d) {
         rte_tel_data_add_dict_u64(d, (k + "queue_ns_mean").c_str(), c.msgs ? c.queue_ns_sum / c.msgs : 0);
         rte_tel_data_add_dict_u64(d, (k + "queue_ns_max").c_str(), c.queue_ns_max);
         rte_tel_data_add_dict_u64(d, (k + "changes").c_str(), c.changes);
+        rte_tel_data_add_dict_u64(d, (k + "loss_ppm").c_str(), static_cast<uint64_t>(std::llround(l.params.loss * 1e6)));
+        rte_tel_data_add_dict_u64(d, (k + "dropped").c_str(), c.dropped);
     }
     const char* names[] = {"change_at_us", "change_a", "change_b", "change_bw", "change_lat_ns"};
     for (int f = 0; f < 5; ++f) {
@@ -513,6 +589,39 @@ int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
     if (!v.on) {
         err = "the WAN stage is off in this run (start it with a [wan] key)";
     } else if (wan_parse_link_values(args, v.sites, c.a, c.b, c.params, err)) {
+        for (auto& px : *g_proxies) {
+            px->wan_post(c);
+            if (sym) {
+                WanCommand r = c;
+                std::swap(r.a, r.b);
+                px->wan_post(r);
+            }
+        }
+    }
+    add_result(d, err);
+    return 0;
+}
+
+// /iccs/wan/loss,A,B,P[,sym]: link A -> B (and B -> A with sym) loses frames with probability P.
+int tel_wan_loss(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lock(g_proxies_mu);
+    if (g_proxies == nullptr || g_proxies->empty() || params == nullptr) return -1;
+    std::string args(params);
+    bool sym = false;
+    if (args.size() > 4 && args.compare(args.size() - 4, 4, ",sym") == 0) {
+        sym = true;
+        args.resize(args.size() - 4);
+    }
+    for (char& ch : args)
+        if (ch == ',') ch = ' ';
+    rte_tel_data_start_dict(d);
+    const WanView v = (*g_proxies)[0]->wan_view();
+    WanCommand c;
+    c.kind = WanCommand::kLoss;
+    std::string err;
+    if (!v.on) {
+        err = "the WAN stage is off in this run (start it with a [wan] key)";
+    } else if (wan_parse_loss_values(args, v.sites, c.a, c.b, c.params.loss, err)) {
         for (auto& px : *g_proxies) {
             px->wan_post(c);
             if (sym) {
@@ -684,6 +793,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 if (plan.wan) {
                     auto wan = std::make_shared<WanConfig>(*plan.wan);
                     wan->proxies_per_cluster = plan.proxies_per_cluster;
+                    wan->loss_seed = plan.wan->loss_seed * 1000003u + p;  // each proxy its own loss draws
                     pc.wan = std::move(wan);
                 }
                 pc.peer_timeout_ms = plan.peer_timeout_ms;
@@ -780,6 +890,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                        "and the recent changes. Parameter: proxy index");
             rte_telemetry_register_cmd("/iccs/wan/set", tel_wan_set,
                                        "WAN emulation: set link A -> B. Parameters: A,B,BW_BYTES_PER_S,LAT_S[,sym]");
+            rte_telemetry_register_cmd("/iccs/wan/loss", tel_wan_loss,
+                                       "WAN emulation: loss of link A -> B. Parameters: A,B,PROBABILITY[,sym]");
             rte_telemetry_register_cmd("/iccs/wan/mode", tel_wan_mode,
                                        "WAN emulation: what drives the links. Parameter: constant, script, series, live");
             if (!plan.quiet) {
@@ -888,6 +1000,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             for (auto& px : proxies) {
                 if (plan.polling == Polling::kInline) px->poll_once(monotonic_ns());  // publish
                 rep.proxies.push_back(px->snapshot());
+                rep.wan.push_back(px->wan_view());
                 px->finish_capture();  // nothing polls it any more: the file is complete
             }
             std::lock_guard<std::mutex> lock(g_proxies_mu);
@@ -976,6 +1089,12 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                             static_cast<unsigned long long>(s.proxy.capture_missed));
             std::printf("\n");
         }
+        if (i < r.wan.size() && r.wan[i].on)  // WAN stage: per link it emulates, what it carried and lost
+            for (const WanView::Link& l : r.wan[i].links)
+                std::printf("  wan %u.%zu: link %u->%u msgs %llu bytes %llu dropped %llu (loss %g)\n", plan.cluster_id, i,
+                            l.a, l.b, static_cast<unsigned long long>(l.counters.msgs),
+                            static_cast<unsigned long long>(l.counters.bytes),
+                            static_cast<unsigned long long>(l.counters.dropped), l.params.loss);
     }
     const size_t nprox = plan.proxies_per_cluster.empty() ? 0 : plan.proxies_per_cluster[plan.cluster_id];
     for (size_t t = 0; t < r.threads.size(); ++t) {

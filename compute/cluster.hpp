@@ -107,6 +107,7 @@ struct ClusterReport {
     double seconds = 0;
     std::vector<ProxySnapshot> proxies;
     std::vector<ConvCounters> threads;  // each compute thread's convergence counters
+    std::vector<WanView> wan;           // each proxy's WAN stage at the end (on = false: off)
 };
 
 // The address plan every cluster agrees on.

@@ -342,11 +342,11 @@ Key probability_key(std::string_view name, double TestSection::*field, std::stri
     return k;
 }
 
-// [wan] links entry: "A->B BW LAT_MS", "A<->B BW LAT_MS", "A->B cut", "A<->B cut".
+// [wan] links entry: "A->B BW LAT_MS [LOSS]", "A<->B BW LAT_MS [LOSS]", "A->B cut", "A<->B cut".
 struct LinkSpec {
     uint32_t a = 0, b = 0;
-    bool both = false, cut = false;
-    double bw = 0, lat_ms = 0;
+    bool both = false, cut = false, has_loss = false;
+    double bw = 0, lat_ms = 0, loss = 0;
 };
 bool parse_link_spec(std::string_view text, LinkSpec& out) {
     std::istringstream in{std::string(text)};
@@ -367,7 +367,12 @@ bool parse_link_spec(std::string_view text, LinkSpec& out) {
         out.cut = true;
         return !(in >> extra);
     }
-    if (!(in >> w3) || (in >> extra)) return false;
+    if (!(in >> w3)) return false;
+    if (in >> extra) {  // the optional loss probability
+        std::string more;
+        if (in >> more || !parse_double(extra, out.loss) || !(out.loss >= 0 && out.loss <= 1)) return false;
+        out.has_loss = true;
+    }
     return parse_double(w2, out.bw) && out.bw >= 0 && out.bw <= 1e12 && parse_double(w3, out.lat_ms) &&
            out.lat_ms >= 0 && out.lat_ms <= 100'000;
 }
@@ -384,6 +389,21 @@ Key wan_latency_key() {
         return std::nullopt;
     };
     k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("latency_ms", c.wan.latency_ms); };
+    return k;
+}
+
+Key wan_loss_key() {
+    Key k{"wan", "loss", Kind::kProbability, "a probability from 0.0 to 1.0",
+          "probability that a frame on an inter-site link is lost (slidwin retransmits it)", {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        double v = -1;
+        if (const auto f = n.as_floating_point()) v = f->get();
+        if (const auto i = n.as_integer()) v = static_cast<double>(i->get());
+        if (!(v >= 0.0 && v <= 1.0)) return k.wrong(n);
+        c.wan.loss = v;
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("loss", c.wan.loss); };
     return k;
 }
 
@@ -458,9 +478,9 @@ Key wan_sites_key() {
 }
 
 Key wan_links_key() {
-    const std::string element = "\"A->B BW LAT_MS\", \"A<->B BW LAT_MS\", \"A->B cut\" or \"A<->B cut\" (A, B: site "
-                                "ids 0.." + std::to_string(kWanMaxSites - 1) +
-                                ", A != B; BW: bytes/s 0..1e12, 0 = unlimited; LAT_MS: 0..100000)";
+    const std::string element = "\"A->B BW LAT_MS [LOSS]\", \"A<->B BW LAT_MS [LOSS]\", \"A->B cut\" or \"A<->B cut\" "
+                                "(A, B: site ids 0.." + std::to_string(kWanMaxSites - 1) +
+                                ", A != B; BW: bytes/s 0..1e12, 0 = unlimited; LAT_MS: 0..100000; LOSS: 0..1)";
     return string_array_key<WanSection>(
         "wan", "links", Kind::kLinkArray, &MachineConfig::wan, &WanSection::links,
         [](const std::string& v) {
@@ -468,7 +488,7 @@ Key wan_links_key() {
             return parse_link_spec(v, spec);
         },
         element, "an array of link strings, e.g. [\"0<->1 1e6 10\"]; each " + element,
-        "per-link overrides of bandwidth and latency, or a cut link (traffic routes through other sites)");
+        "per-link overrides of bandwidth, latency and loss, or a cut link (traffic routes through other sites)");
 }
 
 Key wan_path_key(std::string_view name, std::string WanSection::*field, std::string_view doc) {
@@ -711,6 +731,7 @@ std::vector<Key> make_keys() {
     t.push_back(wan_latency_key());
     t.push_back(int_key("wan", "bandwidth_bytes_per_s", &M::wan, &WanSection::bandwidth_bytes_per_s, 0,
                         1'000'000'000'000, "bandwidth of every inter-site link [bytes/s] (0 = unlimited)"));
+    t.push_back(wan_loss_key());
     t.push_back(wan_links_key());
     t.push_back(wan_path_key("script", &WanSection::script,
                              "script driving the link parameters (read, sleep, set, set_sym, forever); \"\" = none"));
@@ -1095,7 +1116,7 @@ std::optional<std::string> validate(const MachineConfig& cfg) {
         return "config error: [wan] script = " + quote(w.script) + " and series = " + quote(w.series) +
                ": choose one (both drive the same links)";
     if (w.sites.empty() && m.clusters > kWanMaxSites &&
-        (w.latency_ms > 0 || w.bandwidth_bytes_per_s > 0 || !w.links.empty() || !w.script.empty() || !w.series.empty()))
+        (w.latency_ms > 0 || w.bandwidth_bytes_per_s > 0 || w.loss > 0 || !w.links.empty() || !w.script.empty() || !w.series.empty()))
         return "config error: [wan] sites = []: " + std::to_string(m.clusters) + " clusters would be " +
                std::to_string(m.clusters) + " sites, at most " + std::to_string(kWanMaxSites) +
                " are emulated: group the clusters into sites";
@@ -1127,7 +1148,8 @@ std::vector<uint16_t> wan_sites(const MachineConfig& c, uint32_t& sites) {
 bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out, std::string& err) {
     out.reset();
     const WanSection& w = c.wan;
-    if (w.latency_ms <= 0 && w.bandwidth_bytes_per_s == 0 && w.links.empty() && w.script.empty() && w.series.empty())
+    if (w.latency_ms <= 0 && w.bandwidth_bytes_per_s == 0 && w.loss <= 0 && w.links.empty() && w.script.empty() &&
+        w.series.empty())
         return true;  // off
     auto cfg = std::make_shared<WanConfig>();
     uint32_t sites = 0;
@@ -1135,7 +1157,9 @@ bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out
     WanLinkParams def;
     def.bw_bytes_per_s = static_cast<double>(w.bandwidth_bytes_per_s);
     def.latency_ns = static_cast<uint64_t>(std::llround(w.latency_ms * 1e6));
+    def.loss = w.loss;
     cfg->topo = WanTopology::uniform(sites, def);
+    cfg->loss_seed = c.test.seed + 1;  // [test] seed: same seed, same losses
     for (const std::string& s : w.links) {
         LinkSpec l;
         parse_link_spec(s, l);  // validate() checked it
@@ -1144,6 +1168,7 @@ bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out
         if (!l.cut) {
             p.bw_bytes_per_s = l.bw;
             p.latency_ns = static_cast<uint64_t>(std::llround(l.lat_ms * 1e6));
+            p.loss = l.has_loss ? l.loss : w.loss;
         }
         cfg->topo.at(l.a, l.b) = p;
         if (l.both) cfg->topo.at(l.b, l.a) = p;

@@ -131,14 +131,15 @@ struct TestSection {
 
 // WAN emulation (DESIGN.md §10, proxy/wan_emu.hpp): clusters grouped into sites; a receiving
 // proxy holds each message from another site until its emulated arrival. Off (no cost but one
-// branch) while every link has latency 0, bandwidth 0 (unlimited), none is cut, and there is no
-// script or series.
+// branch) while every link has latency 0, bandwidth 0 (unlimited), no loss, none is cut, and there
+// is no script or series.
 struct WanSection {
     std::vector<uint32_t> sites{};            // site of each cluster (0..63); [] = every cluster its own site
     double latency_ms = 0.0;                  // one-way latency of every inter-site link [ms]
     uint64_t bandwidth_bytes_per_s = 0;       // bandwidth of every inter-site link [bytes/s] (0 = unlimited)
-    std::vector<std::string> links{};         // per-link overrides: "A->B BW LAT_MS", "A<->B BW LAT_MS",
-                                              // "A->B cut", "A<->B cut" (A, B: site ids)
+    double loss = 0.0;                        // probability that a frame on an inter-site link is lost
+    std::vector<std::string> links{};         // per-link overrides: "A->B BW LAT_MS [LOSS]",
+                                              // "A<->B BW LAT_MS [LOSS]", "A->B cut", "A<->B cut"
     std::string script{};                     // path of a script driving the parameters ("" = none)
     std::string series{};                     // path of a measured time series replayed ("" = none)
     uint64_t hold_limit_bytes = 8u << 20;     // buffers a proxy holds for the WAN stage [bytes]

@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "slidwin_hdr.hpp"
+#include "stamps.hpp"
 #include "udp_hdr.hpp"
 
 namespace iccs {
@@ -187,6 +188,7 @@ void Convergence::take(PktBuf* m) {
     const uint32_t body_len = m->data_len - kConvHdrLen;
     switch (type) {
         case ConvType::kData:
+            stamps::stamp(stamps::kConvTake);
             c.rx_.on_piece(m, h);
             return;
         case ConvType::kAccept:
@@ -480,6 +482,7 @@ ConvError Convergence::send_buffer(Connection* c, SendBuffer& buf, int64_t timeo
 }
 
 ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64_t timeout_us) {
+    stamps::stamp(stamps::kConvSend);
     if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
     if (c->state_ != Connection::State::kOpen)
         return fail(ConvError::kBadArgument, "the connection to " + ep(c->remote_) + " is not open");
@@ -534,6 +537,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
     }
     ++c->next_seq_;
     ++next_msg_id_;
+    stamps::stamp(stamps::kRingEnq);
     for (uint32_t i = 0; i < cnt; ++i) enqueue(*c, pieces[i]);
     c->bytes_sent_ += len;
     ++ctr_.msgs_sent;
@@ -574,6 +578,7 @@ ConvError Convergence::recv(Connection* c, void* buf, uint32_t cap, uint32_t& le
     if (e != ConvError::kOk) return e;
     len = m.size();
     m.copy_to(buf, cap);
+    stamps::stamp(stamps::kDelivered);
     return ConvError::kOk;
 }
 

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "conv_hdr.hpp"
+#include "stamps.hpp"
 
 namespace iccs {
 
@@ -135,6 +136,7 @@ void Proxy::capture_rx(size_t port, PktBuf** frames, uint32_t n) {
 }
 
 uint32_t Proxy::port_tx(size_t port, PktBuf** frames, uint32_t n) {
+    stamps::stamp(stamps::kFabricTx);
     if (!capture_) return ports_[port]->tx_burst(frames, n);
     for (uint32_t i = 0; i < n; ++i) pkt_ref(frames[i]);
     const uint32_t sent = ports_[port]->tx_burst(frames, n);
@@ -369,6 +371,7 @@ bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
         return true;
     }
     const auto port = static_cast<uint32_t>(owner);
+    if (type == ConvType::kData) stamps::stamp(stamps::kRingDeliver);
     if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
         // Counted once per stop, not per retry: the retries run every loop until the ring drains.
         if (sc != nullptr && std::find(blocked_.begin(), blocked_.end(), sc) == blocked_.end()) {
@@ -457,15 +460,18 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     PktBuf* frames[kBurst * 2];
     for (size_t p = 0; p < ports_.size(); ++p) {
         uint32_t n = ports_[p]->rx_burst(frames, kBurst);
+        if (n > 0) stamps::stamp(stamps::kFabricRx);
         if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
         work += n;
         n = impair_burst(frames, n);
+        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, false);
         if (n > 0) stack_.input_burst(frames, n, now_ns);
     }
     if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
         uint32_t n = udp_->rx_burst(frames, kBurst);
         work += n;
         n = impair_burst(frames, n);
+        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
         if (n > 0) udp_->input_burst(frames, n, now_ns);
         udp_->sample_kernel_drops(now_ns);
     }
@@ -566,6 +572,7 @@ void Proxy::run() {
         }
     }
     publish();
+    if (wan_) wan_publish();  // the run's report reads the final link counters
 }
 
 bool Proxy::idle() const {
@@ -646,10 +653,20 @@ uint32_t Proxy::wan_poll(uint64_t now_ns) {
             wan_cmd_pending_.store(false, std::memory_order_relaxed);
         }
         for (const WanCommand& c : cmds) {
-            if (c.kind == WanCommand::kSet)
-                wan_->set_link(c.a, c.b, c.params, now_ns);
-            else
+            if (c.kind == WanCommand::kMode) {
                 wan_->set_mode(c.mode, now_ns);
+                continue;
+            }
+            if (c.a >= wan_->topology().sites || c.b >= wan_->topology().sites) continue;
+            WanLinkParams p = wan_->topology().at(c.a, c.b);
+            if (c.kind == WanCommand::kSet) {
+                const double loss = p.loss;
+                p = c.params;
+                p.loss = loss;
+            } else {
+                p.loss = c.params.loss;
+            }
+            wan_->set_link(c.a, c.b, p, now_ns);
         }
     }
     wan_->drive(now_ns);
@@ -668,6 +685,41 @@ uint32_t Proxy::wan_poll(uint64_t now_ns) {
         last_wan_publish_ns_ = now_ns;
     }
     return work;
+}
+
+uint32_t Proxy::wan_lose_burst(PktBuf** frames, uint32_t n, bool datagrams) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        PktBuf* f = frames[i];
+        // The sender's IPv4 address: the socket's (fabric udp), or the IPv4 header's (not ARP).
+        // Fabric udp: every socket may share one address, so its port names the proxy too.
+        uint32_t src_be = 0;
+        uint16_t port = 0;
+        bool ip = false;
+        if (datagrams) {
+            ip = f->data_len >= kDgramAddrLen;
+            if (ip) {
+                std::memcpy(&src_be, f->data() + offsetof(DgramAddrHdr, src_ip_be), 4);
+                port = load_be16(f->data() + offsetof(DgramAddrHdr, src_port_be));
+            }
+        } else {
+            ip = f->data_len >= 14 + 20 && load_be16(f->data() + 12) == 0x0800;
+            if (ip) std::memcpy(&src_be, f->data() + 14 + 12, 4);
+        }
+        if (ip) {
+            const uint32_t src = __builtin_bswap32(src_be);
+            for (const ProxyAddr& peer : cfg_.peers)
+                if (peer.ip.v == src && (!datagrams || peer.udp_port == port)) {
+                    if (wan_->remote(peer.cluster) && wan_->lose(wan_->site_of(peer.cluster))) {
+                        pkt_free(f);
+                        f = nullptr;
+                    }
+                    break;
+                }
+        }
+        if (f != nullptr) frames[kept++] = f;
+    }
+    return kept;
 }
 
 void Proxy::wan_publish() {

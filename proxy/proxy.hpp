@@ -77,7 +77,8 @@ struct ProxyConfig {
 
 // A change of the WAN emulation's parameters from another thread (telemetry, `iccs wan`).
 struct WanCommand {
-    enum Kind : uint8_t { kSet, kMode } kind = kSet;
+    // kSet: bandwidth, latency (the link keeps its loss); kLoss: params.loss only; kMode: mode.
+    enum Kind : uint8_t { kSet, kLoss, kMode } kind = kSet;
     uint32_t a = 0, b = 0;
     WanLinkParams params;
     WanMode mode = WanMode::kLive;
@@ -231,6 +232,9 @@ class Proxy final : public SlidwinSink {
     bool deliver(SubConnection* sc, PktBuf* msg);
     // WAN stage, once per iteration: apply posted commands, run the driver, deliver what is due.
     uint32_t wan_poll(uint64_t now_ns);
+    // WAN loss on a received burst (frames, or address-prefixed datagrams with fabric udp), before
+    // the stack: frames from another site the emulator loses are freed; returns the new count.
+    uint32_t wan_lose_burst(PktBuf** frames, uint32_t n, bool datagrams);
     void wan_publish();
 
     ProxyConfig cfg_;

@@ -63,6 +63,7 @@ std::string WanTopology::unreachable() const {
 WanEmulator_st::WanEmulator_st(const WanConfig& cfg, uint16_t my_cluster, uint64_t now_ns)
     : cfg_(cfg), my_site_(0), start_ns_(now_ns), topo_(cfg.topo) {
     my_site_ = my_cluster < cfg_.site_of_cluster.size() ? cfg_.site_of_cluster[my_cluster] : 0;
+    rng_state_ = cfg_.loss_seed * 0x9E3779B97F4A7C15ull + my_cluster + 1;
     const size_t n = size_t{topo_.sites} * topo_.sites;
     state_.assign(n, LinkState{});
     ctr_.assign(n, WanLinkCounters{});
@@ -85,6 +86,29 @@ WanEmulator_st::WanEmulator_st(const WanConfig& cfg, uint16_t my_cluster, uint64
 void WanEmulator_st::recompute_paths() {
     paths_.assign(topo_.sites, {});
     for (uint32_t s = 0; s < topo_.sites; ++s) paths_[s] = topo_.path(s, my_site_);
+    lossy_ = false;
+    for (const auto& p : paths_)
+        for (const uint32_t id : p) lossy_ |= topo_.params[id].loss > 0;
+}
+
+double WanEmulator_st::unit_draw() {
+    uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+bool WanEmulator_st::lose(uint16_t src_site) {
+    if (src_site >= paths_.size()) return false;
+    for (const uint32_t id : paths_[src_site]) {
+        const double p = topo_.params[id].loss;
+        if (p > 0 && unit_draw() < p) {
+            ++ctr_[id].dropped;
+            return true;
+        }
+    }
+    return false;
 }
 
 uint64_t WanEmulator_st::arrival(uint16_t src_site, uint32_t len, uint64_t now_ns) {
@@ -160,7 +184,7 @@ void WanEmulator_st::log_change(uint32_t a, uint32_t b, const WanLinkParams& p, 
 
 void WanEmulator_st::set_link(uint32_t a, uint32_t b, const WanLinkParams& p, uint64_t now_ns) {
     if (a >= topo_.sites || b >= topo_.sites || a == b) return;
-    const bool repath = topo_.at(a, b).present != p.present;
+    const bool repath = topo_.at(a, b).present != p.present || topo_.at(a, b).loss != p.loss;
     topo_.at(a, b) = p;
     log_change(a, b, p, now_ns);
     if (repath) recompute_paths();
@@ -207,7 +231,18 @@ void WanEmulator_st::drive(uint64_t now_ns) {
         const WanOp& op = prog_->ops[pc_++];
         switch (op.kind) {
             case WanOp::kSleep: next_step_ns_ += op.ns; break;  // from the scheduled time: no drift
-            case WanOp::kSet: set_link(op.a, op.b, op.params, now_ns); break;
+            case WanOp::kSet: {
+                WanLinkParams p = op.params;
+                if (!op.with_loss) p.loss = topo_.at(op.a, op.b).loss;
+                set_link(op.a, op.b, p, now_ns);
+                break;
+            }
+            case WanOp::kLoss: {
+                WanLinkParams p = topo_.at(op.a, op.b);
+                p.loss = op.params.loss;
+                set_link(op.a, op.b, p, now_ns);
+                break;
+            }
             case WanOp::kScenario: set_all(prog_->scenarios[op.scenario], now_ns); break;
             case WanOp::kJump: pc_ = op.target; break;
         }

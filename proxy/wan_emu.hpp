@@ -20,6 +20,7 @@
 // own traffic only, at bandwidth / share_divisor (the number of proxies of this site that receive
 // inter-site traffic); exact for one proxy per site, fair when the load spreads evenly.
 // Length charged: the application's payload of a message (the convergence header is not charged).
+// Loss: a per-link probability applied to frames before slidwin (see lose()).
 // Threading: `_st`: only the proxy thread that owns it.
 #pragma once
 
@@ -36,6 +37,7 @@ struct WanLinkParams {
     double bw_bytes_per_s = 0;  // 0: unlimited (no serialization delay)
     uint64_t latency_ns = 0;    // one way
     bool present = true;        // false: the link is cut; traffic routes through other sites
+    double loss = 0;            // probability that a frame crossing the link is lost (0..1)
     friend bool operator==(const WanLinkParams&, const WanLinkParams&) = default;
 };
 
@@ -58,7 +60,8 @@ struct WanTopology {
 struct WanOp {
     enum Kind : uint8_t {
         kSleep,     // wait `ns` from the previous step's scheduled time
-        kSet,       // link a -> b gets `params`
+        kSet,       // link a -> b gets `params` (its loss only when with_loss: else it keeps its own)
+        kLoss,      // link a -> b gets params.loss; bandwidth and latency stay
         kScenario,  // every link gets `topo` (a scenario file: config defaults + its lines)
         kJump,      // go to op `target` (forever)
     } kind = kSleep;
@@ -67,6 +70,7 @@ struct WanOp {
     WanLinkParams params;
     uint32_t target = 0;
     uint32_t scenario = 0;  // index into WanProgram::scenarios
+    bool with_loss = false;
 };
 
 struct WanProgram {
@@ -85,6 +89,7 @@ struct WanConfig {
     WanTopology topo;                       // the constant parameters (config)
     WanProgram script, series;              // empty: none
     uint64_t hold_limit_bytes = 8u << 20;   // held messages' buffers (2 KiB a segment) at most
+    uint64_t loss_seed = 1;  // seed of the loss draws (mixed with the cluster and proxy index)
     // Proxies of every cluster: a receiving proxy emulates bandwidth / D, D = the proxies of its
     // site that receive inter-site traffic (sum over its site's clusters of min(their proxies, the
     // most proxies of a cluster elsewhere): proxy p sends to remote proxy p mod their count).
@@ -96,6 +101,7 @@ struct WanLinkCounters {
     uint64_t msgs = 0, bytes = 0;
     uint64_t queue_ns_sum = 0, queue_ns_max = 0;  // waiting for the link to be free (per hop)
     uint64_t changes = 0;                          // parameter changes applied
+    uint64_t dropped = 0;                          // frames lost on this link (loss), before slidwin
 };
 
 // A parameter change, for the change log (telemetry: when a script's steps took effect).
@@ -122,6 +128,14 @@ class WanEmulator_st {
     // The emulated arrival a message would get (and the link state it would leave): the timing
     // alone, for tests and hold().
     uint64_t arrival(uint16_t src_site, uint32_t len, uint64_t now_ns);
+
+    // Loss (WanLinkParams::loss): decided per frame (or datagram, fabric udp) *below* slidwin, so a
+    // lost frame is never acked and slidwin's retransmission recovers the datagram, as on a real
+    // lossy link (the hold stage above sits after slidwin's ack: dropping there would lose data).
+    // Each hop of the path from `src_site` draws once; the first hop that loses it counts it in its
+    // `dropped`. lossy(): some link into this site loses (else the proxy skips the per-frame look).
+    bool lossy() const { return lossy_; }
+    bool lose(uint16_t src_site);
 
     // The oldest held message that is due at now_ns (nullptr: none); pop_due() takes it.
     void* peek_due(uint64_t now_ns, uint16_t& src_site) const;
@@ -172,7 +186,8 @@ class WanEmulator_st {
     struct LinkState {
         uint64_t free_at = 0, last_out = 0;
     };
-    void recompute_paths();
+    void recompute_paths();  // also recomputes lossy_
+    double unit_draw();      // uniform in [0, 1) (splitmix64: cheap, seeded, reproducible)
     void log_change(uint32_t a, uint32_t b, const WanLinkParams& p, uint64_t now_ns);
 
     WanConfig cfg_;
@@ -191,6 +206,8 @@ class WanEmulator_st {
     const WanProgram* prog_ = nullptr;  // the running driver (script or series), or none
     uint32_t pc_ = 0;
     uint64_t next_step_ns_ = UINT64_MAX;
+    bool lossy_ = false;
+    uint64_t rng_state_ = 0;
 };
 
 }  // namespace iccs

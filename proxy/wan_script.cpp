@@ -56,6 +56,29 @@ bool link_values(const std::vector<std::string>& t, size_t from, uint32_t sites,
     return true;
 }
 
+bool loss_value(const std::string& s, double& out, std::string& err) {
+    if (!number(s, out) || out < 0 || out > 1) {
+        err = "loss '" + s + "': expected a probability from 0 to 1";
+        return false;
+    }
+    return true;
+}
+
+// "A B P" tokens (from index `from`) -> link and loss probability.
+bool loss_values(const std::vector<std::string>& t, size_t from, uint32_t sites, uint32_t& a, uint32_t& b,
+                 double& loss, std::string& err) {
+    if (t.size() - from != 3) {
+        err = "needs 3 values (A B LOSS), got " + std::to_string(t.size() - from);
+        return false;
+    }
+    if (!site(t[from], sites, a, err) || !site(t[from + 1], sites, b, err)) return false;
+    if (a == b) {
+        err = "link " + t[from] + " -> " + t[from + 1] + ": a link joins two different sites";
+        return false;
+    }
+    return loss_value(t[from + 2], loss, err);
+}
+
 std::string at(const std::string& name, size_t line) { return name + ":" + std::to_string(line) + ": "; }
 
 bool read_text(const std::string& path, std::string& text, std::string& err) {
@@ -89,6 +112,13 @@ std::string apply_link_line(const std::vector<std::string>& w, WanTopology& t) {
         if (cmd == "cut_sym") t.at(b, a).present = false;
         return {};
     }
+    if (cmd == "loss" || cmd == "loss_sym") {
+        double loss = 0;
+        if (!loss_values(w, 1, t.sites, a, b, loss, err)) return cmd + " " + err;
+        t.at(a, b).loss = loss;
+        if (cmd == "loss_sym") t.at(b, a).loss = loss;
+        return {};
+    }
     const bool sym = cmd == "set_sym";
     size_t from = 1;
     if (sym && w.size() == 6) from = 2;  // Panda's "set_sym one A B BW LAT"
@@ -96,8 +126,12 @@ std::string apply_link_line(const std::vector<std::string>& w, WanTopology& t) {
         return cmd + " needs 4 values (A B BW LAT_S" + std::string(sym ? "; optionally a name first" : "") +
                "), got " + std::to_string(w.size() - 1);
     if (!link_values(w, from, t.sites, a, b, p, err)) return err;
+    p.loss = t.at(a, b).loss;  // set changes bandwidth and latency; loss has its own line
     t.at(a, b) = p;
-    if (sym) t.at(b, a) = p;
+    if (sym) {
+        p.loss = t.at(b, a).loss;
+        t.at(b, a) = p;
+    }
     return {};
 }
 
@@ -109,8 +143,10 @@ bool parse_scenario(const std::string& text, const std::string& name, const WanT
     for (size_t n = 1; std::getline(in, line); ++n) {
         const auto w = split(line);
         if (w.empty()) continue;
-        if (w[0] != "set" && w[0] != "set_sym" && w[0] != "cut" && w[0] != "cut_sym") {
-            err = at(name, n) + "unknown scenario line '" + w[0] + "' (a scenario has set, set_sym, cut, cut_sym)";
+        if (w[0] != "set" && w[0] != "set_sym" && w[0] != "cut" && w[0] != "cut_sym" && w[0] != "loss" &&
+            w[0] != "loss_sym") {
+            err = at(name, n) + "unknown scenario line '" + w[0] +
+                  "' (a scenario has set, set_sym, cut, cut_sym, loss, loss_sym)";
             return false;
         }
         if (std::string e = apply_link_line(w, out); !e.empty()) {
@@ -135,6 +171,11 @@ bool wan_parse_link_values(const std::string& args, uint32_t sites, uint32_t& a,
         return false;
     }
     return link_values(w, 0, sites, a, b, p, err);
+}
+
+bool wan_parse_loss_values(const std::string& args, uint32_t sites, uint32_t& a, uint32_t& b, double& loss,
+                           std::string& err) {
+    return loss_values(split(args), 0, sites, a, b, loss, err);
 }
 
 bool wan_parse_script(const std::string& text, const std::string& name, const std::string& dir,
@@ -185,6 +226,19 @@ bool wan_parse_script(const std::string& text, const std::string& name, const st
                 std::swap(op.a, op.b);
                 out.ops.push_back(op);
             }
+        } else if (cmd == "loss" || cmd == "loss_sym") {
+            WanOp op;
+            op.kind = WanOp::kLoss;
+            std::string e;
+            if (!loss_values(w, 1, base.sites, op.a, op.b, op.params.loss, e)) {
+                err = at(name, n) + cmd + " " + e;
+                return false;
+            }
+            out.ops.push_back(op);
+            if (cmd == "loss_sym") {
+                std::swap(op.a, op.b);
+                out.ops.push_back(op);
+            }
         } else if (cmd == "read") {
             if (w.size() != 2) {
                 err = at(name, n) + "read needs 1 value (SCENARIO file), got " + std::to_string(w.size() - 1);
@@ -221,7 +275,7 @@ bool wan_parse_script(const std::string& text, const std::string& name, const st
             }
             closed = true;
         } else {
-            err = at(name, n) + "unknown command '" + cmd + "' (commands: read, sleep, set, set_sym, forever)";
+            err = at(name, n) + "unknown command '" + cmd + "' (commands: read, sleep, set, set_sym, loss, loss_sym, forever)";
             return false;
         }
     }
@@ -256,8 +310,9 @@ bool wan_parse_series(const std::string& text, const std::string& name, const Wa
     for (size_t n = 1; std::getline(in, line); ++n) {
         const auto w = split(line);
         if (w.empty()) continue;
-        if (w.size() != 5) {
-            err = at(name, n) + "a series line needs 5 values (TIME_S A B BW LAT_S), got " + std::to_string(w.size());
+        if (w.size() != 5 && w.size() != 6) {
+            err = at(name, n) + "a series line needs 5 values (TIME_S A B BW LAT_S) or 6 (... LOSS), got " +
+                  std::to_string(w.size());
             return false;
         }
         double t = 0;
@@ -272,10 +327,12 @@ bool wan_parse_series(const std::string& text, const std::string& name, const Wa
         WanOp set;
         set.kind = WanOp::kSet;
         std::string e;
-        if (!link_values(w, 1, base.sites, set.a, set.b, set.params, e)) {
+        if (!link_values(w, 1, base.sites, set.a, set.b, set.params, e) ||
+            (w.size() == 6 && !loss_value(w[5], set.params.loss, e))) {
             err = at(name, n) + e;
             return false;
         }
+        set.with_loss = w.size() == 6;
         if (t > prev_s) {
             WanOp sleep;
             sleep.kind = WanOp::kSleep;

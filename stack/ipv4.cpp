@@ -4,10 +4,12 @@
 #include "checksum.hpp"
 #include "ipv4_frag.hpp"
 #include "stack.hpp"
+#include "stamps.hpp"
 
 namespace iccs {
 
 void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
+    stamps::stamp(stamps::kIpReceive);
     ++ctr_.ip_rx;
     uint8_t scratch[60];
     const uint8_t* raw = pkt_contig(p, 0, kIpv4HdrLen, scratch);
@@ -65,6 +67,7 @@ void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
 }
 
 bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
+    stamps::stamp(stamps::kIpSend);
     if (p->pkt_len + kIpv4HdrLen > kIpv4MaxDatagram) {
         ++ctr_.drop_ip_too_big;
         pkt_free(p);

@@ -1,5 +1,6 @@
 // slidwin.cpp: see slidwin.hpp. Sequence numbers wrap: compare them only through seq_lt.
 #include "slidwin.hpp"
+#include "stamps.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -70,6 +71,7 @@ std::string SubConnection::to_string() const {
 // ---------------------------------------------------------------- sender
 
 SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns) {
+    stamps::stamp(stamps::kSlidwinSend);
     if (msg->pkt_len > kSlidwinMaxMsg) return SlidwinSendResult::kTooBig;
     if (sc.snd_nxt_ - sc.snd_una_ >= sc.cfg_.snd_buf_datagrams) {
         ++sc.ctr_.window_stalls;
@@ -305,6 +307,7 @@ void SubConnection::ack_due(uint64_t now_ns) {
 }
 
 void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
+    stamps::stamp(stamps::kSlidwinReceive);
     if (p->pkt_len < kSlidwinHdrLen || p->data_len < kSlidwinHdrLen) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);

@@ -2,6 +2,7 @@
 // send and always required on receive (DESIGN.md §3): a zero checksum is dropped as missing.
 #include "checksum.hpp"
 #include "stack.hpp"
+#include "stamps.hpp"
 
 namespace iccs {
 
@@ -11,6 +12,7 @@ static uint64_t udp_pseudo_sum(Ipv4Addr src, Ipv4Addr dst, uint32_t udp_len) {
 }
 
 void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
+    stamps::stamp(stamps::kUdpReceive);
     ++ctr_.udp_rx;
     if (p->pkt_len < kUdpHdrLen || p->data_len < kUdpHdrLen) {
         ++ctr_.drop_udp_short;
@@ -47,6 +49,7 @@ void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
 }
 
 bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_port) {
+    stamps::stamp(stamps::kUdpSend);
     const uint32_t len = p->pkt_len + kUdpHdrLen;
     if (len > kUdpMaxPayload + kUdpHdrLen) {
         ++ctr_.drop_ip_too_big;

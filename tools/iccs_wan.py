@@ -3,8 +3,11 @@
 
     ./iccs wan show [--json] [--prefix P | --run R]  links each proxy emulates: parameters, counters,
                                                    and the recent parameter changes
-    ./iccs wan set A B BW LAT_S [--sym] [--prefix P]   link A -> B (both ways with --sym): bandwidth
-                                                   BW bytes/s (0 = unlimited), one-way latency LAT_S s
+    ./iccs wan set A B BW LAT_S [--sym] [--loss P] [--prefix P]   link A -> B (both ways with --sym):
+                                                   bandwidth BW bytes/s (0 = unlimited), one-way latency
+                                                   LAT_S s, and with --loss its loss probability
+    ./iccs wan loss A B P [--sym] [--prefix P]         link A -> B (both ways with --sym) loses each
+                                                   frame with probability P (0..1)
     ./iccs wan mode constant|script|series|live [--prefix P]
                                                    what drives the links from now on
 
@@ -12,7 +15,8 @@ Clusters are found as `./iccs stat` finds them (tools/iccs_stat.py: one telemetr
 cluster process); `--prefix` picks one cluster, `--run R` the clusters of one run (prefixes
 iccs-R-c*: the launcher's pid unless set). `set` and `mode` go to every running cluster (a link matters to the proxies of
 its receiving site, and to those downstream when it relays); each cluster answers ok or the error.
-Telemetry commands: /iccs/wan/links,<proxy>, /iccs/wan/set,A,B,BW,LAT_S[,sym], /iccs/wan/mode,MODE.
+Telemetry commands: /iccs/wan/links,<proxy>, /iccs/wan/set,A,B,BW,LAT_S[,sym],
+/iccs/wan/loss,A,B,P[,sym], /iccs/wan/mode,MODE. `set` keeps a link's loss; `loss` keeps the rest.
 Exit status: 0 (also `show` with no cluster running); 1 when a cluster could not be read or
 answered an error, or `set`/`mode` found no cluster; 2 for a wrong argument.
 """
@@ -26,7 +30,7 @@ from iccs_stat import (SOCKET_NAME, Stale, Telemetry, TelemetryError, list_prefi
                        runtime_base)
 
 LINK_FIELDS = ["bw_bytes_per_s", "lat_ns", "present", "msgs", "bytes", "queue_ns_sum", "queue_ns_mean",
-               "queue_ns_max", "changes"]
+               "queue_ns_max", "changes", "loss_ppm", "dropped"]
 
 
 def clusters(base, only_prefix, run=None):
@@ -104,13 +108,13 @@ def show(base, prefix, run, as_json):
                   f"(most {px.get('held_max_msgs')}), hold-limit stops {px.get('hold_full')}, "
                   f"released {px.get('released')}")
             print(f"  {'link':>6} {'bw B/s':>12} {'lat ms':>9} {'msgs':>9} {'MB':>9} {'queue mean ms':>14} "
-                  f"{'queue max ms':>13} {'changes':>8}")
+                  f"{'queue max ms':>13} {'changes':>8} {'loss':>8} {'dropped':>8}")
             for name, l in sorted(px["links"].items()):
                 bw = l.get("bw_bytes_per_s", 0)
                 print(f"  {name:>6} {('cut' if not l.get('present', 1) else (bw or 'unlimited')):>12} "
                       f"{l.get('lat_ns', 0) / 1e6:>9.3f} {l.get('msgs', 0):>9} {l.get('bytes', 0) / 1e6:>9.3f} "
                       f"{l.get('queue_ns_mean', 0) / 1e6:>14.3f} {l.get('queue_ns_max', 0) / 1e6:>13.3f} "
-                      f"{l.get('changes', 0):>8}")
+                      f"{l.get('changes', 0):>8} {l.get('loss_ppm', 0) / 1e6:>8.4f} {l.get('dropped', 0):>8}")
             for c in px["changes"][-8:]:
                 print(f"  change at {c['at_ms']:.1f} ms: {c['a']}->{c['b']} bw {c['bw_bytes_per_s']} B/s "
                       f"lat {c['lat_s']:g} s")
@@ -156,8 +160,17 @@ def main(argv=None):
     t.add_argument("bw", type=float, help="bandwidth [bytes/s], 0 = unlimited")
     t.add_argument("lat", type=float, help="one-way latency [s]")
     t.add_argument("--sym", action="store_true", help="both directions")
+    t.add_argument("--loss", type=float, metavar="P", help="also set the loss probability (0..1); without it the "
+                   "link keeps its loss")
     t.add_argument("--prefix", metavar="PREFIX")
     t.add_argument("--run", metavar="RUN", help="only the clusters of this run (prefixes iccs-RUN-c*)")
+    lo = sub.add_parser("loss", help="set the loss probability of link A -> B (both ways with --sym)")
+    lo.add_argument("a", type=int)
+    lo.add_argument("b", type=int)
+    lo.add_argument("p", type=float, help="probability that a frame is lost, 0..1")
+    lo.add_argument("--sym", action="store_true", help="both directions")
+    lo.add_argument("--prefix", metavar="PREFIX")
+    lo.add_argument("--run", metavar="RUN", help="only the clusters of this run (prefixes iccs-RUN-c*)")
     m = sub.add_parser("mode", help="what drives the links: constant, script, series, live")
     m.add_argument("mode", choices=["constant", "script", "series", "live"])
     m.add_argument("--prefix", metavar="PREFIX")
@@ -169,7 +182,18 @@ def main(argv=None):
     if args.cmd == "set":
         if args.bw < 0 or args.lat < 0:
             ap.error("bandwidth and latency must be >= 0")
+        if args.loss is not None and not 0 <= args.loss <= 1:
+            ap.error(f"--loss {args.loss:g}: expected a probability from 0 to 1")
         cmd = f"/iccs/wan/set,{args.a},{args.b},{args.bw:.17g},{args.lat:.17g}" + (",sym" if args.sym else "")
+        rc = command(base, args.prefix, args.run, cmd)
+        if args.loss is not None and rc == 0:
+            cmd = f"/iccs/wan/loss,{args.a},{args.b},{args.loss:.17g}" + (",sym" if args.sym else "")
+            rc = command(base, args.prefix, args.run, cmd)
+        return rc
+    if args.cmd == "loss":
+        if not 0 <= args.p <= 1:
+            ap.error(f"loss P = {args.p:g}: expected a probability from 0 to 1")
+        cmd = f"/iccs/wan/loss,{args.a},{args.b},{args.p:.17g}" + (",sym" if args.sym else "")
         return command(base, args.prefix, args.run, cmd)
     return command(base, args.prefix, args.run, f"/iccs/wan/mode,{args.mode}")
 

@@ -13,6 +13,9 @@ and the proxies' own "msgs tx" counters):
   --expect-all-proxies    every compute thread used every proxy of its cluster
   --expect-less-on P      proxy P of every cluster got under 45% of the messages (it is slowed on
                           purpose; least-loaded dispatch must avoid it; round-robin gives it 50%)
+  --expect-wan-dropped    WAN loss (issue 10): every emulated link with loss > 0 in the run's
+                          report ("wan C.P: link A->B ... dropped N (loss P)") dropped frames, and
+                          there is at least one such link (delivery is checked as for every run)
 """
 import glob
 import os
@@ -63,7 +66,7 @@ def main():
         if a == "--program":
             program = rest[i + 1]
             i += 2
-        elif a in ("--expect-fixed", "--expect-all-proxies"):
+        elif a in ("--expect-fixed", "--expect-all-proxies", "--expect-wan-dropped"):
             checks[a] = True
             i += 1
         elif a == "--expect-less-on":
@@ -133,6 +136,16 @@ def main():
             print(f"thread {c}.{t}: {per}, slowed proxy {slow} got {share:.0%}")
             if share >= 0.45:
                 failures.append(f"thread {c}.{t}: slowed proxy {slow} got {share:.0%} of the messages (want < 45%)")
+    if "--expect-wan-dropped" in checks:
+        links = re.findall(r"^  wan (\d+\.\d+): link (\d+->\d+) msgs (\d+) bytes \d+ dropped (\d+) \(loss ([\d.e+-]+)\)",
+                           out, re.M)
+        lossy = [l for l in links if float(l[4]) > 0]
+        if not lossy:
+            failures.append("no WAN link with loss in the report")
+        for proxy, link, msgs, dropped, loss in lossy:
+            print(f"wan proxy {proxy} link {link}: {msgs} messages, {dropped} frames dropped (loss {loss})")
+            if int(dropped) == 0:
+                failures.append(f"wan proxy {proxy} link {link}: loss {loss} but nothing dropped")
     time.sleep(0.2)
     left = leftovers(run_id)
     if left:

@@ -5,7 +5,9 @@
    /iccs/wan/links) lists the changes with their times, one per second within 50 ms, with the
    script's values, and the current parameters of the link are the script's latest.
 2. Live: `./iccs wan mode live` stops the script; `./iccs wan set 0 1 0 0.003 --sym` changes the
-   link at once (seen in the counters), and an invalid set is answered with the reason.
+   link at once (seen in the counters), and an invalid set is answered with the reason; `./iccs
+   wan loss 0 1 0.2 --sym` makes the link lose frames (its `dropped` counter grows, its latency
+   stays) and `set ... --loss 0` ends it; a loss of 1.5 is refused.
 3. A measured series (TIME_S A B BW LAT_S) is replayed: its changes come at its times.
 Both runs are `iccs run pingpong` between 2 clusters (1 thread, 1 proxy each), which must PASS.
 Usage: wan_script.py ICCS_CLI SOURCE_ROOT
@@ -102,6 +104,28 @@ for cl in show(run.pid):
     link = next(iter(px["links"].values()))
     check(px["mode"] == "live" and link["lat_ns"] == 3_000_000 and link["bw_bytes_per_s"] == 0,
           f"{cl['prefix']}: live values stay (mode {px['mode']}, lat {link['lat_ns']} ns, bw {link['bw_bytes_per_s']})")
+# live loss (issue 10): `wan loss` and `wan set --loss`; the link keeps its bandwidth and latency,
+# frames are dropped (counted per link) and the ping-pong goes on (slidwin recovers them)
+p = subprocess.run(WAN + ["loss", "0", "1", "0.2", "--sym"] + RUN, stdout=subprocess.PIPE, text=True)
+check(p.returncode == 0 and p.stdout.count(": ok") == 2, "wan loss 0 1 0.2 --sym: ok from both clusters: " +
+      p.stdout.strip())
+time.sleep(1.0)
+for cl in show(run.pid):
+    link = next(iter(cl["proxies"][0]["links"].values()))
+    check(link.get("loss_ppm") == 200000 and link["lat_ns"] == 3_000_000 and link.get("dropped", 0) > 0,
+          f"{cl['prefix']}: loss 0.2 applied, latency kept, frames dropped (loss_ppm {link.get('loss_ppm')}, "
+          f"lat {link['lat_ns']} ns, dropped {link.get('dropped')})")
+p = subprocess.run(WAN + ["set", "0", "1", "0", "0.003", "--sym", "--loss", "0"] + RUN, stdout=subprocess.PIPE,
+                   text=True)
+check(p.returncode == 0 and p.stdout.count(": ok") == 4, "wan set ... --loss 0: ok from both clusters twice: " +
+      p.stdout.strip())
+time.sleep(0.5)
+for cl in show(run.pid):
+    link = next(iter(cl["proxies"][0]["links"].values()))
+    check(link.get("loss_ppm") == 0, f"{cl['prefix']}: loss back to 0 (loss_ppm {link.get('loss_ppm')})")
+p = subprocess.run(WAN + ["loss", "0", "1", "1.5"] + RUN, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+check(p.returncode == 2 and "expected a probability from 0 to 1" in p.stdout, "wan loss 1.5 is refused: " +
+      p.stdout.strip().splitlines()[-1])
 p = subprocess.run(WAN + ["set", "0", "7", "1000", "0.1"] + RUN, stdout=subprocess.PIPE, text=True)
 check(p.returncode == 1 and "site '7': expected a site id from 0 to 1" in p.stdout,
       "an invalid set is refused with the reason: " + p.stdout.strip().splitlines()[0] if p.stdout else "")

@@ -447,6 +447,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"wan.sites", "0,0,1,1,2"},
         {"wan.latency_ms", "12.5"},
         {"wan.bandwidth_bytes_per_s", "1000000"},
+        {"wan.loss", "0.02"},
         {"wan.links", "0<->1 1e5 100; 1->2 cut"},
         {"wan.script", "/tmp/links.wan"},
         {"wan.series", ""},
@@ -535,7 +536,7 @@ TEST_CASE("config: [wan] keys, their errors, and the emulator's setup", "[config
     CHECK(error_of("[wan]\nbandwidth_bytes_per_s = 1.5\n") ==
           "config error: iccs.toml:2: [wan] bandwidth_bytes_per_s = 1.5: expected an integer from 0 to 1000000000000");
     CHECK_THAT(error_of("[wan]\nlinks = [\"0-1 100 1\"]\n"),
-               Catch::StartsWith("config error: iccs.toml:2: [wan] links[0] = \"0-1 100 1\": expected \"A->B BW LAT_MS\""));
+               Catch::StartsWith("config error: iccs.toml:2: [wan] links[0] = \"0-1 100 1\": expected \"A->B BW LAT_MS [LOSS]\""));
     CHECK_THAT(error_of("[wan]\nlinks = [\"0->0 100 1\"]\n"), Catch::Contains("links[0] = \"0->0 100 1\": expected"));
     CHECK_THAT(error_of("[wan]\nlinks = [\"0->1 100\"]\n"), Catch::Contains("links[0] = \"0->1 100\": expected"));
     CHECK(error_of("[wan]\nlinks = [\"0->5 100 1\"]\n") ==
@@ -568,4 +569,18 @@ TEST_CASE("config: [wan] keys, their errors, and the emulator's setup", "[config
     REQUIRE(!apply_override(c, "wan.script", "/nonexistent/s.wan"));
     CHECK(!to_wan_config(c, w, err));
     CHECK_THAT(err, Catch::StartsWith("wan script error: cannot read /nonexistent/s.wan: "));
+
+    // loss: [wan] loss for every link, a trailing LOSS per links entry; errors name the value
+    CHECK(error_of("[wan]\nloss = 1.5\n") ==
+          "config error: iccs.toml:2: [wan] loss = 1.5: expected a probability from 0.0 to 1.0");
+    CHECK_THAT(error_of("[wan]\nlinks = [\"0->1 100 1 2\"]\n"), Catch::Contains("links[0] = \"0->1 100 1 2\": expected"));
+    CHECK_THAT(error_of("[wan]\nlinks = [\"0->1 100 1 0.1 5\"]\n"), Catch::Contains("LOSS: 0..1"));
+    MachineConfig l;
+    REQUIRE(!apply_override(l, "wan.loss", "0.01"));
+    REQUIRE(!apply_override(l, "wan.links", "0->1 1000 1 0.2"));
+    REQUIRE(!validate(l));
+    REQUIRE(to_wan_config(l, w, err));
+    REQUIRE(w != nullptr);  // loss alone turns the stage on
+    CHECK(w->topo.at(0, 1) == WanLinkParams{1000, 1'000'000, true, 0.2});
+    CHECK(w->topo.at(1, 0) == WanLinkParams{0, 0, true, 0.01});
 }

@@ -199,7 +199,7 @@ TEST_CASE("wan: the script language, Panda's example, and errors naming the line
     CHECK(error("set 1 2 100 -1\n") == "s.wan:1: latency '-1': expected seconds from 0 to 100");
     CHECK(error("sleep\n") == "s.wan:1: sleep needs 1 value (MS), got 0");
     CHECK(error("sleep soon\n") == "s.wan:1: sleep 'soon': expected milliseconds from 0 to 86400000");
-    CHECK(error("jump 3\n") == "s.wan:1: unknown command 'jump' (commands: read, sleep, set, set_sym, forever)");
+    CHECK(error("jump 3\n") == "s.wan:1: unknown command 'jump' (commands: read, sleep, set, set_sym, loss, loss_sym, forever)");
     CHECK(error("forever\nset 1 2 100 0.1\n") ==
           "s.wan:1: forever loop never sleeps (it would spin): add a sleep MS with MS > 0");
     CHECK(error("forever {\nsleep 1\n") == "s.wan:1: forever { is never closed by '}'");
@@ -210,7 +210,7 @@ TEST_CASE("wan: the script language, Panda's example, and errors naming the line
     CHECK_THAT(error("read nosuch\n"), Catch::StartsWith("s.wan:1: read nosuch: cannot read " + dir + "nosuch: "));
     std::ofstream(dir + "bad") << "set 1 2 100 0.1\nsleep 5\n";
     CHECK(error("sleep 1\nread bad\n") ==
-          "s.wan:2: read bad: " + dir + "bad:2: unknown scenario line 'sleep' (a scenario has set, set_sym, cut, cut_sym)");
+          "s.wan:2: read bad: " + dir + "bad:2: unknown scenario line 'sleep' (a scenario has set, set_sym, cut, cut_sym, loss, loss_sym)");
     std::ofstream(dir + "island") << "cut_sym 0 4\ncut_sym 1 4\ncut_sym 2 4\ncut_sym 3 4\n";
     CHECK(error("read island\n") == "s.wan:1: read island: " + dir +
                                         "island: site 4 cannot be reached from site 0 (every link towards it is cut)");
@@ -252,7 +252,7 @@ TEST_CASE("wan: a measured series is replayed by time", "[wan]") {
         CHECK(!wan_parse_series(text, "m.series", base, q, e2));
         return e2;
     };
-    CHECK(error("0 0 1 1e6\n") == "m.series:1: a series line needs 5 values (TIME_S A B BW LAT_S), got 4");
+    CHECK(error("0 0 1 1e6\n") == "m.series:1: a series line needs 5 values (TIME_S A B BW LAT_S) or 6 (... LOSS), got 4");
     CHECK(error("1 0 1 1e6 0.1\n0.5 0 1 1e6 0.1\n") ==
           "m.series:2: time 0.5 goes back (the previous line is at 1.000000 s)");
     CHECK(error("x 0 1 1e6 0.1\n") == "m.series:1: time 'x': expected seconds >= 0");
@@ -279,4 +279,113 @@ TEST_CASE("wan: restart begins the driver and the change clock again", "[wan]") 
     CHECK(e.topology().at(0, 1).bw_bytes_per_s == 2000);
     REQUIRE(e.changes().size() == 2);
     CHECK(e.changes()[1].at_ns == 1000 * kMs);
+}
+
+TEST_CASE("wan: loss drops frames at the link's rate and counts them per link", "[wan]") {
+    WanConfig c = config(3, 0, 0);
+    c.topo.at(0, 2).loss = 0.25;
+    c.loss_seed = 42;
+    WanEmulator_st e(c, 2, 0);
+    REQUIRE(e.lossy());
+    constexpr int kFrames = 40'000;
+    int lost0 = 0, lost1 = 0;
+    for (int i = 0; i < kFrames; ++i) {
+        lost0 += e.lose(0) ? 1 : 0;
+        lost1 += e.lose(1) ? 1 : 0;  // link 1 -> 2 has no loss
+    }
+    CHECK(lost1 == 0);
+    CHECK(e.counters(1, 2).dropped == 0);
+    CHECK(e.counters(0, 2).dropped == static_cast<uint64_t>(lost0));
+    // binomial(40000, 0.25): sd ~87; 5 sd either way
+    CHECK(lost0 > 10'000 - 450);
+    CHECK(lost0 < 10'000 + 450);
+    CHECK_FALSE(e.lose(2));  // from our own site: never
+
+    // same seed, same decisions; another seed, others
+    WanEmulator_st same(c, 2, 0), other([&] { WanConfig o = c; o.loss_seed = 43; return o; }(), 2, 0);
+    WanEmulator_st again(c, 2, 0);
+    int differ = 0;
+    for (int i = 0; i < 1000; ++i) {
+        const bool a = same.lose(0);
+        CHECK(a == again.lose(0));
+        differ += a != other.lose(0) ? 1 : 0;
+    }
+    CHECK(differ > 0);
+
+    // probability 1 loses everything, 0 (a live change back) nothing and the stage is not lossy
+    e.set_link(0, 2, WanLinkParams{0, 0, true, 1.0}, 0);
+    for (int i = 0; i < 100; ++i) CHECK(e.lose(0));
+    e.set_link(0, 2, WanLinkParams{0, 0, true, 0.0}, 0);
+    CHECK_FALSE(e.lossy());
+    CHECK_FALSE(e.lose(0));
+    CHECK(e.counters(0, 2).dropped == static_cast<uint64_t>(lost0) + 100);
+}
+
+TEST_CASE("wan: loss on a relayed path counts on the hop that lost the frame", "[wan]") {
+    WanConfig c = config(3, 0, 0);
+    c.topo.at(0, 2).present = false;  // 0 -> 2 goes 0 -> 1 -> 2
+    c.topo.at(0, 1).loss = 1.0;
+    WanEmulator_st e(c, 2, 0);
+    CHECK(e.lossy());
+    CHECK(e.lose(0));
+    CHECK(e.counters(0, 1).dropped == 1);
+    CHECK(e.counters(1, 2).dropped == 0);
+    CHECK_FALSE(e.lose(1));  // 1 -> 2 directly: no loss
+}
+
+TEST_CASE("wan: loss in scripts, scenarios and series; set keeps a link's loss", "[wan]") {
+    const WanTopology base = WanTopology::uniform(2, WanLinkParams{1e6, kMs, true});
+    WanProgram p;
+    std::string err;
+    REQUIRE(wan_parse_script("loss_sym 0 1 0.1\nsleep 10\nset 0 1 2000 0.002\nsleep 10\nloss 0 1 0\n", "s.wan", "",
+                             base, p, err));
+    WanConfig c = config(2, 1e6, kMs);
+    c.script = p;
+    WanEmulator_st e(c, 1, 0);
+    CHECK(e.topology().at(0, 1).loss == 0.1);
+    CHECK(e.topology().at(1, 0).loss == 0.1);
+    e.drive(10 * kMs);
+    CHECK(e.topology().at(0, 1).bw_bytes_per_s == 2000);
+    CHECK(e.topology().at(0, 1).loss == 0.1);  // set did not reset it
+    e.drive(20 * kMs);
+    CHECK(e.topology().at(0, 1).loss == 0);
+    CHECK(e.topology().at(1, 0).loss == 0.1);
+
+    // errors name the line and the value
+    CHECK_FALSE(wan_parse_script("sleep 1\nloss 0 1 1.5\n", "s.wan", "", base, p, err));
+    CHECK(err.find("s.wan:2:") != std::string::npos);
+    CHECK(err.find("loss '1.5'") != std::string::npos);
+    CHECK_FALSE(wan_parse_script("loss 0 1\n", "s.wan", "", base, p, err));
+    CHECK(err.find("s.wan:1: loss needs 3 values") != std::string::npos);
+    // the Panda syntax is unchanged: set_sym NAME A B BW LAT
+    REQUIRE(wan_parse_script("set_sym one 0 1 1000 0.3\n", "s.wan", "", base, p, err));
+
+    // series: an optional sixth value is the loss; without it the link keeps its loss
+    REQUIRE(wan_parse_series("0 0 1 1000 0.01 0.2\n1 0 1 1000 0.01\n", "m.txt", base, p, err));
+    WanConfig cs = config(2, 1e6, kMs);
+    cs.series = p;
+    WanEmulator_st s(cs, 1, 0);
+    CHECK(s.topology().at(0, 1).loss == 0.2);
+    s.drive(1000 * kMs);
+    CHECK(s.topology().at(0, 1).loss == 0.2);
+    CHECK_FALSE(wan_parse_series("0 0 1 1000 0.01 -1\n", "m.txt", base, p, err));
+    CHECK(err.find("m.txt:1: loss '-1'") != std::string::npos);
+
+    // a scenario may set loss
+    char dir[] = "/tmp/iccs-wanloss-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string scen = std::string(dir) + "/lossy";
+    std::ofstream(scen) << "loss_sym 0 1 0.05\n";
+    REQUIRE(wan_parse_script("read lossy\nsleep 5\n", "s.wan", std::string(dir) + "/", base, p, err));
+    CHECK(p.scenarios.at(0).at(0, 1).loss == 0.05);
+    std::remove(scen.c_str());
+    rmdir(dir);
+
+    // live: "A B P"
+    uint32_t a = 0, b = 0;
+    double loss = 0;
+    REQUIRE(wan_parse_loss_values("1 0 0.3", 2, a, b, loss, err));
+    CHECK((a == 1 && b == 0 && loss == 0.3));
+    CHECK_FALSE(wan_parse_loss_values("0 1 2", 2, a, b, loss, err));
+    CHECK(err.find("loss '2'") != std::string::npos);
 }
