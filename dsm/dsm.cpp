@@ -1,0 +1,886 @@
+// dsm.cpp: the region (memfd mapped twice), the SIGSEGV fault path, page fetch, twins and word
+// diffs, intervals and write notices, allocation, start-up. Synchronization is in dsm_sync.cpp.
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+#include "dsm_impl.hpp"
+
+namespace iccs::dsm {
+
+namespace {
+
+thread_local std::string t_err;
+struct Binding {
+    DsmNode* node = nullptr;
+    RtEndpoint* ep = nullptr;
+};
+thread_local Binding t_bind;
+
+// Process-wide registry: the fault handler finds the node owning an address without locks.
+constexpr int kMaxNodes = 64;
+std::atomic<DsmNode*> g_nodes[kMaxNodes];
+std::mutex g_reg_mu;
+struct sigaction g_prev_segv;
+bool g_installed = false;
+
+uint64_t fnv1a(const uint8_t* p, uint64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+}  // namespace
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void set_error(const std::string& e) { t_err = e; }
+const std::string& DsmNode::error() { return t_err; }
+
+void fatal(const char* fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf, sizeof(buf) - 2, fmt, ap);
+    va_end(ap);
+    if (k < 0) k = 0;
+    if (k > int(sizeof(buf)) - 2) k = int(sizeof(buf)) - 2;
+    buf[k++] = '\n';
+    ssize_t w = write(2, "iccs dsm: ", 10);
+    w = write(2, buf, size_t(k));
+    (void)w;
+    abort();
+}
+
+const char* to_string(DsmStatus s) {
+    switch (s) {
+        case DsmStatus::kOk: return "ok";
+        case DsmStatus::kBadArg: return "bad argument";
+        case DsmStatus::kNoSpace: return "no space";
+        case DsmStatus::kMismatch: return "mismatch";
+        case DsmStatus::kRuntime: return "runtime error";
+    }
+    return "?";
+}
+
+// ---- configuration -------------------------------------------------------------------------
+
+namespace {
+bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
+    if (!s || !*s) return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 0);
+    if (errno || end == s) return false;
+    uint64_t mul = 1;
+    if (suffixes && *end) {
+        switch (*end) {
+            case 'k': case 'K': mul = 1ull << 10; break;
+            case 'm': case 'M': mul = 1ull << 20; break;
+            case 'g': case 'G': mul = 1ull << 30; break;
+            default: return false;
+        }
+        end++;
+        if (*end == 'i' || *end == 'B') end++;
+        if (*end == 'B') end++;
+    }
+    if (*end) return false;
+    v = uint64_t(x) * mul;
+    return true;
+}
+}  // namespace
+
+bool dsm_config_check(const DsmConfig& cfg, std::string& err) {
+    const uint64_t os = uint64_t(sysconf(_SC_PAGESIZE));
+    if (cfg.page_bytes == 0 || cfg.page_bytes % os || cfg.page_bytes > (1u << 20)) {
+        err = "dsm page size " + std::to_string(cfg.page_bytes) + " bytes: must be a multiple of the OS page (" +
+              std::to_string(os) + ") up to 1 MiB";
+        return false;
+    }
+    if (cfg.region_bytes == 0 || cfg.region_bytes % cfg.page_bytes) {
+        err = "dsm region size " + std::to_string(cfg.region_bytes) + " bytes: must be a non-zero multiple of the page size (" +
+              std::to_string(cfg.page_bytes) + ")";
+        return false;
+    }
+    if (cfg.base_addr == 0 || cfg.base_addr % os) {
+        err = "dsm base address " + std::to_string(cfg.base_addr) + ": must be a non-zero multiple of the OS page";
+        return false;
+    }
+    if (cfg.max_sync_ids < 2) {
+        err = "dsm max_sync_ids " + std::to_string(cfg.max_sync_ids) + ": must be at least 2";
+        return false;
+    }
+    if (uint32_t(cfg.handler_base) + kDsmHandlers > kRtUserHandlers) {
+        err = "dsm handler_base " + std::to_string(cfg.handler_base) + ": handlers must fit below " +
+              std::to_string(kRtUserHandlers);
+        return false;
+    }
+    return true;
+}
+
+bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
+    uint64_t v = 0;
+    if (const char* s = getenv("ICCS_DSM_BASE")) {
+        if (!parse_u64(s, v, false)) {
+            err = std::string("ICCS_DSM_BASE=") + s + ": expected an address (e.g. 0x200000000000)";
+            return false;
+        }
+        cfg.base_addr = v;
+    }
+    if (const char* s = getenv("ICCS_DSM_SIZE")) {
+        if (!parse_u64(s, v, true)) {
+            err = std::string("ICCS_DSM_SIZE=") + s + ": expected bytes, optionally with K, M or G (e.g. 512M)";
+            return false;
+        }
+        cfg.region_bytes = v;
+    }
+    if (const char* s = getenv("ICCS_DSM_PAGE")) {
+        if (!parse_u64(s, v, true) || v > UINT32_MAX) {
+            err = std::string("ICCS_DSM_PAGE=") + s + ": expected bytes, a multiple of the OS page (e.g. 4096, 16K)";
+            return false;
+        }
+        cfg.page_bytes = uint32_t(v);
+    }
+    if (const char* s = getenv("ICCS_DSM_HOME")) {
+        const std::string h = s;
+        if (h == "round-robin") cfg.home = HomePolicy::kRoundRobin;
+        else if (h == "block") cfg.home = HomePolicy::kBlock;
+        else {
+            err = "ICCS_DSM_HOME=" + h + ": allowed values are round-robin, block";
+            return false;
+        }
+    }
+    if (!dsm_config_check(cfg, err)) {
+        err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";
+        return false;
+    }
+    return true;
+}
+
+// ---- fault handler --------------------------------------------------------------------------
+
+struct FaultDispatch {
+    static void on_segv(int sig, siginfo_t* si, void* uctx) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(si->si_addr);
+        for (auto& slot : g_nodes) {
+            DsmNode* node = slot.load(std::memory_order_acquire);
+            if (!node) continue;
+            const uintptr_t b = node->cfg_.base_addr;
+            if (a < b || a >= b + node->cfg_.region_bytes) continue;
+            if (!node->parallel()) break;  // the region is read-write before start: not ours to fix
+            int write = -1;
+#if defined(__x86_64__)
+            // Page-fault error code bit 1: the access was a write.
+            write = (static_cast<ucontext_t*>(uctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#endif
+            // The interrupted code may be about to read errno (the fault is synchronous, at any
+            // access): the protocol's system calls must not change it.
+            const int saved_errno = errno;
+            node->impl_->on_fault(a, write);
+            errno = saved_errno;
+            return;
+        }
+        // Not a shared address: the program's own crash. Hand it to the previous handler, or
+        // restore the default action and return, so the faulting instruction faults again and
+        // the process dies of SIGSEGV as it would have without us.
+        if ((g_prev_segv.sa_flags & SA_SIGINFO) && g_prev_segv.sa_sigaction) {
+            g_prev_segv.sa_sigaction(sig, si, uctx);
+            return;
+        }
+        if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
+            g_prev_segv.sa_handler(sig);
+            return;
+        }
+        signal(SIGSEGV, SIG_DFL);
+    }
+};
+
+void DsmNode::Impl::on_fault(uintptr_t addr, int write) {
+    if (t_bind.node != &n)
+        fatal("cluster %u: a thread that is not a compute thread of this DSM touched shared address %p "
+              "(bind_thread first; PARMACS: only CREATEd threads and main between CREATE and WAIT_FOR_END)",
+              unsigned(n.cluster_), reinterpret_cast<void*>(addr));
+    RtEndpoint& ep = *t_bind.ep;
+    const uint64_t p = (addr - n.cfg_.base_addr) / page;
+    Page& pg = pages[p];
+    const uint8_t st = pg.state.load(std::memory_order_acquire);
+    if (write == 1 || (write == -1 && st == kReadOnly)) {
+        n.ctr_.write_faults.fetch_add(1, std::memory_order_relaxed);
+        make_writable(p, ep);
+    } else {
+        if (st == kInvalid) n.ctr_.read_faults.fetch_add(1, std::memory_order_relaxed);
+        fetch(p, ep);  // nothing to do when another thread of the cluster fetched it meanwhile
+    }
+}
+
+void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
+    Page& pg = pages[p];
+    // Per thread and reused: the fault path allocates no buffer once warm.
+    thread_local std::vector<uint8_t> reply;
+    for (;;) {
+        std::unique_lock<std::mutex> g(pg.mu);
+        if (pg.state.load() != kInvalid) return;
+        if (pg.fetching.load()) {
+            g.unlock();
+            spin_wait(&ep, [&] { return !pg.fetching.load(std::memory_order_acquire); });
+            continue;
+        }
+        pg.fetching.store(true);
+        const uint32_t e = pg.epoch;
+        g.unlock();
+        const uint64_t t0 = now_ns();
+        const uint32_t pn = uint32_t(p);
+        RtStatus s = ep.request(service(home_of_page(p)), h(kHFetch), RtBytes{&pn, sizeof pn}, {}, reply);
+        g.lock();
+        pg.fetching.store(false, std::memory_order_release);
+        if (s != RtStatus::kOk || reply.size() != page)
+            fatal("cluster %u: fetching page %" PRIu64 " from its home cluster %u failed: %s", unsigned(n.cluster_), p,
+                  unsigned(home_of_page(p)), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
+        n.ctr_.page_fetches.fetch_add(1, std::memory_order_relaxed);
+        n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+        if (pg.epoch != e) continue;  // invalidated while in flight: the copy may predate the notice
+        std::memcpy(priv + p * page, reply.data(), page);
+        if (mprotect(app + p * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+        pg.state.store(kReadOnly, std::memory_order_release);
+        return;
+    }
+}
+
+void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
+    Page& pg = pages[p];
+    for (;;) {
+        std::unique_lock<std::mutex> g(pg.mu);
+        const uint8_t st = pg.state.load();
+        if (st == kWritable) return;
+        if (st == kInvalid) {
+            g.unlock();
+            fetch(p, ep);
+            continue;
+        }
+        if (home_of_page(p) != n.cluster_) {
+            std::memcpy(twins + p * page, priv + p * page, page);
+            pg.twin = true;
+        }
+        if (!pg.dirty) {
+            pg.dirty = true;
+            std::lock_guard<std::mutex> d(dirty_mu);
+            dirty_list.push_back(uint32_t(p));
+        }
+        if (mprotect(app + p * page, page, PROT_READ | PROT_WRITE) != 0) fatal("mprotect: %s", strerror(errno));
+        pg.state.store(kWritable, std::memory_order_release);
+        return;
+    }
+}
+
+namespace {
+// Word diff of `cur` against `old` appended as runs {u32 off, u32 len, bytes}; returns the runs.
+// 4-byte words: the grain at which two clusters may write different data of one page.
+uint32_t diff_page(Wr& w, const uint8_t* cur, const uint8_t* old, uint32_t len) {
+    uint32_t runs = 0;
+    const uint32_t words = len / 4;
+    uint32_t i = 0;
+    while (i < words) {
+        if (std::memcmp(cur + 4 * i, old + 4 * i, 4) == 0) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        while (j < words && std::memcmp(cur + 4 * j, old + 4 * j, 4) != 0) j++;
+        w.put<uint32_t>(4 * i);
+        w.put<uint32_t>(4 * (j - i));
+        w.bytes(cur + 4 * i, 4 * (j - i));
+        runs++;
+        i = j;
+    }
+    return runs;
+}
+}  // namespace
+
+// Downgrade every page written in this interval, diff the twinned ones into one message per home,
+// wait for the homes' acks, and close the interval. coh_mu held.
+bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
+    std::vector<uint32_t> list;
+    {
+        std::lock_guard<std::mutex> d(dirty_mu);
+        list.swap(dirty_list);
+    }
+    if (list.empty()) return true;
+    std::vector<Wr> per_home(n.clusters_);
+    std::vector<uint32_t> count(n.clusters_, 0);
+    for (uint32_t p : list) {
+        Page& pg = pages[p];
+        std::lock_guard<std::mutex> g(pg.mu);
+        if (pg.state.load() == kWritable) {
+            // Protect before diffing so no write of another thread slips between diff and twin drop.
+            if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+            pg.state.store(kReadOnly);
+        }
+        if (pg.twin) {
+            const uint16_t home = home_of_page(p);
+            Wr& w = per_home[home];
+            if (count[home] == 0) w.put<uint32_t>(0);
+            w.put<uint32_t>(p);
+            const size_t runs_at = w.b.size();
+            w.put<uint32_t>(0);
+            const size_t before = w.b.size();
+            const uint32_t runs = diff_page(w, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+            std::memcpy(w.b.data() + runs_at, &runs, 4);
+            n.ctr_.diff_bytes.fetch_add(w.b.size() - before, std::memory_order_relaxed);
+            n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+            count[home]++;
+            pg.twin = false;
+        }
+        pg.dirty = false;
+    }
+    std::vector<uint8_t> reply;
+    for (uint16_t c = 0; c < n.clusters_; c++) {
+        if (!count[c]) continue;
+        std::memcpy(per_home[c].b.data(), &count[c], 4);
+        if (per_home[c].b.size() > rt.max_message())
+            fatal("cluster %u: a diff message of %zu bytes exceeds the runtime's limit %u (raise the transport's "
+                  "max_message or release more often)", unsigned(n.cluster_), per_home[c].b.size(), rt.max_message());
+        RtStatus s = ep.request(service(c), h(kHDiff), RtBytes{per_home[c].b.data(), uint32_t(per_home[c].b.size())}, {},
+                                reply);
+        if (s != RtStatus::kOk) {
+            set_error("sending diffs to cluster " + std::to_string(c) + ": " + ep.last_error());
+            return false;
+        }
+    }
+    std::lock_guard<std::mutex> k(know_mu);
+    const uint32_t idx = ++vc[n.cluster_];
+    store[n.cluster_][idx] = std::move(list);
+    n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
+    // Waiting threads keep running their endpoint's handlers (the runtime's inline polling
+    // makes progress through them).
+    spin_wait(&ep, [&] { return coh_mu.try_lock(); });
+}
+
+void DsmNode::Impl::encode_vc(Wr& w, const VC& v) {
+    w.put<uint16_t>(uint16_t(v.size()));
+    for (uint32_t x : v) w.put<uint32_t>(x);
+}
+
+VC DsmNode::Impl::decode_vc(Rd& r) {
+    const uint16_t k = r.get<uint16_t>();
+    VC v(n.clusters_, 0);
+    for (uint16_t i = 0; i < k; i++) {
+        const uint32_t x = r.get<uint32_t>();
+        if (i < v.size()) v[i] = x;
+    }
+    return v;
+}
+
+VC DsmNode::Impl::snapshot_vc() {
+    std::lock_guard<std::mutex> k(know_mu);
+    return vc;
+}
+
+void DsmNode::Impl::encode_intervals(Wr& w, const VC& from, const VC& to) {
+    std::lock_guard<std::mutex> k(know_mu);
+    const size_t at = w.b.size();
+    w.put<uint32_t>(0);
+    uint32_t cnt = 0;
+    for (uint16_t c = 0; c < n.clusters_; c++) {
+        for (uint32_t i = from[c] + 1; i <= to[c]; i++) {
+            auto it = store[c].find(i);
+            if (it == store[c].end())
+                fatal("cluster %u: write notices of interval %u of cluster %u are not known here (protocol bug)",
+                      unsigned(n.cluster_), i, unsigned(c));
+            w.put<uint16_t>(c);
+            w.put<uint32_t>(i);
+            w.put<uint32_t>(uint32_t(it->second.size()));
+            w.bytes(it->second.data(), it->second.size() * 4);
+            cnt++;
+        }
+    }
+    std::memcpy(w.b.data() + at, &cnt, 4);
+}
+
+bool DsmNode::Impl::store_intervals(Rd& r) {
+    const uint32_t cnt = r.get<uint32_t>();
+    std::lock_guard<std::mutex> k(know_mu);
+    for (uint32_t j = 0; j < cnt && !r.bad; j++) {
+        const uint16_t c = r.get<uint16_t>();
+        const uint32_t i = r.get<uint32_t>();
+        const uint32_t np = r.get<uint32_t>();
+        const uint8_t* d = r.take(size_t(np) * 4);
+        if (r.bad || c >= n.clusters_) return false;
+        auto& slot = store[c][i];
+        if (slot.empty() && np) {
+            slot.resize(np);
+            std::memcpy(slot.data(), d, size_t(np) * 4);
+        }
+    }
+    return !r.bad;
+}
+
+// Acquire: learn the intervals in `r`, then invalidate every page named by an interval of another
+// cluster this cluster has not applied yet, up to `target`.
+bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep) {
+    if (!store_intervals(r)) {
+        set_error("malformed write notices");
+        return false;
+    }
+    lock_coh(ep);
+    std::vector<uint32_t> inval;
+    VC upto;
+    {
+        std::lock_guard<std::mutex> k(know_mu);
+        upto = vc;
+        for (uint16_t c = 0; c < n.clusters_; c++) {
+            if (c == n.cluster_ || target[c] <= vc[c]) continue;
+            for (uint32_t i = vc[c] + 1; i <= target[c]; i++) {
+                auto it = store[c].find(i);
+                if (it == store[c].end())
+                    fatal("cluster %u: interval %u of cluster %u missing from the notices received (protocol bug)",
+                          unsigned(n.cluster_), i, unsigned(c));
+                for (uint32_t p : it->second)
+                    if (home_of_page(p) != n.cluster_) inval.push_back(p);
+                n.ctr_.write_notices_received.fetch_add(it->second.size(), std::memory_order_relaxed);
+            }
+            upto[c] = target[c];
+        }
+    }
+    bool ok = true;
+    if (!inval.empty()) {
+        // Own writes to a page about to be invalidated go home first (they would be lost).
+        bool any_twin = false;
+        for (uint32_t p : inval) {
+            std::lock_guard<std::mutex> g(pages[p].mu);
+            if (pages[p].twin) {
+                any_twin = true;
+                break;
+            }
+        }
+        if (any_twin) ok = flush_locked(ep);
+        std::vector<uint8_t> reply;
+        for (uint32_t p : inval) {
+            Page& pg = pages[p];
+            std::lock_guard<std::mutex> g(pg.mu);
+            if (pg.twin) {
+                // Written again since the flush above: send this page's diff now, before the home
+                // copy can be fetched back.
+                if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+                Wr w;
+                w.put<uint32_t>(1);
+                w.put<uint32_t>(p);
+                const size_t runs_at = w.b.size();
+                w.put<uint32_t>(0);
+                const uint32_t runs = diff_page(w, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+                std::memcpy(w.b.data() + runs_at, &runs, 4);
+                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                n.ctr_.diff_bytes.fetch_add(w.b.size() - 12, std::memory_order_relaxed);
+                if (ep.request(service(home_of_page(p)), h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
+                               reply) != RtStatus::kOk)
+                    fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
+                          ep.last_error().c_str());
+                pg.twin = false;
+            }
+            pg.epoch++;
+            if (pg.state.load() != kInvalid) {
+                if (mprotect(app + uint64_t(p) * page, page, PROT_NONE) != 0) fatal("mprotect: %s", strerror(errno));
+                pg.state.store(kInvalid);
+                n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+    }
+    {
+        std::lock_guard<std::mutex> k(know_mu);
+        for (uint16_t c = 0; c < n.clusters_; c++)
+            if (c != n.cluster_ && upto[c] > vc[c]) vc[c] = upto[c];
+    }
+    coh_mu.unlock();
+    return ok;
+}
+
+// ---- home side: fetch, diff, alloc, start -----------------------------------------------------
+
+namespace {
+void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint32_t p = r.get<uint32_t>();
+    if (r.bad || p >= I->npages) {
+        self.reply(m.token(), {});
+        return;
+    }
+    self.reply(m.token(), RtBytes{I->priv + uint64_t(p) * I->page, I->page});
+}
+
+void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint32_t cnt = r.get<uint32_t>();
+    for (uint32_t j = 0; j < cnt && !r.bad; j++) {
+        const uint32_t p = r.get<uint32_t>();
+        const uint32_t runs = r.get<uint32_t>();
+        for (uint32_t k = 0; k < runs && !r.bad; k++) {
+            const uint32_t off = r.get<uint32_t>();
+            const uint32_t len = r.get<uint32_t>();
+            const uint8_t* d = r.take(len);
+            if (r.bad || p >= I->npages || uint64_t(off) + len > I->page) {
+                r.bad = true;
+                break;
+            }
+            // Only the changed words are written: home threads may be writing other words of the page.
+            std::memcpy(I->priv + uint64_t(p) * I->page + off, d, len);
+        }
+        I->n.counters().diffs_applied.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (r.bad) fprintf(stderr, "iccs dsm: cluster %u: malformed diff from cluster %u dropped\n",
+                       unsigned(I->n.cluster()), unsigned(m.src.cluster));
+    self.reply(m.token(), {});
+}
+
+void h_alloc(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint64_t bytes = r.get<uint64_t>(), align = r.get<uint64_t>();
+    Wr w;
+    // Only this (service) thread moves the bump pointer once the run is parallel.
+    const uint64_t used = I->n.used_bytes();
+    const uint64_t off = (used + align - 1) & ~(align - 1);
+    if (!r.bad && off + bytes <= I->n.config().region_bytes && off + bytes >= off) {
+        I->n.alloc_commit(off + bytes);
+        w.put<uint8_t>(1);
+        w.put<uint64_t>(off);
+    } else {
+        w.put<uint8_t>(0);
+        w.put<uint64_t>(0);
+    }
+    w.put<uint64_t>(used);
+    self.reply(m.token(), RtBytes{w.b.data(), uint32_t(w.b.size())});
+}
+
+void h_sync_ids(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint32_t k = r.get<uint32_t>();
+    const uint32_t first = I->n.take_sync_ids(k);
+    self.reply(m.token(), RtBytes{&first, 4});
+}
+
+void h_start(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    std::array<uint64_t, 3> v{r.get<uint64_t>(), r.get<uint64_t>(), r.get<uint32_t>()};
+    // Slot by cluster id so the comparison names clusters.
+    I->start_arrived.push_back({m.token(), v});
+    if (I->start_arrived.size() < I->n.clusters()) return;
+    std::string why;
+    const auto& ref = I->start_arrived.front();
+    for (const auto& [tok, x] : I->start_arrived) {
+        if (x != ref.second) {
+            char line[256];
+            snprintf(line, sizeof line,
+                     "cluster %u's shared region differs from cluster %u's at CREATE (used %" PRIu64 " vs %" PRIu64
+                     " bytes, hash %016" PRIx64 " vs %016" PRIx64 ", sync ids %" PRIu64 " vs %" PRIu64
+                     "): the sequential prefix of main is not deterministic (fixed seeds, same input)",
+                     unsigned(tok.to.cluster), unsigned(ref.first.to.cluster), x[1], ref.second[1], x[0],
+                     ref.second[0], x[2], ref.second[2]);
+            why = line;
+            break;
+        }
+    }
+    Wr w;
+    w.put<uint8_t>(why.empty() ? 1 : 0);
+    w.bytes(why.data(), why.size());
+    // Other clusters first: on a mismatch this cluster's main exits as soon as it has its answer.
+    for (const auto& [tok, x] : I->start_arrived)
+        if (tok.to.cluster != I->n.cluster()) self.reply(tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
+    for (const auto& [tok, x] : I->start_arrived)
+        if (tok.to.cluster == I->n.cluster()) self.reply(tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
+    I->start_arrived.clear();
+}
+void h_replay(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint64_t k = r.get<uint64_t>();
+    std::lock_guard<std::mutex> g(I->replay_mu);
+    if (k < I->replay_log.size()) self.reply(m.token(), RtBytes{&I->replay_log[k], 8});
+    else I->replay_waiting.emplace_back(k, m.token());  // cluster 0's prefix has not got there yet
+}
+}  // namespace
+
+uint64_t DsmNode::replay_value(uint64_t mine) {
+    if (parallel() || clusters_ == 1) return mine;
+    Impl& I = *impl_;
+    RtEndpoint& ep = bound_or_die(*this, "CLOCK before CREATE");
+    if (cluster_ == 0) {
+        std::lock_guard<std::mutex> g(I.replay_mu);
+        I.replay_log.push_back(mine);
+        const uint64_t k = I.replay_log.size() - 1;
+        for (size_t i = 0; i < I.replay_waiting.size();) {
+            if (I.replay_waiting[i].first == k) {
+                ep.reply(I.replay_waiting[i].second, RtBytes{&I.replay_log[k], 8});
+                I.replay_waiting.erase(I.replay_waiting.begin() + long(i));
+            } else {
+                i++;
+            }
+        }
+        return mine;
+    }
+    const uint64_t k = I.replay_next++;
+    std::vector<uint8_t> reply;
+    if (ep.request(I.service(0), I.h(kHReplay), RtBytes{&k, 8}, {}, reply) != RtStatus::kOk || reply.size() != 8)
+        fatal("cluster %u: replaying prefix value %llu from cluster 0 failed: %s", unsigned(cluster_),
+              static_cast<unsigned long long>(k), ep.last_error().c_str());
+    uint64_t v;
+    std::memcpy(&v, reply.data(), 8);
+    return v;
+}
+
+void register_sync_handlers(DsmNode::Impl& I);  // dsm_sync.cpp
+
+void DsmNode::Impl::register_handlers() {
+    rt.set_handler(h(kHFetch), h_fetch, this);
+    rt.set_handler(h(kHDiff), h_diff, this);
+    rt.set_handler(h(kHAlloc), h_alloc, this);
+    rt.set_handler(h(kHSyncIds), h_sync_ids, this);
+    rt.set_handler(h(kHStart), h_start, this);
+    rt.set_handler(h(kHReplay), h_replay, this);
+    register_sync_handlers(*this);
+}
+
+// ---- node -------------------------------------------------------------------------------------
+
+std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& cfg, std::string& err) {
+    if (!dsm_config_check(cfg, err)) return nullptr;
+    std::unique_ptr<DsmNode> n(new DsmNode());
+    n->cfg_ = cfg;
+    n->cluster_ = rt.cluster();
+    n->clusters_ = rt.clusters();
+    n->impl_ = std::make_unique<Impl>(*n, rt);
+    Impl& I = *n->impl_;
+    I.page = cfg.page_bytes;
+    I.npages = cfg.region_bytes / cfg.page_bytes;
+    if (I.npages > UINT32_MAX) {
+        err = "dsm region of " + std::to_string(cfg.region_bytes) + " bytes has more than 2^32 pages";
+        return nullptr;
+    }
+    I.memfd = memfd_create("iccs-dsm", MFD_CLOEXEC);
+    if (I.memfd < 0 || ftruncate(I.memfd, off_t(cfg.region_bytes)) != 0) {
+        err = std::string("dsm: memfd of ") + std::to_string(cfg.region_bytes) + " bytes: " + strerror(errno);
+        return nullptr;
+    }
+    void* want = reinterpret_cast<void*>(cfg.base_addr);
+    void* a = mmap(want, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, I.memfd, 0);
+    if (a == MAP_FAILED || a != want) {
+        if (a != MAP_FAILED) munmap(a, cfg.region_bytes);
+        char line[200];
+        snprintf(line, sizeof line, "dsm: cannot map the shared region at %p (%" PRIu64 " bytes): %s; choose another "
+                 "ICCS_DSM_BASE or a smaller ICCS_DSM_SIZE", want, cfg.region_bytes,
+                 a == MAP_FAILED ? strerror(errno) : "the kernel placed it elsewhere");
+        err = line;
+        close(I.memfd);
+        I.memfd = -1;
+        return nullptr;
+    }
+    I.app = static_cast<uint8_t*>(a);
+    void* p = mmap(nullptr, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, I.memfd, 0);
+    void* t = mmap(nullptr, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || t == MAP_FAILED) {
+        err = std::string("dsm: mapping the protocol view or the twins: ") + strerror(errno);
+        return nullptr;  // the destructor unmaps what was mapped
+    }
+    I.priv = static_cast<uint8_t*>(p);
+    I.twins = static_cast<uint8_t*>(t);
+    I.pages.reset(new Page[I.npages]);
+    I.vc.assign(n->clusters_, 0);
+    I.store.resize(n->clusters_);
+    {
+        std::lock_guard<std::mutex> g(g_reg_mu);
+        for (int i = 0; i < kMaxNodes; i++)
+            if (!g_nodes[i].load()) {
+                I.slot = i;
+                break;
+            }
+        if (I.slot < 0) {
+            err = "dsm: more than 64 DSM nodes in one process";
+            return nullptr;
+        }
+        g_nodes[I.slot].store(n.get(), std::memory_order_release);
+        // (Re)install when SIGSEGV is not ours: a handler installed after the last attach (a
+        // test framework's, the program's) becomes the one we chain to.
+        struct sigaction cur;
+        sigaction(SIGSEGV, nullptr, &cur);
+        if (!g_installed || !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != FaultDispatch::on_segv) {
+            struct sigaction sa;
+            std::memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = FaultDispatch::on_segv;
+            sa.sa_flags = SA_SIGINFO | SA_RESTART;
+            sigemptyset(&sa.sa_mask);
+            if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) {
+                err = std::string("dsm: sigaction(SIGSEGV): ") + strerror(errno);
+                return nullptr;
+            }
+            g_installed = true;
+        }
+    }
+    I.register_handlers();
+    return n;
+}
+
+DsmNode::~DsmNode() {
+    if (!impl_) return;
+    Impl& I = *impl_;
+    if (I.slot >= 0) {
+        std::lock_guard<std::mutex> g(g_reg_mu);
+        g_nodes[I.slot].store(nullptr);
+    }
+    if (t_bind.node == this) t_bind = {};
+    if (I.app) munmap(I.app, cfg_.region_bytes);
+    if (I.priv) munmap(I.priv, cfg_.region_bytes);
+    if (I.twins) munmap(I.twins, cfg_.region_bytes);
+    if (I.memfd >= 0) close(I.memfd);
+}
+
+void DsmNode::bind_thread(uint16_t t) { t_bind = Binding{this, &impl_->rt.endpoint(t)}; }
+
+void DsmNode::unbind_thread() {
+    if (t_bind.node != this) return;
+    if (parallel()) flush();
+    t_bind = {};
+}
+
+RtEndpoint* DsmNode::bound_endpoint() const { return t_bind.node == this ? t_bind.ep : nullptr; }
+
+RtEndpoint& bound_or_die(DsmNode& n, const char* what) {
+    RtEndpoint* ep = n.bound_endpoint();
+    if (!ep) fatal("%s called by a thread that is not a compute thread of cluster %u's DSM", what, unsigned(n.cluster()));
+    return *ep;
+}
+
+void DsmNode::alloc_commit(uint64_t new_used) { used_.store(new_used); }
+
+uint32_t DsmNode::take_sync_ids(uint32_t k) {
+    uint32_t cur = next_sync_.load();
+    for (;;) {
+        if (uint64_t(cur) + k > cfg_.max_sync_ids) return cfg_.max_sync_ids;
+        if (next_sync_.compare_exchange_weak(cur, cur + k)) return cur;
+    }
+}
+
+void* DsmNode::alloc(uint64_t bytes, uint64_t align) {
+    if (align == 0 || (align & (align - 1))) {
+        set_error("G_MALLOC alignment " + std::to_string(align) + " is not a power of two");
+        return nullptr;
+    }
+    if (!parallel()) {
+        const uint64_t used = used_.load();
+        const uint64_t off = (used + align - 1) & ~(align - 1);
+        if (off + bytes > cfg_.region_bytes || off + bytes < off) {
+            set_error("G_MALLOC(" + std::to_string(bytes) + "): the shared region is full (" + std::to_string(used) +
+                      " of " + std::to_string(cfg_.region_bytes) + " bytes used; raise ICCS_DSM_SIZE)");
+            return nullptr;
+        }
+        used_.store(off + bytes);
+        return impl_->app + off;
+    }
+    RtEndpoint& ep = bound_or_die(*this, "G_MALLOC after CREATE");
+    Wr w;
+    w.put<uint64_t>(bytes);
+    w.put<uint64_t>(align);
+    std::vector<uint8_t> reply;
+    RtStatus s = ep.request(impl_->service(0), impl_->h(kHAlloc), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply);
+    if (s != RtStatus::kOk) {
+        set_error("G_MALLOC: request to cluster 0 failed: " + ep.last_error());
+        return nullptr;
+    }
+    ctr_.remote_allocs.fetch_add(1, std::memory_order_relaxed);
+    Rd r(reply.data(), reply.size());
+    const uint8_t ok = r.get<uint8_t>();
+    const uint64_t off = r.get<uint64_t>(), used = r.get<uint64_t>();
+    if (r.bad || !ok) {
+        set_error("G_MALLOC(" + std::to_string(bytes) + "): the shared region is full (" + std::to_string(used) +
+                  " of " + std::to_string(cfg_.region_bytes) + " bytes used; raise ICCS_DSM_SIZE)");
+        return nullptr;
+    }
+    return impl_->app + off;
+}
+
+uint32_t DsmNode::alloc_sync_ids(uint32_t k) {
+    if (!parallel()) return take_sync_ids(k);
+    RtEndpoint& ep = bound_or_die(*this, "allocating a lock, barrier or counter after CREATE");
+    std::vector<uint8_t> reply;
+    if (ep.request(impl_->service(0), impl_->h(kHSyncIds), RtBytes{&k, 4}, {}, reply) != RtStatus::kOk ||
+        reply.size() != 4) {
+        set_error("sync id request to cluster 0 failed: " + ep.last_error());
+        return cfg_.max_sync_ids;
+    }
+    uint32_t first;
+    std::memcpy(&first, reply.data(), 4);
+    return first;
+}
+
+DsmStatus DsmNode::start_parallel() {
+    RtEndpoint& ep = bound_or_die(*this, "start_parallel (CREATE)");
+    Impl& I = *impl_;
+    const uint64_t used = used_.load();
+    Wr w;
+    w.put<uint64_t>(fnv1a(I.app, used));
+    w.put<uint64_t>(used);
+    w.put<uint32_t>(next_sync_.load());
+    std::vector<uint8_t> reply;
+    RtStatus s = ep.request(I.service(0), I.h(kHStart), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply);
+    if (s != RtStatus::kOk || reply.empty()) {
+        set_error("CREATE: start-up exchange with cluster 0 failed: " + ep.last_error());
+        return DsmStatus::kRuntime;
+    }
+    if (reply[0] != 1) {
+        set_error(std::string(reinterpret_cast<const char*>(reply.data() + 1), reply.size() - 1));
+        return DsmStatus::kMismatch;
+    }
+    // Every page is valid everywhere (identical copies): read-only, so the first write of the
+    // parallel section makes a twin.
+    for (uint64_t p = 0; p < I.npages; p++) I.pages[p].state.store(kReadOnly);
+    if (mprotect(I.app, cfg_.region_bytes, PROT_READ) != 0) {
+        set_error(std::string("CREATE: mprotect of the shared region: ") + strerror(errno));
+        return DsmStatus::kRuntime;
+    }
+    parallel_.store(true, std::memory_order_release);
+    return DsmStatus::kOk;
+}
+
+DsmStatus DsmNode::flush() {
+    RtEndpoint& ep = bound_or_die(*this, "a release");
+    if (!parallel()) return DsmStatus::kOk;
+    impl_->lock_coh(ep);
+    const bool ok = impl_->flush_locked(ep);
+    impl_->coh_mu.unlock();
+    return ok ? DsmStatus::kOk : DsmStatus::kRuntime;
+}
+
+std::string DsmNode::format_counters() const {
+    char buf[1400];
+    auto L = [](const std::atomic<uint64_t>& a) { return static_cast<unsigned long long>(a.load()); };
+    const double fetch_us = ctr_.page_fetches.load() ? double(ctr_.page_fetch_ns.load()) / 1e3 / double(ctr_.page_fetches.load()) : 0;
+    snprintf(buf, sizeof buf,
+             "dsm cluster %u: read_faults %llu write_faults %llu page_fetches %llu (mean %.1f us) diffs_sent %llu "
+             "diff_bytes %llu diffs_applied %llu invalidations %llu intervals %llu notices_received %llu\n"
+             "dsm cluster %u: lock_acquires %llu lock_wait_us %.1f barriers %llu barrier_wait_us %.1f getsubs %llu "
+             "remote_allocs %llu shared_used_bytes %llu\n",
+             unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
+             L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
+             L(ctr_.write_notices_received), unsigned(cluster_), L(ctr_.lock_acquires),
+             double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.barriers), double(ctr_.barrier_wait_ns.load()) / 1e3,
+             L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()));
+    return buf;
+}
+
+}  // namespace iccs::dsm

@@ -1,0 +1,169 @@
+// dsm.hpp: the page-grain software DSM between clusters (issue 7). Home-based lazy release
+// consistency with multiple writers, over the cluster runtime's active messages (runtime.hpp),
+// so it runs unchanged over every transport.
+//
+// The one idea: a shared region sits at a fixed virtual address. Inside a cluster its threads
+// share the pages through the hardware; between clusters the application mapping is guarded with
+// mprotect and a SIGSEGV handler keeps it coherent page by page: a read of an invalid page fetches
+// it from its home cluster, the first write in an interval makes a twin, a release sends word
+// diffs (twin vs page) to the homes and closes an interval whose write notices travel with the
+// next lock grant or barrier, and an acquire invalidates the pages those notices name. The region
+// is a memfd mapped twice: the application view (protected) and a private protocol view (always
+// read-write), through which fetches, diffs and twins touch page contents while application
+// threads may be faulting on the same page.
+//
+// Several DsmNode instances may live in one process (one per simulated cluster in the tests),
+// each with its own region at its own base: messages carry page numbers and offsets, never
+// pointers, and the fault handler finds the node that owns the faulting address. Addresses outside
+// every region go to the previous SIGSEGV handler (or the default action): a program's own
+// segfault stays its crash.
+//
+// Threading: a compute thread binds to its cluster's node with bind_thread(t) (it then uses
+// runtime.endpoint(t)); the node's protocol requests go to the service endpoint (kRtService) of
+// the home cluster, so they are answered while compute threads compute.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime.hpp"
+
+namespace iccs::dsm {
+
+enum class HomePolicy : uint8_t {
+    kRoundRobin,  // page p's home is cluster p mod C
+    kBlock,       // the region is cut into C contiguous blocks, block c's home is cluster c
+};
+
+struct DsmConfig {
+    uintptr_t base_addr = 0x200000000000ull;  // [address] application view; same in every cluster
+    uint64_t region_bytes = 256ull << 20;     // [bytes] a multiple of page_bytes
+    uint32_t page_bytes = 4096;               // [bytes] coherence unit: a multiple of the OS page, <= 1 MiB
+    HomePolicy home = HomePolicy::kRoundRobin;
+    uint32_t max_sync_ids = 65536;            // ids of locks, barriers, counters, flags: 0 .. max-1
+    uint16_t handler_base = 100;              // runtime handler ids handler_base .. +kDsmHandlers-1
+};
+inline constexpr uint16_t kDsmHandlers = 16;
+
+// Reads ICCS_DSM_BASE, ICCS_DSM_SIZE, ICCS_DSM_PAGE, ICCS_DSM_HOME over the defaults; false with
+// `err` naming the variable, its value and what is allowed.
+bool dsm_config_from_env(DsmConfig& cfg, std::string& err);
+// Checks a configuration against this host (page multiple, sizes); false with `err`.
+bool dsm_config_check(const DsmConfig& cfg, std::string& err);
+
+// Per-cluster counters (relaxed atomics: written by every thread of the cluster, read at the end).
+struct DsmCounters {
+    std::atomic<uint64_t> read_faults{0}, write_faults{0};
+    std::atomic<uint64_t> page_fetches{0}, page_fetch_ns{0};
+    std::atomic<uint64_t> diffs_sent{0}, diff_bytes{0}, diffs_applied{0};  // pages; payload bytes
+    std::atomic<uint64_t> invalidations{0}, intervals{0}, write_notices_received{0};
+    std::atomic<uint64_t> lock_acquires{0}, lock_wait_ns{0};
+    std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
+    std::atomic<uint64_t> getsubs{0}, remote_allocs{0};
+};
+
+enum class DsmStatus : uint8_t { kOk, kBadArg, kNoSpace, kMismatch, kRuntime };
+
+class DsmNode {
+public:
+    // Map the region at cfg.base_addr (fails if anything is mapped there), register the protocol
+    // handlers on `rt` (every cluster must attach before any of them sends: meet in a barrier or
+    // start_parallel afterwards). nullptr with `err` on failure.
+    static std::unique_ptr<DsmNode> attach(Runtime& rt, const DsmConfig& cfg, std::string& err);
+    ~DsmNode();  // unmaps; the runtime must no longer call the handlers (stop it first)
+    DsmNode(const DsmNode&) = delete;
+    DsmNode& operator=(const DsmNode&) = delete;
+
+    const DsmConfig& config() const { return cfg_; }
+    uint16_t cluster() const { return cluster_; }
+    uint16_t clusters() const { return clusters_; }
+    void* base() const { return reinterpret_cast<void*>(cfg_.base_addr); }
+    bool parallel() const { return parallel_.load(std::memory_order_acquire); }
+
+    // Shared allocation (aligned to `align`, a power of two). Before start_parallel: a local,
+    // deterministic bump allocator (every cluster replaying the same prefix gets the same
+    // addresses). After: one request to cluster 0, which owns the bump pointer. nullptr when the
+    // region is full (error() says how much was asked, used and available).
+    void* alloc(uint64_t bytes, uint64_t align = 16);
+    uint64_t used_bytes() const { return used_.load(); }
+    // A sync id (locks, barriers, counters, flags), the same way: local before start, cluster 0
+    // after. Returns max_sync_ids (out of range) when none is left.
+    uint32_t alloc_sync_ids(uint32_t n);
+
+    // The calling thread (any OS thread) acts as compute thread t of this cluster from now on:
+    // its faults and sync operations use runtime endpoint(t). unbind_thread() flushes its writes.
+    void bind_thread(uint16_t t);
+    void unbind_thread();
+    RtEndpoint* bound_endpoint() const;
+
+    // End of the sequential prefix (called once per cluster, by a bound thread): every cluster's
+    // region copy is compared by hash at cluster 0 (kMismatch, with error(), when the prefix was
+    // not deterministic), then the region turns coherent with every page valid everywhere.
+    DsmStatus start_parallel();
+
+    // Replay of a non-deterministic input of the sequential prefix (before start_parallel), e.g.
+    // the wall clock SPLASH programs read before CREATE: cluster 0 returns `mine` and records it;
+    // every other cluster gets cluster 0's value of the same call (by sequence number), so the
+    // replayed prefixes stay identical. After start it returns `mine`. The thread must be bound.
+    uint64_t replay_value(uint64_t mine);
+
+    // Release-consistent synchronization; the calling thread must be bound.
+    DsmStatus lock(uint32_t id);
+    DsmStatus unlock(uint32_t id);
+    // Barrier `id` of `local` threads of this cluster and `clusters` participating clusters
+    // (defaults: every thread of every cluster). Threads of a cluster meet first, then the last
+    // of them exchanges write notices with the barrier's home.
+    DsmStatus barrier(uint32_t id, uint16_t local = 0, uint16_t clusters = 0);
+    // Get-next-index: s = 0, 1, ..., last, then -1; after `nproc` callers saw -1 it starts again.
+    DsmStatus getsub(uint32_t id, int64_t last, int64_t nproc, int64_t& s);
+    // A flag event on sync id `id` (set/clear under the id's lock: set is a release, wait an acquire).
+    DsmStatus flag_set(uint32_t id);
+    DsmStatus flag_clear(uint32_t id);
+    DsmStatus flag_wait(uint32_t id);
+    // Condition variable `cv` used with lock `lk` held (Mesa semantics).
+    DsmStatus cond_wait(uint32_t cv, uint32_t lk);
+    DsmStatus cond_signal(uint32_t cv, bool all);
+    // Make this cluster's writes visible (release) / see every released write (acquire): one
+    // acquire and release of the reserved fence lock (sync id 0), which carries every notice; the
+    // release waits for the home's ack. A thread spinning on a flag sees the flag's new value
+    // possibly before the writer's notices reach it: it must fence again after seeing it.
+    DsmStatus fence();
+    // Flush this cluster's writes to their homes (part of every release).
+    DsmStatus flush();
+
+    // Cluster 0's side of alloc() and alloc_sync_ids() once parallel (its service thread only).
+    void alloc_commit(uint64_t new_used);
+    uint32_t take_sync_ids(uint32_t n);
+
+    // Why the calling thread's last call failed (one line).
+    static const std::string& error();
+
+    DsmCounters& counters() { return ctr_; }
+    // Counters as "name value" lines (prefixed with the cluster), for the end of a run.
+    std::string format_counters() const;
+
+    struct Impl;  // protocol state (dsm.cpp, dsm_sync.cpp)
+
+private:
+    DsmNode() = default;
+    friend struct Impl;
+    friend struct FaultDispatch;
+    DsmConfig cfg_;
+    uint16_t cluster_ = 0, clusters_ = 1;
+    std::atomic<bool> parallel_{false};
+    std::atomic<uint64_t> used_{0};
+    std::atomic<uint32_t> next_sync_{1};  // 0 is the fence lock
+    DsmCounters ctr_;
+    std::unique_ptr<Impl> impl_;
+};
+
+const char* to_string(DsmStatus s);
+
+}  // namespace iccs::dsm

@@ -1,0 +1,210 @@
+// dsm_impl.hpp: the DSM's internal state and wire helpers, shared by dsm.cpp (region, faults,
+// diffs, intervals) and dsm_sync.cpp (locks, barriers, counters, flags, condition variables and
+// their home-side managers). Not installed.
+#pragma once
+
+#include <time.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dsm.hpp"
+
+namespace iccs::dsm {
+
+// Handler ids relative to DsmConfig::handler_base.
+enum : uint16_t {
+    kHFetch = 0,    // req  u32 page                           -> reply page bytes
+    kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
+    kHLockAcq,      // req  u32 id, VC                         -> (deferred) VC, intervals
+    kHLockRel,      // send u32 id, VC, intervals
+    kHBarrier,      // req  u32 id, u16 clusters, VC, intervals -> (deferred) VC, intervals
+    kHGetsub,       // req  u32 id, i64 last, i64 nproc       -> i64
+    kHFlag,         // req  u32 id, u8 op (0 clear, 1 set, 2 wait) -> ack (wait: deferred until set)
+    kHCond,         // req  u32 id, u8 op (0 register, 1 block, 2 signal, 3 broadcast) -> ack (block: deferred)
+    kHAlloc,        // req  u64 bytes, u64 align               -> u8 ok, u64 offset, u64 used
+    kHSyncIds,      // req  u32 n                              -> u32 first
+    kHStart,        // req  u64 hash, u64 used, u32 next_sync  -> (deferred) u8 ok, text
+    kHReplay,       // req  u64 k                              -> (deferred) u64 cluster 0's k-th prefix value
+    kHCount
+};
+static_assert(kHCount <= kDsmHandlers);
+
+using VC = std::vector<uint32_t>;  // per cluster: intervals of that cluster applied (or known)
+
+// Little byte writer/reader for protocol messages (host byte order: every cluster runs the same
+// binary on the same architecture; the runtime carries bytes).
+struct Wr {
+    std::vector<uint8_t> b;
+    template <class T> void put(T v) {
+        const size_t n = b.size();
+        b.resize(n + sizeof(T));
+        std::memcpy(b.data() + n, &v, sizeof(T));
+    }
+    void bytes(const void* p, size_t n) {
+        const size_t o = b.size();
+        b.resize(o + n);
+        if (n) std::memcpy(b.data() + o, p, n);
+    }
+};
+struct Rd {
+    const uint8_t* p;
+    size_t n, o = 0;
+    bool bad = false;
+    Rd(const uint8_t* d, size_t len) : p(d), n(len) {}
+    template <class T> T get() {
+        T v{};
+        if (o + sizeof(T) > n) {
+            bad = true;
+            return v;
+        }
+        std::memcpy(&v, p + o, sizeof(T));
+        o += sizeof(T);
+        return v;
+    }
+    const uint8_t* take(size_t len) {
+        if (o + len > n) {
+            bad = true;
+            return nullptr;
+        }
+        const uint8_t* r = p + o;
+        o += len;
+        return r;
+    }
+};
+
+enum : uint8_t { kInvalid = 0, kReadOnly = 1, kWritable = 2 };
+
+struct Page {
+    std::mutex mu;                       // state transitions of this page in this cluster
+    std::atomic<uint8_t> state{kInvalid};
+    std::atomic<bool> fetching{false};   // a thread of this cluster is fetching it; others wait
+    bool twin = false;                   // non-home: twin holds the page as of the interval's first write
+    bool dirty = false;                  // written in the current interval (a write notice to come)
+    uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
+};
+
+// A lock's home-side state, and a flag's, a condition variable's and a counter's (one map of
+// sync ids; an id is used as one kind by the program).
+struct CondWaiter {
+    RtAddr who;
+    bool signaled = false;
+    bool blocked = false;
+    ReplyToken tok;
+};
+struct SyncObj {
+    // lock
+    bool held = false;
+    std::deque<std::pair<ReplyToken, VC>> queue;
+    VC vc;  // knowledge of the last release
+    // flag
+    bool flag = false;
+    std::vector<ReplyToken> flag_waiters;
+    // condition variable
+    std::vector<CondWaiter> cond;
+    // getsub
+    int64_t sub = 0, seen_exhausted = 0;
+    // barrier
+    uint16_t bar_expect = 0;
+    std::vector<std::pair<ReplyToken, VC>> bar_arrived;
+    VC bar_vc;
+};
+
+struct LocalBarrier {
+    uint32_t arrived = 0;
+    std::atomic<uint64_t> gen{0};
+    VC last;  // the merged knowledge this cluster got from the barrier's last episode
+};
+
+struct DsmNode::Impl {
+    DsmNode& n;
+    Runtime& rt;
+    int memfd = -1;
+    uint8_t* app = nullptr;   // application view at cfg.base_addr (protected)
+    uint8_t* priv = nullptr;  // protocol view of the same memory (always read-write)
+    uint8_t* twins = nullptr; // twin of page p at twins + p * page
+    uint64_t npages = 0;
+    uint32_t page = 0;
+    std::unique_ptr<Page[]> pages;
+    int slot = -1;            // in the process-wide node registry
+
+    std::mutex dirty_mu;
+    std::vector<uint32_t> dirty_list;  // pages whose dirty flag is set
+
+    // Flushes and the application of write notices run one at a time per cluster.
+    std::mutex coh_mu;
+    std::mutex know_mu;  // vc and store
+    VC vc;
+    std::vector<std::map<uint32_t, std::vector<uint32_t>>> store;  // [cluster][interval] -> pages
+
+    std::mutex held_mu;
+    std::unordered_map<uint32_t, VC> held;  // locks this cluster holds: the lock's knowledge at grant
+
+    std::mutex bar_mu;
+    std::unordered_map<uint32_t, LocalBarrier> bars;
+
+    // Home-side managers: only the service thread touches these.
+    std::unordered_map<uint32_t, SyncObj> objs;
+    std::vector<std::pair<ReplyToken, std::array<uint64_t, 3>>> start_arrived;
+
+    // Cluster 0's values of non-deterministic inputs of the prefix (CLOCK), by sequence number,
+    // and the requests of other clusters waiting for a value it has not produced yet.
+    std::mutex replay_mu;
+    std::vector<uint64_t> replay_log;
+    std::vector<std::pair<uint64_t, ReplyToken>> replay_waiting;
+    uint64_t replay_next = 0;  // this cluster's next sequence number
+
+    Impl(DsmNode& node, Runtime& r) : n(node), rt(r) {}
+
+    uint16_t h(uint16_t rel) const { return uint16_t(n.cfg_.handler_base + rel); }
+    uint16_t home_of_page(uint64_t p) const {
+        if (n.cfg_.home == HomePolicy::kBlock) {
+            const uint64_t per = (npages + n.clusters_ - 1) / n.clusters_;
+            return uint16_t(p / per);
+        }
+        return uint16_t(p % n.clusters_);
+    }
+    uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
+    RtAddr service(uint16_t c) const { return RtAddr{c, kRtService}; }
+
+    // dsm.cpp
+    void on_fault(uintptr_t addr, int write);  // write: 1 yes, 0 no, -1 unknown
+    void fetch(uint64_t p, RtEndpoint& ep);
+    void make_writable(uint64_t p, RtEndpoint& ep);
+    bool flush_locked(RtEndpoint& ep);          // coh_mu held
+    bool apply(const VC& target, Rd& intervals, RtEndpoint& ep);  // takes coh_mu
+    void encode_vc(Wr& w, const VC& v);
+    VC decode_vc(Rd& r);
+    // intervals (from, to] of every cluster, from the store
+    void encode_intervals(Wr& w, const VC& from, const VC& to);
+    // stores the intervals read from r (no invalidation)
+    bool store_intervals(Rd& r);
+    VC snapshot_vc();
+    void lock_coh(RtEndpoint& ep);
+    DsmStatus release(uint32_t id, bool wait);  // dsm_sync.cpp
+    void register_handlers();
+};
+
+RtEndpoint& bound_or_die(DsmNode& n, const char* what);
+[[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t now_ns();
+void set_error(const std::string& e);
+// Wait for pred() while running the endpoint's handlers (short spin, then short sleeps).
+template <class P> void spin_wait(RtEndpoint* ep, P pred) {
+    for (unsigned i = 0; !pred(); i++) {
+        if (ep) ep->poll();
+        if (i > 64) {
+            struct timespec ts {0, 20000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+}
+
+}  // namespace iccs::dsm

@@ -1,0 +1,271 @@
+// parmacs.cpp: the PARMACS functions behind parmacs.h / parmacs.m4, over one DsmNode per process.
+// Start-up by replay (dsm/README.md): every cluster runs main's sequential prefix; CREATE turns
+// the region coherent (start_parallel compares the clusters' copies) and starts this cluster's
+// share of the n threads: pids are dealt in blocks of ceil(n / C), pid 0 being main on cluster 0.
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "parmacs.h"
+#include "parmacs_attach.hpp"
+
+namespace iccs::parmacs {
+
+namespace {
+
+struct State {
+    Runtime* rt = nullptr;
+    dsm::DsmNode* node = nullptr;  // lives until the process exits
+    uint16_t cluster = 0, clusters = 1, threads = 1;
+    int saved_stdout = -1, devnull = -1;
+    long created = 0;  // n of the last CREATE
+    long per = 1;      // pids per cluster
+    std::vector<std::thread> workers;
+    uint32_t end_barrier = 0;
+    uint64_t roi_begin_ns = 0, roi_ns = 0;
+};
+State g;
+thread_local long t_pid = -1;
+
+[[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void die(const char* fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "iccs parmacs (cluster %u): ", unsigned(g.cluster));
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    // From any thread, with others running: flush and leave without static destructors (a
+    // joinable worker std::thread would turn exit() into std::terminate). The other clusters
+    // learn it from the runtime (peer down).
+    fflush(nullptr);
+    _exit(1);
+}
+
+dsm::DsmNode& need_node(const char* what) {
+    if (!g.node) die("%s before MAIN_INITENV", what);
+    return *g.node;
+}
+
+void check(dsm::DsmStatus s, const char* what) {
+    if (s != dsm::DsmStatus::kOk) die("%s: %s", what, dsm::DsmNode::error().c_str());
+}
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// Clusters other than 0 replay main's prefix and epilogue: their prints would repeat cluster 0's.
+void quiet(bool on) {
+    if (g.cluster == 0 || g.saved_stdout < 0) return;
+    fflush(stdout);
+    dup2(on ? g.devnull : g.saved_stdout, 1);
+}
+
+// How many of pids 0..n-1 run on `cluster`, under the distribution of the last CREATE.
+long local_share(long n, uint16_t cluster) {
+    const long lo = long(cluster) * g.per, hi = std::min(n, lo + g.per);
+    return hi > lo ? hi - lo : 0;
+}
+
+uint32_t sync_id(unsigned k, const char* what) {
+    const uint32_t id = need_node(what).alloc_sync_ids(k);
+    if (id >= g.node->config().max_sync_ids)
+        die("%s: no sync ids left (%u in all: locks, barriers, counters, flags, condition variables)", what,
+            g.node->config().max_sync_ids);
+    return id;
+}
+
+// Sync ids 0 (the fence lock) and 1 (WAIT_FOR_END's barrier) are the layer's own; a program's
+// object holding one of them was never initialised (shared memory starts zeroed).
+constexpr uint32_t kFirstUserSyncId = 2;
+uint32_t user_id(uint32_t id, const char* use, const char* init) {
+    if (id < kFirstUserSyncId) die("%s of an object that %s never initialised", use, init);
+    return id;
+}
+
+}  // namespace
+
+bool attach(Runtime& rt, std::string& err) {
+    dsm::DsmConfig cfg;
+    if (!dsm::dsm_config_from_env(cfg, err)) return false;
+    auto n = dsm::DsmNode::attach(rt, cfg, err);
+    if (!n) return false;
+    g.rt = &rt;
+    g.node = n.release();
+    g.cluster = rt.cluster();
+    g.clusters = rt.clusters();
+    g.threads = rt.threads();
+    // Every cluster registered its handlers: meet before anyone sends (runtime.hpp). The runtime
+    // barrier is of every compute thread, so this cluster's other endpoints join from helpers.
+    std::vector<std::thread> helpers;
+    std::atomic<int> bad{0};
+    for (uint16_t t = 1; t < g.threads; t++)
+        helpers.emplace_back([&, t] { if (rt.endpoint(t).barrier() != RtStatus::kOk) bad++; });
+    if (rt.endpoint(0).barrier() != RtStatus::kOk) bad++;
+    for (auto& h : helpers) h.join();
+    if (bad.load()) {
+        err = "the start-up barrier of the clusters failed: " + rt.endpoint(0).last_error();
+        return false;
+    }
+    g.end_barrier = g.node->alloc_sync_ids(1);  // == 1: the first id after the fence lock
+    g.node->bind_thread(0);  // main is compute thread 0 (the prefix's CLOCK replay uses its endpoint)
+    if (g.cluster != 0) {
+        g.saved_stdout = dup(1);
+        g.devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (g.saved_stdout < 0 || g.devnull < 0) {
+            err = "cannot redirect standard output of cluster " + std::to_string(g.cluster);
+            return false;
+        }
+        quiet(true);
+    }
+    return true;
+}
+
+void finish_report() {
+    fflush(stdout);
+    quiet(false);
+    if (!g.node) return;
+    fprintf(stderr, "%s", g.node->format_counters().c_str());
+    if (g.roi_ns) fprintf(stderr, "dsm cluster %u: roi_us %.1f\n", unsigned(g.cluster), double(g.roi_ns) / 1e3);
+    fflush(stderr);
+}
+
+dsm::DsmNode* node() { return g.node; }
+
+}  // namespace iccs::parmacs
+
+using namespace iccs;
+using iccs::parmacs::g;
+using iccs::parmacs::t_pid;
+
+extern "C" {
+
+void* iccs_pm_malloc(size_t bytes, const char* file, int line) {
+    void* p = parmacs::need_node("G_MALLOC").alloc(bytes, 16);
+    if (!p) parmacs::die("%s:%d: %s", file, line, dsm::DsmNode::error().c_str());
+    return p;
+}
+
+// The shared region is a bump allocator (deterministic across the clusters' replays): freed
+// memory is not reused.
+void iccs_pm_free(void*) {}
+
+void iccs_pm_create(void (*fn)(void), long n) {
+    dsm::DsmNode& nd = parmacs::need_node("CREATE");
+    const long cap = long(g.clusters) * g.threads;
+    if (n < 1 || n > cap)
+        parmacs::die("CREATE(fn, %ld): the run has %u clusters x %u compute threads = %ld; n must be 1..%ld (run with "
+                     "more --clusters or --threads)", n, unsigned(g.clusters), unsigned(g.threads), cap, cap);
+    if (!g.workers.empty()) parmacs::die("CREATE while the threads of an earlier CREATE run (WAIT_FOR_END first)");
+    g.created = n;
+    g.per = (n + g.clusters - 1) / g.clusters;
+    if (!nd.parallel()) parmacs::check(nd.start_parallel(), "CREATE");
+    parmacs::quiet(false);
+    const long mine = parmacs::local_share(n, g.cluster);
+    const long first = long(g.cluster) * g.per;
+    for (long i = 1; i < mine; i++)
+        g.workers.emplace_back([fn, i, first, &nd] {
+            nd.bind_thread(uint16_t(i));
+            t_pid = first + i;
+            fn();
+            nd.unbind_thread();  // a release: this thread's writes go home
+        });
+    if (mine > 0) {
+        t_pid = first;
+        fn();
+        parmacs::check(nd.flush(), "end of the thread function");
+    }
+}
+
+void iccs_pm_wait_for_end(long) {
+    dsm::DsmNode& nd = parmacs::need_node("WAIT_FOR_END");
+    for (auto& w : g.workers) w.join();
+    g.workers.clear();
+    // One barrier of the clusters' main threads: every thread's writes are visible to every
+    // cluster's epilogue (which reads results, e.g. to print them on cluster 0).
+    parmacs::check(nd.barrier(g.end_barrier, 1, g.clusters), "WAIT_FOR_END");
+    t_pid = 0;
+    parmacs::quiet(true);
+}
+
+long iccs_pm_pid(void) { return t_pid < 0 ? 0 : t_pid; }
+
+unsigned long iccs_pm_clock_us(void) {
+    timeval tv;
+    gettimeofday(&tv, nullptr);
+    const unsigned long us = (unsigned long)tv.tv_sec * 1000000ul + (unsigned long)tv.tv_usec;
+    // In the replayed prefix (SPLASH programs read CLOCK before CREATE, often into shared memory)
+    // every cluster takes cluster 0's value, so the prefixes stay identical.
+    if (g.node && !g.node->parallel() && t_pid < 0) return (unsigned long)g.node->replay_value(us);
+    return us;
+}
+
+void iccs_pm_lock_init(iccs_pm_lock_t* l) { l->id = parmacs::sync_id(1, "LOCKINIT"); }
+
+void iccs_pm_alock_init(iccs_pm_lock_t* a, long n) {
+    if (n < 0) parmacs::die("ALOCKINIT(a, %ld): negative count", n);
+    const uint32_t first = parmacs::sync_id(unsigned(n), "ALOCKINIT");
+    for (long i = 0; i < n; i++) a[i].id = first + uint32_t(i);
+}
+
+void iccs_pm_lock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK"); }
+void iccs_pm_unlock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("UNLOCK").unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK"); }
+
+void iccs_pm_bar_init(iccs_pm_barrier_t* b, long) { b->id = parmacs::sync_id(1, "BARINIT"); }
+
+void iccs_pm_barrier(iccs_pm_barrier_t* b, long n) {
+    dsm::DsmNode& nd = parmacs::need_node("BARRIER");
+    if (g.created == 0) parmacs::die("BARRIER before CREATE");
+    if (n < 1 || n > g.created) parmacs::die("BARRIER(b, %ld): n must be 1..%ld (the threads CREATE started)", n, g.created);
+    uint16_t parts = 0;
+    for (uint16_t c = 0; c < g.clusters; c++)
+        if (parmacs::local_share(n, c) > 0) parts++;
+    const long local = parmacs::local_share(n, g.cluster);
+    parmacs::check(nd.barrier(parmacs::user_id(b->id, "BARRIER", "BARINIT"), uint16_t(local), parts), "BARRIER");
+}
+
+void iccs_pm_gs_init(iccs_pm_gs_t* gs) { gs->id = parmacs::sync_id(1, "GSINIT"); }
+
+long iccs_pm_getsub(iccs_pm_gs_t* gs, long last, long nproc) {
+    int64_t s = -1;
+    parmacs::check(parmacs::need_node("GETSUB").getsub(parmacs::user_id(gs->id, "GETSUB", "GSINIT"), last, nproc, s), "GETSUB");
+    return long(s);
+}
+
+void iccs_pm_pause_init(iccs_pm_pause_t* p) { p->id = parmacs::sync_id(1, "PAUSEINIT"); }
+void iccs_pm_pause_set(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("SETPAUSE").flag_set(parmacs::user_id(p->id, "SETPAUSE", "PAUSEINIT")), "SETPAUSE"); }
+void iccs_pm_pause_clear(iccs_pm_pause_t* p) {
+    parmacs::check(parmacs::need_node("CLEARPAUSE").flag_clear(parmacs::user_id(p->id, "CLEARPAUSE", "PAUSEINIT")), "CLEARPAUSE");
+}
+void iccs_pm_pause_wait(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("WAITPAUSE").flag_wait(parmacs::user_id(p->id, "WAITPAUSE", "PAUSEINIT")), "WAITPAUSE"); }
+
+void iccs_pm_cond_init(iccs_pm_cond_t* c) { c->id = parmacs::sync_id(1, "CONDVARINIT"); }
+void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l) {
+    parmacs::check(parmacs::need_node("CONDVARWAIT").cond_wait(parmacs::user_id(c->id, "CONDVARWAIT", "CONDVARINIT"), parmacs::user_id(l->id, "CONDVARWAIT", "LOCKINIT")), "CONDVARWAIT");
+}
+void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all) {
+    parmacs::check(parmacs::need_node("CONDVARSIGNAL").cond_signal(parmacs::user_id(c->id, all ? "CONDVARBCAST" : "CONDVARSIGNAL", "CONDVARINIT"), all != 0), all ? "CONDVARBCAST" : "CONDVARSIGNAL");
+}
+
+void iccs_pm_fence(void) {
+    dsm::DsmNode& nd = parmacs::need_node("FENCE");
+    if (nd.parallel()) parmacs::check(nd.fence(), "FENCE");
+}
+
+void iccs_pm_roi(int begin) {
+    if (begin) g.roi_begin_ns = parmacs::mono_ns();
+    else if (g.roi_begin_ns) g.roi_ns += parmacs::mono_ns() - g.roi_begin_ns;
+}
+
+}  // extern "C"

@@ -1,0 +1,155 @@
+/* parmacs.h: the PARMACS macros of SPLASH-2 / SPLASH-3 programs, mapped onto the iccs DSM and the
+ * cluster runtime (dsm/README.md, "PARMACS"). C and C++. A program written with these macros runs
+ * across clusters with no change to its source:
+ *
+ *     #include "parmacs.h"    (or, the SPLASH way: m4 -Ulen -Uindex parmacs.m4 prog.C > prog.c)
+ *
+ * Rules (release consistency across clusters): data shared between threads comes from G_MALLOC
+ * (globals may hold pointers to it, set before CREATE); a read of data another thread wrote is
+ * ordered by LOCK/UNLOCK, BARRIER, PAUSE or a fence; sync objects are initialised before CREATE
+ * (or by one thread, which then publishes them under a lock); the sequential prefix of main
+ * (before CREATE) is deterministic, because every cluster process replays it.
+ */
+#ifndef ICCS_PARMACS_H
+#define ICCS_PARMACS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sync objects hold a DSM sync id (they live in shared memory or in globals). */
+typedef struct { unsigned int id; } iccs_pm_lock_t;
+typedef struct { unsigned int id; } iccs_pm_barrier_t;
+typedef struct { unsigned int id; } iccs_pm_gs_t;
+typedef struct { unsigned int id; } iccs_pm_pause_t;
+typedef struct { unsigned int id; } iccs_pm_cond_t;
+
+/* Start: the process becomes its cluster (runtime, shared region). End: waits for every cluster,
+ * prints the counters, exits with the run's status. */
+void iccs_pm_init(void);
+void iccs_pm_end(void);
+void* iccs_pm_malloc(size_t bytes, const char* file, int line);
+void iccs_pm_free(void* p);
+void iccs_pm_create(void (*fn)(void), long n);
+void iccs_pm_wait_for_end(long n);
+long iccs_pm_pid(void);
+unsigned long iccs_pm_clock_us(void);
+void iccs_pm_lock_init(iccs_pm_lock_t* l);
+void iccs_pm_alock_init(iccs_pm_lock_t* a, long n);
+void iccs_pm_lock(iccs_pm_lock_t* l);
+void iccs_pm_unlock(iccs_pm_lock_t* l);
+void iccs_pm_bar_init(iccs_pm_barrier_t* b, long n);
+void iccs_pm_barrier(iccs_pm_barrier_t* b, long n);
+void iccs_pm_gs_init(iccs_pm_gs_t* g);
+long iccs_pm_getsub(iccs_pm_gs_t* g, long last, long nproc);
+void iccs_pm_pause_init(iccs_pm_pause_t* p);
+void iccs_pm_pause_set(iccs_pm_pause_t* p);
+void iccs_pm_pause_clear(iccs_pm_pause_t* p);
+void iccs_pm_pause_wait(iccs_pm_pause_t* p);
+void iccs_pm_cond_init(iccs_pm_cond_t* c);
+void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l);
+void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all);
+void iccs_pm_fence(void);
+void iccs_pm_roi(int begin);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- the macros (forms of SPLASH-3's pthread macros) ---------------------------------------- */
+#define MAIN_ENV
+#define ENV
+#define EXTERN_ENV
+#define INCLUDES
+#define MAIN_INITENV(...) iccs_pm_init();
+#define MAIN_END iccs_pm_end();
+
+#define G_MALLOC(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
+#define G_FREE(p) iccs_pm_free(p);
+#define CREATE(fn, n) iccs_pm_create((fn), (long)(n));
+#define WAIT_FOR_END(n) iccs_pm_wait_for_end((long)(n));
+#define GET_PID(pid) (pid) = iccs_pm_pid();
+#define CLOCK(t) (t) = iccs_pm_clock_us();
+
+#define LOCKDEC(l) iccs_pm_lock_t l;
+#define LOCKINIT(l) iccs_pm_lock_init(&(l));
+#define LOCK(l) iccs_pm_lock(&(l));
+#define UNLOCK(l) iccs_pm_unlock(&(l));
+#define ALOCKDEC(a, n) iccs_pm_lock_t a[n];
+#define ALOCKINIT(a, n) iccs_pm_alock_init((a), (long)(n));
+#define ALOCK(a, i) iccs_pm_lock(&(a)[i]);
+#define AULOCK(a, i) iccs_pm_unlock(&(a)[i]);
+#define AGETL(a, i) ((a)[i])
+
+#define BARDEC(b) iccs_pm_barrier_t b;
+#define BARINIT(b, n) iccs_pm_bar_init(&(b), (long)(n));
+#define BARRIER(b, n) iccs_pm_barrier(&(b), (long)(n));
+
+#define GSDEC(g) iccs_pm_gs_t g;
+#define GSINIT(g) iccs_pm_gs_init(&(g));
+#define GETSUB(g, s, last, nproc) (s) = iccs_pm_getsub(&(g), (long)(last), (long)(nproc));
+
+#define PAUSEDEC(p) iccs_pm_pause_t p;
+#define PAUSEINIT(p) iccs_pm_pause_init(&(p));
+#define SETPAUSE(p) iccs_pm_pause_set(&(p));
+#define CLEARPAUSE(p) iccs_pm_pause_clear(&(p));
+#define WAITPAUSE(p) iccs_pm_pause_wait(&(p));
+
+#define CONDVARDEC(c) iccs_pm_cond_t c;
+#define CONDVARINIT(c) iccs_pm_cond_init(&(c));
+#define CONDVARWAIT(c, l) iccs_pm_cond_wait(&(c), &(l));
+#define CONDVARSIGNAL(c) iccs_pm_cond_signal(&(c), 0);
+#define CONDVARBCAST(c) iccs_pm_cond_signal(&(c), 1);
+
+/* A fence is one acquire and release of the DSM's fence lock: a release fence publishes this
+ * cluster's writes, an acquire fence brings every published write. */
+#define RELEASE_FENCE iccs_pm_fence();
+#define ACQUIRE_FENCE iccs_pm_fence();
+#define FULL_FENCE iccs_pm_fence();
+
+#define SPLASH3_ROI_BEGIN iccs_pm_roi(1);
+#define SPLASH3_ROI_END iccs_pm_roi(0);
+
+/* SPLASH-2's NUMA-placement variants: the same objects (placement is the DSM's homes). */
+#define NU_MALLOC(size, node) G_MALLOC(size)
+#define NU_GSDEC(g) GSDEC(g)
+#define NU_GSINIT(g) GSINIT(g)
+#define NU_GETSUB(g, s, last, nproc) GETSUB(g, s, last, nproc)
+#define NLOCKDEC(l, n) LOCKDEC(l)
+#define NLOCKINIT(l) LOCKINIT(l)
+#define NLOCK(l) LOCK(l)
+#define NUNLOCK(l) UNLOCK(l)
+
+/* Tracing and simulator hooks of SPLASH-2/3: nothing to do here. */
+#define MONMINIT(...)
+#define MONMEXIT(...)
+#define NEWPROC
+#define AUG_ON
+#define AUG_OFF
+#define TRACE_ON
+#define TRACE_OFF
+#define REF_TRACE_ON
+#define REF_TRACE_OFF
+#define DYN_TRACE_ON
+#define DYN_TRACE_OFF
+#define DYN_REF_TRACE_ON
+#define DYN_REF_TRACE_OFF
+#define DYN_SIM_ON
+#define DYN_SIM_OFF
+#define DYN_SCHED_ON
+#define DYN_SCHED_OFF
+#define AUG_SET_LOLIMIT(...)
+#define AUG_SET_HILIMIT(...)
+#define BAREXCLUDE(...)
+#define BARINCLUDE(...)
+#define PROBEND(...)
+#define AINIT(...)
+
+#endif /* ICCS_PARMACS_H */

@@ -1,0 +1,24 @@
+// parmacs_attach.hpp: how the PARMACS layer (parmacs.h) binds to a cluster runtime. A real run's
+// MAIN_INITENV calls runtime_from_env() and then attach() (parmacs_main.cpp, the one translation
+// unit that needs the runtime's implementation); tests attach it to a loopback runtime instead
+// (dsm/testing/parmacs_loopback_main.cpp).
+#pragma once
+
+#include <string>
+
+#include "dsm.hpp"
+#include "runtime.hpp"
+
+namespace iccs::parmacs {
+
+// The process becomes cluster rt.cluster() of the PARMACS program: the shared region is mapped
+// (ICCS_DSM_* variables over the defaults), the DSM's handlers registered, every cluster met in a
+// runtime barrier, and standard output of clusters other than 0 suppressed outside the parallel
+// section. false with `err` (one line) on failure.
+bool attach(Runtime& rt, std::string& err);
+// End of this cluster's program: standard output restored, the DSM counters (and the region of
+// interest's time) printed to standard error. The caller then ends the runtime.
+void finish_report();
+dsm::DsmNode* node();
+
+}  // namespace iccs::parmacs

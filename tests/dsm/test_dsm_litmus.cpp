@@ -1,0 +1,266 @@
+// DSM litmus tests over 2 and 3 simulated clusters of 2 threads: lock release -> acquire, barrier,
+// false sharing, flags, condition variables, get-next-index, page sizes, and the counters.
+#include <cstring>
+#include <string>
+
+#include "dsm_machine.hpp"
+
+using namespace dsmtest;
+
+TEST_CASE("dsm: data written before a lock release is seen after the matching acquire", "[dsm-litmus]") {
+    const uint16_t C = GENERATE(2, 3);
+    Machine m(C, 2);
+    // Shared: a counter and 3 pages of data that must always equal it (any stale page shows).
+    constexpr uint64_t kData = 3 * 4096 / 4;
+    uint64_t off_x = 0, off_d = 0;
+    for (auto& n : m.nodes) {  // the sequential prefix, replayed identically by every cluster
+        off_x = uint64_t(static_cast<uint8_t*>(n->alloc(sizeof(uint32_t))) - static_cast<uint8_t*>(n->base()));
+        off_d = uint64_t(static_cast<uint8_t*>(n->alloc(kData * 4, 4096)) - static_cast<uint8_t*>(n->base()));
+    }
+    constexpr int kRounds = 40;
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off_x);
+        auto* d = m.at<uint32_t>(c, off_d);
+        for (int r = 0; r < kRounds; r++) {
+            if (n.lock(7) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+            const uint32_t v = *x;
+            for (uint64_t i = 0; i < kData; i += 97)
+                if (d[i] != v) f.fail("cluster " + std::to_string(c) + " saw d[" + std::to_string(i) + "] = " +
+                                      std::to_string(d[i]) + " after acquiring, counter " + std::to_string(v));
+            for (uint64_t i = 0; i < kData; i++) d[i] = v + 1;
+            *x = v + 1;
+            if (n.unlock(7) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+        }
+        n.barrier(1);
+        const uint32_t total = uint32_t(kRounds) * C * 2;
+        if (*x != total) f.fail("final counter " + std::to_string(*x));
+        // Every cluster reads every data page after the barrier: pages written last by another
+        // cluster were invalidated here and are fetched (so the counters below hold whatever the
+        // interleaving was).
+        for (uint64_t i = 0; i < kData; i++)
+            if (d[i] != total) {
+                f.fail("after the barrier d[" + std::to_string(i) + "] = " + std::to_string(d[i]));
+                break;
+            }
+    });
+    f.check();
+    // The traffic was real: clusters other than a page's home fetched, diffed and invalidated.
+    for (uint16_t c = 0; c < C; c++) {
+        INFO(m.nodes[c]->format_counters());
+        CHECK(m.nodes[c]->counters().page_fetches.load() > 0);
+        CHECK(m.nodes[c]->counters().diffs_sent.load() > 0);
+        CHECK(m.nodes[c]->counters().invalidations.load() > 0);
+        CHECK(m.nodes[c]->counters().lock_acquires.load() == 2 * kRounds);
+        CHECK(m.nodes[c]->format_counters().find("page_fetches") != std::string::npos);
+    }
+}
+
+TEST_CASE("dsm: message passing through a lock (writer on one cluster, readers on the others)", "[dsm-litmus]") {
+    const uint16_t C = GENERATE(2, 3);
+    Machine m(C, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(5 * 4096, 4096)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* data = m.at<uint64_t>(c, off);          // 4 pages of data
+        auto* flag = m.at<uint64_t>(c, off + 4 * 4096);  // its own page
+        if (c == C - 1 && t == 1) {
+            for (uint64_t i = 0; i < 4 * 512; i++) data[i] = i * 2654435761u;
+            n.lock(3);
+            *flag = 1;
+            n.unlock(3);
+            return;
+        }
+        for (;;) {
+            n.lock(3);
+            const uint64_t fl = *flag;
+            if (fl) {
+                for (uint64_t i = 0; i < 4 * 512; i++)
+                    if (data[i] != i * 2654435761u) {
+                        f.fail("cluster " + std::to_string(c) + " read data[" + std::to_string(i) + "] stale after the flag");
+                        break;
+                    }
+            }
+            n.unlock(3);
+            if (fl) break;
+        }
+    });
+    f.check();
+}
+
+TEST_CASE("dsm: data written before a barrier is seen by every thread after it", "[dsm-litmus]") {
+    const uint16_t C = GENERATE(2, 3);
+    const uint32_t page = GENERATE(4096u, 16384u);
+    const HomePolicy home = GENERATE(HomePolicy::kRoundRobin, HomePolicy::kBlock);
+    DsmConfig cfg = test_config(page);
+    cfg.home = home;
+    Machine m(C, 2, cfg);
+    const int P = C * 2;
+    // One slot per thread, 1000 words each, so slots straddle pages.
+    constexpr int kWords = 1000;
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(uint64_t(P) * kWords * 4)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* a = m.at<uint32_t>(c, off);
+        const int me = c * 2 + t;
+        for (uint32_t phase = 1; phase <= 6; phase++) {
+            for (int i = 0; i < kWords; i++) a[me * kWords + i] = phase * 100000 + uint32_t(me) * 1000 + uint32_t(i);
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            for (int j = 0; j < P; j++)
+                for (int i = 0; i < kWords; i += 7)
+                    if (a[j * kWords + i] != phase * 100000 + uint32_t(j) * 1000 + uint32_t(i)) {
+                        f.fail("phase " + std::to_string(phase) + ": thread " + std::to_string(me) + " saw slot " +
+                               std::to_string(j) + " word " + std::to_string(i) + " = " + std::to_string(a[j * kWords + i]));
+                        j = P;
+                        break;
+                    }
+            n.barrier(2);  // nobody overwrites a slot while another thread still checks it
+        }
+    });
+    f.check();
+    for (auto& n : m.nodes) CHECK(n->counters().barriers.load() == 2 * 6 * 2);
+    // With 4 KiB pages round-robin spreads the slots' 4+ pages over every cluster: each fetched some.
+    if (home == HomePolicy::kRoundRobin && page == 4096)
+        for (auto& n : m.nodes) CHECK(n->counters().page_fetches.load() > 0);
+}
+
+TEST_CASE("dsm: false sharing (clusters write different words of one page between barriers) loses no write",
+          "[dsm-litmus]") {
+    const uint16_t C = GENERATE(2, 3);
+    Machine m(C, 2);
+    const uint32_t P = C * 2;
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(4096, 4096)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* w = m.at<uint32_t>(c, off);  // 1024 words of one page, word i belongs to thread i mod P
+        const uint32_t me = c * 2 + t;
+        for (uint32_t round = 1; round <= 8; round++) {
+            for (uint32_t i = me; i < 1024; i += P) w[i] = round * 10000 + i;
+            n.barrier(4);
+            for (uint32_t i = 0; i < 1024; i++)
+                if (w[i] != round * 10000 + i) {
+                    f.fail("round " + std::to_string(round) + ": word " + std::to_string(i) + " = " + std::to_string(w[i]) +
+                           " at cluster " + std::to_string(c));
+                    break;
+                }
+            n.barrier(4);
+        }
+    });
+    f.check();
+    // Every non-home cluster sent diffs of that page.
+    uint64_t diffs = 0;
+    for (auto& n : m.nodes) diffs += n->counters().diffs_sent.load();
+    CHECK(diffs >= uint64_t(C - 1) * 8);
+}
+
+TEST_CASE("dsm: flags (PAUSE) and condition variables order data across clusters", "[dsm-litmus]") {
+    Machine m(3, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(3 * 4096, 4096)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* data = m.at<uint32_t>(c, off);
+        auto* q = m.at<uint32_t>(c, off + 8192);  // q[0] items queued, q[1] items taken, q[2 + k] item k
+        if (c == 2 && t == 0) {
+            for (int i = 0; i < 2048; i++) data[i] = uint32_t(i) ^ 0x5a5a5a5au;
+            if (n.flag_set(20) != DsmStatus::kOk) f.fail("flag_set: " + DsmNode::error());
+        } else {
+            if (n.flag_wait(20) != DsmStatus::kOk) f.fail("flag_wait: " + DsmNode::error());
+            for (int i = 0; i < 2048; i++)
+                if (data[i] != (uint32_t(i) ^ 0x5a5a5a5au)) {
+                    f.fail("stale data after WAITPAUSE at cluster " + std::to_string(c));
+                    break;
+                }
+        }
+        n.barrier(21);
+        // Producer/consumer: thread (0,0) produces 5 items per consumer, the 5 others consume.
+        if (c == 0 && t == 0) {
+            for (uint32_t k = 0; k < 25; k++) {
+                n.lock(22);
+                q[2 + q[0]] = 1000 + q[0];
+                q[0]++;
+                n.cond_signal(23, false);
+                n.unlock(22);
+            }
+        } else {
+            for (int k = 0; k < 5; k++) {
+                n.lock(22);
+                while (q[1] == q[0]) n.cond_wait(23, 22);
+                const uint32_t item = q[2 + q[1]];
+                if (item != 1000 + q[1]) f.fail("consumer at cluster " + std::to_string(c) + " took a stale item");
+                q[1]++;
+                n.unlock(22);
+            }
+        }
+        n.barrier(21);
+        if (q[0] != 25 || q[1] != 25) f.fail("queue ends at " + std::to_string(q[0]) + "/" + std::to_string(q[1]));
+    });
+    f.check();
+}
+
+TEST_CASE("dsm: GETSUB hands out 0..last once across clusters, then -1, and resets for reuse", "[dsm-litmus]") {
+    Machine m(2, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(4 * 200 * 4, 4096)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* got = m.at<uint32_t>(c, off);  // [round][index] -> taken count (per thread slot)
+        const int me = c * 2 + t;
+        for (int round = 0; round < 2; round++) {
+            for (;;) {
+                int64_t s = 0;
+                if (n.getsub(30, 99, 4, s) != DsmStatus::kOk) f.fail("getsub: " + DsmNode::error());
+                if (s == -1) break;
+                if (s < 0 || s > 99) f.fail("getsub gave " + std::to_string(s));
+                else got[(round * 4 + me) * 100 + s] += 1;  // only this thread writes its slots
+            }
+            n.barrier(31);
+            if (me == 0)
+                for (int i = 0; i < 100; i++) {
+                    uint32_t sum = 0;
+                    for (int p = 0; p < 4; p++) sum += got[(round * 4 + p) * 100 + i];
+                    if (sum != 1) f.fail("round " + std::to_string(round) + ": index " + std::to_string(i) + " handed out " +
+                                         std::to_string(sum) + " times");
+                }
+            n.barrier(31);
+        }
+    });
+    f.check();
+}
+
+TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]") {
+    Machine m(2, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(8192, 4096)) - static_cast<uint8_t*>(n->base()));
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* data = m.at<volatile uint32_t>(c, off);
+        auto* flag = m.at<volatile uint32_t>(c, off + 4096);
+        if (c == 0 && t == 0) {
+            for (int i = 0; i < 512; i++) data[i] = 77 + uint32_t(i);
+            n.fence();  // RELEASE_FENCE
+            *flag = 1;
+            n.fence();
+        } else if (c == 1) {
+            for (int spins = 0; *flag == 0; spins++) {
+                n.fence();  // ACQUIRE_FENCE: without it the stale copy of the flag's page would spin forever
+                if (spins > 200000) {
+                    f.fail("flag never seen");
+                    break;
+                }
+            }
+            // The flag's value can be seen (at its home, or fetched) before this thread acquired the
+            // writer's notices of the data: one more acquire after seeing it.
+            n.fence();
+            for (int i = 0; i < 512; i++)
+                if (data[i] != 77 + uint32_t(i)) {
+                    f.fail("data stale after the flag");
+                    break;
+                }
+        }
+    });
+    f.check();
+}
