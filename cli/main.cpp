@@ -9,6 +9,7 @@
 
 #include "args.hpp"
 #include "bench_compare.hpp"
+#include "bench_dsm.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "bench_stripe.hpp"
@@ -60,6 +61,7 @@ int cmd_bench(int argc, char** argv) {
             "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
             "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
+            "       iccs bench dsm [--rounds N] [--runs N] [--json]\n"
             "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
             "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
             "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
@@ -88,6 +90,17 @@ int cmd_bench(int argc, char** argv) {
             "           msgs_per_s_round_robin, msgs_per_s_least_loaded, slowed_msgs_per_s_round_robin,\n"
             "           slowed_msgs_per_s_least_loaded, slowed_share_round_robin, slowed_share_least_loaded\n"
             "           (proxy 1 slowed: rate and the share it got), functional_only.\n"
+            "  dsm      the DSM's costs between 2 cluster processes (1 compute thread each) started by the\n"
+            "           runtime's launcher, over the iccs transport (1 proxy per cluster, memif) and over\n"
+            "           direct (shared memory, no proxy) in the same command: page fetch round trip (fault\n"
+            "           to data), release of one fully written 4 KiB page (diff to its home, acked), lock\n"
+            "           acquire+release of a lock homed at the other cluster, 2-cluster barrier; median and\n"
+            "           p99 of --rounds N (default 400, 10..100000) each, and the ratio iccs/direct of the\n"
+            "           medians; --runs N (default 3, 1..20) runs per transport, interleaved iccs, direct,\n"
+            "           iccs, ..., each figure the median of the runs'. States the host's cores and whether\n"
+            "           threads are oversubscribed. JSON: runs, cores,\n"
+            "           oversubscribed, and fetch, diff, lock, barrier, each with iccs_median_us,\n"
+            "           iccs_p99_us, direct_median_us, direct_p99_us, samples (of all runs), ratio_iccs_direct.\n"
             "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
             "           measured in the same run; prints both and their ratio.\n"
@@ -192,7 +205,26 @@ int cmd_bench(int argc, char** argv) {
         check_pcap(o.pcap_dir, o.fabric);
         return iccs::bench_stripe(o);
     }
-    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare)");
+    if (which == "dsm") {
+        iccs::BenchDsmOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--rounds") {
+                o.rounds = static_cast<uint32_t>(parse_u64(a, v, 10, 100'000));
+                ++i;
+            } else if (a == "--runs") {
+                o.runs = static_cast<uint32_t>(parse_u64(a, v, 1, 20));
+                ++i;
+            } else if (a == "--json") {
+                o.json = true;
+            } else {
+                usage_error("unknown option '" + a + "' for bench dsm (see iccs bench --help)");
+            }
+        }
+        return iccs::bench_dsm(o);
+    }
+    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare, dsm)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

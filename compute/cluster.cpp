@@ -1260,7 +1260,7 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     sa.sa_handler = forward_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-    int failures = 0;
+    int failures = 0, first_status = 0;
     size_t left = g_children.size();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     bool timed_out = false, stopping = false;
@@ -1288,8 +1288,15 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
                     continue;
                 }
                 ++failures;
+                // Name the cluster and what ended it; the run's status is the first failing
+                // cluster's own (a program's exit(3) makes `iccs run` exit 3; a signal, 128 + it).
                 if (WIFSIGNALED(status))
-                    std::fprintf(stderr, "iccs: cluster %zu died of signal %d\n", i, WTERMSIG(status));
+                    std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)\n", i, WTERMSIG(status),
+                                 strsignal(WTERMSIG(status)));
+                else if (WIFEXITED(status))
+                    std::fprintf(stderr, "iccs: cluster %zu exited with status %d\n", i, WEXITSTATUS(status));
+                if (first_status == 0)
+                    first_status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
                 // The others find out through their proxies (peer time-out) and report it; give
                 // them that long, then stop them.
                 if (!stopping && grace_until == std::chrono::steady_clock::time_point{})
@@ -1318,7 +1325,8 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     if (afp) afp_fabric_down(plan);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    return failures == 0 && !timed_out ? 0 : 1;
+    if (failures == 0 && !timed_out) return 0;
+    return first_status != 0 ? first_status : 1;
 }
 
 }  // namespace iccs

@@ -9,11 +9,13 @@
 // thread, or the service thread) uses the module. Messages between endpoints of one cluster do
 // not touch the proxies: a locked inbox per endpoint.
 #include <rte_ring.h>
+#include <rte_telemetry.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include "rt_core.hpp"
@@ -66,8 +68,36 @@ class IccsEp final : public RtEp {
     bool delivering_ = false;
 };
 
+// Counters of the layers above (Runtime::serve_counters), by telemetry command.
+std::mutex g_layer_mu;
+std::map<std::string, std::function<Runtime::CounterPairs()>>* g_layers = nullptr;  // never freed: telemetry may ask late
+
+int tel_layer_counters(const char* cmd, const char*, rte_tel_data* d) {
+    std::function<Runtime::CounterPairs()> read;
+    {
+        std::lock_guard<std::mutex> lk(g_layer_mu);
+        if (g_layers == nullptr) return -1;
+        auto it = g_layers->find(cmd);
+        if (it == g_layers->end()) return -1;
+        read = it->second;
+    }
+    rte_tel_data_start_dict(d);
+    for (const auto& [k, v] : read()) rte_tel_data_add_dict_u64(d, k.c_str(), v);
+    return 0;
+}
+
 class IccsCore final : public RtCore {
    public:
+    bool serve_counters(const std::string& name, std::function<Runtime::CounterPairs()> read) override {
+        const std::string cmd = "/iccs/" + name;
+        std::lock_guard<std::mutex> lk(g_layer_mu);
+        if (g_layers == nullptr) g_layers = new std::map<std::string, std::function<Runtime::CounterPairs()>>();
+        const bool fresh = g_layers->find(cmd) == g_layers->end();
+        (*g_layers)[cmd] = std::move(read);
+        // The EAL of this cluster is up (start() returned): its telemetry serves the command.
+        return !fresh || rte_telemetry_register_cmd(cmd.c_str(), tel_layer_counters,
+                                                    "Counters of a layer over the runtime (e.g. the DSM). No parameters") == 0;
+    }
     IccsCore(const RtSpec& spec) : RtCore(spec.cluster, spec.clusters, spec.threads, RtTransport::kIccs), plan_(spec.plan) {
         quiet_ = spec.quiet;
         for (uint16_t l = 0; l <= threads_; ++l) eps_.push_back(std::make_unique<IccsEp>(*this, l));

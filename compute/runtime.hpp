@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace iccs {
@@ -143,6 +144,18 @@ public:
 
     // Compute thread t's endpoint (0 <= t < threads()).
     virtual RtEndpoint& endpoint(uint16_t t) = 0;
+
+    // Counters of a layer above the runtime (the DSM's), served while the program runs as the
+    // proxies' are: over `iccs`, DPDK telemetry command /iccs/<name> answers a dict of the pairs
+    // `read` returns (called on the telemetry control thread: read without tearing, e.g. relaxed
+    // atomics; `read` must stay callable until the process ends). False where the transport has
+    // no telemetry (direct, delay: no EAL): the caller publishes them another way.
+    using CounterPairs = std::vector<std::pair<std::string, uint64_t>>;
+    virtual bool serve_counters(const std::string& name, std::function<CounterPairs()> read) {
+        (void)name;
+        (void)read;
+        return false;
+    }
 };
 
 // A process started by `./iccs run PATH` (ICCS_* variables), or by mpirun / srun (rank and size

@@ -161,6 +161,15 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
             return false;
         }
     }
+    if (const char* s = getenv("ICCS_DSM_GETSUB")) {
+        const std::string g = s;
+        if (g == "ordered") cfg.getsub_orders = true;
+        else if (g == "counter") cfg.getsub_orders = false;
+        else {
+            err = "ICCS_DSM_GETSUB=" + g + ": allowed values are ordered, counter";
+            return false;
+        }
+    }
     if (!dsm_config_check(cfg, err)) {
         err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";
         return false;
@@ -388,6 +397,17 @@ VC DsmNode::Impl::decode_vc(Rd& r) {
 VC DsmNode::Impl::snapshot_vc() {
     std::lock_guard<std::mutex> k(know_mu);
     return vc;
+}
+
+VC DsmNode::Impl::from_for_home(uint16_t home, VC from, const VC& to) {
+    std::lock_guard<std::mutex> k(know_mu);
+    for (size_t c = 0; c < from.size(); c++) from[c] = std::min(std::max(from[c], home_has[home][c]), to[c]);
+    return from;
+}
+
+void DsmNode::Impl::home_holds(uint16_t home, const VC& v) {
+    std::lock_guard<std::mutex> k(know_mu);
+    for (size_t c = 0; c < v.size(); c++) home_has[home][c] = std::max(home_has[home][c], v[c]);
 }
 
 void DsmNode::Impl::encode_intervals(Wr& w, const VC& from, const VC& to) {
@@ -703,6 +723,8 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& cfg, std:
     I.pages.reset(new Page[I.npages]);
     I.vc.assign(n->clusters_, 0);
     I.store.resize(n->clusters_);
+    I.home_has.assign(n->clusters_, VC(n->clusters_, 0));
+    for (uint16_t c = 0; c < n->clusters_; c++) I.home_has[c][c] = UINT32_MAX;  // its own intervals
     {
         std::lock_guard<std::mutex> g(g_reg_mu);
         for (int i = 0; i < kMaxNodes; i++)
@@ -870,17 +892,43 @@ std::string DsmNode::format_counters() const {
     char buf[1400];
     auto L = [](const std::atomic<uint64_t>& a) { return static_cast<unsigned long long>(a.load()); };
     const double fetch_us = ctr_.page_fetches.load() ? double(ctr_.page_fetch_ns.load()) / 1e3 / double(ctr_.page_fetches.load()) : 0;
+    // One block a cluster, "name value" pairs (the names of DsmCounters): the caller writes it in
+    // one piece so the blocks of clusters sharing a terminal do not interleave.
     snprintf(buf, sizeof buf,
-             "dsm cluster %u: read_faults %llu write_faults %llu page_fetches %llu (mean %.1f us) diffs_sent %llu "
-             "diff_bytes %llu diffs_applied %llu invalidations %llu intervals %llu notices_received %llu\n"
-             "dsm cluster %u: lock_acquires %llu lock_wait_us %.1f barriers %llu barrier_wait_us %.1f getsubs %llu "
-             "remote_allocs %llu shared_used_bytes %llu\n",
+             "dsm cluster %u:\n"
+             "  read_faults %llu  write_faults %llu  page_fetches %llu  page_fetch_mean_us %.1f\n"
+             "  diffs_sent %llu  diff_bytes %llu  diffs_applied %llu  invalidations %llu  intervals %llu  "
+             "notices_received %llu\n"
+             "  lock_acquires %llu  lock_wait_us %.1f  barriers %llu  barrier_wait_us %.1f  getsubs %llu  "
+             "remote_allocs %llu  shared_used_bytes %llu\n",
              unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
              L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
-             L(ctr_.write_notices_received), unsigned(cluster_), L(ctr_.lock_acquires),
+             L(ctr_.write_notices_received), L(ctr_.lock_acquires),
              double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.barriers), double(ctr_.barrier_wait_ns.load()) / 1e3,
              L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()));
     return buf;
+}
+
+std::vector<std::pair<std::string, uint64_t>> DsmNode::counter_pairs() const {
+    const DsmCounters& c = ctr_;
+    return {{"cluster", cluster_},
+            {"read_faults", c.read_faults.load()},
+            {"write_faults", c.write_faults.load()},
+            {"page_fetches", c.page_fetches.load()},
+            {"page_fetch_ns", c.page_fetch_ns.load()},
+            {"diffs_sent", c.diffs_sent.load()},
+            {"diff_bytes", c.diff_bytes.load()},
+            {"diffs_applied", c.diffs_applied.load()},
+            {"invalidations", c.invalidations.load()},
+            {"intervals", c.intervals.load()},
+            {"notices_received", c.write_notices_received.load()},
+            {"lock_acquires", c.lock_acquires.load()},
+            {"lock_wait_ns", c.lock_wait_ns.load()},
+            {"barriers", c.barriers.load()},
+            {"barrier_wait_ns", c.barrier_wait_ns.load()},
+            {"getsubs", c.getsubs.load()},
+            {"remote_allocs", c.remote_allocs.load()},
+            {"shared_used_bytes", used_.load()}};
 }
 
 }  // namespace iccs::dsm

@@ -49,6 +49,10 @@ struct DsmConfig {
     HomePolicy home = HomePolicy::kRoundRobin;
     uint32_t max_sync_ids = 65536;            // ids of locks, barriers, counters, flags: 0 .. max-1
     uint16_t handler_base = 100;              // runtime handler ids handler_base .. +kDsmHandlers-1
+    // GETSUB as SPLASH-2's macros build it (a lock around the counter): an acquire and a release,
+    // so data written before one caller's GETSUB is seen by the caller of a later index. false:
+    // a bare counter at the home (one request, orders no data).
+    bool getsub_orders = true;
 };
 inline constexpr uint16_t kDsmHandlers = 16;
 
@@ -122,6 +126,8 @@ public:
     // of them exchanges write notices with the barrier's home.
     DsmStatus barrier(uint32_t id, uint16_t local = 0, uint16_t clusters = 0);
     // Get-next-index: s = 0, 1, ..., last, then -1; after `nproc` callers saw -1 it starts again.
+    // With config().getsub_orders (the default) it runs under the lock of the same id (acquire,
+    // take the index, release), as SPLASH-2's GETSUB does under its lock.
     DsmStatus getsub(uint32_t id, int64_t last, int64_t nproc, int64_t& s);
     // A flag event on sync id `id` (set/clear under the id's lock: set is a release, wait an acquire).
     DsmStatus flag_set(uint32_t id);
@@ -146,8 +152,10 @@ public:
     static const std::string& error();
 
     DsmCounters& counters() { return ctr_; }
-    // Counters as "name value" lines (prefixed with the cluster), for the end of a run.
+    // Counters as one block ("dsm cluster C:" and indented "name value" pairs), for the end of a run.
     std::string format_counters() const;
+    // The same counters as (name, value) pairs, times in ns (telemetry /iccs/dsm, the live file).
+    std::vector<std::pair<std::string, uint64_t>> counter_pairs() const;
 
     struct Impl;  // protocol state (dsm.cpp, dsm_sync.cpp)
 

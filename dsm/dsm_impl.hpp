@@ -143,6 +143,13 @@ struct DsmNode::Impl {
     std::mutex know_mu;  // vc and store
     VC vc;
     std::vector<std::map<uint32_t, std::vector<uint32_t>>> store;  // [cluster][interval] -> pages
+    // [home cluster]: intervals that cluster's store is known to hold (its own always; others from
+    // the VCs of its replies: a grant's lock time, a barrier's merged time, an acked release). A
+    // release or barrier arrival to that home leaves them out: without it the first use of a
+    // sync object late in a run (WAIT_FOR_END's barrier) would carry the run's whole history and
+    // outgrow max_message(). One-way releases do not count (another endpoint's message to the
+    // same home may overtake them).
+    std::vector<VC> home_has;
 
     std::mutex held_mu;
     std::unordered_map<uint32_t, VC> held;  // locks this cluster holds: the lock's knowledge at grant
@@ -187,6 +194,9 @@ struct DsmNode::Impl {
     // stores the intervals read from r (no invalidation)
     bool store_intervals(Rd& r);
     VC snapshot_vc();
+    // `from` raised to what `home` is known to hold (never beyond `to`); and learning what it holds.
+    VC from_for_home(uint16_t home, VC from, const VC& to);
+    void home_holds(uint16_t home, const VC& v);
     void lock_coh(RtEndpoint& ep);
     DsmStatus release(uint32_t id, bool wait);  // dsm_sync.cpp
     void register_handlers();

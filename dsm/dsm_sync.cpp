@@ -204,6 +204,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
     Rd r(reply.data(), reply.size());
     VC lock_vc = I.decode_vc(r);
     if (!I.apply(lock_vc, r, ep)) return DsmStatus::kRuntime;
+    I.home_holds(I.home_of_sync(id), lock_vc);  // the grant came from the home's store
     {
         std::lock_guard<std::mutex> g(I.held_mu);
         I.held[id] = std::move(lock_vc);
@@ -238,8 +239,9 @@ DsmStatus DsmNode::Impl::release(uint32_t id, bool wait) {
     Wr w;
     w.put<uint32_t>(id);
     const VC mine = I.snapshot_vc();
+    const uint16_t home = I.home_of_sync(id);
     I.encode_vc(w, mine);
-    I.encode_intervals(w, at_grant, mine);
+    I.encode_intervals(w, I.from_for_home(home, at_grant, mine), mine);
     const RtBytes msg{w.b.data(), uint32_t(w.b.size())};
     std::vector<uint8_t> ack;
     const RtStatus st = wait ? ep.request(I.service(I.home_of_sync(id)), I.h(kHLockRel), msg, {}, ack)
@@ -248,6 +250,7 @@ DsmStatus DsmNode::Impl::release(uint32_t id, bool wait) {
         set_error("UNLOCK " + std::to_string(id) + ": message to its home cluster failed: " + ep.last_error());
         return DsmStatus::kRuntime;
     }
+    if (wait) I.home_holds(home, mine);  // acked: stored at the home
     return DsmStatus::kOk;
 }
 
@@ -282,7 +285,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         I.encode_vc(w, mine);
         VC from = b->last;
         for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], mine[c]);
-        I.encode_intervals(w, from, mine);
+        I.encode_intervals(w, I.from_for_home(I.home_of_sync(id), from, mine), mine);
         std::vector<uint8_t> reply;
         if (st == DsmStatus::kOk &&
             ep.request(I.service(I.home_of_sync(id)), I.h(kHBarrier), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
@@ -294,6 +297,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             Rd r(reply.data(), reply.size());
             VC merged = I.decode_vc(r);
             if (!I.apply(merged, r, ep)) st = DsmStatus::kRuntime;
+            I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);
         }
         b->gen.fetch_add(1, std::memory_order_release);
@@ -314,6 +318,10 @@ DsmStatus DsmNode::getsub(uint32_t id, int64_t last, int64_t nproc, int64_t& s) 
     w.put<int64_t>(last);
     w.put<int64_t>(nproc);
     std::vector<uint8_t> reply;
+    // Ordered: the id's lock (same home) around the request, so the indices are handed out in the
+    // lock's FIFO order and each taker acquires what the earlier takers released.
+    if (cfg_.getsub_orders)
+        if (const DsmStatus st = lock(id); st != DsmStatus::kOk) return st;
     if (ep.request(I.service(I.home_of_sync(id)), I.h(kHGetsub), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
             RtStatus::kOk ||
         reply.size() != 8) {
@@ -321,6 +329,8 @@ DsmStatus DsmNode::getsub(uint32_t id, int64_t last, int64_t nproc, int64_t& s) 
         return DsmStatus::kRuntime;
     }
     std::memcpy(&s, reply.data(), 8);
+    if (cfg_.getsub_orders)
+        if (const DsmStatus st = unlock(id); st != DsmStatus::kOk) return st;
     ctr_.getsubs.fetch_add(1, std::memory_order_relaxed);
     return DsmStatus::kOk;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
@@ -30,6 +31,7 @@ struct State {
     std::vector<std::thread> workers;
     uint32_t end_barrier = 0;
     uint64_t roi_begin_ns = 0, roi_ns = 0;
+    std::thread::id main_thread;
 };
 State g;
 thread_local long t_pid = -1;
@@ -94,6 +96,36 @@ uint32_t user_id(uint32_t id, const char* use, const char* init) {
     return id;
 }
 
+// Under our launcher only (its run directory exists and is removed at the end of the run).
+void start_counters_file(Runtime& rt) {
+    const char* run = getenv("ICCS_RUN_ID");
+    if (run == nullptr || *run == '\0') return;
+    const std::string dir = std::string("/tmp/iccs-") + run;
+    if (access(dir.c_str(), W_OK) != 0) return;
+    const std::string path = dir + "/dsm-c" + std::to_string(rt.cluster()) + ".json";
+    const RtTransport t = rt.transport();
+    const std::string transport = t == RtTransport::kIccs ? "iccs" : t == RtTransport::kDirect ? "direct" : "delay";
+    dsm::DsmNode* node = g.node;
+    const long pid = long(getpid());
+    std::thread([path, transport, node, pid, run = std::string(run)] {
+        const std::string tmp = path + ".tmp";
+        for (;;) {
+            std::string j = "{\"run\": \"" + run + "\", \"pid\": " + std::to_string(pid) + ", \"transport\": \"" +
+                            transport + "\"";
+            for (const auto& [k, v] : node->counter_pairs()) j += ", \"" + k + "\": " + std::to_string(v);
+            j += "}\n";
+            if (FILE* f = fopen(tmp.c_str(), "w")) {
+                fputs(j.c_str(), f);
+                fclose(f);
+                if (rename(tmp.c_str(), path.c_str()) != 0) return;  // the run directory is gone
+            } else {
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+    }).detach();
+}
+
 }  // namespace
 
 bool attach(Runtime& rt, std::string& err) {
@@ -118,6 +150,12 @@ bool attach(Runtime& rt, std::string& err) {
         err = "the start-up barrier of the clusters failed: " + rt.endpoint(0).last_error();
         return false;
     }
+    // Counters served while the program runs: over DPDK telemetry (/iccs/dsm) where the runtime
+    // has it (iccs); else (direct, delay) a file the launcher's run directory holds,
+    // /tmp/iccs-<run>/dsm-c<cluster>.json, rewritten every second, which `iccs stat` reads.
+    dsm::DsmNode* node = g.node;
+    if (!rt.serve_counters("dsm", [node] { return node->counter_pairs(); })) start_counters_file(rt);
+    g.main_thread = std::this_thread::get_id();
     g.end_barrier = g.node->alloc_sync_ids(1);  // == 1: the first id after the fence lock
     g.node->bind_thread(0);  // main is compute thread 0 (the prefix's CLOCK replay uses its endpoint)
     if (g.cluster != 0) {
@@ -136,12 +174,20 @@ void finish_report() {
     fflush(stdout);
     quiet(false);
     if (!g.node) return;
-    fprintf(stderr, "%s", g.node->format_counters().c_str());
-    if (g.roi_ns) fprintf(stderr, "dsm cluster %u: roi_us %.1f\n", unsigned(g.cluster), double(g.roi_ns) / 1e3);
+    std::string block = g.node->format_counters();
+    if (g.roi_ns) {
+        char roi[64];
+        snprintf(roi, sizeof roi, "  roi_us %.1f\n", double(g.roi_ns) / 1e3);
+        block += roi;
+    }
+    // One write: the block of each cluster stays whole on a terminal the clusters share.
     fflush(stderr);
+    (void)!write(2, block.data(), block.size());
 }
 
 dsm::DsmNode* node() { return g.node; }
+
+bool quiescent_main() { return g.workers.empty() && std::this_thread::get_id() == g.main_thread; }
 
 }  // namespace iccs::parmacs
 

@@ -20,5 +20,8 @@ bool attach(Runtime& rt, std::string& err);
 // interest's time) printed to standard error. The caller then ends the runtime.
 void finish_report();
 dsm::DsmNode* node();
+// True when the calling thread is main and no thread of CREATE is running: the program may end
+// the run collectively from here (an exit() after WAIT_FOR_END or before CREATE, in every cluster).
+bool quiescent_main();
 
 }  // namespace iccs::parmacs

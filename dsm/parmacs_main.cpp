@@ -10,7 +10,26 @@
 
 namespace {
 std::unique_ptr<iccs::Runtime> g_rt;
+
+// A program that ends with exit(status) instead of MAIN_END (SPLASH applications exit(1) on a
+// wrong answer, after WAIT_FOR_END, in every cluster): end the run as MAIN_END would (counters,
+// the runtime's collective finish, so a cluster still reading results in its epilogue keeps its
+// peers' services), then let exit() go on with the program's own status. exit() from a thread of
+// CREATE, or while they run, cannot meet the other clusters: leave at once with the status (the
+// others see this cluster down and fail).
+void exit_without_main_end(int status, void*) {
+    if (!g_rt) return;  // MAIN_END already ended the runtime
+    if (!iccs::parmacs::quiescent_main()) {
+        fprintf(stderr, "iccs parmacs (cluster %u): exit(%d) while the threads of CREATE run: the other clusters "
+                        "cannot be met; leaving now\n", unsigned(g_rt->cluster()), status);
+        fflush(nullptr);
+        _exit(status);
+    }
+    iccs::parmacs::finish_report();
+    iccs::runtime_finish(std::move(g_rt), status == 0);
+    fflush(nullptr);
 }
+}  // namespace
 
 extern "C" void iccs_pm_init(void) {
     std::string err;
@@ -23,6 +42,7 @@ extern "C" void iccs_pm_init(void) {
         fprintf(stderr, "iccs parmacs (cluster %u): %s\n", unsigned(g_rt->cluster()), err.c_str());
         exit(1);
     }
+    on_exit(exit_without_main_end, nullptr);  // glibc: the handler gets exit()'s status
 }
 
 extern "C" void iccs_pm_end(void) {

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""iccs_stat.py: the proxy counters of every running iccs cluster, as one table (`./iccs stat`).
+"""iccs_stat.py: the proxy counters of every running iccs cluster, as one table (`./iccs stat`),
+and the DSM counters of running PARMACS programs (telemetry /iccs/dsm over the iccs transport; the
+file /tmp/iccs-<run>/dsm-c<cluster>.json over direct and delay, which have no EAL).
 
 Each cluster is a process with its own DPDK EAL, file prefix `iccs-<run>-c<cluster>`, and so its
 own telemetry socket `<runtime dir>/dpdk_telemetry.v2` (DESIGN.md §6, §8). This asks every live
@@ -197,6 +199,10 @@ def read_cluster(base, prefix):
                     raise TelemetryError(f"{path}: /iccs/proxy/stats,{n} answered {stats!r}")
                 stats.setdefault("proxy", n)
                 cl["proxies"].append(derive(stats))
+            # A PARMACS program's DSM counters (dsm/README.md), when the cluster runs one.
+            dsm = tel.query("/iccs/dsm")
+            if isinstance(dsm, dict):
+                cl["dsm"] = dict(dsm, run=cl["run"], transport="iccs")
     except Stale:
         raise
     except TelemetryError as e:
@@ -243,6 +249,47 @@ def collect(base, only_prefix, verbose, log):
             errors.append(f"{prefix}: {cl['error']}")
         clusters.append(cl)
     return clusters, errors
+
+
+DSM_FILE_GLOB = "/tmp/iccs-*/dsm-c*.json"
+DSM_COLUMNS = [
+    ("read flt", lambda d: d.get("read_faults", 0), "int"),
+    ("write flt", lambda d: d.get("write_faults", 0), "int"),
+    ("fetches", lambda d: d.get("page_fetches", 0), "int"),
+    ("fetch us", lambda d: d["page_fetch_ns"] / d["page_fetches"] / 1e3 if d.get("page_fetches") else None, "float"),
+    ("diffs", lambda d: d.get("diffs_sent", 0), "int"),
+    ("diff MB", lambda d: d.get("diff_bytes", 0) / 1e6, "mb"),
+    ("invals", lambda d: d.get("invalidations", 0), "int"),
+    ("locks", lambda d: d.get("lock_acquires", 0), "int"),
+    ("lock wait ms", lambda d: d.get("lock_wait_ns", 0) / 1e6, "float"),
+    ("barriers", lambda d: d.get("barriers", 0), "int"),
+    ("bar wait ms", lambda d: d.get("barrier_wait_ns", 0) / 1e6, "float"),
+]
+
+
+def dsm_files():
+    """DSM counters of running PARMACS programs over direct/delay (no EAL, no telemetry): each
+    cluster process rewrites /tmp/iccs-<run>/dsm-c<cluster>.json every second."""
+    import glob
+    out = []
+    for path in sorted(glob.glob(DSM_FILE_GLOB)):
+        try:
+            with open(path) as f:
+                d = json.load(f)
+            os.kill(int(d["pid"]), 0)
+        except (OSError, ValueError, KeyError):
+            continue  # the run ended (or is ending) meanwhile
+        out.append(d)
+    return out
+
+
+def dsm_table(rows):
+    headers = ["run", "cluster", "transport"] + [c[0] for c in DSM_COLUMNS]
+    cells = [[str(d.get("run", "-")), str(d.get("cluster", "-")), str(d.get("transport", "-"))] +
+             [fmt(get(d), kind) for _, get, kind in DSM_COLUMNS] for d in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    line = lambda r: "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
+    return "\n".join(["DSM (PARMACS programs)", line(headers)] + [line(r) for r in cells])
 
 
 def fmt(value, kind):
@@ -347,7 +394,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="iccs stat",
         description="Counters of every running iccs cluster's proxies, read over DPDK telemetry "
-                    "(/iccs/proxies, /iccs/proxy/stats,<n>), as one table: one row a proxy.")
+                    "(/iccs/proxies, /iccs/proxy/stats,<n>), as one table: one row a proxy; then the DSM "
+                    "counters of running PARMACS programs (/iccs/dsm; over direct/delay the file "
+                    "/tmp/iccs-<run>/dsm-c<cluster>.json), one row a cluster.")
     ap.add_argument("--json", action="store_true",
                     help='one JSON object {"clusters": [...]} with every raw counter and the derived '
                          '"utilization" and "queue_len" (with --watch: one object a line)')
@@ -378,16 +427,23 @@ def main(argv=None):
         except TelemetryError as e:
             return [], [str(e)]
 
+    def dsm_of(clusters):
+        return [cl["dsm"] for cl in clusters if "dsm" in cl] + ([] if args.prefix else dsm_files())
+
     if args.watch is None:
         clusters, errors = once()
+        dsm = dsm_of(clusters)
         for e in errors:
             log(e)
         if args.json:
-            print(json.dumps({"clusters": clusters}, indent=2))
-        elif clusters:
-            print(table(clusters))
-        elif not errors:
-            print(none_found())
+            print(json.dumps({"clusters": clusters, "dsm": dsm}, indent=2))
+        else:
+            if clusters:
+                print(table(clusters))
+            if dsm:
+                print(("\n" if clusters else "") + dsm_table(dsm))
+            if not clusters and not dsm and not errors:
+                print(none_found())
         return 1 if errors else 0
 
     # --watch. Ctrl-C stops it even when started with SIGINT ignored (a background job of a
@@ -405,7 +461,7 @@ def main(argv=None):
                 if prev is not None:
                     rates(clusters, prev, dt)
                 print(json.dumps({"time": round(time.time(), 3), "interval_s": round(dt, 3) if dt else None,
-                                  "clusters": clusters}), flush=True)
+                                  "clusters": clusters, "dsm": dsm_of(clusters)}), flush=True)
                 for e in errors:
                     log(e)
             else:
@@ -417,9 +473,12 @@ def main(argv=None):
                 print(head)
                 for e in errors:
                     print(f"  error: {e}")
+                dsm = dsm_of(clusters)
                 if clusters:
                     print(table(clusters, prev if prev is not None else None, dt))
-                else:
+                if dsm:
+                    print(dsm_table(dsm))
+                if not clusters and not dsm:
                     print(none_found())
                 print(flush=True)
             prev, prev_t = snapshot(clusters), now

@@ -1,7 +1,7 @@
 // mailbox.hpp: test support. Endpoints as mailboxes and a cluster of them behind the Runtime
 // interface; a Router says where a message goes (another mailbox of this process, or another
-// process) and runs the barrier. Used by loopback_runtime (C clusters in one process) and
-// socket_runtime (one cluster per process, Unix stream sockets between them).
+// process) and runs the barrier. Used by loopback_runtime (C clusters in one process); across
+// processes the tests use the real runtime (`iccs run PATH`).
 #pragma once
 
 #include <atomic>

@@ -1,12 +1,23 @@
 /* parmacs_misuse.C: PARMACS programs that use the macros wrongly, one per mode (argv[1]); each must
- * stop with one clear line (tests/dsm/run_parmacs.py --misuse). */
+ * stop with one clear line (tests/dsm/run_parmacs.py --misuse over the loopback runtime;
+ * tests/integration/dsm_run.py misuse through `iccs run` over the real runtime). */
 MAIN_ENV
 
 #include <string.h>
 
-struct G { LOCKDEC(never_initialised) BARDEC(bar) long x; } *Global;
+struct G { LOCKDEC(never_initialised) LOCKDEC(clobbered) BARDEC(bar) long x; } *Global;
+
+ALOCKDEC(many, 70000)
 
 void idle(void) {}
+
+/* segv: the last pid (on the last cluster) writes outside the shared region: the program's own
+ * crash, which the run must report as such (SIGSEGV, naming the cluster), not swallow. */
+void crasher(void) {
+    long pid;
+    GET_PID(pid);
+    if (pid == 3) *(volatile long *) 16 = 1;
+}
 
 void worker(void) {
     LOCK(Global->never_initialised)
@@ -25,6 +36,17 @@ int main(int argc, char **argv)
         Global->x = 0;
         CREATE(worker, 2)
         WAIT_FOR_END(2)
+    } else if (!strcmp(argv[1], "lock-range")) {
+        Global = (struct G *) G_MALLOC(sizeof(struct G));
+        LOCKINIT(Global->clobbered)
+        memset(&Global->clobbered, 0x7f, sizeof Global->clobbered);  /* a stray write over the lock */
+        CREATE(idle, 1)
+        LOCK(Global->clobbered)
+    } else if (!strcmp(argv[1], "many-locks")) {
+        ALOCKINIT(many, 70000)     /* more locks than the DSM has sync ids */
+    } else if (!strcmp(argv[1], "segv")) {
+        CREATE(crasher, 4)
+        WAIT_FOR_END(4)
     } else if (!strcmp(argv[1], "barrier-n")) {
         Global = (struct G *) G_MALLOC(sizeof(struct G));
         BARINIT(Global->bar, 2)

@@ -1,0 +1,242 @@
+// bench_dsm.cpp: `iccs bench dsm`. One DSM program (a built-in of the runtime's launcher, forked
+// once per cluster) measures each operation `rounds` times at cluster 0 and writes the samples'
+// median and p99 to a file the launcher's process reads; run once over iccs, once over direct.
+#include "bench_dsm.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.hpp"
+#include "dsm.hpp"
+#include "runtime_launch.hpp"
+
+namespace iccs {
+
+namespace {
+
+constexpr const char* kOps[] = {"fetch", "diff", "lock", "barrier"};
+constexpr const char* kOpNames[] = {"page fetch round trip (fault to data)", "release of 1 fully written page (diff)",
+                                    "lock acquire+release (home remote)", "barrier (2 clusters)"};
+constexpr int kNumOps = 4;
+
+struct OpStats {
+    double median_us = 0, p99_us = 0;
+    uint64_t n = 0;
+};
+struct TransportStats {
+    OpStats op[kNumOps];
+    std::string error;
+};
+
+OpStats stats_of(std::vector<double> v) {
+    OpStats s;
+    if (v.empty()) return s;
+    std::sort(v.begin(), v.end());
+    s.n = v.size();
+    s.median_us = v[v.size() / 2];
+    s.p99_us = v[std::min(v.size() - 1, size_t(double(v.size()) * 0.99))];
+    return s;
+}
+
+// The program of each cluster process: the DSM over the runtime it was given, one compute thread.
+int dsm_bench_program(std::unique_ptr<Runtime> rt, uint32_t rounds, const std::string& out_file) {
+    using namespace dsm;
+    using clk = std::chrono::steady_clock;
+    auto us = [](clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    const uint16_t c = rt->cluster();
+    DsmConfig cfg;
+    cfg.region_bytes = 64ull << 20;
+    std::string err;
+    std::unique_ptr<DsmNode> n = DsmNode::attach(*rt, cfg, err);
+    bool ok = n != nullptr && rt->endpoint(0).barrier() == RtStatus::kOk;  // every cluster attached
+    if (!ok) std::fprintf(stderr, "bench dsm, cluster %u: %s\n", unsigned(c), n ? rt->endpoint(0).last_error().c_str() : err.c_str());
+    std::vector<double> samples[kNumOps];
+    if (ok) {
+        n->bind_thread(0);
+        // Page 2r is homed at cluster 0, page 2r+1 at cluster 1 (round-robin homes): every
+        // measured operation is at cluster 0 against cluster 1.
+        auto* base = static_cast<uint8_t*>(n->alloc(uint64_t(rounds) * 2 * cfg.page_bytes, cfg.page_bytes));
+        auto check = [&](DsmStatus s, const char* what) {
+            if (s != DsmStatus::kOk && ok) {
+                std::fprintf(stderr, "bench dsm, cluster %u: %s: %s\n", unsigned(c), what, DsmNode::error().c_str());
+                ok = false;
+            }
+        };
+        check(base ? n->start_parallel() : DsmStatus::kNoSpace, "start");
+        // Diff: cluster 0 rewrites every word of a page homed at 1 and releases it (flush: twin
+        // compare, one diff message, applied at the home, acked).
+        for (uint32_t r = 0; ok && r < rounds && c == 0; r++) {
+            auto* p = reinterpret_cast<uint32_t*>(base + uint64_t(2 * r + 1) * cfg.page_bytes);
+            for (uint32_t i = 0; i < cfg.page_bytes / 4; i++) p[i] = r * 4096 + i + 1;
+            const auto t0 = clk::now();
+            check(n->flush(), "flush");
+            samples[1].push_back(us(t0, clk::now()));
+        }
+        check(n->barrier(1), "barrier");
+        // Fetch: cluster 1 writes the same pages (homed at it); after a barrier cluster 0's
+        // copies are invalid and each first read fetches the page from cluster 1.
+        if (c == 1)
+            for (uint32_t r = 0; r < rounds; r++) base[uint64_t(2 * r + 1) * cfg.page_bytes] = uint8_t(r + 1);
+        check(n->barrier(2), "barrier");
+        for (uint32_t r = 0; ok && r < rounds && c == 0; r++) {
+            volatile uint8_t* p = base + uint64_t(2 * r + 1) * cfg.page_bytes;
+            const auto t0 = clk::now();
+            const uint8_t v = *p;
+            samples[0].push_back(us(t0, clk::now()));
+            if (v != uint8_t(r + 1)) {
+                std::fprintf(stderr, "bench dsm: page %u read %u, cluster 1 wrote %u\n", r, v, unsigned(uint8_t(r + 1)));
+                ok = false;
+            }
+        }
+        check(n->barrier(3), "barrier");
+        // Lock homed at the other cluster (id mod 2), uncontended: one cluster at a time.
+        for (uint16_t turn = 0; turn < 2; turn++) {
+            for (uint32_t r = 0; ok && r < rounds && c == turn; r++) {
+                const uint32_t id = 11 - turn;
+                const auto t0 = clk::now();
+                check(n->lock(id), "lock");
+                check(n->unlock(id), "unlock");
+                if (c == 0) samples[2].push_back(us(t0, clk::now()));
+            }
+            check(n->barrier(4), "barrier");
+        }
+        for (uint32_t r = 0; ok && r < rounds; r++) {
+            const auto t0 = clk::now();
+            check(n->barrier(6), "barrier");
+            if (c == 0) samples[3].push_back(us(t0, clk::now()));
+        }
+        n->unbind_thread();
+    }
+    if (c == 0) {
+        if (FILE* f = std::fopen(out_file.c_str(), "w")) {
+            for (int i = 0; i < kNumOps; i++) {
+                const OpStats s = stats_of(samples[i]);
+                std::fprintf(f, "%s %.3f %.3f %llu\n", kOps[i], s.median_us, s.p99_us, (unsigned long long)s.n);
+            }
+            std::fclose(f);
+        }
+    }
+    if (n) std::fprintf(stderr, "%s", n->format_counters().c_str());
+    const int rc = runtime_finish(std::move(rt), ok);
+    // The node stays mapped (the process ends now): its handlers may be named until the runtime
+    // is gone, which runtime_finish has just done.
+    n.release();
+    return rc;
+}
+
+TransportStats run_over(RtTransport t, uint32_t rounds) {
+    TransportStats ts;
+    const std::vector<std::pair<std::string, std::string>> overrides = {
+        {"machine.clusters", "2"}, {"cluster.compute_threads", "1"}, {"cluster.proxies", "1"},
+        {"cluster.polling", "adaptive"}};
+    const ConfigResult cr = configure("", overrides);
+    if (!cr.ok()) {
+        ts.error = cr.error;
+        return ts;
+    }
+    RtLaunch l;
+    l.spec.clusters = 2;
+    l.spec.threads = 1;
+    l.spec.transport = t;
+    l.spec.quiet = true;
+    if (!plan_from_config(*cr.config, 0, l.spec.plan, ts.error)) return ts;
+    l.spec.plan.quiet = true;  // stdout is the benchmark's (--json): cluster reports go to stderr
+    l.overrides = overrides;
+    l.timeout_s = 300;
+    const std::string out = "/tmp/iccs-bench-dsm-" + std::to_string(getpid()) + "-" + to_string(t);
+    std::remove(out.c_str());
+    l.builtin = [rounds, out](std::unique_ptr<Runtime> rt) { return dsm_bench_program(std::move(rt), rounds, out); };
+    const int rc = rt_launch(l);
+    std::ifstream in(out);
+    std::string name;
+    int i = 0;
+    for (; i < kNumOps && in >> name >> ts.op[i].median_us >> ts.op[i].p99_us >> ts.op[i].n; i++)
+        if (name != kOps[i]) break;
+    std::remove(out.c_str());
+    if (rc != 0 || i != kNumOps)
+        ts.error = std::string("the dsm benchmark over ") + to_string(t) + " failed (exit " + std::to_string(rc) +
+                   "; see the clusters' messages above)";
+    return ts;
+}
+
+}  // namespace
+
+int bench_dsm(const BenchDsmOptions& o) {
+    const unsigned cores = std::max(1u, host_core_count());
+    // Per run: 2 cluster processes x (1 compute thread + the runtime's service thread), and over
+    // iccs 1 proxy thread each; adaptive polling: they sleep when idle, but they do compete.
+    const unsigned threads_iccs = 2 * 3, threads_direct = 2 * 2;
+    const bool over = threads_iccs > cores;
+    std::fprintf(stderr, "bench dsm: 2 clusters x 1 compute thread, %u rounds per operation, 4 KiB pages, %u runs "
+                         "each over iccs (1 proxy per cluster, fabric memif) and direct, interleaved; host has %u cores\n",
+                 o.rounds, o.runs, cores);
+    std::fflush(stderr);
+    // Interleaved runs; each figure is the median over the runs of the run's median (or p99).
+    std::vector<TransportStats> ics, dis;
+    for (uint32_t r = 0; r < o.runs; r++) {
+        ics.push_back(run_over(RtTransport::kIccs, o.rounds));
+        dis.push_back(run_over(RtTransport::kDirect, o.rounds));
+    }
+    auto combine = [](const std::vector<TransportStats>& v) {
+        TransportStats t;
+        for (const auto& x : v)
+            if (!x.error.empty() && t.error.empty()) t.error = x.error;
+        for (int i = 0; i < kNumOps; i++) {
+            std::vector<double> med, p99;
+            for (const auto& x : v) {
+                med.push_back(x.op[i].median_us);
+                p99.push_back(x.op[i].p99_us);
+                t.op[i].n += x.op[i].n;
+            }
+            std::sort(med.begin(), med.end());
+            std::sort(p99.begin(), p99.end());
+            t.op[i].median_us = med[med.size() / 2];
+            t.op[i].p99_us = p99[p99.size() / 2];
+        }
+        return t;
+    };
+    const TransportStats ic = combine(ics), di = combine(dis);
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    if (o.json) {
+        std::printf("{\"rounds\": %u, \"runs\": %u, \"cores\": %u, \"threads_iccs\": %u, \"threads_direct\": %u, \"oversubscribed\": %s, "
+                    "\"page_bytes\": 4096",
+                    o.rounds, o.runs, cores, threads_iccs, threads_direct, over ? "true" : "false");
+        for (int i = 0; i < kNumOps; i++)
+            std::printf(", \"%s\": {\"iccs_median_us\": %.3f, \"iccs_p99_us\": %.3f, \"direct_median_us\": %.3f, "
+                        "\"direct_p99_us\": %.3f, \"samples\": %llu, \"ratio_iccs_direct\": %.3f}",
+                        kOps[i], ic.op[i].median_us, ic.op[i].p99_us, di.op[i].median_us, di.op[i].p99_us,
+                        (unsigned long long)ic.op[i].n, ratio(ic.op[i].median_us, di.op[i].median_us));
+        if (!ic.error.empty() || !di.error.empty())
+            std::printf(", \"error\": \"%s%s%s\"", ic.error.c_str(), ic.error.empty() || di.error.empty() ? "" : "; ",
+                        di.error.c_str());
+        std::printf("}\n");
+    } else {
+        std::printf("bench dsm: 2 clusters x 1 compute thread, %u rounds per operation, 4 KiB pages, %u interleaved runs "
+                    "per transport (medians of the runs' medians and p99s); host has %u cores\n",
+                    o.rounds, o.runs, cores);
+        std::printf("  %-40s %11s %11s %11s %11s %8s\n", "operation (us)", "iccs med", "iccs p99", "direct med",
+                    "direct p99", "ratio");
+        for (int i = 0; i < kNumOps; i++)
+            std::printf("  %-40s %11.2f %11.2f %11.2f %11.2f %8.2f\n", kOpNames[i], ic.op[i].median_us, ic.op[i].p99_us,
+                        di.op[i].median_us, di.op[i].p99_us, ratio(ic.op[i].median_us, di.op[i].median_us));
+        std::printf("  ratio = iccs median / direct median (direct: shared memory between the cluster processes, no "
+                    "proxy, no stack)\n");
+        if (over)
+            std::printf("  note: %u threads over iccs (2 x compute, service, proxy) and %u over direct on %u cores: "
+                        "oversubscribed (adaptive polling), not a dedicated-core figure\n",
+                        threads_iccs, threads_direct, cores);
+        if (!ic.error.empty()) std::printf("  iccs: %s\n", ic.error.c_str());
+        if (!di.error.empty()) std::printf("  direct: %s\n", di.error.c_str());
+    }
+    return ic.error.empty() && di.error.empty() ? 0 : 1;
+}
+
+}  // namespace iccs

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""The DSM and PARMACS over the real cluster runtime: programs started by `iccs run PATH`.
+
+Usage: dsm_run.py ICCS_CLI CASE [ARGS...]
+CASE:
+  programs T SPLASH SPLASH_M4 LITMUS   over transport T (iccs, direct, delay with 20 us): splash_sum
+                     (-p 4 on 2 clusters x 2 threads, -p 6 on 3 x 2; the m4 build -p 3 on 2 x 2 and
+                     -p 5 on 3 x 2) prints PASS once, the prefix's banner once, page fetches counted; dsm_litmus lock, barrier,
+                     false, stress, getsub (-p 4 on 2 x 2, -p 6 on 3 x 2) print PASS; every run exits 0,
+                     prints one DSM counter block per cluster, leaves nothing behind
+  misuse MISUSE SPLASH   a prefix that differs between clusters (seeds) stops every cluster; bigalloc, lock-range, many-locks: the run fails with the one-line error;
+                     segv: the run fails and names the cluster that died and SIGSEGV
+  exit-status EXIT   exit(3) after WAIT_FOR_END in every cluster (no MAIN_END), iccs and direct:
+                     `iccs run` exits 3, every cluster exited with status 3, counters printed,
+                     nothing left behind, in well under the runtime's time-outs
+  stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
+                     both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
+  bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
+"""
+import glob
+import json
+import re
+import subprocess
+import sys
+import time
+
+
+def fail(msg, out=""):
+    print(out)
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def leftovers(run_id):
+    return (glob.glob(f"/dev/shm/iccs-{run_id}-rt") + glob.glob(f"/var/run/dpdk/iccs-{run_id}-*") +
+            glob.glob(f"/tmp/iccs-{run_id}") + glob.glob(f"/tmp/iccs-{run_id}-stdin"))
+
+
+def run(cmd, timeout=280):
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        fail(f"{' '.join(cmd)} did not finish in {timeout} s", out)
+    dt = time.monotonic() - t0
+    print(" ".join(cmd), "->", p.returncode, f"({dt:.1f} s)")
+    time.sleep(0.2)  # the launcher removes what the clusters left just before it exits
+    return p.returncode, out, p.pid, dt
+
+
+def transport_args(t):
+    return ["--transport", t] + (["--delay-us", "20"] if t == "delay" else [])
+
+
+def counter_blocks(out, clusters):
+    """Each cluster's DSM counters: one block, its lines together."""
+    for c in range(clusters):
+        m = re.search(rf"^dsm cluster {c}:\n((?:  .*\n)+)", out, re.M)
+        if not m:
+            return f"no DSM counter block of cluster {c}"
+        for key in ("read_faults", "page_fetches", "diffs_sent", "lock_wait_us", "barrier_wait_us"):
+            if key not in m.group(1):
+                return f"the DSM counter block of cluster {c} lacks {key}"
+    return ""
+
+
+def programs(cli, t, splash, splash_m4, litmus):
+    # the m4 build (the SPLASH route), with uneven shares of pids per cluster
+    runs = [(2, [splash_m4, "--", "-p", "3", "-n", "5000"], r"^PASS sum="),
+            (3, [splash_m4, "--", "-p", "5", "-n", "30000"], r"^PASS sum=")]
+    for clusters, p in ((2, 4), (3, 6)):
+        runs.append((clusters, [splash, "--", "-p", str(p), "-n", "20000"], r"^PASS sum="))
+        for mode in ("lock", "barrier", "false", "stress", "getsub"):
+            runs.append((clusters, [litmus, "--", mode, "-p", str(p), "-r", "10"], rf"^PASS litmus {mode}: {p} processes"))
+    for clusters, prog, want in runs:
+        rc, out, pid, _ = run([cli, "run", prog[0], "--clusters", str(clusters), "--threads", "2"] + transport_args(t) +
+                              prog[1:])
+        if rc != 0 or not re.search(want, out, re.M):
+            fail(f"{' '.join(prog)} on {clusters} clusters over {t}: exit {rc}, no '{want}'", out)
+        if len(re.findall(want, out, re.M)) != 1:
+            fail("the result must be printed once (cluster 0), not by every cluster", out)
+        why = counter_blocks(out, clusters)
+        if why:
+            fail(why, out)
+        fetches = [int(x) for x in re.findall(r"^  read_faults \d+  write_faults \d+  page_fetches (\d+)", out, re.M)]
+        if len(fetches) != clusters or sum(fetches) == 0:
+            fail(f"every cluster's counters, with page fetches, expected: {fetches}", out)
+        if prog[0] in (splash, splash_m4) and len(re.findall(r"^splash_sum: \d+ elements", out, re.M)) != 1:
+            fail("the prefix's banner must be printed once (clusters > 0 are quiet outside the parallel section)", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+    print(f"PASS: splash_sum and the litmus programs on 2 and 3 clusters over {t}")
+
+
+def misuse(cli, exe, splash):
+    # A sequential prefix that differs between clusters (seed = cluster id, through a shell that
+    # execs the program) is caught at CREATE, in every cluster, with the clear error.
+    rc, out, pid, _ = run([cli, "run", "/bin/sh", "--clusters", "2", "--threads", "2", "--transport", "direct", "--",
+                           "-c", f'exec {splash} -p 4 -s $((1 + ICCS_CLUSTER))'])
+    if rc != 1 or len(re.findall(r"shared region differs from cluster 0's at CREATE .*not deterministic", out)) < 2:
+        fail(f"a non-deterministic prefix must stop the run with the clear error (exit {rc})", out)
+    cases = [("bigalloc", r"iccs parmacs \(cluster \d\): .*G_MALLOC\(1099511627776\): the shared region is full "
+                          r"\(0 of 268435456 bytes used; raise ICCS_DSM_SIZE\)"),
+             ("lock-range", r"LOCK: lock id 2139062143 is out of range \(0 \.\. 65535\)"),
+             ("many-locks", r"ALOCKINIT: no sync ids left \(65536 in all"),
+             ]
+    for mode, want in cases:
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", "direct", "--", mode])
+        if rc == 0 or not re.search(want, out):
+            fail(f"{mode}: exit {rc}; expected a failing run with /{want}/", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+    for t in ("direct", "iccs"):
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", t,
+                               "--set", "cluster.peer_timeout_ms=1000", "--", "segv"], timeout=120)
+        if rc == 0:
+            fail("a cluster wrote outside the shared region but the run passed", out)
+        if not re.search(r"^iccs: cluster 1 died of signal 11 \(Segmentation fault\)", out, re.M):
+            fail("the run must name the cluster that crashed and the signal", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+    print("PASS: misuse through iccs run fails with the clear error or the program's own crash")
+
+
+def exit_status(cli, exe):
+    for t in ("direct", "iccs"):
+        rc, out, pid, dt = run([cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", t, "--", "3", "4"])
+        if rc != 3:
+            fail(f"over {t}: iccs run exited {rc}, the program exit(3)ed in every cluster", out)
+        for c in range(2):
+            if not re.search(rf"^iccs: cluster {c} exited with status 3$", out, re.M):
+                fail(f"over {t}: cluster {c}'s status 3 was not reported", out)
+        if out.count("dsm_exit: sum 10 (expected 10)") != 2:
+            fail("both clusters' epilogues must read every pid's result", out)
+        why = counter_blocks(out, 2)
+        if why:
+            fail(why, out)
+        if "peer down" in out:
+            fail("a cluster saw the other down: the run did not end collectively", out)
+        if dt > 60:
+            fail(f"the run took {dt:.0f} s: something waited for a time-out", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+    print("PASS: exit(3) before MAIN_END ends the run cleanly with status 3")
+
+
+def stat(cli, stat_py, litmus):
+    """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
+    telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
+    for t in ("iccs", "direct"):
+        p = subprocess.Popen([cli, "run", litmus, "--clusters", "2", "--threads", "2", "--transport", t, "--",
+                              "stress", "-p", "4", "-r", "400"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        run_id, seen, deadline = str(p.pid), [], time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline and p.poll() is None:
+                q = subprocess.run([sys.executable, stat_py, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=60)
+                rows = [d for d in json.loads(q.stdout).get("dsm", []) if str(d.get("run")) == run_id]
+                if len(rows) == 2 and all(d.get("transport") == t for d in rows):
+                    seen.append(sum(d.get("lock_acquires", 0) for d in rows))
+                    if len(seen) >= 2 and seen[-1] > seen[0]:
+                        break
+                time.sleep(1)
+        finally:
+            out, _ = p.communicate(timeout=300)
+        print(f"over {t}: run {run_id}: lock_acquires of both clusters as iccs stat saw them: {seen}")
+        if len(seen) < 2 or not seen[-1] > seen[0]:
+            fail(f"over {t}: iccs stat did not show the running program's DSM counters of both clusters, growing", out)
+        if p.returncode != 0 or "PASS litmus stress" not in out:
+            fail(f"over {t}: the program failed (exit {p.returncode})", out)
+    q = subprocess.run([sys.executable, stat_py], stdout=subprocess.PIPE, text=True, timeout=60)
+    print(q.stdout)
+    print("PASS: iccs stat shows the DSM counters of running programs over iccs and direct")
+
+
+def bench(cli):
+    p = subprocess.run([cli, "bench", "dsm", "--rounds", "30", "--runs", "2", "--json"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=280)
+    print(p.stderr[-3000:])
+    print(p.stdout)
+    if p.returncode != 0:
+        fail(f"bench dsm exited {p.returncode}")
+    try:
+        j = json.loads(p.stdout)
+    except ValueError as e:
+        fail(f"stdout is not one JSON object: {e}")
+    if j.get("cores", 0) < 1 or "oversubscribed" not in j:
+        fail("cores and oversubscribed must be reported")
+    for op in ("fetch", "diff", "lock", "barrier"):
+        o = j.get(op, {})
+        for k in ("iccs_median_us", "iccs_p99_us", "direct_median_us", "direct_p99_us", "ratio_iccs_direct"):
+            if not o.get(k, 0) > 0:
+                fail(f"{op}.{k} is {o.get(k)}: every figure must be measured")
+        if o["samples"] != 60 or o["iccs_p99_us"] < o["iccs_median_us"]:
+            fail(f"{op}: {o}")
+    p = subprocess.run([cli, "bench", "dsm", "--rounds", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 2 or "--rounds" not in p.stderr:
+        fail(f"--rounds 5 must be refused naming the flag (exit {p.returncode}): {p.stderr}")
+    print("PASS: bench dsm")
+
+
+def main():
+    cli, case, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if case == "programs":
+        programs(cli, *rest)
+    elif case == "misuse":
+        misuse(cli, rest[0], rest[1])
+    elif case == "exit-status":
+        exit_status(cli, rest[0])
+    elif case == "stat":
+        stat(cli, rest[0], rest[1])
+    elif case == "bench":
+        bench(cli)
+    else:
+        fail(f"unknown case {case}")
+
+
+if __name__ == "__main__":
+    main()
