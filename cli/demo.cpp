@@ -1,4 +1,4 @@
-// demo.cpp: `iccs demo`: by default cluster processes over memif (run.cpp); with --wire the
+// demo.cpp: `iccs demo --alltoall` (cluster processes over memif, run.cpp) and `--wire`: the
 // stack alone: two stack instances (eth, arp, ipv4, udp, slidwin) in one process, joined by the
 // in-memory wire, which drops, duplicates, reorders and corrupts frames. It resolves ARP, sends
 // messages of sizes that need IP fragmentation, and reports what arrived and what each layer
@@ -37,24 +37,42 @@ StackConfig host(uint8_t last) { return mem_wire_host(last); }
 }  // namespace
 
 int cmd_demo(int argc, char** argv) {
-    bool wire = false;
+    bool wire = false, alltoall = false;
     for (int i = 0; i < argc; ++i) {
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::printf("usage: iccs demo [RUN OPTIONS]      clusters over memif (the default)\n"
-                        "       iccs demo --wire [--messages N]\n"
-                        "  By default: 2 cluster processes of 2 compute threads each, proxies auto, memif links,\n"
-                        "  adaptive polling; every compute thread sends 2000 messages of 1..9000 bytes to every\n"
-                        "  compute thread of the other cluster; each is checked; per-proxy counters at the end.\n"
-                        "  Takes the options of `iccs run alltoall` (see iccs run --help), e.g. --pcap DIR: every\n"
-                        "  proxy writes the frames it sends and receives to DIR/cluster<C>-proxy<P>.pcapng.\n"
+            std::printf("usage: iccs demo [--runs N] [--app APP] [RUN OPTIONS]   the study in miniature (the default)\n"
+                        "       iccs demo --alltoall [RUN OPTIONS]                 checked messages over the proxies\n"
+                        "       iccs demo --wire [--messages N]                    the stack alone\n"
+                        "  By default: Water (apps/water, test size: 64 molecules, 2 time steps) on the page-grain\n"
+                        "  DSM across 2 cluster processes of 2 compute threads (-p 4), proxies auto (2 per cluster),\n"
+                        "  round-robin dispatch, memif links, adaptive polling; run over direct (no delay: no proxy,\n"
+                        "  no stack) and over the ICCS, --runs N times each (default 3, interleaved). Prints PASS or\n"
+                        "  FAIL of each run (the app checks its result against a sequential reference), both median\n"
+                        "  times of the parallel section, the slowdown (ICCS / direct) and the per-proxy counters of\n"
+                        "  the ICCS run (messages, mean message time, queue length, utilization) in one table.\n"
+                        "  --app APP picks another of the eight applications; RUN OPTIONS (iccs run APP --help, e.g.\n"
+                        "  --cluster-size S, --proxies P, --dispatch fixed) override the defaults. Exit 0 when every\n"
+                        "  run passed.\n"
+                        "  --alltoall: 2 cluster processes of 2 compute threads each, proxies auto, memif links;\n"
+                        "  every compute thread sends 2000 messages of 1..9000 bytes to every compute thread of the\n"
+                        "  other cluster; each is checked; per-proxy counters at the end. Takes the options of\n"
+                        "  `iccs run alltoall` (see iccs run --help), e.g. --pcap DIR: every proxy writes the frames\n"
+                        "  it sends and receives to DIR/cluster<C>-proxy<P>.pcapng.\n"
                         "  --wire: the protocol stack alone, two stack instances in one process over the in-memory\n"
                         "  wire (10%% loss, 5%% duplicates, reordering within 64 frames, 1%% bit flips).\n");
             return 0;
         }
         if (std::strcmp(argv[i], "--wire") == 0) wire = true;
+        if (std::strcmp(argv[i], "--alltoall") == 0) alltoall = true;
     }
-    if (!wire) return cmd_run(argc, argv, true);
-    return cmd_demo_wire(argc, argv);
+    if (wire) return cmd_demo_wire(argc, argv);
+    if (alltoall) {
+        std::vector<char*> rest;
+        for (int i = 0; i < argc; ++i)
+            if (std::strcmp(argv[i], "--alltoall") != 0) rest.push_back(argv[i]);
+        return cmd_run(static_cast<int>(rest.size()), rest.data(), true);
+    }
+    return cmd_demo_study(argc, argv);
 }
 
 int cmd_demo_wire(int argc, char** argv) {

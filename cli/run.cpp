@@ -1,6 +1,7 @@
 // run.cpp: `iccs run PROGRAM` and `iccs demo`: start every cluster of the machine as its own
 // process over the fabric and run a built-in program on the compute threads.
 #include "run.hpp"
+#include "run_app.hpp"
 #include "run_rt.hpp"
 
 #include <unistd.h>
@@ -27,6 +28,9 @@ const char* kRunHelp =
     "usage: iccs run alltoall|errors|pingpong [options]\n"
     "       iccs run exchange|ping [--transport iccs|direct|delay] [--delay-us N|auto] [options]\n"
     "       iccs run PATH [--transport ...] [options] [-- ARGS]\n"
+    "       iccs run APP [--clusters C] [--cluster-size S] [--transport ...] [--size test|paper] [--json]\n"
+    "            APP: jacobi matmul gauss fft tsp water barnes unstructured, across clusters on the\n"
+    "            DSM (iccs run APP --help)\n"
     "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
     "  lcores, memif links between the proxies of different clusters, or veths / NIC ports, or\n"
     "  the kernel's UDP sockets driven by io_uring) and runs a built-in program on every compute\n"
@@ -133,11 +137,13 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::fputs(kRunHelp, argc < 1 ? stderr : stdout);
             return argc < 1 ? 2 : 0;
         }
+        if (is_app_name(argv[0])) return cmd_run_app(argc, argv);
         if (is_rt_program(argv[0])) return cmd_run_rt(argc, argv);
         if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
             std::strcmp(argv[0], "pingpong") != 0)
             usage_error(std::string("unknown program '") + argv[0] +
-                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping; or a path to a program)");
+                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping; applications: jacobi, "
+                        "matmul, gauss, fft, tsp, water, barnes, unstructured; or a path to a program)");
         program = argv[0];
         i = 1;
     }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -65,7 +66,7 @@ bool is_rt_program(const char* name) {
     return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
 }
 
-int cmd_run_rt(int argc, char** argv) {
+int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
     const bool builtin = program == "exchange" || program == "ping";
     if (!builtin) {
@@ -194,6 +195,17 @@ int cmd_run_rt(int argc, char** argv) {
             l.argv.insert(l.argv.end(), args.begin(), args.end());
         }
     };
+    if (info != nullptr) {
+        info->resolved = true;
+        info->transport = transport_s;
+        info->dispatch = std::string(to_string(cfg.cluster.dispatch));
+        info->polling = std::string(to_string(cfg.cluster.polling));
+        info->fabric = std::string(to_string(cfg.machine.fabric));
+        info->clusters = base.spec.clusters;
+        info->threads = base.spec.threads;
+        info->proxies = transport == RtTransport::kIccs ? cfg.cluster.proxies_resolved : 0;
+        info->proxies_auto = cfg.cluster.proxies == kProxiesAuto;
+    }
     std::printf("iccs run %s: %u clusters x %u compute threads, runtime transport %s", program.c_str(),
                 base.spec.clusters, base.spec.threads, transport_s.c_str());
     if (transport == RtTransport::kIccs)
@@ -209,6 +221,10 @@ int cmd_run_rt(int argc, char** argv) {
     std::fflush(stdout);
     if (auto_delay) {
         // 1. the application's mean message size: a first run over direct, counters from every cluster
+        // The preliminary runs below are not the run the caller reports on (iccs run <app> --json).
+        std::string report_env;
+        if (const char* r = std::getenv(kEnvReport)) report_env = r;
+        unsetenv(kEnvReport);
         const std::string cfile = "/tmp/iccs-counters-" + std::to_string(getpid());
         setenv(kEnvCountersFile, cfile.c_str(), 1);
         RtLaunch first = base;
@@ -245,6 +261,7 @@ int cmd_run_rt(int argc, char** argv) {
             return 1;
         }
         delay_ns = med / 2;
+        if (!report_env.empty()) setenv(kEnvReport, report_env.c_str(), 1);
         std::printf("delay: D = %.1f us per message, obtained automatically: the application's mean message size %u "
                     "bytes (%llu messages, %llu bytes in a first run over direct), the idle ICCS's one-way latency at "
                     "that size = median round trip %.1f us / 2 (500 request/reply round trips over iccs)\n",
@@ -259,7 +276,9 @@ int cmd_run_rt(int argc, char** argv) {
     run.spec.transport = transport;
     run.spec.delay_ns = delay_ns;
     program_of(run);
+    if (info != nullptr && transport == RtTransport::kDelay) info->delay_us = double(delay_ns) / 1e3;
     const int rc = rt_launch(run);
+    if (info != nullptr && info->app) return rc;
     std::printf("%s\n", rc != 0 ? "FAIL"
                         : program == "exchange"
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "

@@ -1,11 +1,25 @@
 // run_rt.hpp: `iccs run exchange|ping|PATH` (programs on the cluster runtime, compute/runtime.hpp).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 namespace iccs {
 
 // Whether `iccs run NAME` is a runtime program: exchange, ping, or a path to a binary.
 bool is_rt_program(const char* name);
-// argv[0] is the program; the rest are run options (and, for a path, `-- ARGS`).
-int cmd_run_rt(int argc, char** argv);
+// What a run was, as resolved from flags and configuration (for `iccs run <app>`, run_app.cpp).
+struct RtRunInfo {
+    bool app = false;  // in: an application run: no closing PASS/FAIL line (the caller prints its own)
+    bool resolved = false;  // out: the fields below are set (false: a usage error stopped it first)
+    std::string transport, dispatch, polling, fabric;
+    uint16_t clusters = 0, threads = 0;
+    unsigned proxies = 0;       // per cluster, resolved (auto -> a number); transport iccs only
+    bool proxies_auto = false;
+    double delay_us = -1;       // transport delay: the hold time used; < 0 otherwise
+};
+// argv[0] is the program; the rest are run options (and, for a path, `-- ARGS`). `info` (may be
+// null) is filled with the run's resolved configuration.
+int cmd_run_rt(int argc, char** argv, RtRunInfo* info = nullptr);
 
 }  // namespace iccs

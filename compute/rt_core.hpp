@@ -147,6 +147,9 @@ class RtCore : public Runtime {
     // Returns false (with why) if the transport failed.
     virtual bool shutdown(bool ok, std::string& why) = 0;
     virtual std::string describe() const = 0;  // e.g. "direct (shared memory /iccs-123-rt)"
+    // After shutdown(): this cluster's proxies' counters as a JSON array (iccs), or "null" (no
+    // proxies: direct, delay). For runtime_finish's ICCS_REPORT file.
+    virtual std::string proxies_json() const { return "null"; }
     // The counters of this cluster's endpoints as report lines.
     void print_counters() const;
 

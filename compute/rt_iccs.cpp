@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -157,6 +158,29 @@ class IccsCore final : public RtCore {
         if (!quiet_ || !report_.ok) print_report(plan_, report_);
         if (!report_.ok) why = "cluster: " + report_.error;
         return report_.ok;
+    }
+    std::string proxies_json() const override {
+        std::string out = "[";
+        for (size_t i = 0; i < report_.proxies.size(); ++i) {
+            const ProxyCounters& p = report_.proxies[i].proxy;
+            const double util = p.total_ns ? double(p.busy_ns) / double(p.total_ns) : 0.0;
+            const double qlen = p.total_ns ? double(p.queue_ns_sum) / double(p.total_ns) : 0.0;
+            char buf[512];
+            std::snprintf(buf, sizeof buf,
+                          "%s{\"cluster\":%u,\"proxy\":%zu,\"msgs_tx\":%llu,\"msgs_rx\":%llu,\"bytes_tx\":%llu,"
+                          "\"bytes_rx\":%llu,\"msg_time_count\":%llu,\"msg_time_us_mean\":%s,\"queue_len_mean\":%s,"
+                          "\"utilization\":%s,\"retransmissions\":%llu,\"total_s\":%.6f}",
+                          i ? "," : "", unsigned(cluster_), i, (unsigned long long)p.msgs_tx,
+                          (unsigned long long)p.msgs_rx, (unsigned long long)p.bytes_tx, (unsigned long long)p.bytes_rx,
+                          (unsigned long long)p.msg_time_count,
+                          p.msg_time_count ? std::to_string(double(p.msg_time_sum_ns) / double(p.msg_time_count) / 1e3).c_str()
+                                           : "null",
+                          p.total_ns ? std::to_string(qlen).c_str() : "null",  // a proxy that never ran: unknown
+                          p.total_ns ? std::to_string(util).c_str() : "null",
+                          (unsigned long long)report_.proxies[i].slidwin.tx_retx, double(p.total_ns) / 1e9);
+            out += buf;
+        }
+        return out + "]";
     }
     std::string describe() const override {
         return "iccs (" + std::to_string(plan_.proxies_per_cluster.empty() ? 0 : plan_.proxies_per_cluster[cluster_]) +

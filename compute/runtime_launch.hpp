@@ -33,6 +33,10 @@ inline constexpr const char* kEnvDelayNs = "ICCS_DELAY_NS";     // delay: the ho
 // When set, runtime_finish() writes "msgs N bytes B" (what this cluster's compute threads sent) to
 // FILE.c<cluster>: `iccs run --delay-us auto` takes the application's mean message size from it.
 inline constexpr const char* kEnvCountersFile = "ICCS_COUNTERS_FILE";
+// When set (by `iccs run <app>`), runtime_finish() writes this cluster's runtime counters (every
+// endpoint's messages and bytes; over iccs each proxy's counters) as one JSON object to
+// FILE.rt.c<cluster>; the application adds FILE.app.c<cluster> and FILE.dsm.c<cluster>.
+inline constexpr const char* kEnvReport = "ICCS_REPORT";
 
 // to_string(RtTransport) is in config.hpp. "iccs", "direct", "delay"; false for anything else.
 bool parse_transport(const std::string& s, RtTransport& out);

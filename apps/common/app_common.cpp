@@ -196,7 +196,13 @@ int finish(const Report& r) {
     // A report with no comparison is not a pass: every app must check something.
     bool pass = r.failures.empty() && !r.checks.empty();
     std::string failure = r.checks.empty() ? std::string("nothing was checked") : join(r.failures, "; ");
-    if (r.opt.json) {
+    // Started by `iccs run <app>` (cli/run_app.cpp): the JSON line also goes to the file the
+    // launcher named, ICCS_REPORT.app.c<cluster>, whatever this process's stdout is (on the DSM,
+    // clusters other than 0 print to /dev/null; with --json the launcher sends every cluster's
+    // stdout to stderr and prints one merged object itself).
+    const char* report = std::getenv("ICCS_REPORT");
+    const bool to_file = report != nullptr && *report != '\0';
+    if (r.opt.json || to_file) {
         // Built by appends: one long operator+ chain trips a false -Wrestrict in GCC 12.
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.6f", r.parallel_s);
@@ -225,8 +231,18 @@ int finish(const Report& r) {
             line += ",\"failure\":";
             line += json_string(failure);
         }
-        std::printf("%s}\n", line.c_str());
-    } else {
+        line += "}";
+        if (to_file) {
+            const char* cl = std::getenv("ICCS_CLUSTER");
+            const std::string f = std::string(report) + ".app.c" + (cl != nullptr && *cl != '\0' ? cl : "0");
+            if (std::FILE* out = std::fopen(f.c_str(), "w")) {
+                std::fprintf(out, "%s\n", line.c_str());
+                std::fclose(out);
+            }
+        }
+        if (r.opt.json) std::printf("%s\n", line.c_str());
+    }
+    if (!r.opt.json) {
         std::printf("%s: %s (size %s), %d thread%s%s\n", r.app, r.problem.c_str(), size_name(r.opt.size),
                     r.opt.nprocs, r.opt.nprocs == 1 ? "" : "s", r.opt.inject_error ? ", error injected" : "");
         for (const auto& c : r.checks) std::printf("  check %s\n", c.c_str());

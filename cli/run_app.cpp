@@ -1,0 +1,509 @@
+// run_app.cpp: `iccs run <app>`: an application of the study (apps/) across clusters on the DSM.
+// The launcher of runtime programs (run_rt.cpp) starts build/apps/iccs-app-<app>-dsm once per
+// cluster with -p clusters*threads; every cluster process writes its counters to files named by
+// ICCS_REPORT (the app's result line, runtime_finish's runtime and proxy counters, the DSM's), and
+// this file merges them into one report: text, or with --json one JSON object on stdout (the
+// contract the experiment runner reads; apps/README.md).
+#include "run_app.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "args.hpp"
+#include "config.hpp"
+#include "runtime_launch.hpp"
+
+namespace iccs {
+
+namespace {
+
+constexpr const char* kApps[] = {"jacobi", "matmul", "gauss", "fft", "tsp", "water", "barnes", "unstructured"};
+
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
+
+// ---- a small reader for the flat JSON objects the cluster processes write
+
+// The members of one JSON object, as raw value text by key (values are not decoded; nested
+// objects and arrays stay as text). Enough for the report files, which we write ourselves.
+std::map<std::string, std::string> json_members(const std::string& s) {
+    std::map<std::string, std::string> m;
+    size_t i = s.find('{');
+    if (i == std::string::npos) return m;
+    ++i;
+    auto skip_ws = [&] {
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    };
+    auto scan_string = [&] {  // s[i] == '"'; leaves i after the closing quote
+        ++i;
+        while (i < s.size() && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+        ++i;
+    };
+    while (i < s.size()) {
+        skip_ws();
+        if (i >= s.size() || s[i] == '}') break;
+        if (s[i] == ',') {
+            ++i;
+            continue;
+        }
+        if (s[i] != '"') break;
+        const size_t k0 = i + 1;
+        scan_string();
+        const std::string key = s.substr(k0, i - 1 - k0);
+        skip_ws();
+        if (i >= s.size() || s[i] != ':') break;
+        ++i;
+        skip_ws();
+        const size_t v0 = i;
+        int depth = 0;
+        while (i < s.size()) {
+            const char c = s[i];
+            if (c == '"') {
+                scan_string();
+                continue;
+            }
+            if (c == '{' || c == '[') ++depth;
+            else if (c == '}' || c == ']') {
+                if (depth == 0) break;
+                --depth;
+            } else if (c == ',' && depth == 0) break;
+            ++i;
+        }
+        std::string v = s.substr(v0, i - v0);
+        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+        m[key] = v;
+    }
+    return m;
+}
+
+// The objects of a JSON array of flat objects, as text.
+std::vector<std::string> json_objects(const std::string& arr) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while ((i = arr.find('{', i)) != std::string::npos) {
+        const size_t j = arr.find('}', i);
+        if (j == std::string::npos) break;
+        out.push_back(arr.substr(i, j - i + 1));
+        i = j + 1;
+    }
+    return out;
+}
+
+double num(const std::map<std::string, std::string>& m, const char* key, double dflt = -1) {
+    const auto it = m.find(key);
+    if (it == m.end() || it->second.empty() || it->second == "null") return dflt;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return end == it->second.c_str() ? dflt : v;
+}
+
+std::string read_file(const std::string& f) {
+    std::ifstream in(f);
+    if (!in) return "";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+}
+
+std::string jnum(double v, int prec = 6) {
+    if (!std::isfinite(v)) return "null";
+    if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+    char b[48];
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    return b;
+}
+std::string jnum_or_null(double v, int prec = 6) { return v < 0 ? "null" : jnum(v, prec); }
+
+}  // namespace
+
+std::string fmt3(double v) {
+    if (v < 0) return "-";  // no source gave it
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+}
+
+namespace {
+
+std::string app_binary(const std::string& app) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const std::filesystem::path dir = ec ? std::filesystem::path("build/cli") : self.parent_path();
+    return (dir.parent_path() / "apps" / ("iccs-app-" + app + "-dsm")).string();
+}
+
+// The shape of the run from the configuration flags among `flags` (as cmd_run_rt reads them).
+void resolve_shape(const std::vector<std::string>& flags, uint32_t& clusters, uint32_t& threads) {
+    std::string config_path;
+    std::vector<std::pair<std::string, std::string>> overrides;
+    for (size_t i = 0; i + 1 < flags.size(); ++i) {
+        const std::string& a = flags[i];
+        const std::string& v = flags[i + 1];
+        bool mapped = false;
+        for (const auto& [flag, key] : cli::kRunConfigFlags)
+            if (a == flag) {
+                overrides.emplace_back(key, v);
+                mapped = true;
+            }
+        if (mapped) {
+            ++i;
+            continue;
+        }
+        if (a == "--config") config_path = v, ++i;
+        else if (a == "--set") {
+            const auto eq = v.find('=');
+            if (eq == std::string::npos) usage_error("--set takes SECTION.KEY=VALUE, got '" + v + "'");
+            overrides.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+            ++i;
+        } else if (a.rfind("--", 0) == 0) {
+            ++i;  // another option with a value (--transport, --delay-us, --timeout): cmd_run_rt checks it
+        }
+    }
+    const ConfigResult cr = configure(config_path, overrides);
+    if (!cr.ok()) {
+        std::fprintf(stderr, "%s\n", cr.error.c_str());
+        std::exit(2);
+    }
+    clusters = cr.config->machine.clusters;
+    threads = cr.config->cluster.compute_threads;
+}
+
+}  // namespace
+
+bool is_app_name(const char* name) {
+    for (const char* a : kApps)
+        if (std::strcmp(a, name) == 0) return true;
+    return false;
+}
+
+void run_app(const std::string& app, const std::vector<std::string>& run_flags, const std::vector<std::string>& app_args,
+             int quiet_fd, AppOutcome& out) {
+    out = AppOutcome{};
+    const std::string bin = app_binary(app);
+    if (access(bin.c_str(), X_OK) != 0)
+        usage_error("the DSM build of " + app + " (" + bin + ") is not there: build it with ninja -C build (./iccs does)");
+    uint32_t clusters = 0, threads = 0;
+    resolve_shape(run_flags, clusters, threads);
+    const std::string base = "/tmp/iccs-report-" + std::to_string(getpid()) + "-" + app;
+    auto remove_files = [&] {
+        for (uint32_t c = 0; c < clusters; ++c)
+            for (const char* k : {".app.c", ".rt.c", ".dsm.c"}) std::remove((base + k + std::to_string(c)).c_str());
+    };
+    remove_files();
+    setenv(kEnvReport, base.c_str(), 1);
+
+    std::vector<std::string> args = {bin};
+    args.insert(args.end(), run_flags.begin(), run_flags.end());
+    args.push_back("--");
+    args.push_back("-p");
+    args.push_back(std::to_string(clusters * threads));
+    args.insert(args.end(), app_args.begin(), app_args.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    std::fflush(stdout);
+    std::fflush(stderr);
+    int saved_out = -1, saved_err = -1;
+    if (quiet_fd >= 0) {
+        saved_out = dup(1);
+        saved_err = dup(2);
+        dup2(quiet_fd, 1);
+        dup2(quiet_fd, 2);
+    }
+    out.info.app = true;
+    out.rc = cmd_run_rt(static_cast<int>(args.size()), argv.data(), &out.info);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (quiet_fd >= 0) {
+        dup2(saved_out, 1);
+        dup2(saved_err, 2);
+        close(saved_out);
+        close(saved_err);
+    }
+    unsetenv(kEnvReport);
+
+    out.app_json = read_file(base + ".app.c0");
+    const auto appm = json_members(out.app_json);
+    out.parallel_s = num(appm, "parallel_s");
+    const auto res = appm.find("result");
+    out.pass = out.rc == 0 && res != appm.end() && res->second == "\"PASS\"";
+    double msgs = 0, bytes = 0, wsum = 0, wcount = 0, qsum = 0, usum = 0;
+    int qn = 0, un = 0;
+    bool any_rt = false;
+    for (uint32_t c = 0; c < clusters; ++c) {
+        out.rt_json.push_back(read_file(base + ".rt.c" + std::to_string(c)));
+        out.dsm_json.push_back(read_file(base + ".dsm.c" + std::to_string(c)));
+        if (out.rt_json.back().empty()) continue;
+        const auto m = json_members(out.rt_json.back());
+        any_rt = true;
+        msgs += num(m, "msgs", 0);
+        bytes += num(m, "bytes", 0);
+        const auto pr = m.find("proxies");
+        if (pr == m.end() || pr->second == "null") continue;
+        for (const std::string& po : json_objects(pr->second)) {
+            const auto pm = json_members(po);
+            AppOutcome::Proxy p;
+            p.cluster = static_cast<unsigned>(num(pm, "cluster", 0));
+            p.proxy = static_cast<unsigned>(num(pm, "proxy", 0));
+            p.msgs_tx = num(pm, "msgs_tx", 0);
+            p.msgs_rx = num(pm, "msgs_rx", 0);
+            p.bytes_tx = num(pm, "bytes_tx", 0);
+            p.bytes_rx = num(pm, "bytes_rx", 0);
+            p.msg_time_count = num(pm, "msg_time_count", 0);
+            p.msg_time_us = num(pm, "msg_time_us_mean");
+            p.queue_len = num(pm, "queue_len_mean");
+            p.utilization = num(pm, "utilization");
+            if (p.msg_time_us >= 0) {
+                wsum += p.msg_time_us * p.msg_time_count;
+                wcount += p.msg_time_count;
+            }
+            if (p.queue_len >= 0) qsum += p.queue_len, ++qn;
+            if (p.utilization >= 0) usum += p.utilization, ++un;
+            out.proxies.push_back(p);
+        }
+    }
+    if (any_rt) {
+        out.rt_msgs = msgs;
+        out.rt_bytes = bytes;
+    }
+    if (!out.proxies.empty()) {
+        out.msg_time_us_mean = wcount > 0 ? wsum / wcount : -1;
+        out.queue_len_mean = qn ? qsum / qn : -1;
+        out.utilization_mean = un ? usum / un : -1;
+    }
+    remove_files();
+}
+
+namespace {
+
+const char* kDsmKeys[] = {"read_faults", "write_faults", "page_fetches", "diffs_sent", "diff_bytes", "invalidations"};
+const char* kDsmSeconds[] = {"lock_wait_s", "barrier_wait_s"};
+
+std::string outcome_json(const std::string& app, const std::string& size, const AppOutcome& o) {
+    const auto appm = json_members(o.app_json);
+    auto app_raw = [&](const char* k) {
+        const auto it = appm.find(k);
+        return it == appm.end() ? std::string("null") : it->second;
+    };
+    const RtRunInfo& in = o.info;
+    const unsigned cores = host_core_count();
+    const unsigned busy = unsigned(in.clusters) * in.threads + unsigned(in.clusters) * in.proxies;
+    std::string j = "{\"app\":\"" + app + "\",\"size\":\"" + size + "\"";
+    j += ",\"threads\":" + std::to_string(unsigned(in.clusters) * in.threads);
+    j += ",\"clusters\":" + std::to_string(in.clusters) + ",\"cluster_size\":" + std::to_string(in.threads);
+    j += ",\"proxies_per_cluster\":" + std::to_string(in.proxies);
+    j += std::string(",\"proxies_auto\":") + (in.proxies_auto && in.transport == "iccs" ? "true" : "false");
+    j += ",\"dispatch\":\"" + in.dispatch + "\",\"transport\":\"" + in.transport + "\"";
+    j += ",\"delay_us\":" + (in.delay_us < 0 ? std::string("null") : jnum(in.delay_us));
+    j += ",\"polling\":\"" + in.polling + "\",\"fabric\":\"" + in.fabric + "\"";
+    j += std::string(",\"result\":\"") + (o.pass ? "PASS" : "FAIL") + "\"";
+    j += ",\"exit_status\":" + std::to_string(o.rc);
+    j += ",\"parallel_s\":" + app_raw("parallel_s");
+    j += ",\"check\":" + app_raw("check");
+    if (appm.count("failure")) j += ",\"failure\":" + app_raw("failure");
+    else if (o.app_json.empty())
+        j += ",\"failure\":\"cluster 0 wrote no result: a cluster process failed before the check (its error is on "
+             "stderr)\"";
+    else if (!o.pass)
+        j += ",\"failure\":\"the application passed its check but a cluster process failed (see stderr)\"";
+    j += ",\"host_cores\":" + std::to_string(cores);
+    j += ",\"busy_threads\":" + std::to_string(busy);
+    j += std::string(",\"oversubscribed\":") + (busy > cores ? "true" : "false");
+    if (o.rt_msgs < 0) j += ",\"rt\":null";
+    else
+        j += ",\"rt\":{\"msgs\":" + jnum(o.rt_msgs) + ",\"bytes\":" + jnum(o.rt_bytes) + ",\"mean_msg_bytes\":" +
+             (o.rt_msgs > 0 ? jnum(o.rt_bytes / o.rt_msgs) : "null") + "}";
+    if (in.transport != "iccs" || o.proxies.empty()) j += ",\"iccs\":null";
+    else {
+        j += ",\"iccs\":{\"msg_time_us_mean\":" + jnum_or_null(o.msg_time_us_mean) +
+             ",\"queue_len_mean\":" + jnum_or_null(o.queue_len_mean) +
+             ",\"utilization_mean\":" + jnum_or_null(o.utilization_mean) +
+             ",\"proxies\":[";
+        for (size_t i = 0; i < o.proxies.size(); ++i) {
+            const AppOutcome::Proxy& p = o.proxies[i];
+            j += std::string(i ? "," : "") + "{\"cluster\":" + std::to_string(p.cluster) +
+                 ",\"proxy\":" + std::to_string(p.proxy) + ",\"msgs_tx\":" + jnum(p.msgs_tx) +
+                 ",\"msgs_rx\":" + jnum(p.msgs_rx) + ",\"bytes_tx\":" + jnum(p.bytes_tx) +
+                 ",\"bytes_rx\":" + jnum(p.bytes_rx) + ",\"msg_time_us_mean\":" + jnum_or_null(p.msg_time_us) +
+                 ",\"queue_len_mean\":" + jnum_or_null(p.queue_len) + ",\"utilization\":" + jnum_or_null(p.utilization) +
+                 "}";
+        }
+        j += "]}";
+    }
+    // DSM: summed over the clusters that reported (null when none did).
+    std::vector<std::map<std::string, std::string>> dm;
+    std::string per;
+    for (size_t c = 0; c < o.dsm_json.size(); ++c) {
+        if (o.dsm_json[c].empty()) continue;
+        dm.push_back(json_members(o.dsm_json[c]));
+        per += (per.empty() ? "" : ",") + o.dsm_json[c];
+    }
+    if (dm.empty()) j += ",\"dsm\":null";
+    else {
+        j += ",\"dsm\":{";
+        bool first = true;
+        for (const char* k : kDsmKeys) {
+            double s = 0;
+            for (const auto& m : dm) s += num(m, k, 0);
+            j += std::string(first ? "" : ",") + "\"" + k + "\":" + jnum(s);
+            first = false;
+        }
+        for (const char* k : kDsmSeconds) {
+            double s = 0;
+            for (const auto& m : dm) s += num(m, k, 0);
+            j += std::string(",\"") + k + "\":" + jnum(s, 9);
+        }
+        j += ",\"clusters_reported\":" + std::to_string(dm.size()) + "}";
+    }
+    j += ",\"dsm_per_cluster\":" + (dm.empty() ? std::string("null") : "[" + per + "]");
+    j += ",\"app_report\":" + (o.app_json.empty() ? std::string("null") : o.app_json);
+    return j + "}";
+}
+
+void print_text(const std::string& app, const AppOutcome& o) {
+    const RtRunInfo& in = o.info;
+    std::printf("\n%s: %s", app.c_str(), o.pass ? "PASS" : "FAIL");
+    if (o.parallel_s >= 0) std::printf(", parallel section %.6f s", o.parallel_s);
+    std::printf(" (%u clusters x %u compute threads = -p %u, transport %s", in.clusters, in.threads,
+                unsigned(in.clusters) * in.threads, in.transport.c_str());
+    if (in.transport == "iccs") std::printf(", %u proxies per cluster, dispatch %s", in.proxies, in.dispatch.c_str());
+    if (in.delay_us >= 0) std::printf(", delay %.1f us", in.delay_us);
+    std::printf(")\n");
+    if (o.rt_msgs >= 0)
+        std::printf("  runtime: %.0f messages, %.0f bytes (mean %.1f bytes), every endpoint of every cluster\n", o.rt_msgs,
+                    o.rt_bytes, o.rt_msgs > 0 ? o.rt_bytes / o.rt_msgs : 0.0);
+    if (!o.proxies.empty()) {
+        std::printf("  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "proxy", "msgs tx", "msgs rx", "bytes tx", "bytes rx",
+                    "msg time us", "queue len", "utilization");
+        for (const AppOutcome::Proxy& p : o.proxies) {
+            char mt[32] = "-";
+            if (p.msg_time_us >= 0) std::snprintf(mt, sizeof mt, "%.1f", p.msg_time_us);
+            std::printf("  %u.%-5u %9.0f %9.0f %11.0f %11.0f %13s %9s %11s\n", p.cluster, p.proxy, p.msgs_tx, p.msgs_rx,
+                        p.bytes_tx, p.bytes_rx, mt, fmt3(p.queue_len).c_str(), fmt3(p.utilization).c_str());
+        }
+        char mt[32] = "-";
+        if (o.msg_time_us_mean >= 0) std::snprintf(mt, sizeof mt, "%.1f", o.msg_time_us_mean);
+        std::printf("  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "mean", "", "", "", "", mt, fmt3(o.queue_len_mean).c_str(),
+                    fmt3(o.utilization_mean).c_str());
+    }
+    double s[6] = {0, 0, 0, 0, 0, 0}, w[2] = {0, 0};
+    int n = 0;
+    for (const std::string& d : o.dsm_json) {
+        if (d.empty()) continue;
+        const auto m = json_members(d);
+        for (int i = 0; i < 6; ++i) s[i] += num(m, kDsmKeys[i], 0);
+        for (int i = 0; i < 2; ++i) w[i] += num(m, kDsmSeconds[i], 0);
+        ++n;
+    }
+    if (n > 0)
+        std::printf("  dsm (%d clusters): read faults %.0f, write faults %.0f, page fetches %.0f, diffs %.0f (%.0f bytes), "
+                    "invalidations %.0f, lock wait %.4f s, barrier wait %.4f s\n",
+                    n, s[0], s[1], s[2], s[3], s[4], s[5], w[0], w[1]);
+    std::fflush(stdout);
+}
+
+const char* kAppRunHelp =
+    "usage: iccs run APP [--clusters C] [--cluster-size S] [--proxies P|auto]\n"
+    "                    [--dispatch fixed|round-robin|least-loaded] [--transport iccs|direct|delay]\n"
+    "                    [--delay-us N|auto] [--size test|paper] [--json] [other run options]\n"
+    "  APP: jacobi, matmul, gauss, fft, tsp, water, barnes, unstructured (apps/README.md).\n"
+    "  Starts C cluster processes of build/apps/iccs-app-APP-dsm (the application on the page-grain\n"
+    "  DSM across clusters) with S compute threads each; the application gets -p C*S and --size,\n"
+    "  checks its result against a sequential reference, and this prints PASS/FAIL, the parallel\n"
+    "  section's time, the runtime's messages, each proxy's counters (over iccs: messages and bytes\n"
+    "  each way, mean message time, queue length, utilization) and the DSM's counters summed over\n"
+    "  the clusters.\n"
+    "  --cluster-size S     compute threads per cluster ([cluster] compute_threads; --threads is the same)\n"
+    "  --size test|paper    problem size (default test; paper = the study's Table 1)\n"
+    "  --json               stdout is one JSON object on one line (everything else goes to stderr):\n"
+    "                       app, size, threads, clusters, cluster_size, proxies_per_cluster (0 over\n"
+    "                       direct/delay), dispatch, transport, delay_us (null unless delay), result,\n"
+    "                       parallel_s, check, host_cores, oversubscribed, rt {msgs, bytes,\n"
+    "                       mean_msg_bytes}, iccs (null unless iccs) {msg_time_us_mean, queue_len_mean,\n"
+    "                       utilization_mean, proxies [...]}, dsm {...summed}, dsm_per_cluster [...];\n"
+    "                       a value no source gave is null (apps/README.md has every key)\n"
+    "  --inject-error       test hook: the application corrupts its result before the check (FAIL)\n"
+    "  Other options as for runtime programs (iccs run --help): --config, --set, --polling,\n"
+    "  --fabric, --timeout, ... Exit status 0 PASS, 1 FAIL (wrong answer or a cluster failed), 2 a\n"
+    "  usage error.\n";
+
+}  // namespace
+
+int cmd_run_app(int argc, char** argv) {
+    const std::string app = argv[0];
+    std::vector<std::string> run_flags, app_args;
+    std::string size = "test";
+    bool json = false, inject = false;
+    std::string cluster_size, threads;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(kAppRunHelp, stdout);
+            return 0;
+        }
+        if (a == "--json") {
+            json = true;
+            continue;
+        }
+        if (a == "--inject-error") {
+            inject = true;
+            continue;
+        }
+        if (a == "--") usage_error("'--' passes arguments to a program given by path; " + app +
+                                   " gets -p and --size from --clusters, --cluster-size and --size");
+        if (a == "--messages" || a == "--min-size" || a == "--max-size" || a == "--barriers" || a == "--warmup")
+            usage_error(a + " is for the built-in programs exchange and ping, not for the application " + app);
+        if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run " + app + " --help)");
+        const std::string v = argv[++i];
+        if (a == "--size") {
+            if (v != "test" && v != "paper") usage_error("bad value '" + v + "' for --size: allowed values are test, paper");
+            size = v;
+        } else if (a == "--cluster-size" || a == "--threads") {
+            std::string& slot = a == "--cluster-size" ? cluster_size : threads;
+            slot = v;
+            if (!cluster_size.empty() && !threads.empty() && cluster_size != threads)
+                usage_error("--cluster-size " + cluster_size + " and --threads " + threads +
+                            " disagree (both are the compute threads per cluster)");
+            run_flags.push_back("--threads");
+            run_flags.push_back(v);
+        } else if (a.rfind("--", 0) == 0) {
+            run_flags.push_back(a);
+            run_flags.push_back(v);
+        } else {
+            usage_error("unexpected argument '" + a + "' (see iccs run " + app + " --help)");
+        }
+    }
+    app_args = {"--size", size};
+    if (json) app_args.push_back("--json");
+    if (inject) app_args.push_back("--inject-error");
+    AppOutcome o;
+    // --json: our stdout carries only the final object; the launcher's and the clusters' lines go
+    // to stderr.
+    run_app(app, run_flags, app_args, json ? 2 : -1, o);
+    if (!o.info.resolved) return o.rc == 0 ? 2 : o.rc;  // stopped before the run: its message is out
+    if (json) {
+        std::printf("%s\n", outcome_json(app, size, o).c_str());
+        std::fflush(stdout);
+    } else {
+        print_text(app, o);
+    }
+    if (o.rc == 2) return 2;
+    return o.pass ? 0 : 1;
+}
+
+}  // namespace iccs

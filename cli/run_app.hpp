@@ -1,0 +1,49 @@
+// run_app.hpp: `iccs run <app>`: one of the eight applications (apps/) across clusters on the
+// DSM, and the merged report of a run (the application's verdict and time from cluster 0, the
+// runtime's, proxies' and DSM's counters of every cluster), as text or as one JSON object.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "run_rt.hpp"
+
+namespace iccs {
+
+// jacobi matmul gauss fft tsp water barnes unstructured.
+bool is_app_name(const char* name);
+// argv[0] is the app; the rest are run options (`iccs run --help`).
+int cmd_run_app(int argc, char** argv);
+
+// One run of an application, gathered from the files its cluster processes wrote (ICCS_REPORT).
+struct AppOutcome {
+    int rc = 2;              // the launcher's: 0 every cluster succeeded, 1 a failure, 2 usage
+    RtRunInfo info;          // the resolved run (clusters, threads, transport, proxies, ...)
+    std::string app_json;    // cluster 0's result object ("" when it wrote none)
+    bool pass = false;       // rc == 0 and the app said PASS
+    double parallel_s = -1;  // < 0: unknown
+    std::vector<std::string> rt_json;   // per cluster ("" when missing)
+    std::vector<std::string> dsm_json;  // per cluster ("" when missing)
+    // Over every proxy of every cluster (transport iccs): -1 when no proxy reported it.
+    struct Proxy {
+        unsigned cluster = 0, proxy = 0;
+        double msgs_tx = 0, msgs_rx = 0, bytes_tx = 0, bytes_rx = 0;
+        double msg_time_count = 0, msg_time_us = -1, queue_len = 0, utilization = 0;
+    };
+    std::vector<Proxy> proxies;
+    double msg_time_us_mean = -1, queue_len_mean = -1, utilization_mean = -1;
+    double rt_msgs = -1, rt_bytes = -1;
+};
+
+// Runs `app` (its binary next to this one: ../apps/iccs-app-<app>-dsm) with `run_flags` (any
+// `iccs run` option of a runtime program: --clusters, --threads, --proxies, --transport, ...),
+// giving the application `-p clusters*threads` followed by `app_args` (--size, ...). `quiet_fd`
+// >= 0: every output of the run (launcher and clusters) goes to that descriptor instead of
+// stdout/stderr. A usage error (bad flag or value) exits 2 with its message, as every subcommand.
+void run_app(const std::string& app, const std::vector<std::string>& run_flags, const std::vector<std::string>& app_args,
+             int quiet_fd, AppOutcome& out);
+
+// A value of AppOutcome for a table: "%.3f", or "-" when no source gave it (< 0).
+std::string fmt3(double v);
+
+}  // namespace iccs
