@@ -77,6 +77,12 @@ class Progress:
         print(f"[{self.done}/{self.n}] {cfg['id']}: {took_s:.1f} s{note}; {pct:.0f}% done, about {fmt_s(left)} left",
               file=sys.stderr, flush=True)
 
+    def replan(self, pending):
+        """The pending configurations were re-costed (by the finished runs, in real seconds): the
+        time left is then their sum, so the done part counts as the seconds it really took."""
+        self.done_cost = max(1e-9, time.monotonic() - self.t0)
+        self.total_cost = self.done_cost + sum(c["cost"] for c in pending)
+
 
 def fmt_s(s):
     s = int(round(s))

@@ -153,6 +153,18 @@ def _cluster_of(pid, launcher):
     return None
 
 
+def _cluster_from_env(pid):
+    """ICCS_CLUSTER of a program the launcher exec'd (compute/README.md, `run PATH`)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"ICCS_CLUSTER="):
+                    return int(kv.split(b"=", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _children(pid):
     out = []
     for d in os.listdir("/proc"):
@@ -192,6 +204,8 @@ class RunCounters:
         for pid in _children(self.launcher):
             cluster = _cluster_of(pid, self.launcher)
             if cluster is None:
+                cluster = _cluster_from_env(pid)  # exec'd programs (`run APP`); direct/delay have no EAL
+            if cluster is None:
                 continue
             try:
                 tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -207,7 +221,7 @@ class RunCounters:
                     continue
                 if comm.startswith("rte-worker"):
                     role = "proxy"
-                elif comm == "iccs-cli":
+                elif comm == "iccs-cli" or comm.startswith("iccs-app"):  # forked / exec'd programs
                     role = "compute"
                 else:
                     continue  # EAL's interrupt, mp and telemetry threads

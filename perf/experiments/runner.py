@@ -12,20 +12,25 @@ import os
 import platform
 import socket
 import sys
+import textwrap
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hwcounters  # noqa: E402
+from exp_apps import Apps  # noqa: E402
 from exp_breakdown import Breakdown  # noqa: E402
+from exp_dispatch import Dispatch  # noqa: E402
 from exp_latency import Latency  # noqa: E402
+from exp_scaling import Scaling  # noqa: E402
+from exp_wan import Wan  # noqa: E402
 from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progress, fmt_s, host_cores,  # noqa: E402
                        out_dir, write_csv, write_json)
 
-# The experiments, by name. An app experiment (apps, scaling, dispatch, wan) plugs in here: a class
-# with name, figure, title, columns, add_options, check, threads_wanted, plan, run_one, summarize, plot.
-EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown())}
-LATER = {"apps": "Figures 8-15", "scaling": "Table 2", "dispatch": "the omitted dispatch result",
-         "wan": "the WAN sensitivity sweep (issue 10)"}
+# The experiments, by name: a class with name, figure, title, columns, add_options, check,
+# threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
+# their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
+EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan())}
+LATER = {}
 
 
 class ArgError(Exception):
@@ -47,17 +52,24 @@ def list_text():
         lines.append(f"  {n:<10} {what}: not built yet (needs the applications)")
     lines += ["", "Every experiment: --quick (smallest setting), --oversubscribe (run the study's thread layout even",
               "when it needs more cores than the host has; figures are then labelled oversubscribed), --polling MODE,",
-              "--out DIR (default results/), --cli PATH. Results: results/<experiment>/<UTC timestamp>/."]
+              "--out DIR (default results/), --cli PATH. Results: results/<experiment>/<UTC timestamp>/.",
+              "The app experiments (apps, scaling, dispatch, wan) run `iccs-cli run APP ... --json`; the environment",
+              "variable ICCS_EXPERIMENT_CLI=PATH replaces the iccs-cli every experiment drives (default: this",
+              "checkout's build/cli/iccs-cli)."]
     return "\n".join(lines)
 
 
 def common_options(ap):
     ap.add_argument("--quick", action="store_true", help="the smallest setting (what ./iccs test runs)")
     ap.add_argument("--oversubscribe", action="store_true",
-                    help="dedicated proxy threads even when the threads do not fit the cores (labelled so)")
+                    help="latency, breakdown: dedicated proxy threads even when the threads do not fit the cores; "
+                         "apps, scaling, dispatch, wan: 2 x cores compute threads (at most 16) instead of what "
+                         "fits (labelled so)")
     ap.add_argument("--polling", choices=["inline", "adaptive", "busy"],
-                    help="proxy polling (default: busy when the threads fit the cores; else inline, the compute "
-                         "threads run the proxies' loop; adaptive with --oversubscribe)")
+                    help="proxy polling. latency, breakdown: default busy when the threads fit the cores; else "
+                         "inline, the compute threads run the proxies' loop; adaptive with --oversubscribe. apps, "
+                         "scaling, dispatch, wan: default adaptive; inline is refused (the runtime needs proxy "
+                         "threads over iccs); busy only with --oversubscribe")
     ap.add_argument("--out", help="results root (default: results/ at the repository root)")
 
 
@@ -106,6 +118,8 @@ def main(argv):
     cli = os.path.join(REPO, "build", "cli", "iccs-cli")
     if len(argv) >= 2 and argv[0] == "--cli":
         cli, argv = argv[1], argv[2:]
+    if os.environ.get("ICCS_EXPERIMENT_CLI"):  # e.g. another checkout's build (said in the output)
+        cli = os.environ["ICCS_EXPERIMENT_CLI"]
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(list_text())
         return 0 if argv else 2
@@ -157,7 +171,15 @@ def main(argv):
     # Fit to the host: the layout the study implies (a dedicated core per compute thread and proxy).
     cores = host_cores()
     what = "2 clusters x (1 compute thread + 1 proxy)"
-    if args.polling:
+    lay = None
+    if hasattr(exp, "host_layout"):  # the app experiments: app_runs.HostLayout
+        try:
+            lay = exp.host_layout(args, cores)
+        except ExperimentError as e:
+            print(f"iccs experiment {name}: {e}", file=sys.stderr)
+            return 2
+        fit, polling, layout = lay.fit, lay.polling, lay.layout
+    elif args.polling:
         polling = args.polling
         fit = Fit(cores, exp.threads_wanted(polling), args.oversubscribe, f"{what}, polling {polling}")
         if fit.scaled:  # asked for a polling mode that does not fit, without --oversubscribe
@@ -170,17 +192,24 @@ def main(argv):
         if fit.scaled:
             fit.text += (f": proxies polled inline (each compute thread runs its cluster's proxy loop: "
                          f"{exp.threads_wanted('inline')} threads)")
-    layout = (f"the study used {STUDY_COMPUTE_THREADS} compute threads; this experiment needs 1 per cluster "
-              f"(2 clusters), so that count is not scaled")
+    if lay is None:
+        layout = (f"the study used {STUDY_COMPUTE_THREADS} compute threads; this experiment needs 1 per cluster "
+                  f"(2 clusters), so that count is not scaled")
     print(f"experiment {name} ({exp.figure}): {exp.title}", flush=True)
     print(f"host: {cores} cores; {fit.text}; polling {polling}", flush=True)
     print(f"scaling: {layout}", flush=True)
+    if os.environ.get("ICCS_EXPERIMENT_CLI"):
+        print(f"iccs-cli: {cli} (from ICCS_EXPERIMENT_CLI)", flush=True)
 
     sources = hwcounters.probe()
     for n in sources.notes:  # once per experiment: which source is missing and why
         print(n, flush=True)
 
-    configs = exp.plan(args)
+    try:
+        configs = exp.plan(args)
+    except ExperimentError as e:
+        print(f"iccs experiment {name}: {e}", file=sys.stderr)
+        return 2
     est = sum(c["cost"] for c in configs)
     print(f"{len(configs)} runs, estimated {fmt_s(est)}", flush=True)
     ctx = Context(cli, args, polling, sources)
@@ -193,6 +222,10 @@ def main(argv):
             raw.append(r)
             counters.append({"run": c["id"], "threads": cnt})
             prog.step(c, took)
+            if hasattr(exp, "reestimate"):
+                pending = configs[len(raw):]
+                exp.reestimate(pending, raw)
+                prog.replan(pending)
         rows, extra, notes = exp.summarize(raw, args)
     except ExperimentError as e:
         ctx.close()
@@ -209,6 +242,11 @@ def main(argv):
 
     d = out_dir(name, args.out)
     label = " [OVERSUBSCRIBED]" if fit.oversubscribed else " [scaled: inline polling]" if fit.scaled else ""
+    if lay is not None:
+        label = lay.label
+        n_over = sum(1 for r in rows if r.get("oversubscribed"))
+        if n_over and "OVERSUBSCRIBED" not in label:
+            label += f" [{n_over} of {len(rows)} rows OVERSUBSCRIBED: compute + proxy threads > cores]"
     meta = {
         "experiment": name, "reproduces": exp.figure, "title": exp.title,
         "figure_title": f"{exp.figure}: {exp.title}\n{cores} cores, polling {polling}{label}",
@@ -216,14 +254,23 @@ def main(argv):
         "cores": cores, "fit": fit.as_json(), "polling": polling, "oversubscribed": fit.oversubscribed,
         "study_compute_threads": STUDY_COMPUTE_THREADS, "scaling": layout, "quick": args.quick,
         "options": {k: v for k, v in vars(args).items() if k not in ("explicit",)},
-        "seconds": round(time.monotonic() - t0, 1),
+        "seconds": round(time.monotonic() - t0, 1), "iccs_cli": cli,
     }
+    if lay is not None:
+        # narrow figures (one app): the label on lines of its own, wrapped
+        meta["figure_title"] = "\n".join([f"{exp.figure}: {exp.title}", f"{cores} cores, polling {polling}"]
+                                         + textwrap.wrap(label.strip(), 90))
+        meta["threads"] = lay.threads
+        meta["rows_oversubscribed"] = n_over
     csv_path = os.path.join(d, f"{name}.csv")
     json_path = os.path.join(d, f"{name}.json")
     png_path = os.path.join(d, f"{name}.png")
     write_csv(csv_path, exp.columns, rows,
               [f"experiment: {name} ({exp.figure})", f"cores: {cores}", f"polling: {polling}",
-               f"fit: {fit.mode}", f"oversubscribed: {str(fit.oversubscribed).lower()}"])
+               f"fit: {fit.mode}", f"oversubscribed: {str(fit.oversubscribed).lower()}"]
+              + ([f"threads: {lay.threads} compute threads in total", f"scaling: {layout}",
+                  f"rows_oversubscribed: {meta['rows_oversubscribed']} of {len(rows)} rows have more threads "
+                  f"(compute + proxies) than cores"] if lay else []))
     write_json(json_path, {"meta": meta, "results": rows, "summary": extra, "notes": notes,
                            "counters": {"sources": sources.as_json(), "notes": sources.notes,
                                         "per_role": hwcounters.summarize([c["threads"] or [] for c in counters]),
@@ -235,6 +282,11 @@ def main(argv):
         print(n, flush=True)
     rel = os.path.relpath(d, os.getcwd())
     print(f"results: {rel}/ ({name}.csv, {name}.json, {name}.png){label}", flush=True)
+    failed = sum(1 for r in raw if isinstance(r, dict) and (r.get("error") or r.get("timeout")))
+    if failed:  # the app experiments record a failed run and go on; the exit status still says so
+        print(f"iccs experiment {name}: {failed} run(s) failed or timed out (the rows' failures/timeouts columns)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,9 +12,19 @@ the `iccs` script calls (perf/experiments/runner.py), into a scratch results dir
              starts laid end to end; the JSON and PNG exist; the sum of the stages is close to the
              median end-to-end time.
   errors     a bad flag and a bad value each stop with exit 2 and a message naming them.
+  apps, scaling, dispatch, wan (issues 9 and 10): `--quick` through `iccs-cli run APP --json`
+             (the run contract): exit 0, CSV/JSON/PNG with the expected columns, and what the
+             numbers must satisfy (below, per experiment). ICCS_EXPERIMENT_CLI, when set, names
+             the iccs-cli to drive instead of ICCS_CLI (the runner reads it too).
+  app-errors bad values of the app experiments' own options: exit 2 naming them.
+  app-failures  the runner's handling of bad runs, over a test double of the run contract
+             (fake_app_cli.py, no clusters): a run that ends FAIL is recorded (`failures` column,
+             its error in the JSON's raw runs), the sweep goes on, the files are written, exit 1;
+             a JSON without a contract key (parallel_s) stops the experiment naming the key.
 Counters: hardware counters are null (unavailable) or numbers, never a made-up 0 on a host
 whose probe said unavailable.
-Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors
+Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|app-errors|
+       app-failures
 """
 import csv
 import json
@@ -25,6 +35,7 @@ import sys
 import tempfile
 
 CLI, ROOT, WHAT = sys.argv[1], sys.argv[2], sys.argv[3]
+CLI = os.environ.get("ICCS_EXPERIMENT_CLI") or CLI
 RUNNER = os.path.join(ROOT, "perf", "experiments", "runner.py")
 failures = []
 
@@ -157,13 +168,156 @@ def errors(out):
     check(p.returncode == 0 and "--quick" in p.stdout and "--oversubscribe" in p.stdout, "errors: latency --help")
 
 
+def app_files(out, name, p, columns):
+    """Common checks of an app experiment's run; returns (CSV rows, JSON)."""
+    check(p.returncode == 0, f"{name}: exit status 0")
+    check("results: " in p.stdout, f"{name}: prints where the results are")
+    check("left" in p.stdout, f"{name}: shows progress with the time left")
+    check("compute threads in total" in p.stdout, f"{name}: says how the thread layout was scaled")
+    paths = files(out, name)
+    if not os.path.isfile(paths["csv"]):
+        return [], {}
+    meta, rows = read_csv(paths["csv"])
+    cols = list(rows[0].keys()) if rows else []
+    for c in columns:
+        check(c in cols, f"{name}: CSV column {c}")
+    check(any(l.startswith("# threads:") for l in meta) and any("oversubscribed" in l for l in meta),
+          f"{name}: CSV metadata says the threads and oversubscription")
+    check(all(r.get("oversubscribed") in ("True", "False") for r in rows), f"{name}: every row says oversubscribed")
+    with open(paths["json"]) as f:
+        j = json.load(f)
+    check_json_common(j, name)
+    check(j.get("meta", {}).get("threads") is not None, f"{name}: JSON meta has the compute threads")
+    return rows, j
+
+
+def fnum(x):
+    return float(x) if x not in ("", None) else None
+
+
+def apps(out):
+    p = run("apps", [], out)
+    rows, j = app_files(out, "apps", p, ["app", "threads", "cluster_size", "clusters", "config", "transport",
+                                         "proxies_total", "proxies_per_cluster", "time_s", "slowdown", "msgs"])
+    configs = {r["config"] for r in rows}
+    check({"no delay", "no contention"} <= configs and any(c.startswith("iccs P=") for c in configs),
+          f"apps: no delay, no contention and ICCS rows ({sorted(configs)})")
+    check(all(fnum(r["time_s"]) and fnum(r["time_s"]) > 0 for r in rows), "apps: every time_s > 0")
+    check(all(abs(fnum(r["slowdown"]) - 1) < 1e-9 for r in rows if r["config"] in ("no delay", "1 cluster")),
+          "apps: slowdown of no delay is 1")
+    for r in rows:
+        if r["config"] != "1 cluster":
+            check(int(r["threads"]) == int(r["cluster_size"]) * int(r["clusters"]),
+                  f"apps: {r['config']} S={r['cluster_size']}: threads = cluster size x clusters")
+        if r["transport"] == "iccs":
+            pp = int(r["proxies_per_cluster"])
+            check(1 <= pp <= int(r["cluster_size"]) and int(r["proxies_total"]) == pp * int(r["clusters"]),
+                  f"apps: {r['config']}: 1..cluster-size proxies per cluster, total = per cluster x clusters")
+            check(fnum(r["msg_time_us"]) is not None and fnum(r["msg_time_us"]) > 0,
+                  f"apps: {r['config']}: ICCS message time measured ({r['msg_time_us']})")
+        if r["transport"] == "delay":
+            check(fnum(r["delay_us"]) is not None and fnum(r["delay_us"]) > 0,
+                  f"apps: no contention's D is recorded ({r['delay_us']} us)")
+
+
+def scaling(out):
+    p = run("scaling", [], out)
+    rows, j = app_files(out, "scaling", p, ["cluster_size", "proxies_per_cluster", "msg_time_us", "queue_len",
+                                            "proxy_util", "slowdown"])
+    check(len(rows) >= 1, f"scaling: at least one cluster size ({len(rows)})")
+    for r in rows:
+        s = int(r["cluster_size"])
+        want = int(s ** 0.5 + 0.5)
+        check(int(r["proxies_per_cluster"]) == max(1, want), f"scaling: S={s}: proxies = round(sqrt(S)) = {want}")
+        mt, q, u, sd = (fnum(r[k]) for k in ("msg_time_us", "queue_len", "proxy_util", "slowdown"))
+        check(mt is not None and mt > 0, f"scaling: S={s}: msg_time_us > 0 ({mt})")
+        check(q is not None and q >= 0, f"scaling: S={s}: queue_len >= 0 ({q})")
+        check(u is not None and 0 <= u <= 1, f"scaling: S={s}: proxy_util in [0, 1] ({u})")
+        check(sd is not None and sd > 0, f"scaling: S={s}: slowdown > 0 ({sd})")
+        check(abs(sd - fnum(r["time_s"]) / fnum(r["direct_time_s"])) < 0.01 * sd + 1e-3,
+              f"scaling: S={s}: slowdown = time_s / direct_time_s")
+    check("round" in " ".join(j.get("notes", [])), "scaling: says how sqrt is rounded")
+
+
+def dispatch(out):
+    p = run("dispatch", [], out)
+    rows, j = app_files(out, "dispatch", p, ["dispatch", "time_s", "slowdown", "msg_time_us", "proxy_tx_imbalance"])
+    check([r["dispatch"] for r in rows] == ["fixed", "round-robin", "least-loaded"],
+          f"dispatch: the three policies ({[r['dispatch'] for r in rows]})")
+    for r in rows:
+        check(fnum(r["time_s"]) is not None and fnum(r["time_s"]) > 0, f"dispatch: {r['dispatch']}: time_s > 0")
+        imb = fnum(r["proxy_tx_imbalance"])
+        check(imb is None or imb >= 1.0, f"dispatch: {r['dispatch']}: imbalance >= 1 ({imb})")
+
+
+def wan(out):
+    p = run("wan", [], out)
+    rows, j = app_files(out, "wan", p, ["app", "sites", "bandwidth_mb_s", "latency_ms", "time_s", "local_time_s",
+                                        "speedup"])
+    local = [r for r in rows if r["latency_ms"] == ""]
+    swept = [r for r in rows if r["latency_ms"] != ""]
+    check(len(local) == 1 and len(swept) == 4, f"wan: one local row and 2 x 2 swept ({len(local)}, {len(swept)})")
+    for r in swept:
+        lat = fnum(r["latency_ms"])
+        t, tl, sp = fnum(r["time_s"]), fnum(r["local_time_s"]), fnum(r["speedup"])
+        check(t is not None and sp is not None and abs(sp - tl / t) < 0.01 * sp + 1e-3,
+              f"wan: {r['bandwidth_mb_s']} MB/s {lat} ms: speedup = local / wan time ({sp})")
+        # strict lower bound: the parallel section waits for at least one message from another
+        # site (a barrier), which the emulator holds for the one-way latency
+        check(t is not None and t >= lat / 1e3, f"wan: {lat} ms: time {t} s >= one one-way latency")
+    ten = [fnum(r["speedup"]) for r in swept if fnum(r["latency_ms"]) == 10]
+    check(all(x is not None and x < 1 for x in ten), f"wan: at 10 ms the speedup is below 1 ({ten})")
+
+
+def app_errors(out):
+    for args, want in ((["apps", "nosuchapp"], "nosuchapp"), (["apps", "--threads", "3"], "--threads 3"),
+                       (["apps", "--threads", "64"], "--oversubscribe"), (["apps", "--polling", "inline"], "inline"),
+                       (["scaling", "--cluster-sizes", "3"], "3"), (["dispatch", "--policies", "random"], "random"),
+                       (["wan", "--bandwidths", "fast"], "--bandwidths"), (["wan", "--sites", "3"], "--sites 3"),
+                       (["apps", "--delay-us", "-4"], "--delay-us")):
+        p = subprocess.run([sys.executable, RUNNER, "--cli", CLI] + args + ["--out", out], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        check(p.returncode == 2 and want in p.stdout, f"app-errors: {' '.join(args)}: exit 2 naming '{want}' "
+                                                      f"(got {p.returncode}: {p.stdout.strip()[-300:]})")
+    for name in ("apps", "scaling", "dispatch", "wan"):
+        p = subprocess.run([sys.executable, RUNNER, "--cli", CLI, name, "--help"], stdout=subprocess.PIPE,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and "--threads" in p.stdout, f"app-errors: {name} --help")
+
+
+def app_failures(out):
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_app_cli.py")
+    env = dict(os.environ, ICCS_EXPERIMENT_CLI=fake, FAKE_FAIL_TRANSPORT="delay")
+    cmd = [sys.executable, RUNNER, "--cli", fake, "apps", "--quick", "--out", out]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
+    print(p.stdout)
+    check(p.returncode == 1, f"app-failures: a FAILed run gives exit 1 ({p.returncode})")
+    check("failed" in p.stdout and "went down" in p.stdout, "app-failures: the failed run's output is shown")
+    paths = files(out, "apps")
+    _, rows = read_csv(paths["csv"])
+    by = {r["config"]: r for r in rows}
+    check(by.get("no contention", {}).get("failures") == "1" and by["no contention"]["time_s"] == "",
+          "app-failures: the failed configuration has failures 1 and no time")
+    check(all(r["failures"] == "0" and r["time_s"] != "" for c, r in by.items() if c != "no contention"),
+          "app-failures: the other configurations ran (the sweep went on)")
+    with open(paths["json"]) as f:
+        j = json.load(f)
+    check(any("went down" in (r.get("error") or "") for r in j["raw"]), "app-failures: the error is in the JSON")
+    env = dict(os.environ, ICCS_EXPERIMENT_CLI=fake, FAKE_DROP_KEY="parallel_s")
+    p = subprocess.run([sys.executable, RUNNER, "--cli", fake, "scaling", "--quick", "--out", out + "/b"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
+    check(p.returncode == 1 and "parallel_s" in p.stdout and "contract" in p.stdout,
+          f"app-failures: a JSON without parallel_s stops the experiment naming it ({p.stdout.strip()[-300:]})")
+
+
 def main():
-    if WHAT != "errors" and not have_matplotlib():
+    if WHAT not in ("errors", "app-errors") and not have_matplotlib():
         print("SKIP: matplotlib is not installed (Debian package python3-matplotlib; ./iccs test installs it)")
         return 77
     out = tempfile.mkdtemp(prefix="iccs-exp-test-")
     try:
-        {"latency": latency, "breakdown": breakdown, "errors": errors}[WHAT](out)
+        {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
+         "dispatch": dispatch, "wan": wan, "app-errors": app_errors, "app-failures": app_failures}[WHAT](out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     for f in failures:
