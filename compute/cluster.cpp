@@ -570,8 +570,10 @@ void add_result(rte_tel_data* d, const std::string& err) {
     rte_tel_data_add_dict_string(d, "result", r.c_str());
 }
 
-// /iccs/wan/set,A,B,BW,LAT_S[,sym]: link A -> B (and B -> A with sym) on every proxy of this cluster.
-int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
+// /iccs/wan/set and /iccs/wan/loss: "A,B,VALUES...[,sym]" changes link A -> B (and B -> A with
+// sym) on every proxy of this cluster; `parse` reads the values (after A and B) into `c`.
+int tel_wan_link_change(const char* params, rte_tel_data* d, WanCommand c,
+                        bool (*parse)(const std::string&, uint32_t, WanCommand&, std::string&)) {
     std::lock_guard<std::mutex> lock(g_proxies_mu);
     if (g_proxies == nullptr || g_proxies->empty() || params == nullptr) return -1;
     std::string args(params);
@@ -584,11 +586,10 @@ int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
         if (ch == ',') ch = ' ';
     rte_tel_data_start_dict(d);
     const WanView v = (*g_proxies)[0]->wan_view();
-    WanCommand c;
     std::string err;
     if (!v.on) {
         err = "the WAN stage is off in this run (start it with a [wan] key)";
-    } else if (wan_parse_link_values(args, v.sites, c.a, c.b, c.params, err)) {
+    } else if (parse(args, v.sites, c, err)) {
         for (auto& px : *g_proxies) {
             px->wan_post(c);
             if (sym) {
@@ -602,37 +603,22 @@ int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
     return 0;
 }
 
-// /iccs/wan/loss,A,B,P[,sym]: link A -> B (and B -> A with sym) loses frames with probability P.
+// /iccs/wan/set,A,B,BW,LAT_S[,sym]: bandwidth and latency of a link.
+int tel_wan_set(const char*, const char* params, rte_tel_data* d) {
+    return tel_wan_link_change(params, d, WanCommand{}, [](const std::string& a, uint32_t sites, WanCommand& c,
+                                                            std::string& err) {
+        return wan_parse_link_values(a, sites, c.a, c.b, c.params, err);
+    });
+}
+
+// /iccs/wan/loss,A,B,P[,sym]: the link loses frames with probability P.
 int tel_wan_loss(const char*, const char* params, rte_tel_data* d) {
-    std::lock_guard<std::mutex> lock(g_proxies_mu);
-    if (g_proxies == nullptr || g_proxies->empty() || params == nullptr) return -1;
-    std::string args(params);
-    bool sym = false;
-    if (args.size() > 4 && args.compare(args.size() - 4, 4, ",sym") == 0) {
-        sym = true;
-        args.resize(args.size() - 4);
-    }
-    for (char& ch : args)
-        if (ch == ',') ch = ' ';
-    rte_tel_data_start_dict(d);
-    const WanView v = (*g_proxies)[0]->wan_view();
     WanCommand c;
     c.kind = WanCommand::kLoss;
-    std::string err;
-    if (!v.on) {
-        err = "the WAN stage is off in this run (start it with a [wan] key)";
-    } else if (wan_parse_loss_values(args, v.sites, c.a, c.b, c.params.loss, err)) {
-        for (auto& px : *g_proxies) {
-            px->wan_post(c);
-            if (sym) {
-                WanCommand r = c;
-                std::swap(r.a, r.b);
-                px->wan_post(r);
-            }
-        }
-    }
-    add_result(d, err);
-    return 0;
+    return tel_wan_link_change(params, d, c, [](const std::string& a, uint32_t sites, WanCommand& cmd,
+                                                 std::string& err) {
+        return wan_parse_loss_values(a, sites, cmd.a, cmd.b, cmd.params.loss, err);
+    });
 }
 
 // /iccs/wan/mode,constant|script|series|live
