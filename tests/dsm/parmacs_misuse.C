@@ -16,7 +16,8 @@ void idle(void) {}
 void crasher(void) {
     long pid;
     GET_PID(pid);
-    if (pid == 3) *(volatile long *) 16 = 1;
+    volatile unsigned long wild = 16; /* through a variable: the compiler cannot prove (and warn) that it is wild */
+    if (pid == 3) *(volatile long *) wild = 1;
 }
 
 void worker(void) {
