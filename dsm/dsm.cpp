@@ -293,10 +293,9 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
 }
 
 namespace {
-// Word diff of `cur` against `old` appended as runs {u32 off, u32 len, bytes}; returns the runs.
-// 4-byte words: the grain at which two clusters may write different data of one page.
-uint32_t diff_page(Wr& w, const uint8_t* cur, const uint8_t* old, uint32_t len) {
-    uint32_t runs = 0;
+// Word diff of `cur` against `old`: out(off, bytes, len) for every run of changed 4-byte words
+// (the grain at which two clusters may write different data of one page).
+template <class Out> void diff_page(const uint8_t* cur, const uint8_t* old, uint32_t len, Out&& out) {
     const uint32_t words = len / 4;
     uint32_t i = 0;
     while (i < words) {
@@ -306,18 +305,94 @@ uint32_t diff_page(Wr& w, const uint8_t* cur, const uint8_t* old, uint32_t len) 
         }
         uint32_t j = i + 1;
         while (j < words && std::memcmp(cur + 4 * j, old + 4 * j, 4) != 0) j++;
-        w.put<uint32_t>(4 * i);
-        w.put<uint32_t>(4 * (j - i));
-        w.bytes(cur + 4 * i, 4 * (j - i));
-        runs++;
+        out(4 * i, cur + 4 * i, 4 * (j - i));
         i = j;
     }
-    return runs;
+}
+
+// The diffs of one release to one home, cut into kHDiff messages of at most `limit` bytes each
+// ({u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}}): a page's runs continue in an
+// entry of the same page in the next message, and a run longer than a message is cut at a word,
+// so any release fits any max_message() (a jacobi paper release is 8 MB for one home).
+struct DiffBatch {
+    size_t limit;
+    std::vector<Wr> msgs;
+    uint32_t cnt = 0, runs = 0, page = 0;
+    size_t runs_at = 0;
+    bool open = false;  // an entry of `page` is open in msgs.back()
+
+    explicit DiffBatch(size_t lim) : limit(lim) {}
+    void start_page(uint32_t p) {
+        close_entry();
+        page = p;
+    }
+    void close_entry() {
+        if (open) std::memcpy(msgs.back().b.data() + runs_at, &runs, 4);
+        open = false;
+    }
+    void close_msg() {
+        close_entry();
+        if (!msgs.empty()) std::memcpy(msgs.back().b.data(), &cnt, 4);
+    }
+    // Returns the bytes it added (run headers and data), for the diff_bytes counter.
+    size_t run(uint32_t off, const uint8_t* d, uint32_t len) {
+        size_t added = 0;
+        while (len) {
+            // Room for an entry header (if none is open), a run header and one word.
+            if (msgs.empty() || msgs.back().b.size() + (open ? 0 : 8) + 8 + 4 > limit) {
+                close_msg();
+                msgs.emplace_back();
+                msgs.back().put<uint32_t>(0);
+                cnt = 0;
+            }
+            Wr& w = msgs.back();
+            if (!open) {
+                w.put<uint32_t>(page);
+                runs_at = w.b.size();
+                w.put<uint32_t>(0);
+                runs = 0;
+                cnt++;
+                open = true;
+            }
+            const uint32_t take = uint32_t(std::min<size_t>(len, (limit - w.b.size() - 8) & ~size_t(3)));
+            w.put<uint32_t>(off);
+            w.put<uint32_t>(take);
+            w.bytes(d, take);
+            runs++;
+            added += 8 + take;
+            off += take;
+            d += take;
+            len -= take;
+        }
+        return added;
+    }
+    size_t diff(uint32_t p, const uint8_t* cur, const uint8_t* old, uint32_t len) {
+        start_page(p);
+        size_t added = 0;
+        diff_page(cur, old, len, [&](uint32_t off, const uint8_t* d, uint32_t l) { added += run(off, d, l); });
+        close_entry();
+        return added;
+    }
+};
+
+// Sends every message of `b` to `home` and waits for each ack: the release is complete only when
+// the home acknowledged all of them.
+bool send_diffs(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, DiffBatch& b) {
+    b.close_msg();
+    std::vector<uint8_t> reply;
+    for (Wr& w : b.msgs) {
+        const RtStatus s = ep.request(I.service(home), I.h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply);
+        if (s != RtStatus::kOk) {
+            set_error("sending diffs to cluster " + std::to_string(home) + ": " + ep.last_error());
+            return false;
+        }
+    }
+    return true;
 }
 }  // namespace
 
-// Downgrade every page written in this interval, diff the twinned ones into one message per home,
-// wait for the homes' acks, and close the interval. coh_mu held.
+// Downgrade every page written in this interval, diff the twinned ones into messages per home
+// (as many as max_message() needs), wait for the homes' acks, and close the interval. coh_mu held.
 bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     std::vector<uint32_t> list;
     {
@@ -325,8 +400,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         list.swap(dirty_list);
     }
     if (list.empty()) return true;
-    std::vector<Wr> per_home(n.clusters_);
-    std::vector<uint32_t> count(n.clusters_, 0);
+    std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message()));
     for (uint32_t p : list) {
         Page& pg = pages[p];
         std::lock_guard<std::mutex> g(pg.mu);
@@ -336,36 +410,16 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
             pg.state.store(kReadOnly);
         }
         if (pg.twin) {
-            const uint16_t home = home_of_page(p);
-            Wr& w = per_home[home];
-            if (count[home] == 0) w.put<uint32_t>(0);
-            w.put<uint32_t>(p);
-            const size_t runs_at = w.b.size();
-            w.put<uint32_t>(0);
-            const size_t before = w.b.size();
-            const uint32_t runs = diff_page(w, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
-            std::memcpy(w.b.data() + runs_at, &runs, 4);
-            n.ctr_.diff_bytes.fetch_add(w.b.size() - before, std::memory_order_relaxed);
+            const size_t bytes =
+                per_home[home_of_page(p)].diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+            n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
             n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
-            count[home]++;
             pg.twin = false;
         }
         pg.dirty = false;
     }
-    std::vector<uint8_t> reply;
-    for (uint16_t c = 0; c < n.clusters_; c++) {
-        if (!count[c]) continue;
-        std::memcpy(per_home[c].b.data(), &count[c], 4);
-        if (per_home[c].b.size() > rt.max_message())
-            fatal("cluster %u: a diff message of %zu bytes exceeds the runtime's limit %u (raise the transport's "
-                  "max_message or release more often)", unsigned(n.cluster_), per_home[c].b.size(), rt.max_message());
-        RtStatus s = ep.request(service(c), h(kHDiff), RtBytes{per_home[c].b.data(), uint32_t(per_home[c].b.size())}, {},
-                                reply);
-        if (s != RtStatus::kOk) {
-            set_error("sending diffs to cluster " + std::to_string(c) + ": " + ep.last_error());
-            return false;
-        }
-    }
+    for (uint16_t c = 0; c < n.clusters_; c++)
+        if (!per_home[c].msgs.empty() && !send_diffs(*this, ep, c, per_home[c])) return false;
     std::lock_guard<std::mutex> k(know_mu);
     const uint32_t idx = ++vc[n.cluster_];
     store[n.cluster_][idx] = std::move(list);
@@ -410,25 +464,131 @@ void DsmNode::Impl::home_holds(uint16_t home, const VC& v) {
     for (size_t c = 0; c < v.size(); c++) home_has[home][c] = std::max(home_has[home][c], v[c]);
 }
 
-void DsmNode::Impl::encode_intervals(Wr& w, const VC& from, const VC& to) {
+// Write notices on the wire: {u32 count, {u16 cluster, u32 interval, u32 pages, u32 page...}}, or
+// the count kNoticesPull followed by VC from, VC to: "too many for this message, pull (from, to]
+// from my store" (home -> acquirer). The other direction pushes them ahead (push_intervals). So
+// no history makes a sync message outgrow max_message(); only one interval's own page list must
+// fit one message (4 bytes a page: about 262000 pages written by one cluster in one interval).
+bool DsmNode::Impl::encode_intervals_chunk(Wr& w, const VC& from, const VC& to, NoticeCursor& cur, size_t limit) {
     std::lock_guard<std::mutex> k(know_mu);
     const size_t at = w.b.size();
     w.put<uint32_t>(0);
+    if (!cur.started) {
+        cur = NoticeCursor{0, from[0] + 1, true};
+    }
     uint32_t cnt = 0;
-    for (uint16_t c = 0; c < n.clusters_; c++) {
-        for (uint32_t i = from[c] + 1; i <= to[c]; i++) {
-            auto it = store[c].find(i);
-            if (it == store[c].end())
+    bool done = true;
+    for (; cur.c < n.clusters_ && done; cur.c++, cur.i = cur.c < n.clusters_ ? from[cur.c] + 1 : 0) {
+        for (; cur.i <= to[cur.c]; cur.i++) {
+            auto it = store[cur.c].find(cur.i);
+            if (it == store[cur.c].end())
                 fatal("cluster %u: write notices of interval %u of cluster %u are not known here (protocol bug)",
-                      unsigned(n.cluster_), i, unsigned(c));
-            w.put<uint16_t>(c);
-            w.put<uint32_t>(i);
+                      unsigned(n.cluster_), cur.i, unsigned(cur.c));
+            const size_t need = 10 + it->second.size() * 4;
+            if (w.b.size() + need > limit) {
+                if (cnt == 0)
+                    fatal("cluster %u: the write notices of interval %u of cluster %u (%zu pages) do not fit one "
+                          "message of the runtime's max_message() %zu bytes (use a larger ICCS_DSM_PAGE)",
+                          unsigned(n.cluster_), cur.i, unsigned(cur.c), it->second.size(), limit);
+                done = false;
+                break;
+            }
+            w.put<uint16_t>(cur.c);
+            w.put<uint32_t>(cur.i);
             w.put<uint32_t>(uint32_t(it->second.size()));
             w.bytes(it->second.data(), it->second.size() * 4);
             cnt++;
         }
+        if (!done) break;
     }
     std::memcpy(w.b.data() + at, &cnt, 4);
+    return done;
+}
+
+size_t DsmNode::Impl::intervals_bytes(const VC& from, const VC& to) {
+    std::lock_guard<std::mutex> k(know_mu);
+    size_t b = 4;
+    for (uint16_t c = 0; c < n.clusters_; c++)
+        for (uint32_t i = from[c] + 1; i <= to[c]; i++) {
+            auto it = store[c].find(i);
+            b += 10 + (it == store[c].end() ? 0 : it->second.size() * 4);
+        }
+    return b;
+}
+
+void DsmNode::Impl::encode_intervals(Wr& w, const VC& from, const VC& to) {
+    const size_t limit = rt.max_message();
+    if (w.b.size() + intervals_bytes(from, to) <= limit) {
+        NoticeCursor cur;
+        encode_intervals_chunk(w, from, to, cur, SIZE_MAX);
+        return;
+    }
+    w.put<uint32_t>(kNoticesPull);
+    encode_vc(w, from);
+    encode_vc(w, to);
+}
+
+bool DsmNode::Impl::push_intervals(Wr& w, const VC& from, const VC& to, uint16_t home, RtEndpoint& ep) {
+    const size_t limit = rt.max_message();
+    NoticeCursor cur;
+    if (w.b.size() + intervals_bytes(from, to) <= limit) {
+        encode_intervals_chunk(w, from, to, cur, SIZE_MAX);
+        return true;
+    }
+    // Ahead of the message, in acked chunks: the home stores them before the message needs them.
+    std::vector<uint8_t> ack;
+    for (bool done = false; !done;) {
+        Wr q;
+        done = encode_intervals_chunk(q, from, to, cur, limit);
+        if (ep.request(service(home), h(kHNotices), RtBytes{q.b.data(), uint32_t(q.b.size())}, {}, ack) !=
+            RtStatus::kOk) {
+            set_error("pushing write notices to cluster " + std::to_string(home) + ": " + ep.last_error());
+            return false;
+        }
+    }
+    w.put<uint32_t>(0);
+    return true;
+}
+
+bool DsmNode::Impl::receive_intervals(Rd& r, uint16_t home, RtEndpoint& ep) {
+    Rd peek = r;
+    if (peek.get<uint32_t>() != kNoticesPull) {
+        if (store_intervals(r)) return true;
+        set_error("malformed write notices from cluster " + std::to_string(home));
+        return false;
+    }
+    r.get<uint32_t>();
+    const VC from = decode_vc(r), to = decode_vc(r);
+    if (r.bad) {
+        set_error("malformed write notices from cluster " + std::to_string(home));
+        return false;
+    }
+    NoticeCursor cur;
+    std::vector<uint8_t> reply;
+    for (;;) {
+        Wr q;
+        encode_vc(q, from);
+        encode_vc(q, to);
+        q.put<uint8_t>(cur.started);
+        q.put<uint16_t>(cur.c);
+        q.put<uint32_t>(cur.i);
+        if (ep.request(service(home), h(kHPull), RtBytes{q.b.data(), uint32_t(q.b.size())}, {}, reply) !=
+            RtStatus::kOk) {
+            set_error("pulling write notices from cluster " + std::to_string(home) + ": " + ep.last_error());
+            return false;
+        }
+        Rd a(reply.data(), reply.size());
+        const bool stored = store_intervals(a);
+        const uint8_t done = a.get<uint8_t>();
+        cur.c = a.get<uint16_t>();
+        cur.i = a.get<uint32_t>();
+        cur.started = true;
+        if (!stored || a.bad) {
+            set_error("malformed write notices pulled from cluster " + std::to_string(home));
+            return false;
+        }
+        if (done) return true;
+    }
 }
 
 bool DsmNode::Impl::store_intervals(Rd& r) {
@@ -451,11 +611,8 @@ bool DsmNode::Impl::store_intervals(Rd& r) {
 
 // Acquire: learn the intervals in `r`, then invalidate every page named by an interval of another
 // cluster this cluster has not applied yet, up to `target`.
-bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep) {
-    if (!store_intervals(r)) {
-        set_error("malformed write notices");
-        return false;
-    }
+bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home) {
+    if (!receive_intervals(r, home, ep)) return false;  // it said why
     lock_coh(ep);
     std::vector<uint32_t> inval;
     VC upto;
@@ -488,7 +645,6 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep) {
             }
         }
         if (any_twin) ok = flush_locked(ep);
-        std::vector<uint8_t> reply;
         for (uint32_t p : inval) {
             Page& pg = pages[p];
             std::lock_guard<std::mutex> g(pg.mu);
@@ -496,17 +652,11 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep) {
                 // Written again since the flush above: send this page's diff now, before the home
                 // copy can be fetched back.
                 if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
-                Wr w;
-                w.put<uint32_t>(1);
-                w.put<uint32_t>(p);
-                const size_t runs_at = w.b.size();
-                w.put<uint32_t>(0);
-                const uint32_t runs = diff_page(w, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
-                std::memcpy(w.b.data() + runs_at, &runs, 4);
+                DiffBatch b(rt.max_message());
+                const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
                 n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
-                n.ctr_.diff_bytes.fetch_add(w.b.size() - 12, std::memory_order_relaxed);
-                if (ep.request(service(home_of_page(p)), h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
-                               reply) != RtStatus::kOk)
+                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
                     fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
                           ep.last_error().c_str());
                 pg.twin = false;
@@ -565,6 +715,35 @@ void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (r.bad) fprintf(stderr, "iccs dsm: cluster %u: malformed diff from cluster %u dropped\n",
                        unsigned(I->n.cluster()), unsigned(m.src.cluster));
     self.reply(m.token(), {});
+}
+
+// Notices pushed ahead of a release or barrier arrival that could not carry them all.
+void h_notices(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    if (!I->store_intervals(r))
+        fprintf(stderr, "iccs dsm: cluster %u: malformed write notices from cluster %u dropped\n",
+                unsigned(I->n.cluster()), unsigned(m.src.cluster));
+    self.reply(m.token(), {});
+}
+
+// One chunk of the notices (from, to] a grant or barrier reply left out (kNoticesPull).
+void h_pull(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const VC from = I->decode_vc(r), to = I->decode_vc(r);
+    NoticeCursor cur;
+    cur.started = r.get<uint8_t>() != 0;
+    cur.c = r.get<uint16_t>();
+    cur.i = r.get<uint32_t>();
+    Wr w;
+    bool done = true;
+    if (r.bad) w.put<uint32_t>(0);
+    else done = I->encode_intervals_chunk(w, from, to, cur, I->rt.max_message() - 7);
+    w.put<uint8_t>(done);
+    w.put<uint16_t>(cur.c);
+    w.put<uint32_t>(cur.i);
+    self.reply(m.token(), RtBytes{w.b.data(), uint32_t(w.b.size())});
 }
 
 void h_alloc(RtEndpoint& self, const AmMsg& m, void* ctx) {
@@ -670,6 +849,8 @@ void register_sync_handlers(DsmNode::Impl& I);  // dsm_sync.cpp
 void DsmNode::Impl::register_handlers() {
     rt.set_handler(h(kHFetch), h_fetch, this);
     rt.set_handler(h(kHDiff), h_diff, this);
+    rt.set_handler(h(kHNotices), h_notices, this);
+    rt.set_handler(h(kHPull), h_pull, this);
     rt.set_handler(h(kHAlloc), h_alloc, this);
     rt.set_handler(h(kHSyncIds), h_sync_ids, this);
     rt.set_handler(h(kHStart), h_start, this);

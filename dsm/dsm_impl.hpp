@@ -33,11 +33,22 @@ enum : uint16_t {
     kHSyncIds,      // req  u32 n                              -> u32 first
     kHStart,        // req  u64 hash, u64 used, u32 next_sync  -> (deferred) u8 ok, text
     kHReplay,       // req  u64 k                              -> (deferred) u64 cluster 0's k-th prefix value
+    kHNotices,      // req  intervals (pushed ahead of a release/barrier arrival) -> ack
+    kHPull,         // req  VC from, VC to, u8 started, u16 c, u32 i -> intervals, u8 done, u16 c, u32 i
     kHCount
 };
 static_assert(kHCount <= kDsmHandlers);
 
 using VC = std::vector<uint32_t>;  // per cluster: intervals of that cluster applied (or known)
+
+// Where a chunked encoding of intervals (from, to] goes on: cluster c, interval i.
+struct NoticeCursor {
+    uint16_t c = 0;
+    uint32_t i = 0;
+    bool started = false;
+};
+// An interval count that says "not here: pull them" (DsmNode::Impl::encode_intervals).
+inline constexpr uint32_t kNoticesPull = 0xFFFFFFFFu;
 
 // Little byte writer/reader for protocol messages (host byte order: every cluster runs the same
 // binary on the same architecture; the runtime carries bytes).
@@ -186,11 +197,21 @@ struct DsmNode::Impl {
     void fetch(uint64_t p, RtEndpoint& ep);
     void make_writable(uint64_t p, RtEndpoint& ep);
     bool flush_locked(RtEndpoint& ep);          // coh_mu held
-    bool apply(const VC& target, Rd& intervals, RtEndpoint& ep);  // takes coh_mu
+    // takes coh_mu; `home`: the cluster that sent `intervals` (pulled from there if left out)
+    bool apply(const VC& target, Rd& intervals, RtEndpoint& ep, uint16_t home);
     void encode_vc(Wr& w, const VC& v);
     VC decode_vc(Rd& r);
-    // intervals (from, to] of every cluster, from the store
+    // intervals (from, to] of every cluster, from the store: inline when they fit max_message()
+    // with what w holds, else the kNoticesPull marker (home side: grants, barrier replies)
     void encode_intervals(Wr& w, const VC& from, const VC& to);
+    // client side (releases, barrier arrivals): inline when they fit, else pushed to `home` first
+    // in acked kHNotices chunks and none inline
+    bool push_intervals(Wr& w, const VC& from, const VC& to, uint16_t home, RtEndpoint& ep);
+    // as many intervals from `cur` on as fit in `limit` bytes of w; true when (from, to] is done
+    bool encode_intervals_chunk(Wr& w, const VC& from, const VC& to, NoticeCursor& cur, size_t limit);
+    size_t intervals_bytes(const VC& from, const VC& to);
+    // the intervals of a reply: stored, or pulled from `home` in chunks when it sent the marker
+    bool receive_intervals(Rd& r, uint16_t home, RtEndpoint& ep);
     // stores the intervals read from r (no invalidation)
     bool store_intervals(Rd& r);
     VC snapshot_vc();

@@ -203,7 +203,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
     }
     Rd r(reply.data(), reply.size());
     VC lock_vc = I.decode_vc(r);
-    if (!I.apply(lock_vc, r, ep)) return DsmStatus::kRuntime;
+    if (!I.apply(lock_vc, r, ep, I.home_of_sync(id))) return DsmStatus::kRuntime;
     I.home_holds(I.home_of_sync(id), lock_vc);  // the grant came from the home's store
     {
         std::lock_guard<std::mutex> g(I.held_mu);
@@ -241,7 +241,10 @@ DsmStatus DsmNode::Impl::release(uint32_t id, bool wait) {
     const VC mine = I.snapshot_vc();
     const uint16_t home = I.home_of_sync(id);
     I.encode_vc(w, mine);
-    I.encode_intervals(w, I.from_for_home(home, at_grant, mine), mine);
+    if (!I.push_intervals(w, I.from_for_home(home, at_grant, mine), mine, home, ep)) {
+        set_error("UNLOCK " + std::to_string(id) + ": " + DsmNode::error());
+        return DsmStatus::kRuntime;
+    }
     const RtBytes msg{w.b.data(), uint32_t(w.b.size())};
     std::vector<uint8_t> ack;
     const RtStatus st = wait ? ep.request(I.service(I.home_of_sync(id)), I.h(kHLockRel), msg, {}, ack)
@@ -285,7 +288,11 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         I.encode_vc(w, mine);
         VC from = b->last;
         for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], mine[c]);
-        I.encode_intervals(w, I.from_for_home(I.home_of_sync(id), from, mine), mine);
+        if (st == DsmStatus::kOk && !I.push_intervals(w, I.from_for_home(I.home_of_sync(id), from, mine), mine,
+                                                      I.home_of_sync(id), ep)) {
+            set_error("BARRIER " + std::to_string(id) + ": " + DsmNode::error());
+            st = DsmStatus::kRuntime;
+        }
         std::vector<uint8_t> reply;
         if (st == DsmStatus::kOk &&
             ep.request(I.service(I.home_of_sync(id)), I.h(kHBarrier), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
@@ -296,7 +303,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         if (st == DsmStatus::kOk) {
             Rd r(reply.data(), reply.size());
             VC merged = I.decode_vc(r);
-            if (!I.apply(merged, r, ep)) st = DsmStatus::kRuntime;
+            if (!I.apply(merged, r, ep, I.home_of_sync(id))) st = DsmStatus::kRuntime;
             I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);
         }

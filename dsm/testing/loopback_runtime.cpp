@@ -8,6 +8,7 @@ namespace iccs::testing {
 
 struct LoopbackWorld::Impl final : Router {
     uint16_t nclusters, nthreads;
+    uint32_t max_msg = 16u << 20;
     std::vector<std::unique_ptr<MbCluster>> cl;
     std::mutex bar_mu;
     uint64_t bar_gen = 0;
@@ -23,6 +24,7 @@ struct LoopbackWorld::Impl final : Router {
     }
     uint16_t clusters() const override { return nclusters; }
     uint16_t threads() const override { return nthreads; }
+    uint32_t max_message() const override { return max_msg; }
     void route(Msg&& m) override { cl[m.dst.cluster]->ep(m.dst.thread).deliver(std::move(m)); }
 
     RtStatus barrier_gather(MbEndpoint& ep, std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>>& by_cluster,
@@ -54,7 +56,10 @@ struct LoopbackWorld::Impl final : Router {
     }
 };
 
-LoopbackWorld::LoopbackWorld(uint16_t clusters, uint16_t threads) : impl_(std::make_unique<Impl>(clusters, threads)) {}
+LoopbackWorld::LoopbackWorld(uint16_t clusters, uint16_t threads, uint32_t max_message)
+    : impl_(std::make_unique<Impl>(clusters, threads)) {
+    impl_->max_msg = max_message;
+}
 
 LoopbackWorld::~LoopbackWorld() { stop(); }
 

@@ -19,7 +19,9 @@ namespace iccs::testing {
 class LoopbackWorld {
 public:
     // `clusters` simulated clusters of `threads` compute threads each; service threads start now.
-    LoopbackWorld(uint16_t clusters, uint16_t threads);
+    // `max_message`: the largest message (bytes) its endpoints take, like a transport's limit
+    // (tests lower it to force the DSM to split diffs and write notices).
+    LoopbackWorld(uint16_t clusters, uint16_t threads, uint32_t max_message = 16u << 20);
     ~LoopbackWorld();  // stops the service threads (stop() first if handlers' contexts die earlier)
     LoopbackWorld(const LoopbackWorld&) = delete;
     LoopbackWorld& operator=(const LoopbackWorld&) = delete;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace iccs::testing {
@@ -42,8 +43,16 @@ RtStatus MbEndpoint::check_dst(RtAddr dst, uint16_t handler) {
     return RtStatus::kOk;
 }
 
+// The real runtime's words, so a test that lowers the limit sees what a run would.
+RtStatus MbEndpoint::check_size(size_t bytes) {
+    if (bytes <= r_.max_message()) return RtStatus::kOk;
+    err_ = "send of " + std::to_string(bytes) + " bytes: max_message() is " + std::to_string(r_.max_message());
+    return RtStatus::kTooBig;
+}
+
 RtStatus MbEndpoint::send(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b) {
     if (RtStatus s = check_dst(dst, handler); s != RtStatus::kOk) return s;
+    if (RtStatus s = check_size(size_t(a.len) + b.len); s != RtStatus::kOk) return s;
     Msg m{self_, dst, handler, 0, false, join(a, b)};
     ctr_.msgs_sent++;
     ctr_.bytes_sent += m.bytes.size();
@@ -54,6 +63,7 @@ RtStatus MbEndpoint::send(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b) {
 RtStatus MbEndpoint::request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b, std::vector<uint8_t>& reply,
                              uint64_t timeout_us) {
     if (RtStatus s = check_dst(dst, handler); s != RtStatus::kOk) return s;
+    if (RtStatus s = check_size(size_t(a.len) + b.len); s != RtStatus::kOk) return s;
     const uint32_t id = ++next_req_;
     Msg m{self_, dst, handler, id, false, join(a, b)};
     ctr_.msgs_sent++;
@@ -77,6 +87,11 @@ RtStatus MbEndpoint::request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b,
 
 RtStatus MbEndpoint::reply(const ReplyToken& to, RtBytes a, RtBytes b) {
     if (RtStatus s = check_dst(to.to, 0); s != RtStatus::kOk) return s;
+    if (check_size(size_t(a.len) + b.len) != RtStatus::kOk) {
+        // The requester would wait for it until its timeout: stop the test loudly instead.
+        fprintf(stderr, "mailbox runtime: reply from %u: %s\n", unsigned(self_.cluster), err_.c_str());
+        abort();
+    }
     Msg m{self_, to.to, 0, to.req_id, true, join(a, b)};
     ctr_.replies++;
     r_.route(std::move(m));

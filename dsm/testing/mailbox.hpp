@@ -33,6 +33,8 @@ public:
     virtual uint16_t clusters() const = 0;
     virtual uint16_t threads() const = 0;
     virtual void route(Msg&& m) = 0;  // m.dst says where
+    // Largest message (payload bytes) send/request/reply accept, as the real transports' limit.
+    virtual uint32_t max_message() const { return 16u << 20; }
     // Barrier of every compute thread of every cluster, gathering contributions per cluster.
     virtual RtStatus barrier_gather(MbEndpoint& ep, std::span<const uint8_t> mine,
                                     std::vector<std::vector<uint8_t>>& by_cluster, uint64_t timeout_us) = 0;
@@ -65,6 +67,7 @@ public:
 
 private:
     RtStatus check_dst(RtAddr dst, uint16_t handler);
+    RtStatus check_size(size_t bytes);  // against the Router's max_message()
     Router& r_;
     MbCluster& c_;
     RtAddr self_;
@@ -90,7 +93,7 @@ public:
     uint16_t clusters() const override { return r_.clusters(); }
     uint16_t threads() const override { return r_.threads(); }
     RtTransport transport() const override { return RtTransport::kDirect; }
-    uint32_t max_message() const override { return 16u << 20; }
+    uint32_t max_message() const override { return r_.max_message(); }
     void set_handler(uint16_t id, AmHandler h, void* ctx) override;
     RtEndpoint& endpoint(uint16_t t) override { return *eps_.at(t); }
     MbEndpoint& ep(uint16_t t) { return t == kRtService ? *service_ : *eps_.at(t); }

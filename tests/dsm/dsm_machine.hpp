@@ -32,7 +32,9 @@ struct Machine {
     testing::LoopbackWorld world;
     std::vector<std::unique_ptr<DsmNode>> nodes;
 
-    Machine(uint16_t clusters, uint16_t threads, DsmConfig cfg = test_config()) : C(clusters), T(threads), world(clusters, threads) {
+    // `max_message`: the loopback runtime's message limit (lowered to force split diffs/notices).
+    Machine(uint16_t clusters, uint16_t threads, DsmConfig cfg = test_config(), uint32_t max_message = 16u << 20)
+        : C(clusters), T(threads), world(clusters, threads, max_message) {
         for (uint16_t c = 0; c < C; c++) {
             DsmConfig k = cfg;
             k.base_addr = cfg.base_addr + uint64_t(c) * (1ull << 40);  // 1 TiB apart

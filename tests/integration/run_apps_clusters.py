@@ -5,6 +5,7 @@ usage: run_apps_clusters.py CLI --apps all|a,b,... CASE...      every app in eve
        run_apps_clusters.py CLI --apps ... --cross                the whole cross product (suite long)
        run_apps_clusters.py CLI --apps ... --inject-error CASE     a wrong answer: exit 1, FAIL
        run_apps_clusters.py CLI --usage                           bad flags: exit 2, one line naming them
+       run_apps_clusters.py CLI --apps ... --app-size paper CASE   the runs at --size paper (default test)
 
 CASE is clusters x cluster-size, transport and its options, e.g. 2x2:iccs:2:round-robin,
 2x2:direct, 4x1:delay:30 (delay in us, or auto), 4x1:iccs:1:fixed.
@@ -30,6 +31,7 @@ RT_KEYS = ["msgs", "bytes", "mean_msg_bytes"]
 ICCS_KEYS = ["msg_time_us_mean", "queue_len_mean", "utilization_mean", "proxies"]
 PROXY_KEYS = ["cluster", "proxy", "msgs_tx", "msgs_rx", "bytes_tx", "bytes_rx", "msg_time_us_mean",
               "queue_len_mean", "utilization"]
+APP_SIZE = "test"  # --size of every run (--app-size)
 DSM_KEYS = ["read_faults", "write_faults", "page_fetches", "diffs_sent", "diff_bytes", "invalidations",
             "lock_wait_s", "barrier_wait_s"]
 
@@ -59,6 +61,8 @@ def case_args(case):
 def check_run(cli, app, case, inject=False):
     """Returns a list of problems (empty: the run was right)."""
     cmd = [cli, "run", app] + case_args(case) + ["--json"] + (["--inject-error"] if inject else [])
+    if APP_SIZE != "test":
+        cmd += ["--size", APP_SIZE]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
@@ -83,7 +87,7 @@ def check_run(cli, app, case, inject=False):
     if errs:
         return errs + ["stderr tail: " + p.stderr[-2000:]], secs
     C, S = case["clusters"], case["size"]
-    expect = {"app": app, "size": "test", "threads": C * S, "clusters": C, "cluster_size": S,
+    expect = {"app": app, "size": APP_SIZE, "threads": C * S, "clusters": C, "cluster_size": S,
               "transport": case["transport"], "result": "FAIL" if inject else "PASS",
               "proxies_per_cluster": case["proxies"] if case["transport"] == "iccs" else 0}
     if case["dispatch"]:
@@ -187,6 +191,7 @@ def usage_checks(cli):
 
 
 def main():
+    global APP_SIZE
     argv = sys.argv[1:]
     cli = argv.pop(0)
     if argv and argv[0] == "--usage":
@@ -204,6 +209,8 @@ def main():
             cross = True
         elif a == "--inject-error":
             inject = True
+        elif a == "--app-size":
+            APP_SIZE = argv.pop(0)
         else:
             cases.append(parse_case(a))
     if cross:
