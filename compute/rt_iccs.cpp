@@ -39,7 +39,9 @@ class IccsCore;
 class IccsEp final : public RtEp {
    public:
     IccsEp(IccsCore& core, uint16_t local);
-    // Run on the endpoint's placeholder compute thread of run_cluster(): connect everything.
+    // Runs on the compute thread run_cluster() starts for this endpoint (it sets up the endpoint's
+    // convergence module, listens and connects to every other endpoint, then parks until the
+    // runtime is released; the program's own threads use the module meanwhile).
     bool attach(ComputeEnv& env, std::string& err);
     void detach() { conv_ = nullptr; }
     // Another endpoint of this cluster sends to this one.

@@ -14,7 +14,7 @@ RTT/2 of the same runs.
 import os
 import tempfile
 
-from framework import ExperimentError, median, parse_rtt, quantile, run_cli
+from framework import ExperimentError, check_range, median, parse_rtt, quantile, run_cli
 
 # (stage, from point, to point), in path order (stack/stamps.hpp names the points)
 STAGES = [
@@ -59,12 +59,9 @@ class Breakdown:
         ap.add_argument("--reps", type=int, default=3, help="runs (default 3)")
 
     def check(self, args):
-        if args.size < 1 or args.size > 1400:
-            raise ExperimentError(f"--size {args.size}: expected 1..1400 bytes (one frame)")
-        if args.rounds < 100 or args.rounds > 10_000_000:
-            raise ExperimentError(f"--rounds {args.rounds}: expected 100..10000000")
-        if args.reps < 1 or args.reps > 100:
-            raise ExperimentError(f"--reps {args.reps}: expected 1..100")
+        check_range(args, "size", 1, 1400, "bytes (one frame)")
+        check_range(args, "rounds", 100, 10_000_000)
+        check_range(args, "reps", 1, 100)
         if args.quick:
             if "rounds" not in args.explicit:
                 args.rounds = 2000

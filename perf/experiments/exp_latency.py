@@ -21,7 +21,7 @@ import math
 import random
 import re
 
-from framework import ExperimentError, Fit, median, parse_rtt, run_cli
+from framework import ExperimentError, check_range, Fit, median, parse_rtt, run_cli
 
 MTU = 1500
 HDR_BYTES = 8 + 32 + 40            # UDP + slidwin + convergence headers inside the IP payload
@@ -69,14 +69,10 @@ class Latency:
         ap.add_argument("--seed", type=int, default=1, help="order of the sizes within a run (default 1)")
 
     def check(self, args):
-        if args.step < 1 or args.step > 4000:
-            raise ExperimentError(f"--step {args.step}: expected 1..4000 bytes")
-        if args.max_size < 0 or args.max_size > 9000:
-            raise ExperimentError(f"--max-size {args.max_size}: expected 0..9000 bytes")
-        if args.rounds < 100 or args.rounds > 10_000_000:
-            raise ExperimentError(f"--rounds {args.rounds}: expected 100..10000000")
-        if args.reps < 1 or args.reps > 100:
-            raise ExperimentError(f"--reps {args.reps}: expected 1..100")
+        check_range(args, "step", 1, 4000, "bytes")
+        check_range(args, "max-size", 0, 9000, "bytes")
+        check_range(args, "rounds", 100, 10_000_000)
+        check_range(args, "reps", 1, 100)
         if args.sizes:
             try:
                 sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip() != ""})

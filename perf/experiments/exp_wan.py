@@ -25,6 +25,21 @@ LATENCIES_MS = [0.1, 0.3, 1, 3, 10, 30, 100, 300]
 QUICK_BW, QUICK_LAT = [1, 0.1], [1, 10]
 
 
+def _plot_family(ax, rows, line_key, line_values, x_key, style, unit, cmap, top, xlabel, ylabel, title):
+    """One panel of Figure 2: speedup against x_key (log scale), a line per value of line_key."""
+    for k, v in enumerate(line_values):
+        pts = sorted((r[x_key], r["speedup"]) for r in rows if r[line_key] == v)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, ms=3,
+                color=cmap(k / max(1, len(line_values) - 1)), label=f"{v:g} {unit}")
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylim(0, top)
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend(fontsize=7)
+
+
 class Wan(AppExperiment):
     name = "wan"
     figure = "Plaat, Bal, Hofman 1998, Figure 2"
@@ -170,30 +185,13 @@ class Wan(AppExperiment):
             rs = [r for r in rows if r["app"] == app and r["bandwidth_mb_s"] is not None and r.get("speedup")]
             bws = sorted({r["bandwidth_mb_s"] for r in rs}, reverse=True)
             lats = sorted({r["latency_ms"] for r in rs})
-            ax = axes[i][0]
-            for k, bw in enumerate(bws):
-                pts = sorted((r["latency_ms"], r["speedup"]) for r in rs if r["bandwidth_mb_s"] == bw)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, color=cmap(k / max(1, len(bws) - 1)),
-                        label=f"{bw:g} MB/s")
-            ax.set_xscale("log")
-            ax.set_xlabel("one-way wide-area latency [ms]")
-            ax.set_ylabel("speedup vs all-local (T_local / T_wan)")
-            ax.set_title(f"{app}: against latency, a line per bandwidth", fontsize=9)
-            ax.set_ylim(0, 1.1 * max([1.0] + [r["speedup"] for r in rs]))
-            ax.grid(True, which="both", lw=0.3)
-            ax.legend(fontsize=7)
-            ax = axes[i][1]
-            for k, lat in enumerate(lats):
-                pts = sorted((r["bandwidth_mb_s"], r["speedup"]) for r in rs if r["latency_ms"] == lat)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "s-", ms=3, color=cmap(k / max(1, len(lats) - 1)),
-                        label=f"{lat:g} ms")
-            ax.set_xscale("log")
-            ax.set_xlabel("wide-area bandwidth [MB/s]")
-            ax.set_ylabel("speedup vs all-local")
-            ax.set_title(f"{app}: against bandwidth, a line per latency", fontsize=9)
-            ax.set_ylim(0, 1.1 * max([1.0] + [r["speedup"] for r in rs]))
-            ax.grid(True, which="both", lw=0.3)
-            ax.legend(fontsize=7)
+            top = 1.1 * max([1.0] + [r["speedup"] for r in rs])
+            _plot_family(axes[i][0], rs, "bandwidth_mb_s", bws, "latency_ms", "o-", "MB/s", cmap, top,
+                         "one-way wide-area latency [ms]", "speedup vs all-local (T_local / T_wan)",
+                         f"{app}: against latency, a line per bandwidth")
+            _plot_family(axes[i][1], rs, "latency_ms", lats, "bandwidth_mb_s", "s-", "ms", cmap, top,
+                         "wide-area bandwidth [MB/s]", "speedup vs all-local",
+                         f"{app}: against bandwidth, a line per latency")
         fig.suptitle(f"{meta['figure_title']}{over}\n{extra['sites']} sites", fontsize=9)
         save_fig(fig, path)
         plt.close(fig)

@@ -24,6 +24,13 @@ class ExperimentError(Exception):
     """A run that failed, or a wrong option: the message names it."""
 
 
+def check_range(args, name, lo, hi, unit=""):
+    """A numeric option within [lo, hi], or an ExperimentError naming the flag, its value and the range."""
+    v = getattr(args, name.replace("-", "_"))
+    if v < lo or v > hi:
+        raise ExperimentError(f"--{name} {v}: expected {lo}..{hi}{' ' + unit if unit else ''}")
+
+
 def host_cores():
     try:
         return len(os.sched_getaffinity(0))
