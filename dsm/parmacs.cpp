@@ -39,12 +39,19 @@ thread_local long t_pid = -1;
 [[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void die(const char* fmt, ...) {
     fflush(stdout);
+    // One write of the whole line: every cluster may die of the same error at once on one
+    // terminal, and pieces written separately interleave.
+    char line[2048];
+    int n = snprintf(line, sizeof line, "iccs parmacs (cluster %u): ", unsigned(g.cluster));
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "iccs parmacs (cluster %u): ", unsigned(g.cluster));
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    if (n >= 0 && n < int(sizeof line)) n += vsnprintf(line + n, sizeof line - size_t(n), fmt, ap);
     va_end(ap);
+    if (n < 0) n = 0;
+    if (n > int(sizeof line) - 2) n = int(sizeof line) - 2;
+    line[n++] = '\n';
+    fflush(stderr);
+    if (write(STDERR_FILENO, line, size_t(n)) < 0) { /* nothing left to report it to */ }
     // From any thread, with others running: flush and leave without static destructors (a
     // joinable worker std::thread would turn exit() into std::terminate). The other clusters
     // learn it from the runtime (peer down).
