@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -31,10 +33,78 @@ std::mutex g_reg_mu;
 struct sigaction g_prev_segv;
 bool g_installed = false;
 
-uint64_t fnv1a(const uint8_t* p, uint64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+// FNV-1a over 8-byte words (the region is page-aligned, pages are multiples of 8 bytes).
+uint64_t hash_words(uint64_t h, const uint8_t* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
     return h;
+}
+
+bool all_zero(const uint8_t* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        if (w) return false;
+    }
+    return true;
+}
+
+// The region's contents as the clusters compare them at CREATE: every page of [0, used) that holds
+// a non-zero byte, with its index, read through `view`. The memfd's holes (pages never written)
+// are skipped without being read (a read would allocate them: a 2 GiB G_MALLOC the prefix never
+// fills costs nothing), and so are pages of zeros, so two replays that touched a zero page
+// differently still agree.
+uint64_t region_hash(int fd, const uint8_t* view, uint64_t used, uint64_t page) {
+    uint64_t h = 1469598103934665603ull, next = 0;  // next: the first page not hashed yet
+    while (next * page < used) {
+        const off_t d = lseek(fd, off_t(next * page), SEEK_DATA);
+        if (d < 0 || uint64_t(d) >= used) break;  // ENXIO: no data after it
+        off_t e = lseek(fd, d, SEEK_HOLE);
+        const uint64_t end = e < 0 ? used : std::min<uint64_t>(uint64_t(e), used);
+        for (uint64_t p = std::max<uint64_t>(next, uint64_t(d) / page); p * page < end; p++) {
+            const uint64_t len = std::min<uint64_t>(page, used - p * page + 7) & ~7ull;
+            if (all_zero(view + p * page, len)) continue;
+            h = (h ^ p) * 1099511628211ull;
+            h = hash_words(h, view + p * page, len);
+        }
+        next = (end + page - 1) / page;
+    }
+    return h;
+}
+
+// What limits reserving address space here, for an error message.
+std::string map_limits() {
+    std::string out;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        out += "RLIMIT_AS (ulimit -v) is " + std::to_string(uint64_t(rl.rlim_cur)) + " bytes; ";
+    if (FILE* f = fopen("/proc/sys/vm/overcommit_memory", "r")) {
+        int mode = -1;
+        if (fscanf(f, "%d", &mode) == 1 && mode == 2)
+            out += "vm.overcommit_memory = 2 (strict: reserved memory counts against the commit limit); ";
+        fclose(f);
+    }
+    return out.empty() ? std::string("no address-space limit is set") : out.substr(0, out.size() - 2);
+}
+
+// mprotect failing with ENOMEM: every page with its own protection is a mapping of its own, and
+// the kernel caps mappings per process.
+[[noreturn]] void mprotect_failed() {
+    const int e = errno;
+    if (e == ENOMEM) {
+        long max = -1;
+        if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
+            if (fscanf(f, "%ld", &max) != 1) max = -1;
+            fclose(f);
+        }
+        fatal("mprotect: %s: the process reached the kernel's limit of mappings (vm.max_map_count = %ld; each "
+              "shared page with its own protection is one): raise it, e.g. sysctl -w vm.max_map_count=1048576, or "
+              "use larger DSM pages (ICCS_DSM_PAGE)", strerror(e), max);
+    }
+    fatal("mprotect: %s", strerror(e));
 }
 
 }  // namespace
@@ -89,6 +159,7 @@ bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
             case 'k': case 'K': mul = 1ull << 10; break;
             case 'm': case 'M': mul = 1ull << 20; break;
             case 'g': case 'G': mul = 1ull << 30; break;
+            case 't': case 'T': mul = 1ull << 40; break;
             default: return false;
         }
         end++;
@@ -100,6 +171,20 @@ bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
     return true;
 }
 }  // namespace
+
+uint64_t dsm_default_region_bytes() {
+    uint64_t host = 0;
+    if (FILE* f = fopen("/proc/meminfo", "r")) {
+        char key[64];
+        unsigned long long kb;
+        while (fscanf(f, "%63s %llu kB", key, &kb) == 2)
+            if (!strcmp(key, "MemTotal:") || !strcmp(key, "SwapTotal:")) host += uint64_t(kb) << 10;
+        fclose(f);
+    }
+    uint64_t r = 64ull << 30;
+    while (r < host && r < (1ull << 46)) r <<= 1;
+    return r;
+}
 
 bool dsm_config_check(const DsmConfig& cfg, std::string& err) {
     const uint64_t os = uint64_t(sysconf(_SC_PAGESIZE));
@@ -170,6 +255,7 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
             return false;
         }
     }
+    if (cfg.region_bytes == 0) cfg.region_bytes = dsm_default_region_bytes();
     if (!dsm_config_check(cfg, err)) {
         err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";
         return false;
@@ -260,7 +346,7 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
         if (pg.epoch != e) continue;  // invalidated while in flight: the copy may predate the notice
         std::memcpy(priv + p * page, reply.data(), page);
-        if (mprotect(app + p * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+        if (mprotect(app + p * page, page, PROT_READ) != 0) mprotect_failed();
         pg.state.store(kReadOnly, std::memory_order_release);
         return;
     }
@@ -286,7 +372,7 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             std::lock_guard<std::mutex> d(dirty_mu);
             dirty_list.push_back(uint32_t(p));
         }
-        if (mprotect(app + p * page, page, PROT_READ | PROT_WRITE) != 0) fatal("mprotect: %s", strerror(errno));
+        if (mprotect(app + p * page, page, PROT_READ | PROT_WRITE) != 0) mprotect_failed();
         pg.state.store(kWritable, std::memory_order_release);
         return;
     }
@@ -406,7 +492,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         std::lock_guard<std::mutex> g(pg.mu);
         if (pg.state.load() == kWritable) {
             // Protect before diffing so no write of another thread slips between diff and twin drop.
-            if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+            if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) mprotect_failed();
             pg.state.store(kReadOnly);
         }
         if (pg.twin) {
@@ -651,7 +737,7 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
             if (pg.twin) {
                 // Written again since the flush above: send this page's diff now, before the home
                 // copy can be fetched back.
-                if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) fatal("mprotect: %s", strerror(errno));
+                if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) mprotect_failed();
                 DiffBatch b(rt.max_message());
                 const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
                 n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
@@ -663,7 +749,7 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
             }
             pg.epoch++;
             if (pg.state.load() != kInvalid) {
-                if (mprotect(app + uint64_t(p) * page, page, PROT_NONE) != 0) fatal("mprotect: %s", strerror(errno));
+                if (mprotect(app + uint64_t(p) * page, page, PROT_NONE) != 0) mprotect_failed();
                 pg.state.store(kInvalid);
                 n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
             }
@@ -777,13 +863,19 @@ void h_sync_ids(RtEndpoint& self, const AmMsg& m, void* ctx) {
 void h_start(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
-    std::array<uint64_t, 3> v{r.get<uint64_t>(), r.get<uint64_t>(), r.get<uint32_t>()};
+    std::array<uint64_t, 4> v{r.get<uint64_t>(), r.get<uint64_t>(), r.get<uint32_t>(), r.get<uint64_t>()};
     // Slot by cluster id so the comparison names clusters.
     I->start_arrived.push_back({m.token(), v});
     if (I->start_arrived.size() < I->n.clusters()) return;
     std::string why;
     const auto& ref = I->start_arrived.front();
     for (const auto& [tok, x] : I->start_arrived) {
+        if (x[3] != ref.second[3]) {
+            why = "cluster " + std::to_string(tok.to.cluster) + "'s shared region is " + std::to_string(x[3]) +
+                  " bytes, cluster " + std::to_string(ref.first.to.cluster) + "'s " + std::to_string(ref.second[3]) +
+                  " (ICCS_DSM_SIZE, or its default from each host's memory): set the same ICCS_DSM_SIZE everywhere";
+            break;
+        }
         if (x != ref.second) {
             char line[256];
             snprintf(line, sizeof line,
@@ -860,7 +952,9 @@ void DsmNode::Impl::register_handlers() {
 
 // ---- node -------------------------------------------------------------------------------------
 
-std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& cfg, std::string& err) {
+std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, std::string& err) {
+    DsmConfig cfg = given;
+    if (cfg.region_bytes == 0) cfg.region_bytes = dsm_default_region_bytes();
     if (!dsm_config_check(cfg, err)) return nullptr;
     std::unique_ptr<DsmNode> n(new DsmNode());
     n->cfg_ = cfg;
@@ -874,19 +968,28 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& cfg, std:
         err = "dsm region of " + std::to_string(cfg.region_bytes) + " bytes has more than 2^32 pages";
         return nullptr;
     }
+    // The region is reserved, not allocated: the memfd is sparse (a page is memory once written),
+    // the mappings are address space. What a 2 GiB G_MALLOC costs is what the program touches.
     I.memfd = memfd_create("iccs-dsm", MFD_CLOEXEC);
     if (I.memfd < 0 || ftruncate(I.memfd, off_t(cfg.region_bytes)) != 0) {
-        err = std::string("dsm: memfd of ") + std::to_string(cfg.region_bytes) + " bytes: " + strerror(errno);
+        err = "dsm: cannot reserve the shared region (ICCS_DSM_SIZE = " + std::to_string(cfg.region_bytes) +
+              " bytes) as a memfd: " + strerror(errno);
         return nullptr;
     }
     void* want = reinterpret_cast<void*>(cfg.base_addr);
     void* a = mmap(want, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, I.memfd, 0);
     if (a == MAP_FAILED || a != want) {
+        const int e = errno;
         if (a != MAP_FAILED) munmap(a, cfg.region_bytes);
-        char line[200];
-        snprintf(line, sizeof line, "dsm: cannot map the shared region at %p (%" PRIu64 " bytes): %s; choose another "
-                 "ICCS_DSM_BASE or a smaller ICCS_DSM_SIZE", want, cfg.region_bytes,
-                 a == MAP_FAILED ? strerror(errno) : "the kernel placed it elsewhere");
+        char line[512];
+        if (a == MAP_FAILED && e == ENOMEM)
+            snprintf(line, sizeof line, "dsm: cannot reserve %" PRIu64 " bytes of address space for the shared region "
+                     "at %p (ICCS_DSM_SIZE): %s (%s); set a smaller ICCS_DSM_SIZE", cfg.region_bytes, want,
+                     strerror(e), map_limits().c_str());
+        else
+            snprintf(line, sizeof line, "dsm: cannot map the shared region at %p (%" PRIu64 " bytes): %s; choose "
+                     "another ICCS_DSM_BASE or a smaller ICCS_DSM_SIZE", want, cfg.region_bytes,
+                     a == MAP_FAILED ? strerror(e) : "the kernel placed it elsewhere");
         err = line;
         close(I.memfd);
         I.memfd = -1;
@@ -895,13 +998,15 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& cfg, std:
     I.app = static_cast<uint8_t*>(a);
     void* p = mmap(nullptr, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, I.memfd, 0);
     void* t = mmap(nullptr, cfg.region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) I.priv = static_cast<uint8_t*>(p);
+    if (t != MAP_FAILED) I.twins = static_cast<uint8_t*>(t);
     if (p == MAP_FAILED || t == MAP_FAILED) {
-        err = std::string("dsm: mapping the protocol view or the twins: ") + strerror(errno);
+        err = "dsm: cannot reserve " + std::to_string(cfg.region_bytes) + " bytes of address space for the protocol "
+              "view or the twins of the shared region (ICCS_DSM_SIZE): " + strerror(errno) + " (" + map_limits() +
+              "); set a smaller ICCS_DSM_SIZE";
         return nullptr;  // the destructor unmaps what was mapped
     }
-    I.priv = static_cast<uint8_t*>(p);
-    I.twins = static_cast<uint8_t*>(t);
-    I.pages.reset(new Page[I.npages]);
+    if (!I.map_pages(err)) return nullptr;
     I.vc.assign(n->clusters_, 0);
     I.store.resize(n->clusters_);
     I.home_has.assign(n->clusters_, VC(n->clusters_, 0));
@@ -951,6 +1056,34 @@ DsmNode::~DsmNode() {
     if (I.priv) munmap(I.priv, cfg_.region_bytes);
     if (I.twins) munmap(I.twins, cfg_.region_bytes);
     if (I.memfd >= 0) close(I.memfd);
+    if (I.pages_map_bytes) munmap(I.pages, I.pages_map_bytes);
+    else delete[] I.pages;
+}
+
+bool DsmNode::Impl::map_pages(std::string& err) {
+    // A zero record must be what the constructor makes (glibc: an unlocked std::mutex is all
+    // zeros): checked here, once, with padding zeroed; otherwise the records are constructed.
+    alignas(Page) unsigned char probe[sizeof(Page)] = {};
+    static const unsigned char zero[sizeof(Page)] = {};
+    new (probe) Page;
+    const bool zero_is_fresh = std::memcmp(probe, zero, sizeof(Page)) == 0;
+    std::launder(reinterpret_cast<Page*>(probe))->~Page();
+    if (!zero_is_fresh) {
+        pages = new (std::nothrow) Page[npages];
+        if (!pages) err = "dsm: no memory for the records of " + std::to_string(npages) + " pages";
+        return pages != nullptr;
+    }
+    const uint64_t bytes = (npages * sizeof(Page) + 4095) & ~4095ull;
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        err = "dsm: cannot reserve " + std::to_string(bytes) + " bytes of address space for the records of " +
+              std::to_string(npages) + " pages: " + strerror(errno) + " (" + map_limits() +
+              "); set a smaller ICCS_DSM_SIZE or larger ICCS_DSM_PAGE";
+        return false;
+    }
+    pages = static_cast<Page*>(m);
+    pages_map_bytes = bytes;
+    return true;
 }
 
 void DsmNode::bind_thread(uint16_t t) { t_bind = Binding{this, &impl_->rt.endpoint(t)}; }
@@ -979,6 +1112,15 @@ uint32_t DsmNode::take_sync_ids(uint32_t k) {
     }
 }
 
+// Why a G_MALLOC did not fit: the size asked, and what bounds the region.
+std::string DsmNode::region_full(uint64_t bytes, uint64_t used) const {
+    const bool dflt = getenv("ICCS_DSM_SIZE") == nullptr;
+    return "G_MALLOC(" + std::to_string(bytes) + " bytes): the shared region is full (" + std::to_string(used) + " of " +
+           std::to_string(cfg_.region_bytes) + " bytes used; the region's size is " +
+           (dflt ? "the default, 64 GiB or this host's memory plus swap" : "ICCS_DSM_SIZE") +
+           ": raise ICCS_DSM_SIZE; a page costs memory only when touched)";
+}
+
 void* DsmNode::alloc(uint64_t bytes, uint64_t align) {
     if (align == 0 || (align & (align - 1))) {
         set_error("G_MALLOC alignment " + std::to_string(align) + " is not a power of two");
@@ -988,8 +1130,7 @@ void* DsmNode::alloc(uint64_t bytes, uint64_t align) {
         const uint64_t used = used_.load();
         const uint64_t off = (used + align - 1) & ~(align - 1);
         if (off + bytes > cfg_.region_bytes || off + bytes < off) {
-            set_error("G_MALLOC(" + std::to_string(bytes) + "): the shared region is full (" + std::to_string(used) +
-                      " of " + std::to_string(cfg_.region_bytes) + " bytes used; raise ICCS_DSM_SIZE)");
+            set_error(region_full(bytes, used));
             return nullptr;
         }
         used_.store(off + bytes);
@@ -1010,8 +1151,7 @@ void* DsmNode::alloc(uint64_t bytes, uint64_t align) {
     const uint8_t ok = r.get<uint8_t>();
     const uint64_t off = r.get<uint64_t>(), used = r.get<uint64_t>();
     if (r.bad || !ok) {
-        set_error("G_MALLOC(" + std::to_string(bytes) + "): the shared region is full (" + std::to_string(used) +
-                  " of " + std::to_string(cfg_.region_bytes) + " bytes used; raise ICCS_DSM_SIZE)");
+        set_error(region_full(bytes, used));
         return nullptr;
     }
     return impl_->app + off;
@@ -1033,12 +1173,14 @@ uint32_t DsmNode::alloc_sync_ids(uint32_t k) {
 
 DsmStatus DsmNode::start_parallel() {
     RtEndpoint& ep = bound_or_die(*this, "start_parallel (CREATE)");
+    if (parallel()) return DsmStatus::kOk;  // coherent since the first call
     Impl& I = *impl_;
     const uint64_t used = used_.load();
     Wr w;
-    w.put<uint64_t>(fnv1a(I.app, used));
+    w.put<uint64_t>(region_hash(I.memfd, I.priv, used, I.page));
     w.put<uint64_t>(used);
     w.put<uint32_t>(next_sync_.load());
+    w.put<uint64_t>(cfg_.region_bytes);
     std::vector<uint8_t> reply;
     RtStatus s = ep.request(I.service(0), I.h(kHStart), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply);
     if (s != RtStatus::kOk || reply.empty()) {
@@ -1049,9 +1191,10 @@ DsmStatus DsmNode::start_parallel() {
         set_error(std::string(reinterpret_cast<const char*>(reply.data() + 1), reply.size() - 1));
         return DsmStatus::kMismatch;
     }
-    // Every page is valid everywhere (identical copies): read-only, so the first write of the
-    // parallel section makes a twin.
-    for (uint64_t p = 0; p < I.npages; p++) I.pages[p].state.store(kReadOnly);
+    // Every page is valid everywhere (identical copies): read-only (every record is, from the
+    // start), so the first write of the parallel section makes a twin.
+    const uint64_t used_pages = (used + I.page - 1) / I.page;
+    I.block_pages = std::max<uint64_t>(1, (used_pages + clusters_ - 1) / clusters_);
     if (mprotect(I.app, cfg_.region_bytes, PROT_READ) != 0) {
         set_error(std::string("CREATE: mprotect of the shared region: ") + strerror(errno));
         return DsmStatus::kRuntime;

@@ -44,7 +44,10 @@ enum class HomePolicy : uint8_t {
 
 struct DsmConfig {
     uintptr_t base_addr = 0x200000000000ull;  // [address] application view; same in every cluster
-    uint64_t region_bytes = 256ull << 20;     // [bytes] a multiple of page_bytes
+    // [bytes] a multiple of page_bytes. Address space, not memory: the region is reserved, and a
+    // page costs memory only once touched (as the pthread build's malloc). 0: the default,
+    // dsm_default_region_bytes().
+    uint64_t region_bytes = 0;
     uint32_t page_bytes = 4096;               // [bytes] coherence unit: a multiple of the OS page, <= 1 MiB
     HomePolicy home = HomePolicy::kRoundRobin;
     uint32_t max_sync_ids = 65536;            // ids of locks, barriers, counters, flags: 0 .. max-1
@@ -55,6 +58,10 @@ struct DsmConfig {
     bool getsub_orders = true;
 };
 inline constexpr uint16_t kDsmHandlers = 16;
+
+// The default region: 64 GiB of address space, or this host's memory plus swap rounded up to a
+// power of two where that is more, so any G_MALLOC the host could back fits.
+uint64_t dsm_default_region_bytes();
 
 // Reads ICCS_DSM_BASE, ICCS_DSM_SIZE, ICCS_DSM_PAGE, ICCS_DSM_HOME over the defaults; false with
 // `err` naming the variable, its value and what is allowed.
@@ -109,7 +116,8 @@ public:
 
     // End of the sequential prefix (called once per cluster, by a bound thread): every cluster's
     // region copy is compared by hash at cluster 0 (kMismatch, with error(), when the prefix was
-    // not deterministic), then the region turns coherent with every page valid everywhere.
+    // not deterministic), then the region turns coherent with every page valid everywhere. Later
+    // calls do nothing (the region stays coherent).
     DsmStatus start_parallel();
 
     // Replay of a non-deterministic input of the sequential prefix (before start_parallel), e.g.
@@ -161,6 +169,7 @@ public:
 
 private:
     DsmNode() = default;
+    std::string region_full(uint64_t bytes, uint64_t used) const;
     friend struct Impl;
     friend struct FaultDispatch;
     DsmConfig cfg_;

@@ -91,11 +91,13 @@ struct Rd {
     }
 };
 
-enum : uint8_t { kInvalid = 0, kReadOnly = 1, kWritable = 2 };
+// Read-only is 0: at CREATE every page is valid everywhere, and the page records live in memory
+// that is zero until a page is first touched (DsmNode::Impl::pages), so no record is written then.
+enum : uint8_t { kReadOnly = 0, kInvalid = 1, kWritable = 2 };
 
 struct Page {
     std::mutex mu;                       // state transitions of this page in this cluster
-    std::atomic<uint8_t> state{kInvalid};
+    std::atomic<uint8_t> state{kReadOnly};
     std::atomic<bool> fetching{false};   // a thread of this cluster is fetching it; others wait
     bool twin = false;                   // non-home: twin holds the page as of the interval's first write
     bool dirty = false;                  // written in the current interval (a write notice to come)
@@ -143,7 +145,12 @@ struct DsmNode::Impl {
     uint8_t* twins = nullptr; // twin of page p at twins + p * page
     uint64_t npages = 0;
     uint32_t page = 0;
-    std::unique_ptr<Page[]> pages;
+    // One record a page of the whole region, in anonymous memory that is only reserved (mmap
+    // MAP_NORESERVE): a zero record is a valid one (read-only, unlocked, no twin), so the region
+    // can be tens of GiB and only the records of touched pages cost memory.
+    Page* pages = nullptr;
+    uint64_t pages_map_bytes = 0;  // 0: pages came from new[] (the zero-record check failed)
+    uint64_t block_pages = 1;      // HomePolicy::kBlock: pages per cluster, from the used part at CREATE
     int slot = -1;            // in the process-wide node registry
 
     std::mutex dirty_mu;
@@ -170,7 +177,7 @@ struct DsmNode::Impl {
 
     // Home-side managers: only the service thread touches these.
     std::unordered_map<uint32_t, SyncObj> objs;
-    std::vector<std::pair<ReplyToken, std::array<uint64_t, 3>>> start_arrived;
+    std::vector<std::pair<ReplyToken, std::array<uint64_t, 4>>> start_arrived;
 
     // Cluster 0's values of non-deterministic inputs of the prefix (CLOCK), by sequence number,
     // and the requests of other clusters waiting for a value it has not produced yet.
@@ -183,10 +190,9 @@ struct DsmNode::Impl {
 
     uint16_t h(uint16_t rel) const { return uint16_t(n.cfg_.handler_base + rel); }
     uint16_t home_of_page(uint64_t p) const {
-        if (n.cfg_.home == HomePolicy::kBlock) {
-            const uint64_t per = (npages + n.clusters_ - 1) / n.clusters_;
-            return uint16_t(p / per);
-        }
+        // Block homes cut the part used at CREATE (the region itself is mostly unused address
+        // space) into C blocks; pages allocated later go round-robin.
+        if (n.cfg_.home == HomePolicy::kBlock && p < block_pages * n.clusters_) return uint16_t(p / block_pages);
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
@@ -221,6 +227,7 @@ struct DsmNode::Impl {
     void lock_coh(RtEndpoint& ep);
     DsmStatus release(uint32_t id, bool wait);  // dsm_sync.cpp
     void register_handlers();
+    bool map_pages(std::string& err);  // the page records (see `pages`)
 };
 
 RtEndpoint& bound_or_die(DsmNode& n, const char* what);

@@ -9,14 +9,14 @@ import subprocess
 import sys
 
 
-def run(prog, args, threads):
-    env = dict(os.environ, ICCS_TEST_THREADS=str(threads))
+def run(prog, args, threads, **extra_env):
+    env = dict(os.environ, ICCS_TEST_THREADS=str(threads), **extra_env)
     return subprocess.run([prog] + args, capture_output=True, text=True, env=env, timeout=240)
 
 
 MISUSE = {
-    "bigalloc": ": G_MALLOC(1099511627776): the shared region is full (0 of 268435456 bytes used; "
-                "raise ICCS_DSM_SIZE)",
+    "bigalloc": ": G_MALLOC(1099511627776 bytes): the shared region is full (0 of 268435456 bytes used; "
+                "the region's size is ICCS_DSM_SIZE: raise ICCS_DSM_SIZE; a page costs memory only when touched)",
     "lock-range": "LOCK: lock id 2139062143 is out of range (0 .. 65535)",
     "many-locks": "ALOCKINIT: no sync ids left (65536 in all",
     "noinit": "LOCK of an object that LOCKINIT never initialised",
@@ -27,7 +27,8 @@ MISUSE = {
 def misuse(prog):
     failures = 0
     for mode, want in MISUSE.items():
-        r = run(prog, [mode], 4)
+        # bigalloc: a region of a set size (the default is tens of GiB of address space)
+        r = run(prog, [mode], 4, **({"ICCS_DSM_SIZE": "256M"} if mode == "bigalloc" else {}))
         print(f"{mode}: exit {r.returncode}: {r.stderr.strip()}")
         if r.returncode != 1 or want not in r.stderr:
             print(f"  expected exit 1 and: {want}")
