@@ -27,7 +27,7 @@ namespace {
 const char* kRunHelp =
     "usage: iccs run alltoall|errors|pingpong [options]\n"
     "       iccs run exchange|ping [--transport iccs|direct|delay] [--delay-us N|auto] [options]\n"
-    "       iccs run PATH [--transport ...] [options] [-- ARGS]\n"
+    "       iccs run PATH [--transport ...] [--report FILE] [options] [-- ARGS]\n"
     "       iccs run APP [--clusters C] [--cluster-size S] [--transport ...] [--size test|paper] [--json]\n"
     "            APP: jacobi matmul gauss fft tsp water barnes unstructured, across clusters on the\n"
     "            DSM (iccs run APP --help)\n"
@@ -101,8 +101,15 @@ const char* kRunHelp =
     "            ICCS_TRANSPORT, ICCS_DELAY_NS; it calls runtime_from_env() and ends with\n"
     "            runtime_finish(). Arguments after -- go to the program. A standard input that is not\n"
     "            a terminal is read once and given to every cluster process; a terminal stays with\n"
-    "            cluster 0 (the others get /dev/null). Exit status non-zero if any cluster failed.\n"
+    "            cluster 0 (the others get /dev/null). As under mpirun: it runs in the caller's\n"
+    "            working directory with the caller's environment; its standard output is the\n"
+    "            program's (a PARMACS program's sequential prefix from cluster 0 only, whole lines\n"
+    "            from every thread after CREATE); the launcher's lines and counters go to standard\n"
+    "            error; the exit status is the program's (the first failing cluster's).\n"
     "            Its time limit is 24 h (86400 s) unless --timeout S says otherwise.\n"
+    "  --report FILE        PATH and applications: the launcher's report (run shape, verdict, exit\n"
+    "                       status, runtime, proxy and DSM counters of every cluster) as one JSON\n"
+    "                       object in FILE, and nothing of it on standard error\n"
     "  --transport T        [runtime] transport (default iccs): iccs (the convergence library and\n"
     "                       the proxies), direct (\"no delay\": shared memory between the cluster\n"
     "                       processes, no proxy, no stack), or delay (\"no contention\": as direct,\n"
@@ -138,6 +145,7 @@ int cmd_run(int argc, char** argv, bool demo) {
             return argc < 1 ? 2 : 0;
         }
         if (is_app_name(argv[0])) return cmd_run_app(argc, argv);
+        if (std::strchr(argv[0], '/') != nullptr) return cmd_run_path(argc, argv);
         if (is_rt_program(argv[0])) return cmd_run_rt(argc, argv);
         if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
             std::strcmp(argv[0], "pingpong") != 0)

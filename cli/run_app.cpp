@@ -191,14 +191,25 @@ bool is_app_name(const char* name) {
 }
 
 void run_app(const std::string& app, const std::vector<std::string>& run_flags, const std::vector<std::string>& app_args,
-             int quiet_fd, AppOutcome& out) {
-    out = AppOutcome{};
+             int quiet_fd, AppOutcome& out, bool report_to_file) {
     const std::string bin = app_binary(app);
     if (access(bin.c_str(), X_OK) != 0)
         usage_error("the DSM build of " + app + " (" + bin + ") is not there: build it with ninja -C build (./iccs does)");
     uint32_t clusters = 0, threads = 0;
     resolve_shape(run_flags, clusters, threads);
-    const std::string base = "/tmp/iccs-report-" + std::to_string(getpid()) + "-" + app;
+    std::vector<std::string> args = {"-p", std::to_string(clusters * threads)};
+    args.insert(args.end(), app_args.begin(), app_args.end());
+    run_reported(bin, run_flags, args, quiet_fd, report_to_file, /*app=*/true, out);
+}
+
+void run_reported(const std::string& bin, const std::vector<std::string>& run_flags,
+                  const std::vector<std::string>& prog_args, int quiet_fd, bool report_to_file, bool app,
+                  AppOutcome& out) {
+    out = AppOutcome{};
+    uint32_t clusters = 0, threads = 0;
+    resolve_shape(run_flags, clusters, threads);
+    const std::string base = "/tmp/iccs-report-" + std::to_string(getpid()) + "-" +
+                             std::filesystem::path(bin).filename().string();
     auto remove_files = [&] {
         for (uint32_t c = 0; c < clusters; ++c)
             for (const char* k : {".app.c", ".rt.c", ".dsm.c"}) std::remove((base + k + std::to_string(c)).c_str());
@@ -206,12 +217,12 @@ void run_app(const std::string& app, const std::vector<std::string>& run_flags, 
     remove_files();
     setenv(kEnvReport, base.c_str(), 1);
 
+    // Counters only in the report files (not on standard error) when they go to --report FILE.
+    if (report_to_file) setenv("ICCS_REPORT_ONLY", "1", 1);
     std::vector<std::string> args = {bin};
     args.insert(args.end(), run_flags.begin(), run_flags.end());
     args.push_back("--");
-    args.push_back("-p");
-    args.push_back(std::to_string(clusters * threads));
-    args.insert(args.end(), app_args.begin(), app_args.end());
+    args.insert(args.end(), prog_args.begin(), prog_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -225,7 +236,8 @@ void run_app(const std::string& app, const std::vector<std::string>& run_flags, 
         dup2(quiet_fd, 1);
         dup2(quiet_fd, 2);
     }
-    out.info.app = true;
+    out.info.app = app;
+    out.info.report_to_file = report_to_file;
     out.rc = cmd_run_rt(static_cast<int>(args.size()), argv.data(), &out.info);
     std::fflush(stdout);
     std::fflush(stderr);
@@ -236,6 +248,7 @@ void run_app(const std::string& app, const std::vector<std::string>& run_flags, 
         close(saved_err);
     }
     unsetenv(kEnvReport);
+    unsetenv("ICCS_REPORT_ONLY");
 
     out.app_json = read_file(base + ".app.c0");
     const auto appm = json_members(out.app_json);
@@ -294,23 +307,44 @@ namespace {
 const char* kDsmKeys[] = {"read_faults", "write_faults", "page_fetches", "diffs_sent", "diff_bytes", "invalidations"};
 const char* kDsmSeconds[] = {"lock_wait_s", "barrier_wait_s"};
 
-std::string outcome_json(const std::string& app, const std::string& size, const AppOutcome& o) {
-    const auto appm = json_members(o.app_json);
-    auto app_raw = [&](const char* k) {
-        const auto it = appm.find(k);
-        return it == appm.end() ? std::string("null") : it->second;
-    };
-    const RtRunInfo& in = o.info;
-    const unsigned cores = host_core_count();
-    const unsigned busy = unsigned(in.clusters) * in.threads + unsigned(in.clusters) * in.proxies;
-    std::string j = "{\"app\":\"" + app + "\",\"size\":\"" + size + "\"";
-    j += ",\"threads\":" + std::to_string(unsigned(in.clusters) * in.threads);
+// A JSON string literal of `s`.
+std::string jstr(const std::string& s) {
+    std::string j = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') j += '\\', j += c;
+        else if (static_cast<unsigned char>(c) < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            j += b;
+        } else j += c;
+    }
+    return j + "\"";
+}
+
+// The run's shape as JSON members (each with its leading comma).
+std::string shape_members_json(const RtRunInfo& in) {
+    std::string j = ",\"threads\":" + std::to_string(unsigned(in.clusters) * in.threads);
     j += ",\"clusters\":" + std::to_string(in.clusters) + ",\"cluster_size\":" + std::to_string(in.threads);
     j += ",\"proxies_per_cluster\":" + std::to_string(in.proxies);
     j += std::string(",\"proxies_auto\":") + (in.proxies_auto && in.transport == "iccs" ? "true" : "false");
     j += ",\"dispatch\":\"" + in.dispatch + "\",\"transport\":\"" + in.transport + "\"";
     j += ",\"delay_us\":" + (in.delay_us < 0 ? std::string("null") : jnum(in.delay_us));
     j += ",\"polling\":\"" + in.polling + "\",\"fabric\":\"" + in.fabric + "\"";
+    return j;
+}
+
+// The members every report has after the run's verdict: the host's load, and the runtime's,
+// proxies' and DSM's counters of every cluster.
+std::string run_members_json(const AppOutcome& o);
+
+std::string outcome_json(const std::string& app, const std::string& size, const AppOutcome& o) {
+    const auto appm = json_members(o.app_json);
+    auto app_raw = [&](const char* k) {
+        const auto it = appm.find(k);
+        return it == appm.end() ? std::string("null") : it->second;
+    };
+    std::string j = "{\"app\":\"" + app + "\",\"size\":\"" + size + "\"";
+    j += shape_members_json(o.info);
     j += std::string(",\"result\":\"") + (o.pass ? "PASS" : "FAIL") + "\"";
     j += ",\"exit_status\":" + std::to_string(o.rc);
     j += ",\"parallel_s\":" + app_raw("parallel_s");
@@ -321,6 +355,16 @@ std::string outcome_json(const std::string& app, const std::string& size, const 
              "stderr)\"";
     else if (!o.pass)
         j += ",\"failure\":\"the application passed its check but a cluster process failed (see stderr)\"";
+    j += run_members_json(o);
+    j += ",\"app_report\":" + (o.app_json.empty() ? std::string("null") : o.app_json);
+    return j + "}";
+}
+
+std::string run_members_json(const AppOutcome& o) {
+    const RtRunInfo& in = o.info;
+    const unsigned cores = host_core_count();
+    const unsigned busy = unsigned(in.clusters) * in.threads + unsigned(in.clusters) * in.proxies;
+    std::string j;
     j += ",\"host_cores\":" + std::to_string(cores);
     j += ",\"busy_threads\":" + std::to_string(busy);
     j += std::string(",\"oversubscribed\":") + (busy > cores ? "true" : "false");
@@ -371,34 +415,35 @@ std::string outcome_json(const std::string& app, const std::string& size, const 
         j += ",\"clusters_reported\":" + std::to_string(dm.size()) + "}";
     }
     j += ",\"dsm_per_cluster\":" + (dm.empty() ? std::string("null") : "[" + per + "]");
-    j += ",\"app_report\":" + (o.app_json.empty() ? std::string("null") : o.app_json);
-    return j + "}";
+    return j;
 }
 
+// The launcher's report of an application run, on standard error (standard output is the
+// application's own lines).
 void print_text(const std::string& app, const AppOutcome& o) {
     const RtRunInfo& in = o.info;
-    std::printf("\n%s: %s", app.c_str(), o.pass ? "PASS" : "FAIL");
-    if (o.parallel_s >= 0) std::printf(", parallel section %.6f s", o.parallel_s);
-    std::printf(" (%u clusters x %u compute threads = -p %u, transport %s", in.clusters, in.threads,
+    std::fprintf(stderr, "\n%s: %s", app.c_str(), o.pass ? "PASS" : "FAIL");
+    if (o.parallel_s >= 0) std::fprintf(stderr, ", parallel section %.6f s", o.parallel_s);
+    std::fprintf(stderr, " (%u clusters x %u compute threads = -p %u, transport %s", in.clusters, in.threads,
                 unsigned(in.clusters) * in.threads, in.transport.c_str());
-    if (in.transport == "iccs") std::printf(", %u proxies per cluster, dispatch %s", in.proxies, in.dispatch.c_str());
-    if (in.delay_us >= 0) std::printf(", delay %.1f us", in.delay_us);
-    std::printf(")\n");
+    if (in.transport == "iccs") std::fprintf(stderr, ", %u proxies per cluster, dispatch %s", in.proxies, in.dispatch.c_str());
+    if (in.delay_us >= 0) std::fprintf(stderr, ", delay %.1f us", in.delay_us);
+    std::fprintf(stderr, ")\n");
     if (o.rt_msgs >= 0)
-        std::printf("  runtime: %.0f messages, %.0f bytes (mean %.1f bytes), every endpoint of every cluster\n", o.rt_msgs,
+        std::fprintf(stderr, "  runtime: %.0f messages, %.0f bytes (mean %.1f bytes), every endpoint of every cluster\n", o.rt_msgs,
                     o.rt_bytes, o.rt_msgs > 0 ? o.rt_bytes / o.rt_msgs : 0.0);
     if (!o.proxies.empty()) {
-        std::printf("  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "proxy", "msgs tx", "msgs rx", "bytes tx", "bytes rx",
+        std::fprintf(stderr, "  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "proxy", "msgs tx", "msgs rx", "bytes tx", "bytes rx",
                     "msg time us", "queue len", "utilization");
         for (const AppOutcome::Proxy& p : o.proxies) {
             char mt[32] = "-";
             if (p.msg_time_us >= 0) std::snprintf(mt, sizeof mt, "%.1f", p.msg_time_us);
-            std::printf("  %u.%-5u %9.0f %9.0f %11.0f %11.0f %13s %9s %11s\n", p.cluster, p.proxy, p.msgs_tx, p.msgs_rx,
+            std::fprintf(stderr, "  %u.%-5u %9.0f %9.0f %11.0f %11.0f %13s %9s %11s\n", p.cluster, p.proxy, p.msgs_tx, p.msgs_rx,
                         p.bytes_tx, p.bytes_rx, mt, fmt3(p.queue_len).c_str(), fmt3(p.utilization).c_str());
         }
         char mt[32] = "-";
         if (o.msg_time_us_mean >= 0) std::snprintf(mt, sizeof mt, "%.1f", o.msg_time_us_mean);
-        std::printf("  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "mean", "", "", "", "", mt, fmt3(o.queue_len_mean).c_str(),
+        std::fprintf(stderr, "  %-7s %9s %9s %11s %11s %13s %9s %11s\n", "mean", "", "", "", "", mt, fmt3(o.queue_len_mean).c_str(),
                     fmt3(o.utilization_mean).c_str());
     }
     double s[6] = {0, 0, 0, 0, 0, 0}, w[2] = {0, 0};
@@ -411,10 +456,10 @@ void print_text(const std::string& app, const AppOutcome& o) {
         ++n;
     }
     if (n > 0)
-        std::printf("  dsm (%d clusters): read faults %.0f, write faults %.0f, page fetches %.0f, diffs %.0f (%.0f bytes), "
+        std::fprintf(stderr, "  dsm (%d clusters): read faults %.0f, write faults %.0f, page fetches %.0f, diffs %.0f (%.0f bytes), "
                     "invalidations %.0f, lock wait %.4f s, barrier wait %.4f s\n",
                     n, s[0], s[1], s[2], s[3], s[4], s[5], w[0], w[1]);
-    std::fflush(stdout);
+    std::fflush(stderr);
 }
 
 const char* kAppRunHelp =
@@ -427,7 +472,8 @@ const char* kAppRunHelp =
     "  checks its result against a sequential reference, and this prints PASS/FAIL, the parallel\n"
     "  section's time, the runtime's messages, each proxy's counters (over iccs: messages and bytes\n"
     "  each way, mean message time, queue length, utilization) and the DSM's counters summed over\n"
-    "  the clusters.\n"
+    "  the clusters. Standard output carries the application's lines only (cluster 0's); this\n"
+    "  report goes to standard error (or to --report FILE).\n"
     "  --cluster-size S     compute threads per cluster ([cluster] compute_threads; --threads is the same)\n"
     "  --size test|paper    problem size (default test; paper = the study's Table 1)\n"
     "  --json               stdout is one JSON object on one line (everything else goes to stderr):\n"
@@ -437,6 +483,8 @@ const char* kAppRunHelp =
     "                       mean_msg_bytes}, iccs (null unless iccs) {msg_time_us_mean, queue_len_mean,\n"
     "                       utilization_mean, proxies [...]}, dsm {...summed}, dsm_per_cluster [...];\n"
     "                       a value no source gave is null (apps/README.md has every key)\n"
+    "  --report FILE        the launcher's report (the --json object) goes to FILE instead of\n"
+    "                       standard error; standard output keeps only the application's own lines\n"
     "  --inject-error       test hook: the application corrupts its result before the check (FAIL)\n"
     "  Other options as for runtime programs (iccs run --help): --config, --set, --polling,\n"
     "  --fabric, --timeout, ... Exit status 0 PASS, 1 FAIL (wrong answer or a cluster failed), 2 a\n"
@@ -444,12 +492,67 @@ const char* kAppRunHelp =
 
 }  // namespace
 
+namespace {
+
+// --report FILE: opened before the run, so a path that cannot be written stops it at once.
+FILE* open_report(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) usage_error("--report " + path + ": " + std::strerror(errno));
+    return f;
+}
+void write_report(FILE* f, const std::string& path, const std::string& json) {
+    if (std::fprintf(f, "%s\n", json.c_str()) < 0 || std::fclose(f) != 0)
+        std::fprintf(stderr, "iccs run: --report %s: %s\n", path.c_str(), std::strerror(errno));
+}
+
+}  // namespace
+
+int cmd_run_path(int argc, char** argv) {
+    const std::string program = argv[0];
+    std::vector<std::string> run_flags, prog_args;
+    std::string report;
+    int i = 1;
+    for (; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") {
+            for (++i; i < argc; ++i) prog_args.emplace_back(argv[i]);
+            break;
+        }
+        if (a == "--report") {
+            if (i + 1 >= argc) usage_error("--report needs a value (a file for the run's JSON report)");
+            report = argv[++i];
+            continue;
+        }
+        run_flags.push_back(a);
+    }
+    if (report.empty()) return cmd_run_rt(argc, argv);  // the launcher's lines on standard error
+    FILE* out = open_report(report);
+    AppOutcome o;
+    run_reported(program, run_flags, prog_args, -1, /*report_to_file=*/true, /*app=*/false, o);
+    if (!o.info.resolved) {  // stopped before the run (its message is out): no report
+        std::fclose(out);
+        std::remove(report.c_str());
+        return o.rc == 0 ? 2 : o.rc;
+    }
+    std::string j = "{\"program\":" + jstr(program) + ",\"args\":[";
+    for (size_t k = 0; k < prog_args.size(); ++k) j += (k ? "," : "") + jstr(prog_args[k]);
+    j += "]" + shape_members_json(o.info);
+    j += std::string(",\"result\":\"") + (o.rc == 0 ? "PASS" : "FAIL") + "\"";
+    j += ",\"exit_status\":" + std::to_string(o.rc);
+    j += run_members_json(o);
+    j += ",\"rt_per_cluster\":[";
+    for (size_t c = 0; c < o.rt_json.size(); ++c) j += (c ? "," : "") + (o.rt_json[c].empty() ? "null" : o.rt_json[c]);
+    j += "]}";
+    write_report(out, report, j);
+    return o.rc;
+}
+
 int cmd_run_app(int argc, char** argv) {
     const std::string app = argv[0];
     std::vector<std::string> run_flags, app_args;
     std::string size = "test";
     bool json = false, inject = false;
-    std::string cluster_size, threads;
+    std::string cluster_size, threads, report;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -473,6 +576,8 @@ int cmd_run_app(int argc, char** argv) {
         if (a == "--size") {
             if (v != "test" && v != "paper") usage_error("bad value '" + v + "' for --size: allowed values are test, paper");
             size = v;
+        } else if (a == "--report") {
+            report = v;
         } else if (a == "--cluster-size" || a == "--threads") {
             std::string& slot = a == "--cluster-size" ? cluster_size : threads;
             slot = v;
@@ -491,17 +596,19 @@ int cmd_run_app(int argc, char** argv) {
     app_args = {"--size", size};
     if (json) app_args.push_back("--json");
     if (inject) app_args.push_back("--inject-error");
+    FILE* report_out = nullptr;
+    if (!report.empty()) report_out = open_report(report);
     AppOutcome o;
     // --json: our stdout carries only the final object; the launcher's and the clusters' lines go
     // to stderr.
-    run_app(app, run_flags, app_args, json ? 2 : -1, o);
+    run_app(app, run_flags, app_args, json ? 2 : -1, o, report_out != nullptr);
     if (!o.info.resolved) return o.rc == 0 ? 2 : o.rc;  // stopped before the run: its message is out
     if (json) {
         std::printf("%s\n", outcome_json(app, size, o).c_str());
         std::fflush(stdout);
-    } else {
-        print_text(app, o);
     }
+    if (report_out != nullptr) write_report(report_out, report, outcome_json(app, size, o));
+    else if (!json) print_text(app, o);
     if (o.rc == 2) return 2;
     return o.pass ? 0 : 1;
 }

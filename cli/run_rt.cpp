@@ -206,19 +206,26 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         info->proxies = transport == RtTransport::kIccs ? cfg.cluster.proxies_resolved : 0;
         info->proxies_auto = cfg.cluster.proxies == kProxiesAuto;
     }
-    std::printf("iccs run %s: %u clusters x %u compute threads, runtime transport %s", program.c_str(),
+    // The launcher's own lines: a built-in program's output is this report; a program given by path
+    // owns standard output (as under mpirun), so ours go to standard error, and nowhere with
+    // --report FILE (the report file holds them).
+    FILE* lout = builtin ? stdout : (info != nullptr && info->report_to_file) ? nullptr : stderr;
+    auto say = [lout](const char* fmt, auto... a) {
+        if (lout != nullptr) std::fprintf(lout, fmt, a...);
+    };
+    say("iccs run %s: %u clusters x %u compute threads, runtime transport %s", program.c_str(),
                 base.spec.clusters, base.spec.threads, transport_s.c_str());
     if (transport == RtTransport::kIccs)
-        std::printf(" (%u proxies per cluster, fabric %s, polling %s)", cfg.cluster.proxies_resolved,
+        say(" (%u proxies per cluster, fabric %s, polling %s)", cfg.cluster.proxies_resolved,
                     std::string(to_string(cfg.machine.fabric)).c_str(), std::string(to_string(cfg.cluster.polling)).c_str());
     else
-        std::printf(" (shared memory between the cluster processes: no proxy, no stack)");
-    std::printf("\n");
+        say(" (shared memory between the cluster processes: no proxy, no stack)");
+    say("%s", "\n");
     if (program == "exchange")
-        std::printf("exchange: %llu messages of %u..%u bytes from every compute thread to every compute thread of every "
+        say("exchange: %llu messages of %u..%u bytes from every compute thread to every compute thread of every "
                     "other cluster, 20 requests per thread, %u barrier + barrier_gather rounds\n",
                     static_cast<unsigned long long>(ex.messages), ex.min_size, ex.max_size, ex.barriers);
-    std::fflush(stdout);
+    std::fflush(nullptr);
     if (auto_delay) {
         // 1. the application's mean message size: a first run over direct, counters from every cluster
         // The preliminary runs below are not the run the caller reports on (iccs run <app> --json).
@@ -231,8 +238,8 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         first.spec.transport = RtTransport::kDirect;
         first.spec.quiet = true;
         program_of(first);
-        std::printf("delay auto, step 1: a first run of %s over direct, for the mean message size\n", program.c_str());
-        std::fflush(stdout);
+        say("delay auto, step 1: a first run of %s over direct, for the mean message size\n", program.c_str());
+        std::fflush(nullptr);
         int rc = rt_launch(first);
         unsetenv(kEnvCountersFile);
         const Counters c = read_counters(cfile, base.spec.clusters);
@@ -252,8 +259,8 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         pp.warmup = 50;
         pp.result_file = "/tmp/iccs-rtt-" + std::to_string(getpid());
         ping.builtin = [pp](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), pp); };
-        std::printf("delay auto, step 2: idle ping over iccs at the mean size, %u bytes\n", mean);
-        std::fflush(stdout);
+        say("delay auto, step 2: idle ping over iccs at the mean size, %u bytes\n", mean);
+        std::fflush(nullptr);
         rc = rt_launch(ping);
         const uint64_t med = read_rtt_median(pp.result_file);
         if (rc != 0 || med == 0) {
@@ -262,16 +269,16 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
         delay_ns = med / 2;
         if (!report_env.empty()) setenv(kEnvReport, report_env.c_str(), 1);
-        std::printf("delay: D = %.1f us per message, obtained automatically: the application's mean message size %u "
+        say("delay: D = %.1f us per message, obtained automatically: the application's mean message size %u "
                     "bytes (%llu messages, %llu bytes in a first run over direct), the idle ICCS's one-way latency at "
                     "that size = median round trip %.1f us / 2 (500 request/reply round trips over iccs)\n",
                     delay_ns / 1e3, mean, static_cast<unsigned long long>(c.msgs),
                     static_cast<unsigned long long>(c.bytes), med / 1e3);
     } else if (transport == RtTransport::kDelay) {
-        std::printf("delay: D = %.1f us per message (given by %s)\n", delay_ns / 1e3,
+        say("delay: D = %.1f us per message (given by %s)\n", delay_ns / 1e3,
                     delay_s.empty() ? "[runtime] delay_us" : "--delay-us");
     }
-    std::fflush(stdout);
+    std::fflush(nullptr);
     RtLaunch run = base;
     run.spec.transport = transport;
     run.spec.delay_ns = delay_ns;
@@ -279,7 +286,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     if (info != nullptr && transport == RtTransport::kDelay) info->delay_us = double(delay_ns) / 1e3;
     const int rc = rt_launch(run);
     if (info != nullptr && info->app) return rc;
-    std::printf("%s\n", rc != 0 ? "FAIL"
+    say("%s\n", rc != 0 ? "FAIL"
                         : program == "exchange"
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "
                               "and barrier round was right"

@@ -11,6 +11,7 @@ bool is_rt_program(const char* name);
 // What a run was, as resolved from flags and configuration (for `iccs run <app>`, run_app.cpp).
 struct RtRunInfo {
     bool app = false;  // in: an application run: no closing PASS/FAIL line (the caller prints its own)
+    bool report_to_file = false;  // in: `--report FILE`: the launcher prints no lines of its own
     bool resolved = false;  // out: the fields below are set (false: a usage error stopped it first)
     std::string transport, dispatch, polling, fabric;
     uint16_t clusters = 0, threads = 0;

@@ -1038,8 +1038,8 @@ bool pcap_dir_ready(const std::string& dir, std::string& err) {
     return true;
 }
 
-void print_report(const ClusterPlan& plan, const ClusterReport& r) {
-    std::printf("cluster %u: %s  sent %llu, received %llu, missing %llu, duplicated %llu, corrupt %llu, %.2f s%s%s\n",
+void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
+    std::fprintf(out, "cluster %u: %s  sent %llu, received %llu, missing %llu, duplicated %llu, corrupt %llu, %.2f s%s%s\n",
                 plan.cluster_id, r.ok ? "PASS" : "FAIL", static_cast<unsigned long long>(r.sent),
                 static_cast<unsigned long long>(r.received), static_cast<unsigned long long>(r.missing),
                 static_cast<unsigned long long>(r.duplicates), static_cast<unsigned long long>(r.corrupt), r.seconds,
@@ -1048,7 +1048,7 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
         const ProxySnapshot& s = r.proxies[i];
         const double util = s.proxy.total_ns ? static_cast<double>(s.proxy.busy_ns) / s.proxy.total_ns : 0.0;
         const double qlen = s.proxy.total_ns ? static_cast<double>(s.proxy.queue_ns_sum) / s.proxy.total_ns : 0.0;
-        std::printf("  proxy %u.%zu: msgs tx %llu rx %llu, frames tx %llu rx %llu (tx ring full %llu), retx %llu, dup %llu, "
+        std::fprintf(out, "  proxy %u.%zu: msgs tx %llu rx %llu, frames tx %llu rx %llu (tx ring full %llu), retx %llu, dup %llu, "
                     "csum drops %llu, reass drops %llu, window stalls %llu, ring full %llu, util %.2f, queue %.2f, "
                     "msg time mean %.1f us (p50 < %.1f, p99 < %.1f)\n",
                     plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.msgs_tx),
@@ -1067,17 +1067,17 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
-            std::printf("  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),
+            std::fprintf(out, "  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),
                         static_cast<unsigned long long>(s.proxy.capture_frames));
             if (s.proxy.capture_missed != 0)
-                std::printf(", stopped at [machine] pcap_max_bytes = %llu: %llu frames missed",
+                std::fprintf(out, ", stopped at [machine] pcap_max_bytes = %llu: %llu frames missed",
                             static_cast<unsigned long long>(plan.pcap_max_bytes),
                             static_cast<unsigned long long>(s.proxy.capture_missed));
-            std::printf("\n");
+            std::fprintf(out, "\n");
         }
         if (i < r.wan.size() && r.wan[i].on)  // WAN stage: per link it emulates, what it carried and lost
             for (const WanView::Link& l : r.wan[i].links)
-                std::printf("  wan %u.%zu: link %u->%u msgs %llu bytes %llu dropped %llu (loss %g)\n", plan.cluster_id, i,
+                std::fprintf(out, "  wan %u.%zu: link %u->%u msgs %llu bytes %llu dropped %llu (loss %g)\n", plan.cluster_id, i,
                             l.a, l.b, static_cast<unsigned long long>(l.counters.msgs),
                             static_cast<unsigned long long>(l.counters.bytes),
                             static_cast<unsigned long long>(l.counters.dropped), l.params.loss);
@@ -1088,7 +1088,7 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
         std::string per;
         for (size_t q = 0; q < nprox && q < ConvCounters::kProxiesCounted; ++q)
             per += (q ? " " : "") + std::to_string(c.to_proxy[q]);
-        std::printf("  thread %u.%zu: msgs sent %llu received %llu, pieces sent %llu, to proxies [%s], waits: ring %llu "
+        std::fprintf(out, "  thread %u.%zu: msgs sent %llu received %llu, pieces sent %llu, to proxies [%s], waits: ring %llu "
                     "buffers %llu window %llu, credits %llu, stale %llu\n",
                     plan.cluster_id, t, static_cast<unsigned long long>(c.msgs_sent),
                     static_cast<unsigned long long>(c.msgs_received), static_cast<unsigned long long>(c.pieces_sent),

@@ -6,6 +6,8 @@
 // sockets, also when a child crashes or the user presses Ctrl-C.
 #pragma once
 
+#include <cstdio>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -132,7 +134,7 @@ uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 // Run this process as cluster plan.cluster_id: EAL up, links up, workload, report, EAL down.
 ClusterReport run_cluster(const ClusterPlan& plan);
 // Print a report as the end-of-run table (per proxy counters).
-void print_report(const ClusterPlan& plan, const ClusterReport& r);
+void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out = stdout);
 
 // Fork one process per cluster, wait for all, clean up. Returns 0 when every cluster succeeded.
 int launch_clusters(ClusterPlan plan, uint32_t timeout_s);

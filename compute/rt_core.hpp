@@ -151,7 +151,7 @@ class RtCore : public Runtime {
     // proxies: direct, delay). For runtime_finish's ICCS_REPORT file.
     virtual std::string proxies_json() const { return "null"; }
     // The counters of this cluster's endpoints as report lines.
-    void print_counters() const;
+    std::string format_counters() const;  // one line per endpoint, for runtime_finish
 
    protected:
     uint16_t cluster_, clusters_, threads_;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -103,6 +104,11 @@ class IccsCore final : public RtCore {
     }
     IccsCore(const RtSpec& spec) : RtCore(spec.cluster, spec.clusters, spec.threads, RtTransport::kIccs), plan_(spec.plan) {
         quiet_ = spec.quiet;
+        // `iccs run --report FILE`: the cluster's counters go to the report file only (runtime.cpp),
+        // and its start-up line nowhere.
+        const char* only = std::getenv("ICCS_REPORT_ONLY");
+        report_only_ = only != nullptr && *only == '1';
+        if (report_only_) plan_.quiet = true;
         for (uint16_t l = 0; l <= threads_; ++l) eps_.push_back(std::make_unique<IccsEp>(*this, l));
     }
     ~IccsCore() override {
@@ -157,7 +163,8 @@ class IccsCore final : public RtCore {
     bool shutdown(bool, std::string& why) override {
         release();
         if (cth_.joinable()) cth_.join();
-        if (!quiet_ || !report_.ok) print_report(plan_, report_);
+        // The run's report, not the program's output: standard error (a failure's always).
+        if ((!quiet_ && !report_only_) || !report_.ok) print_report(plan_, report_, stderr);
         if (!report_.ok) why = "cluster: " + report_.error;
         return report_.ok;
     }
@@ -196,6 +203,7 @@ class IccsCore final : public RtCore {
    private:
     ClusterPlan plan_;
     bool quiet_ = false;
+    bool report_only_ = false;
     std::thread cth_;
     std::mutex mu_;
     std::condition_variable cv_;

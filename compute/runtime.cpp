@@ -4,6 +4,7 @@
 
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cinttypes>
@@ -356,19 +357,24 @@ bool RtCore::finish_exchange(uint64_t timeout_ms, std::string& why) {
     return true;
 }
 
-void RtCore::print_counters() const {
+std::string RtCore::format_counters() const {
+    std::string out;
+    char line[512];
     for (size_t i = 0; i < eps_.size(); ++i) {
         const RtEndpointCounters& c = eps_[i]->counters();
         const std::string who = i == threads_ ? std::string("service") : std::to_string(i);
-        std::printf("  rt %u.%s: msgs sent %" PRIu64 " (%" PRIu64 " bytes) received %" PRIu64 " (%" PRIu64
-                    " bytes), requests %" PRIu64 ", replies %" PRIu64 ", barriers %" PRIu64 " (%.3f ms waiting), "
-                    "handlers %.3f ms%s\n",
-                    cluster_, who.c_str(), c.msgs_sent, c.bytes_sent, c.msgs_received, c.bytes_received, c.requests,
-                    c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6,
-                    eps_[i]->unknown_handler_drops()
-                        ? (", dropped for unregistered handlers " + std::to_string(eps_[i]->unknown_handler_drops())).c_str()
-                        : "");
+        std::snprintf(line, sizeof line,
+                      "  rt %u.%s: msgs sent %" PRIu64 " (%" PRIu64 " bytes) received %" PRIu64 " (%" PRIu64
+                      " bytes), requests %" PRIu64 ", replies %" PRIu64 ", barriers %" PRIu64 " (%.3f ms waiting), "
+                      "handlers %.3f ms%s\n",
+                      cluster_, who.c_str(), c.msgs_sent, c.bytes_sent, c.msgs_received, c.bytes_received, c.requests,
+                      c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6,
+                      eps_[i]->unknown_handler_drops()
+                          ? (", dropped for unregistered handlers " + std::to_string(eps_[i]->unknown_handler_drops())).c_str()
+                          : "");
+        out += line;
     }
+    return out;
 }
 
 namespace {
@@ -421,12 +427,23 @@ int runtime_finish(std::unique_ptr<Runtime> rt, bool ok) {
     if (const char* f = std::getenv("ICCS_REPORT"); f != nullptr && *f != '\0')
         write_report(*core, std::string(f) + ".rt.c" + std::to_string(core->cluster()), all);
     std::string err = !ok ? "the program failed" : !fin ? why : !tok ? twhy : "";
-    std::printf("cluster %u: %s  runtime over %s: %" PRIu64 " messages sent, %" PRIu64
-                " bytes (mean %.1f bytes)%s%s\n",
-                core->cluster(), all ? "PASS" : "FAIL", core->describe().c_str(), msgs, bytes,
-                msgs ? double(bytes) / double(msgs) : 0.0, err.empty() ? "" : "  error: ", err.c_str());
-    core->print_counters();
-    std::fflush(stdout);
+    // The run's report, not the program's output: on standard error, one write per cluster so the
+    // clusters' blocks stay whole; with ICCS_REPORT_ONLY=1 (`iccs run --report FILE`) only in the
+    // report file (and a failure's reason still on standard error).
+    const char* only = std::getenv("ICCS_REPORT_ONLY");
+    const bool to_file_only = only != nullptr && *only == '1';
+    if (!to_file_only || !all) {
+        char head[1024];
+        std::snprintf(head, sizeof head,
+                      "cluster %u: %s  runtime over %s: %" PRIu64 " messages sent, %" PRIu64
+                      " bytes (mean %.1f bytes)%s%s\n",
+                      core->cluster(), all ? "PASS" : "FAIL", core->describe().c_str(), msgs, bytes,
+                      msgs ? double(bytes) / double(msgs) : 0.0, err.empty() ? "" : "  error: ", err.c_str());
+        std::string block = head;
+        if (!to_file_only) block += core->format_counters();
+        std::fflush(stderr);
+        (void)!write(STDERR_FILENO, block.data(), block.size());
+    }
     rt.reset();
     return all ? 0 : 1;
 }

@@ -25,7 +25,8 @@ struct State {
     Runtime* rt = nullptr;
     dsm::DsmNode* node = nullptr;  // lives until the process exits
     uint16_t cluster = 0, clusters = 1, threads = 1;
-    int saved_stdout = -1, devnull = -1;
+    bool started = false;          // the environment was started (MAIN_INITENV or a first macro)
+    std::atomic<bool> report_written{false};
     long created = 0;  // n of the last CREATE
     long per = 1;      // pids per cluster
     std::vector<std::thread> workers;
@@ -35,8 +36,16 @@ struct State {
 };
 State g;
 thread_local long t_pid = -1;
+// Clusters other than 0, outside the parallel section: the program's standard output and error
+// go to /dev/null; the real ones are kept here (our own diagnostics use saved_stderr). Plain ints,
+// constant-initialised: quiet_from_start uses them before any dynamic initialiser has run.
+struct Fds {
+    int saved_stdout = -1, saved_stderr = -1, devnull = -1;
+};
+constinit Fds fds;
 
 [[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void quiet(bool on);
 void die(const char* fmt, ...) {
     fflush(stdout);
     // One write of the whole line: every cluster may die of the same error at once on one
@@ -51,7 +60,7 @@ void die(const char* fmt, ...) {
     if (n > int(sizeof line) - 2) n = int(sizeof line) - 2;
     line[n++] = '\n';
     fflush(stderr);
-    if (write(STDERR_FILENO, line, size_t(n)) < 0) { /* nothing left to report it to */ }
+    if (write(diag_fd(), line, size_t(n)) < 0) { /* nothing left to report it to */ }
     // From any thread, with others running: flush and leave without static destructors (a
     // joinable worker std::thread would turn exit() into std::terminate). The other clusters
     // learn it from the runtime (peer down).
@@ -59,8 +68,13 @@ void die(const char* fmt, ...) {
     _exit(1);
 }
 
+// The environment starts on first use: SPLASH programs may G_MALLOC, initialise locks or read the
+// clock in a set-up function that runs before MAIN_INITENV (with the suite's own macros these
+// need no environment), so any macro that needs the DSM starts it, and MAIN_INITENV later does
+// nothing.
 dsm::DsmNode& need_node(const char* what) {
-    if (!g.node) die("%s before MAIN_INITENV", what);
+    if (!g.node) iccs_pm_init();
+    if (!g.node) die("%s: the PARMACS environment did not start", what);
     return *g.node;
 }
 
@@ -75,10 +89,49 @@ uint64_t mono_ns() {
 }
 
 // Clusters other than 0 replay main's prefix and epilogue: their prints would repeat cluster 0's.
+// Standard output and error both, from the first instruction of main (see quiet_from_start).
 void quiet(bool on) {
-    if (g.cluster == 0 || g.saved_stdout < 0) return;
+    if (fds.saved_stdout < 0) return;
     fflush(stdout);
-    dup2(on ? g.devnull : g.saved_stdout, 1);
+    fflush(stderr);
+    dup2(on ? fds.devnull : fds.saved_stdout, 1);
+    dup2(on ? fds.devnull : fds.saved_stderr, 2);
+}
+
+bool keep_real_fds() {
+    if (fds.saved_stdout >= 0) return true;
+    fds.saved_stdout = fcntl(1, F_DUPFD_CLOEXEC, 10);
+    fds.saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 10);
+    fds.devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fds.saved_stdout >= 0 && fds.saved_stderr >= 0 && fds.devnull >= 0) return true;
+    for (int* fd : {&fds.saved_stdout, &fds.saved_stderr, &fds.devnull})
+        if (*fd >= 0) close(*fd), *fd = -1;
+    return false;
+}
+
+// The rank of this process in a run, before anything is started: our launcher's ICCS_CLUSTER,
+// or mpirun's / srun's rank (the runtime's order, DESIGN.md §8); -1 outside a run.
+long rank_from_env() {
+    for (const char* v : {"ICCS_CLUSTER", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+        const char* r = getenv(v);
+        if (r == nullptr || *r == '\0') continue;
+        char* end = nullptr;
+        const long k = strtol(r, &end, 10);
+        return (*end == '\0' && k >= 0) ? k : -1;
+    }
+    return -1;
+}
+
+// Before main: in a run, every cluster's standard output is line-buffered, so the lines of the
+// clusters' threads that share one pipe or file arrive whole (a full buffer would be written at
+// an arbitrary byte); on clusters other than 0 the program's output is silent from here until
+// CREATE, so what main prints before MAIN_INITENV (banners, usage, echoed input) is cluster 0's
+// alone, as in one process.
+__attribute__((constructor)) void quiet_from_start() {
+    const long rank = rank_from_env();
+    if (rank < 0) return;
+    if (!isatty(1)) setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (rank > 0 && keep_real_fds()) quiet(true);
 }
 
 // How many of pids 0..n-1 run on `cluster`, under the distribution of the last CREATE.
@@ -165,10 +218,8 @@ bool attach(Runtime& rt, std::string& err) {
     g.main_thread = std::this_thread::get_id();
     g.end_barrier = g.node->alloc_sync_ids(1);  // == 1: the first id after the fence lock
     g.node->bind_thread(0);  // main is compute thread 0 (the prefix's CLOCK replay uses its endpoint)
-    if (g.cluster != 0) {
-        g.saved_stdout = dup(1);
-        g.devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (g.saved_stdout < 0 || g.devnull < 0) {
+    if (g.cluster != 0 && fds.saved_stdout < 0) {  // a rank the environment did not give (tests)
+        if (!keep_real_fds()) {
             err = "cannot redirect standard output of cluster " + std::to_string(g.cluster);
             return false;
         }
@@ -177,10 +228,43 @@ bool attach(Runtime& rt, std::string& err) {
     return true;
 }
 
+int diag_fd() { return fds.saved_stderr >= 0 ? fds.saved_stderr : 2; }
+
+void write_report_file() {
+    const char* base = getenv("ICCS_REPORT");
+    if (base == nullptr || *base == '\0' || g.node == nullptr || g.report_written.exchange(true)) return;
+    const dsm::DsmCounters& c = g.node->counters();
+    auto u = [](const std::atomic<uint64_t>& a) { return static_cast<unsigned long long>(a.load()); };
+    const std::string file = std::string(base) + ".dsm.c" + std::to_string(g.node->cluster());
+    FILE* out = fopen(file.c_str(), "w");
+    if (out == nullptr) return;  // the launcher reports this cluster's DSM counters as missing (null)
+    fprintf(out,
+            "{\"cluster\":%u,\"read_faults\":%llu,\"write_faults\":%llu,\"page_fetches\":%llu,"
+            "\"page_fetch_us_mean\":%.3f,\"diffs_sent\":%llu,\"diff_bytes\":%llu,\"diffs_applied\":%llu,"
+            "\"invalidations\":%llu,\"intervals\":%llu,\"notices_received\":%llu,\"lock_acquires\":%llu,"
+            "\"lock_wait_s\":%.9f,\"barriers\":%llu,\"barrier_wait_s\":%.9f,\"getsubs\":%llu,"
+            "\"remote_allocs\":%llu,\"shared_used_bytes\":%llu,\"roi_s\":%s}\n",
+            unsigned(g.node->cluster()), u(c.read_faults), u(c.write_faults), u(c.page_fetches),
+            c.page_fetches.load() ? double(c.page_fetch_ns.load()) / 1e3 / double(c.page_fetches.load()) : 0.0,
+            u(c.diffs_sent), u(c.diff_bytes), u(c.diffs_applied), u(c.invalidations), u(c.intervals),
+            u(c.write_notices_received), u(c.lock_acquires), double(c.lock_wait_ns.load()) / 1e9, u(c.barriers),
+            double(c.barrier_wait_ns.load()) / 1e9, u(c.getsubs), u(c.remote_allocs),
+            static_cast<unsigned long long>(g.node->used_bytes()),
+            g.roi_ns ? std::to_string(double(g.roi_ns) / 1e9).c_str() : "null");
+    fclose(out);
+}
+
+bool report_to_file_only() {
+    const char* v = getenv("ICCS_REPORT_ONLY");
+    return v != nullptr && *v == '1';
+}
+
 void finish_report() {
     fflush(stdout);
     quiet(false);
     if (!g.node) return;
+    write_report_file();
+    if (report_to_file_only()) return;  // `iccs run --report FILE`: the launcher writes them there
     std::string block = g.node->format_counters();
     if (g.roi_ns) {
         char roi[64];
@@ -189,7 +273,7 @@ void finish_report() {
     }
     // One write: the block of each cluster stays whole on a terminal the clusters share.
     fflush(stderr);
-    (void)!write(2, block.data(), block.size());
+    (void)!write(diag_fd(), block.data(), block.size());
 }
 
 dsm::DsmNode* node() { return g.node; }
@@ -203,6 +287,12 @@ using iccs::parmacs::g;
 using iccs::parmacs::t_pid;
 
 extern "C" {
+
+void iccs_pm_init(void) {
+    if (g.started) return;  // MAIN_INITENV after a macro started the environment, or twice
+    g.started = true;
+    parmacs::start_backend();
+}
 
 void* iccs_pm_malloc(size_t bytes, const char* file, int line) {
     void* p = parmacs::need_node("G_MALLOC").alloc(bytes, 16);
@@ -260,7 +350,8 @@ unsigned long iccs_pm_clock_us(void) {
     const unsigned long us = (unsigned long)tv.tv_sec * 1000000ul + (unsigned long)tv.tv_usec;
     // In the replayed prefix (SPLASH programs read CLOCK before CREATE, often into shared memory)
     // every cluster takes cluster 0's value, so the prefixes stay identical.
-    if (g.node && !g.node->parallel() && t_pid < 0) return (unsigned long)g.node->replay_value(us);
+    dsm::DsmNode& nd = parmacs::need_node("CLOCK");
+    if (!nd.parallel() && t_pid < 0) return (unsigned long)nd.replay_value(us);
     return us;
 }
 

@@ -13,12 +13,25 @@
 #ifndef ICCS_PARMACS_H
 #define ICCS_PARMACS_H
 
+/* What the suite's MAIN_ENV / EXTERN_ENV bring in, so a program that relies on them (assert, malloc.h,
+ * semaphores, fixed-width integers) builds unchanged. */
+#include <assert.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+/* The suite's macro file defines the page size programs pad and align shared data to. It is the
+ * DSM's default page (ICCS_DSM_PAGE may make the DSM's larger; padding to 4096 stays correct). */
+#ifndef PAGE_SIZE
+#define PAGE_SIZE 4096
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,93 +76,125 @@ void iccs_pm_roi(int begin);
 }
 #endif
 
-/* ---- the macros (forms of SPLASH-3's pthread macros) ---------------------------------------- */
+
+/* ---- the macros --------------------------------------------------------------------------------
+ * Each has the shape of the same macro in SPLASH-3's pthread macro file, so code written against
+ * that file compiles here unchanged: a statement macro is a braced block (`LOCK(l)` needs no
+ * semicolon; `LOCK(l);` adds an empty statement), G_MALLOC and NU_MALLOC end in a semicolon
+ * (`p = G_MALLOC(n)` is a whole statement), G_MALLOC_F / NU_MALLOC_F are the expression forms,
+ * a declaration macro declares one object and ends in a semicolon. dsm/README.md, "Conformance",
+ * lists every macro, its expansion here and the test that covers it. */
+
+/* Environment: the declarations are all in this header (the m4 route includes it at the top of
+ * every file it processes, so a header using LOCKDEC before MAIN_ENV compiles). */
 #define MAIN_ENV
 #define ENV
 #define EXTERN_ENV
 #define INCLUDES
-#define MAIN_INITENV(...) iccs_pm_init();
-#define MAIN_END iccs_pm_end();
+#define MAIN_INITENV(...) { iccs_pm_init(); }
+#define MAIN_END { iccs_pm_end(); }
 
-#define G_MALLOC(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
+/* Shared memory. The environment starts on first use, so G_MALLOC may come before MAIN_INITENV. */
+#define G_MALLOC(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__);
+#define G_MALLOC_F(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
 #define G_FREE(p) iccs_pm_free(p);
-#define CREATE(fn, n) iccs_pm_create((fn), (long)(n));
-#define WAIT_FOR_END(n) iccs_pm_wait_for_end((long)(n));
-#define GET_PID(pid) (pid) = iccs_pm_pid();
-#define CLOCK(t) (t) = iccs_pm_clock_us();
+#define NU_MALLOC(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__);
+#define NU_MALLOC_F(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
+#define NU_FREE(p, ...) iccs_pm_free(p);
 
+/* Threads and time. */
+#define CREATE(fn, n) { iccs_pm_create((fn), (long)(n)); }
+#define WAIT_FOR_END(n) { iccs_pm_wait_for_end((long)(n)); }
+#define GET_PID(pid) { (pid) = iccs_pm_pid(); }
+#define GET_HOME(home) { (home) = 0; }
+#define SET_HOME(...) { ; }
+#define CLOCK(t) { (t) = iccs_pm_clock_us(); }
+#define AUG_DELAY(s) { sleep(s); }
+#define ST_LOG(...) { ; }
+
+/* Locks. */
 #define LOCKDEC(l) iccs_pm_lock_t l;
-#define LOCKINIT(l) iccs_pm_lock_init(&(l));
-#define LOCK(l) iccs_pm_lock(&(l));
-#define UNLOCK(l) iccs_pm_unlock(&(l));
+#define LOCKINIT(l) { iccs_pm_lock_init(&(l)); }
+#define LOCK(l) { iccs_pm_lock(&(l)); }
+#define UNLOCK(l) { iccs_pm_unlock(&(l)); }
 #define ALOCKDEC(a, n) iccs_pm_lock_t a[n];
-#define ALOCKINIT(a, n) iccs_pm_alock_init((a), (long)(n));
-#define ALOCK(a, i) iccs_pm_lock(&(a)[i]);
-#define AULOCK(a, i) iccs_pm_unlock(&(a)[i]);
+#define ALOCKINIT(a, n) { iccs_pm_alock_init((a), (long)(n)); }
+#define ALOCK(a, i) { iccs_pm_lock(&(a)[i]); }
+#define AULOCK(a, i) { iccs_pm_unlock(&(a)[i]); }
 #define AGETL(a, i) ((a)[i])
+/* SPLASH-2's NUMA-placement lock variants: real locks here (the suite's file makes them no-ops). */
+#define NLOCKDEC(l, ...) iccs_pm_lock_t l;
+#define NLOCKINIT(l, ...) { iccs_pm_lock_init(&(l)); }
+#define NLOCK(l) { iccs_pm_lock(&(l)); }
+#define NUNLOCK(l) { iccs_pm_unlock(&(l)); }
 
+/* Barriers. */
 #define BARDEC(b) iccs_pm_barrier_t b;
-#define BARINIT(b, n) iccs_pm_bar_init(&(b), (long)(n));
-#define BARRIER(b, n) iccs_pm_barrier(&(b), (long)(n));
+#define BARINIT(b, n) { iccs_pm_bar_init(&(b), (long)(n)); }
+#define BARRIER(b, n) { iccs_pm_barrier(&(b), (long)(n)); }
+#define BAREXCLUDE(...) { ; }
+#define BARINCLUDE(...) { ; }
 
+/* Get-next-index counters. */
 #define GSDEC(g) iccs_pm_gs_t g;
-#define GSINIT(g) iccs_pm_gs_init(&(g));
-#define GETSUB(g, s, last, nproc) (s) = iccs_pm_getsub(&(g), (long)(last), (long)(nproc));
-
-#define PAUSEDEC(p) iccs_pm_pause_t p;
-#define PAUSEINIT(p) iccs_pm_pause_init(&(p));
-#define SETPAUSE(p) iccs_pm_pause_set(&(p));
-#define CLEARPAUSE(p) iccs_pm_pause_clear(&(p));
-#define WAITPAUSE(p) iccs_pm_pause_wait(&(p));
-
-#define CONDVARDEC(c) iccs_pm_cond_t c;
-#define CONDVARINIT(c) iccs_pm_cond_init(&(c));
-#define CONDVARWAIT(c, l) iccs_pm_cond_wait(&(c), &(l));
-#define CONDVARSIGNAL(c) iccs_pm_cond_signal(&(c), 0);
-#define CONDVARBCAST(c) iccs_pm_cond_signal(&(c), 1);
-
-/* A fence is one acquire and release of the DSM's fence lock: a release fence publishes this
- * cluster's writes, an acquire fence brings every published write. */
-#define RELEASE_FENCE iccs_pm_fence();
-#define ACQUIRE_FENCE iccs_pm_fence();
-#define FULL_FENCE iccs_pm_fence();
-
-#define SPLASH3_ROI_BEGIN iccs_pm_roi(1);
-#define SPLASH3_ROI_END iccs_pm_roi(0);
-
-/* SPLASH-2's NUMA-placement variants: the same objects (placement is the DSM's homes). */
-#define NU_MALLOC(size, node) G_MALLOC(size)
+#define GSINIT(g) { iccs_pm_gs_init(&(g)); }
+#define GETSUB(g, s, last, nproc) { (s) = iccs_pm_getsub(&(g), (long)(last), (long)(nproc)); }
 #define NU_GSDEC(g) GSDEC(g)
 #define NU_GSINIT(g) GSINIT(g)
 #define NU_GETSUB(g, s, last, nproc) GETSUB(g, s, last, nproc)
-#define NLOCKDEC(l, n) LOCKDEC(l)
-#define NLOCKINIT(l) LOCKINIT(l)
-#define NLOCK(l) LOCK(l)
-#define NUNLOCK(l) UNLOCK(l)
 
-/* Tracing and simulator hooks of SPLASH-2/3: nothing to do here. */
+/* Events (flags) and condition variables. */
+#define PAUSEDEC(p) iccs_pm_pause_t p;
+#define PAUSEINIT(p) { iccs_pm_pause_init(&(p)); }
+#define SETPAUSE(p) { iccs_pm_pause_set(&(p)); }
+#define CLEARPAUSE(p) { iccs_pm_pause_clear(&(p)); }
+#define WAITPAUSE(p) { iccs_pm_pause_wait(&(p)); }
+#define EVENT(...) { ; }
+#define PAUSE(...) { ; }
+#define CONDVARDEC(c) iccs_pm_cond_t c;
+#define CONDVARINIT(c) { iccs_pm_cond_init(&(c)); }
+#define CONDVARWAIT(c, l) { iccs_pm_cond_wait(&(c), &(l)); }
+#define CONDVARSIGNAL(c) { iccs_pm_cond_signal(&(c), 0); }
+#define CONDVARBCAST(c) { iccs_pm_cond_signal(&(c), 1); }
+
+/* A fence is one acquire and release of the DSM's fence lock: a release fence publishes this
+ * cluster's writes, an acquire fence brings every published write. */
+#define RELEASE_FENCE { iccs_pm_fence(); }
+#define ACQUIRE_FENCE { iccs_pm_fence(); }
+#define FULL_FENCE { iccs_pm_fence(); }
+
+/* Region of interest: SPLASH-3 programs write SPLASH3_ROI_BEGIN(); its time is printed with the
+ * counters (roi_us). */
+#define SPLASH3_ROI_BEGIN(...) iccs_pm_roi(1)
+#define SPLASH3_ROI_END(...) iccs_pm_roi(0)
+
+/* Address-space declarations and tracing/simulator hooks of SPLASH-2/3: nothing to do here. */
+#define ADEC(a) long a;
+#define AINIT(...) { ; }
+#define PROBEND(...) { ; }
+#define NEWPROC
+#define MONINIT(...) { ; }
 #define MONMINIT(...)
 #define MONMEXIT(...)
-#define NEWPROC
+#define MENTER(...) { ; }
+#define MEXIT(...) { ; }
+#define DELAY(...) { ; }
+#define CONTINUE(...) { ; }
 #define AUG_ON
 #define AUG_OFF
 #define TRACE_ON
 #define TRACE_OFF
 #define REF_TRACE_ON
 #define REF_TRACE_OFF
-#define DYN_TRACE_ON
-#define DYN_TRACE_OFF
-#define DYN_REF_TRACE_ON
-#define DYN_REF_TRACE_OFF
-#define DYN_SIM_ON
-#define DYN_SIM_OFF
-#define DYN_SCHED_ON
-#define DYN_SCHED_OFF
-#define AUG_SET_LOLIMIT(...)
-#define AUG_SET_HILIMIT(...)
-#define BAREXCLUDE(...)
-#define BARINCLUDE(...)
-#define PROBEND(...)
-#define AINIT(...)
+#define DYN_TRACE_ON ;
+#define DYN_TRACE_OFF ;
+#define DYN_REF_TRACE_ON ;
+#define DYN_REF_TRACE_OFF ;
+#define DYN_SIM_ON ;
+#define DYN_SIM_OFF ;
+#define DYN_SCHED_ON ;
+#define DYN_SCHED_OFF ;
+#define AUG_SET_LOLIMIT(...) ;
+#define AUG_SET_HILIMIT(...) ;
 
 #endif /* ICCS_PARMACS_H */

@@ -23,5 +23,18 @@ dsm::DsmNode* node();
 // True when the calling thread is main and no thread of CREATE is running: the program may end
 // the run collectively from here (an exit() after WAIT_FOR_END or before CREATE, in every cluster).
 bool quiescent_main();
+// Where our own diagnostics go: the real standard error (a cluster other than 0 has the
+// program's standard error on /dev/null outside the parallel section).
+int diag_fd();
+// With ICCS_REPORT=BASE (set by `iccs run`): this cluster's DSM counters as one JSON object in
+// BASE.dsm.c<cluster>, once (later calls do nothing). finish_report calls it.
+void write_report_file();
+// ICCS_REPORT_ONLY=1 (`iccs run --report FILE`): the counters go to the report files only, not
+// to standard error.
+bool report_to_file_only();
+// The backend's start of a cluster (the real runtime: parmacs_main.cpp; tests: the loopback):
+// runtime, attach(). Called once, by iccs_pm_init (MAIN_INITENV, or the first macro that needs
+// the environment).
+void start_backend();
 
 }  // namespace iccs::parmacs

@@ -20,8 +20,8 @@ std::unique_ptr<iccs::Runtime> g_rt;
 void exit_without_main_end(int status, void*) {
     if (!g_rt) return;  // MAIN_END already ended the runtime
     if (!iccs::parmacs::quiescent_main()) {
-        fprintf(stderr, "iccs parmacs (cluster %u): exit(%d) while the threads of CREATE run: the other clusters "
-                        "cannot be met; leaving now\n", unsigned(g_rt->cluster()), status);
+        dprintf(iccs::parmacs::diag_fd(), "iccs parmacs (cluster %u): exit(%d) while the threads of CREATE run: the "
+                "other clusters cannot be met; leaving now\n", unsigned(g_rt->cluster()), status);
         fflush(nullptr);
         _exit(status);
     }
@@ -31,15 +31,16 @@ void exit_without_main_end(int status, void*) {
 }
 }  // namespace
 
-extern "C" void iccs_pm_init(void) {
+void iccs::parmacs::start_backend() {
     std::string err;
     g_rt = iccs::runtime_from_env(err);
     if (!g_rt) {
-        fprintf(stderr, "iccs parmacs: %s (start the program with ./iccs run PATH --clusters C -- ARGS)\n", err.c_str());
+        dprintf(iccs::parmacs::diag_fd(), "iccs parmacs: %s (start the program with ./iccs run PATH --clusters C -- ARGS)\n",
+                err.c_str());
         exit(1);
     }
     if (!iccs::parmacs::attach(*g_rt, err)) {
-        fprintf(stderr, "iccs parmacs (cluster %u): %s\n", unsigned(g_rt->cluster()), err.c_str());
+        dprintf(iccs::parmacs::diag_fd(), "iccs parmacs (cluster %u): %s\n", unsigned(g_rt->cluster()), err.c_str());
         exit(1);
     }
     on_exit(exit_without_main_end, nullptr);  // glibc: the handler gets exit()'s status

@@ -47,6 +47,7 @@ std::vector<std::string> eal_args(const EalOptions& o) {
     // A memif client logs an error on every connection attempt that races its server's start;
     // the port retries, and a link that never comes up is reported by Port::wait_link instead.
     std::vector<std::string> a = {"iccs", "--file-prefix=" + o.file_prefix, "--log-level=pmd.net.memif:critical",
+                                  "--log-level=lib.telemetry:error",
                                   "--log-level=" + o.log_level};
     std::string lcores;
     for (size_t i = 0; i < o.lcore_cpus.size(); ++i) {

@@ -260,7 +260,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -280,7 +280,7 @@ void Worker(void) {
     }
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -294,13 +294,13 @@ int main(int argc, char** argv) {
     nsteps = 3;
     cell_capacity = static_cast<int>(2 * nbody + 1024);
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
     gl->ncells = 0;
     gl->overflow = 0;
-    bodies = static_cast<Body*>(G_MALLOC(sizeof(Body) * nbody));
-    cells = static_cast<Cell*>(G_MALLOC(sizeof(Cell) * cell_capacity));
-    next_body = static_cast<int*>(G_MALLOC(sizeof(int) * nbody));
+    bodies = static_cast<Body*>(G_MALLOC_F(sizeof(Body) * nbody));
+    cells = static_cast<Cell*>(G_MALLOC_F(sizeof(Cell) * cell_capacity));
+    next_body = static_cast<int*>(G_MALLOC_F(sizeof(int) * nbody));
     init_bodies(bodies, nbody);
 
     CREATE(Worker, nprocs);

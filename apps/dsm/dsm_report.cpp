@@ -1,6 +1,7 @@
-// apps/dsm/dsm_report.cpp: the DSM counters of one cluster as one JSON object, written to
-// ICCS_REPORT.dsm.c<cluster> for `iccs run <app>` (cli/run_app.cpp merges every cluster's).
-// Keys are those of the run's JSON contract (apps/README.md); times in seconds.
+// apps/dsm/dsm_report.cpp: the DSM counters of one cluster as one JSON object in
+// ICCS_REPORT.dsm.c<cluster> for `iccs run <app>` (cli/run_app.cpp merges every cluster's), also
+// when a failed check exits before MAIN_END; and the exit barrier of such an exit. Keys are those
+// of the run's JSON contract (apps/README.md); times in seconds.
 #include <pthread.h>
 
 #include <atomic>
@@ -12,35 +13,13 @@
 
 namespace {
 
-std::atomic<bool> g_written{false};
 bool g_after_wait = false;  // main's thread passed WAIT_FOR_END
 bool g_main_end = false;    // MAIN_END was reached
 pthread_t g_main_thread;
 
-void write_now() {
-    const char* base = std::getenv("ICCS_REPORT");
-    if (base == nullptr || *base == '\0') return;
-    iccs::dsm::DsmNode* node = iccs::parmacs::node();
-    if (node == nullptr || g_written.exchange(true)) return;
-    const iccs::dsm::DsmCounters& c = node->counters();
-    auto u = [](const std::atomic<uint64_t>& a) { return static_cast<unsigned long long>(a.load()); };
-    const std::string file = std::string(base) + ".dsm.c" + std::to_string(node->cluster());
-    std::FILE* out = std::fopen(file.c_str(), "w");
-    if (out == nullptr) return;  // the launcher reports the cluster's DSM counters as missing (null)
-    std::fprintf(out,
-                 "{\"cluster\":%u,\"read_faults\":%llu,\"write_faults\":%llu,\"page_fetches\":%llu,"
-                 "\"page_fetch_us_mean\":%.3f,\"diffs_sent\":%llu,\"diff_bytes\":%llu,\"diffs_applied\":%llu,"
-                 "\"invalidations\":%llu,\"intervals\":%llu,\"notices_received\":%llu,\"lock_acquires\":%llu,"
-                 "\"lock_wait_s\":%.9f,\"barriers\":%llu,\"barrier_wait_s\":%.9f,\"getsubs\":%llu,"
-                 "\"remote_allocs\":%llu,\"shared_used_bytes\":%llu}\n",
-                 unsigned(node->cluster()), u(c.read_faults), u(c.write_faults), u(c.page_fetches),
-                 c.page_fetches.load() ? double(c.page_fetch_ns.load()) / 1e3 / double(c.page_fetches.load()) : 0.0,
-                 u(c.diffs_sent), u(c.diff_bytes), u(c.diffs_applied), u(c.invalidations), u(c.intervals),
-                 u(c.write_notices_received), u(c.lock_acquires), double(c.lock_wait_ns.load()) / 1e9, u(c.barriers),
-                 double(c.barrier_wait_ns.load()) / 1e9, u(c.getsubs), u(c.remote_allocs),
-                 static_cast<unsigned long long>(node->used_bytes()));
-    std::fclose(out);
-}
+// The counters file itself is the PARMACS layer's (dsm/parmacs.cpp, the same for any program
+// under `iccs run --report`); written once.
+void write_now() { iccs::parmacs::write_report_file(); }
 
 // exit() before MAIN_END: every cluster replays the same deterministic epilogue, so a failed
 // check exits every cluster's main, each still reading results whose pages may live at another

@@ -90,7 +90,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -112,7 +112,7 @@ void Worker(void) {
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -126,10 +126,10 @@ int main(int argc, char** argv) {
     n1 = 1L << ((log2n + 1) / 2);
     n2 = 1L << (log2n / 2);
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
-    A = static_cast<cplx*>(G_MALLOC(sizeof(cplx) * N));
-    B = static_cast<cplx*>(G_MALLOC(sizeof(cplx) * N));
+    A = static_cast<cplx*>(G_MALLOC_F(sizeof(cplx) * N));
+    B = static_cast<cplx*>(G_MALLOC_F(sizeof(cplx) * N));
     init_input(A, N);
 
     CREATE(Worker, nprocs);

@@ -83,7 +83,7 @@ void back_substitute(const double* m, long size, long stride, double* out) {
 
 // G_MALLOC promises 16-byte alignment; the page layout above needs the matrix on a page boundary.
 double* page_aligned_shared(std::size_t bytes) {
-    auto p = reinterpret_cast<std::uintptr_t>(G_MALLOC(bytes + 4096));
+    auto p = reinterpret_cast<std::uintptr_t>(G_MALLOC_F(bytes + 4096));
     return reinterpret_cast<double*>((p + 4095) & ~std::uintptr_t{4095});
 }
 
@@ -95,7 +95,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -110,7 +110,7 @@ void Worker(void) {
     if (pid == 0) {
         back_substitute(a, n, ld, x);
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -122,10 +122,10 @@ int main(int argc, char** argv) {
     n = opt.size == apps::Size::paper ? 512 : 64;
     layout(n);
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
     a = page_aligned_shared(sizeof(double) * n * ld);
-    x = static_cast<double*>(G_MALLOC(sizeof(double) * n));
+    x = static_cast<double*>(G_MALLOC_F(sizeof(double) * n));
     init_system(a, n, ld);
 
     CREATE(Worker, nprocs);

@@ -77,7 +77,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -90,7 +90,7 @@ void Worker(void) {
     }
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -102,12 +102,12 @@ int main(int argc, char** argv) {
     n = opt.size == apps::Size::paper ? 2048 : 128;
     iters = opt.size == apps::Size::paper ? 3 : 2;
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
     LOCKINIT(gl->diff_lock);
     for (int t = 0; t < kMaxIters; ++t) gl->maxdiff[t] = 0;
     for (int k = 0; k < 2; ++k) {
-        grid[k] = static_cast<double*>(G_MALLOC(sizeof(double) * n * n));
+        grid[k] = static_cast<double*>(G_MALLOC_F(sizeof(double) * n * n));
         init_grid(grid[k], n);  // both grids carry the fixed boundary
     }
 

@@ -56,7 +56,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -64,7 +64,7 @@ void Worker(void) {
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -74,11 +74,11 @@ int main(int argc, char** argv) {
     nprocs = opt.nprocs;
     n = opt.size == apps::Size::paper ? 384 : 64;
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
-    A = static_cast<double*>(G_MALLOC(sizeof(double) * n * n));
-    B = static_cast<double*>(G_MALLOC(sizeof(double) * n * n));
-    C = static_cast<double*>(G_MALLOC(sizeof(double) * n * n));
+    A = static_cast<double*>(G_MALLOC_F(sizeof(double) * n * n));
+    B = static_cast<double*>(G_MALLOC_F(sizeof(double) * n * n));
+    C = static_cast<double*>(G_MALLOC_F(sizeof(double) * n * n));
     init_matrices(A, B, n);
 
     CREATE(Worker, nprocs);

@@ -165,7 +165,9 @@ inline void pause_wait(Pause& p) {
 #define MAIN_END do { std::exit(0); } while (0)
 
 // --- memory, threads, time -----------------------------------------------------------------------
-#define G_MALLOC(size) parmacs_pthreads::g_malloc(size)
+// The suite's shapes: G_MALLOC is a statement (ends in a semicolon), G_MALLOC_F an expression.
+#define G_MALLOC(size) parmacs_pthreads::g_malloc(size);
+#define G_MALLOC_F(size) parmacs_pthreads::g_malloc(size)
 #define G_FREE(p) std::free(p)
 #define CREATE(fn, n) parmacs_pthreads::create((fn), (n))
 #define WAIT_FOR_END(n) parmacs_pthreads::wait_for_end(n)
@@ -222,8 +224,8 @@ inline void pause_wait(Pause& p) {
 #define FULL_FENCE std::atomic_thread_fence(std::memory_order_seq_cst)
 
 // --- region of interest and tracing (nothing to do in this backend) -------------------------------
-#define SPLASH3_ROI_BEGIN do { } while (0)
-#define SPLASH3_ROI_END do { } while (0)
+#define SPLASH3_ROI_BEGIN(...) do { } while (0)
+#define SPLASH3_ROI_END(...) do { } while (0)
 #define MONMINIT(...)
 #define MONMEXIT(...)
 #define MONINIT(...)

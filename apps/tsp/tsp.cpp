@@ -164,7 +164,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -227,7 +227,7 @@ void Worker(void) {
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
     ncities = opt.size == apps::Size::paper ? 10 : 8;
     queue_depth = 3;  // partial tours of up to 3 cities go through the queue: 72 (paper) / 42 (test) leaves
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     LOCKINIT(gl->queue_lock);
     CONDVARINIT(gl->queue_cv);
     LOCKINIT(gl->best_lock);
@@ -249,9 +249,9 @@ int main(int argc, char** argv) {
     gl->taken = 0;
     gl->best_cost = INT_MAX;
     for (int i = 0; i < kMaxCities; ++i) gl->best_path[i] = -1;
-    queue = static_cast<Tour*>(G_MALLOC(sizeof(Tour) * kQueueCap));
-    dist = static_cast<int*>(G_MALLOC(sizeof(int) * ncities * ncities));
-    min_edge = static_cast<int*>(G_MALLOC(sizeof(int) * ncities));
+    queue = static_cast<Tour*>(G_MALLOC_F(sizeof(Tour) * kQueueCap));
+    dist = static_cast<int*>(G_MALLOC_F(sizeof(int) * ncities * ncities));
+    min_edge = static_cast<int*>(G_MALLOC_F(sizeof(int) * ncities));
     make_cities(ncities, dist);
     for (int i = 0; i < ncities; ++i) {
         int m = INT_MAX;

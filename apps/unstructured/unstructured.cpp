@@ -160,7 +160,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -175,7 +175,7 @@ void Worker(void) {
     }
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -192,16 +192,16 @@ int main(int argc, char** argv) {
 
     Mesh mesh = make_mesh(nnode, nedge);
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
     LOCKINIT(gl->norm_lock);
     for (int t = 0; t < kMaxIters; ++t) gl->norm2[t] = 0;
-    u = static_cast<double*>(G_MALLOC(sizeof(double) * nnode * kVars));
-    res = static_cast<double*>(G_MALLOC(sizeof(double) * nnode * kVars));
-    vol = static_cast<double*>(G_MALLOC(sizeof(double) * nnode));
-    edges = static_cast<Edge*>(G_MALLOC(sizeof(Edge) * nedge));
-    adj_start = static_cast<int*>(G_MALLOC(sizeof(int) * (nnode + 1)));
-    adj_edge = static_cast<int*>(G_MALLOC(sizeof(int) * 2 * nedge));
+    u = static_cast<double*>(G_MALLOC_F(sizeof(double) * nnode * kVars));
+    res = static_cast<double*>(G_MALLOC_F(sizeof(double) * nnode * kVars));
+    vol = static_cast<double*>(G_MALLOC_F(sizeof(double) * nnode));
+    edges = static_cast<Edge*>(G_MALLOC_F(sizeof(Edge) * nedge));
+    adj_start = static_cast<int*>(G_MALLOC_F(sizeof(int) * (nnode + 1)));
+    adj_edge = static_cast<int*>(G_MALLOC_F(sizeof(int) * 2 * nedge));
     init_values(u, nnode);
     for (long i = 0; i <= nnode; ++i) adj_start[i] = 0;
     for (long i = 0; i < nnode; ++i) vol[i] = 0.01;

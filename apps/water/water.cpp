@@ -291,7 +291,7 @@ void Worker(void) {
 
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
-        SPLASH3_ROI_BEGIN;
+        SPLASH3_ROI_BEGIN();
         CLOCK(gl->start);
     }
     BARRIER(gl->barrier, nprocs);  // no thread starts before the clock does
@@ -326,7 +326,7 @@ void Worker(void) {
     BARRIER(gl->barrier, nprocs);
     if (pid == 0) {
         CLOCK(gl->end);
-        SPLASH3_ROI_END;
+        SPLASH3_ROI_END();
     }
 }
 
@@ -341,12 +341,12 @@ int main(int argc, char** argv) {
     box = std::cbrt(static_cast<double>(nmol) / kDensity);
     cutoff = box / 2;
 
-    gl = static_cast<GlobalMemory*>(G_MALLOC(sizeof(GlobalMemory)));
+    gl = static_cast<GlobalMemory*>(G_MALLOC_F(sizeof(GlobalMemory)));
     BARINIT(gl->barrier, nprocs);
     LOCKINIT(gl->energy_lock);
     ALOCKINIT(gl->mol_lock, kMolLocks);
     for (int s = 0; s <= kMaxSteps; ++s) gl->epot[s] = gl->ekin[s] = 0;
-    mols = static_cast<Mol*>(G_MALLOC(sizeof(Mol) * nmol));
+    mols = static_cast<Mol*>(G_MALLOC_F(sizeof(Mol) * nmol));
     init_molecules(mols, nmol, box);
 
     CREATE(Worker, nprocs);

@@ -14,7 +14,7 @@ namespace {
 iccs::testing::LoopbackWorld* g_world = nullptr;
 }
 
-extern "C" void iccs_pm_init(void) {
+void iccs::parmacs::start_backend() {
     long threads = 4;
     if (const char* s = getenv("ICCS_TEST_THREADS")) threads = strtol(s, nullptr, 10);
     if (threads < 1 || threads > 64) {

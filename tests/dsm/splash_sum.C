@@ -120,10 +120,10 @@ int main(int argc, char **argv)
     MONMINIT(0)
     printf("splash_sum: %ld elements, %ld processes\n", n, nprocs);
     CLOCK(Global->start_time)
-    SPLASH3_ROI_BEGIN
+    SPLASH3_ROI_BEGIN();
     CREATE(slave, nprocs)
     WAIT_FOR_END(nprocs)
-    SPLASH3_ROI_END
+    SPLASH3_ROI_END();
 
     /* the sequential answer */
     for (i = 0; i < 8; i++) bins[i] = 0;

@@ -40,7 +40,7 @@ int nthreads;
 
 void init_shared(int n) {
     nthreads = n;
-    sh = static_cast<Shared*>(G_MALLOC(sizeof(Shared)));
+    sh = static_cast<Shared*>(G_MALLOC_F(sizeof(Shared)));
     LOCKINIT(sh->lock);
     ALOCKINIT(sh->locks, 8);
     BARINIT(sh->barrier, n);

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""SPLASH-3 conformance: a SPLASH-style program of our own (tests/dsm/splash3/: a header with
+declaration macros included before MAIN_ENV, a set-up file that G_MALLOCs before MAIN_INITENV and
+writes `p = G_MALLOC(n)` without a semicolon, PAGE_SIZE, a 2 GiB G_MALLOC, a relative input file,
+and every other macro of the suite's pthread macro file) is built the suite's way, outside the
+meson build, with `pkg-config --cflags --libs iccs`:
+  REF  m4 over tests/dsm/splash3/pthreads_ref.m4 (plain pthreads in one process: the reference)
+  M4   m4 over `pkg-config --variable=parmacs_m4 iccs` (the suite's route, .H -> .h and .C -> .c)
+  HDR  the sources as C with `-include parmacs.h` (the header route)
+Each is compiled with the suite's flags (-std=c11 -D_POSIX_C_SOURCE=200112) and -Wall -Werror.
+Then, from a directory that is not the repository, `iccs run ./M4|./HDR --clusters C --threads T
+--transport iccs|direct -- -p P` for 2x2 and 3x2: standard output must equal the pthread build's
+byte for byte (the timing line and the threads' own lines aside, whose order no backend fixes),
+every thread's line must arrive whole, nothing of the launcher may be on standard output, and the
+launcher's report must be on standard error; with --report FILE, standard error is empty and FILE
+holds the report as JSON. A usage error of the program (exit 2 in every cluster) is the run's
+exit status. Usage: splash3_conformance.py CLI BUILD_DIR SPLASH3_SOURCE_DIR"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CFLAGS = ["-O2", "-pthread", "-D_POSIX_C_SOURCE=200112", "-std=c11", "-Wall", "-Werror"]
+SOURCES = ["conform.C", "conform_setup.C"]
+HEADERS = ["conform.H"]
+WORKER = re.compile(r"^worker (\d+) line ([0-2]): \.{139} end$")
+# What the launcher and the clusters print about a run: never on the program's standard output.
+LAUNCHER = re.compile(r"^(iccs run |iccs: |cluster \d+: |dsm cluster |  rt \d+\.|  proxy \d+\.|  thread \d+\.|PASS: every)",
+                      re.M)
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def build(name, src_dir, work, env, macros=None, header_route=False):
+    """Compiles the program into work/name/; returns the binary's path."""
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    cflags = sh(["pkg-config", "--cflags", "iccs"], env=env).stdout.split()
+    libs = sh(["pkg-config", "--libs", "iccs"], env=env).stdout.split()
+    if name == "REF":
+        cflags, libs = [], []
+    for f in SOURCES + HEADERS:
+        out = os.path.join(d, f[:-2] + "." + f[-1].lower())  # conform.C -> conform.c, .H -> .h
+        if header_route:
+            shutil.copy(os.path.join(src_dir, f), out)
+            continue
+        r = sh(["m4", "-Ulen", "-Uindex", macros, os.path.join(src_dir, f)])
+        if r.returncode != 0:
+            fail(f"{name}: m4 {macros} {f}: {r.stderr}")
+        open(out, "w").write(r.stdout)
+    extra = ["-include", "parmacs.h"] if header_route else []
+    exe = os.path.join(d, name)
+    cmd = ["cc", *CFLAGS, *extra, *cflags, *[s[:-2] + ".c" for s in SOURCES], "-o", exe, *libs, "-lm"]
+    r = sh(cmd, cwd=d, env=env)
+    if r.returncode != 0:
+        fail(f"{name}: {' '.join(cmd)}\n{r.stderr[-4000:]}")
+    print(f"built {name}: {'-include parmacs.h' if header_route else 'm4 ' + os.path.basename(macros)}, "
+          f"{' '.join(CFLAGS)}")
+    return exe
+
+
+def split_output(out, nprocs, label):
+    """(the lines every backend prints alike, the workers' lines); checks the workers' lines."""
+    same, seen = [], set()
+    for line in out.splitlines():
+        if line.startswith("worker "):
+            m = WORKER.match(line)
+            if not m:
+                fail(f"{label}: a thread's line did not arrive whole: {line[:200]!r}")
+            seen.add((int(m.group(1)), int(m.group(2))))
+        elif not line.startswith("time "):
+            same.append(line)
+    want = {(p, k) for p in range(nprocs) for k in range(3)}
+    if seen != want:
+        fail(f"{label}: threads' lines: missing {sorted(want - seen)[:6]}, unexpected {sorted(seen - want)[:6]}")
+    return "\n".join(same)
+
+
+def main():
+    cli, build_dir, src_dir = (os.path.abspath(a) for a in sys.argv[1:4])
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(build_dir, "meson-uninstalled"))
+    m4file = sh(["pkg-config", "--variable=parmacs_m4", "iccs"], env=env).stdout.strip()
+    if not os.path.isfile(m4file):
+        fail(f"pkg-config --variable=parmacs_m4 iccs gave {m4file!r}: no such file")
+    with tempfile.TemporaryDirectory(prefix="iccs-splash3-") as work:
+        ref = build("REF", src_dir, work, env, macros=os.path.join(src_dir, "pthreads_ref.m4"))
+        bins = {"M4": build("M4", src_dir, work, env, macros=m4file),
+                "HDR": build("HDR", src_dir, work, env, header_route=True)}
+        # The run directory: neither the repository nor the build; the input is relative to it.
+        run_dir = os.path.join(work, "run")
+        os.makedirs(os.path.join(run_dir, "inputs"))
+        with open(os.path.join(run_dir, "inputs", "conform.in"), "w") as f:
+            n = 5000
+            f.write(f"{n}\n" + " ".join(str((i * 7919 + 13) % 1000) for i in range(n)) + "\n")
+        for b in list(bins):
+            shutil.copy(bins[b], os.path.join(run_dir, b))
+        refs = {}
+        for p in (4, 6):
+            r = sh([ref, "-p", str(p)], cwd=run_dir, timeout=120)
+            if r.returncode != 0 or "PASS" not in r.stdout:
+                fail(f"the pthread build itself failed at -p {p}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+            refs[p] = split_output(r.stdout, p, f"REF -p {p}")
+        print("pthread build: PASS at -p 4 and -p 6")
+
+        def run(b, clusters, threads, transport, extra=(), args=None):
+            p = clusters * threads
+            cmd = [cli, "run", "./" + b, "--clusters", str(clusters), "--threads", str(threads),
+                   "--transport", transport, *extra, "--", *(args or ["-p", str(p)])]
+            return p, sh(cmd, cwd=run_dir, timeout=300)
+
+        for b in ("M4", "HDR"):
+            for clusters, threads in ((2, 2), (3, 2)):
+                for transport in ("iccs", "direct"):
+                    label = f"{b} {clusters}x{threads} {transport}"
+                    p, r = run(b, clusters, threads, transport)
+                    if r.returncode != 0:
+                        fail(f"{label}: exit {r.returncode}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+                    if LAUNCHER.search(r.stdout):
+                        fail(f"{label}: the launcher's report is on the program's standard output: "
+                             f"{LAUNCHER.search(r.stdout).group(0)!r}\n{r.stdout[-2000:]}")
+                    got = split_output(r.stdout, p, label)
+                    if got != refs[p]:
+                        fail(f"{label}: standard output differs from the pthread build's:\n--- iccs\n{got}\n"
+                             f"--- pthreads\n{refs[p]}")
+                    if "runtime over" not in r.stderr or "dsm cluster" not in r.stderr:
+                        fail(f"{label}: the launcher's report is not on standard error:\n{r.stderr[-2000:]}")
+                    print(f"{label}: PASS, standard output identical to the pthread build's (-p {p}), "
+                          f"{3 * p} thread lines whole, the report on standard error")
+
+        # --report FILE: nothing of the launcher on standard error; the report in the file.
+        report = os.path.join(work, "report.json")
+        p, r = run("M4", 3, 2, "iccs", extra=["--report", report])
+        if r.returncode != 0 or split_output(r.stdout, p, "--report") != refs[p]:
+            fail(f"--report: exit {r.returncode} or standard output differs\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        if r.stderr.strip():
+            fail(f"--report: standard error is not empty:\n{r.stderr[-2000:]}")
+        j = json.load(open(report))
+        want = {"program": "./M4", "args": ["-p", "6"], "clusters": 3, "cluster_size": 2, "transport": "iccs",
+                "result": "PASS", "exit_status": 0}
+        for k, v in want.items():
+            if j.get(k) != v:
+                fail(f"--report: {k} = {j.get(k)!r}, expected {v!r}")
+        if not (j["rt"]["msgs"] > 0 and j["dsm"]["page_fetches"] > 0 and len(j["iccs"]["proxies"]) == 6
+                and len(j["rt_per_cluster"]) == 3 and len(j["dsm_per_cluster"]) == 3):
+            fail(f"--report: counters missing: {json.dumps(j)[:1500]}")
+        print(f"--report FILE: standard error empty, standard output unchanged, FILE has the run "
+              f"({j['rt']['msgs']} runtime messages, {len(j['iccs']['proxies'])} proxies, "
+              f"{j['dsm']['page_fetches']} page fetches)")
+
+        # The program's exit status is the run's: a usage error (exit 2 in every cluster).
+        _, r = run("M4", 2, 2, "direct", args=["-p", "99"])
+        if r.returncode != 2 or "usage: CONFORM" not in r.stderr:
+            fail(f"exit status: the program exited 2, the run {r.returncode}\n{r.stderr[-2000:]}")
+        print("exit status: the program's usage error (2) is the run's")
+
+        # An application of apps/: its own lines on standard output, the report on standard error.
+        r = sh([cli, "run", "jacobi", "--transport", "direct"], cwd=run_dir, timeout=300)
+        if (r.returncode != 0 or not r.stdout.rstrip().endswith("PASS") or LAUNCHER.search(r.stdout)
+                or "jacobi: PASS, parallel section" not in r.stderr):
+            fail(f"run jacobi: exit {r.returncode}\n--- stdout\n{r.stdout[-2000:]}\n--- stderr\n{r.stderr[-2000:]}")
+        print("run jacobi: the application's lines on standard output, the report on standard error")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
