@@ -1,6 +1,7 @@
 // rt_launch.cpp: how a process becomes its cluster of the runtime (from our launcher's ICCS_*
 // variables, or from mpirun/srun's rank and size), and `iccs run`'s launch of runtime programs.
 #include <fcntl.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,6 +327,13 @@ int rt_launch(RtLaunch l) {
                 close(in);
             }
         }
+        // Every cluster replays main's prefix and CREATE compares the shared region: a pointer to a
+        // global, a string literal or a function stored there before CREATE (a SPLASH program's
+        // task table, a name in a shared struct) must have the same value in every cluster
+        // process, so they all run with the same address-space layout (no ASLR, as `setarch -R`).
+        // Where the kernel refuses, the run goes on and CREATE's check names any difference.
+        const int persona = personality(0xffffffff);
+        if (persona != -1) (void)personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE);
         std::vector<char*> argv;
         for (std::string& a : l.argv) argv.push_back(a.data());
         argv.push_back(nullptr);

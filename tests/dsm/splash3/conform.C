@@ -13,6 +13,8 @@ long *data;
 char *big;
 long n, nprocs = 4, chunk = 37;
 
+long square_plus_one(long v) { return v * v + 1; }
+
 void Worker(void)
 {
     long pid, s, i, local = 0, home, k;
@@ -20,6 +22,7 @@ void Worker(void)
     GET_PID(pid)
     GET_HOME(home)
     Global->home_of[pid] = home;
+    Global->seen_fn[pid] = Global->fn(pid) + (strcmp(Global->name, "conform") == 0 ? 0 : 1000000);
     BARRIER(Global->bar, nprocs)
     /* a work queue: chunks of the input summed into a locked total and locked buckets */
     for (;;) {
@@ -106,6 +109,8 @@ int main(int argc, char **argv)
     NU_GSINIT(Global->rows)
     PAUSEINIT(Global->ready)
     CONDVARINIT(Global->all_here)
+    Global->fn = square_plus_one;
+    Global->name = "conform";
     AINIT(Global->unused)
     MONINIT(0)
     MONMINIT(0)
@@ -156,10 +161,12 @@ int main(int argc, char **argv)
     printf("rows %ld of 100\n", Global->row_hits);
     bad += Global->row_hits != 100;
     for (i = 0; i < nprocs; i++) {
+        bad += Global->seen_fn[i] != i * i + 1;
         bad += Global->seen_published[i] != 4242 || Global->seen_fenced[i] != 777 || Global->home_of[i] != 0 ||
                Global->seen_big[i] != 'a' + 'b' + 'c';
     }
-    printf("every process saw the event's value, the fenced value and the 2 GiB allocation's ends: %s\n",
+    printf("every process saw the event's value, the fenced value, the 2 GiB allocation's ends and called the "
+           "function stored before the threads started: %s\n",
            bad ? "no" : "yes");
     printf("time %lu us\n", Global->end_us - Global->start_us);
     printf("%s\n", bad ? "FAIL" : "PASS");
