@@ -856,7 +856,8 @@ void h_sync_ids(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     const uint32_t k = r.get<uint32_t>();
-    const uint32_t first = I->n.take_sync_ids(k);
+    const uint64_t object = m.data.size() >= 12 ? r.get<uint64_t>() : 0;
+    const uint32_t first = object != 0 ? I->n.take_sync_ids_for(object, k) : I->n.take_sync_ids(k);
     self.reply(m.token(), RtBytes{&first, 4});
 }
 
@@ -1168,6 +1169,45 @@ uint32_t DsmNode::alloc_sync_ids(uint32_t k) {
     }
     uint32_t first;
     std::memcpy(&first, reply.data(), 4);
+    return first;
+}
+
+uint32_t DsmNode::take_sync_ids_for(uint64_t object, uint32_t k) {
+    std::lock_guard<std::mutex> lk(objects_mu_);
+    auto it = object_ids_.find(object);
+    if (it != object_ids_.end() && it->second.second == k) return it->second.first;
+    const uint32_t first = take_sync_ids(k);
+    if (first < cfg_.max_sync_ids) object_ids_[object] = {first, k};
+    return first;
+}
+
+uint32_t DsmNode::alloc_sync_ids_for(const void* object, uint32_t k) {
+    const uint64_t key = reinterpret_cast<uintptr_t>(object);
+    // Before CREATE every cluster replays the same inits: the local map is the same everywhere.
+    // After, cluster 0 owns the map; a cluster asks once per object and remembers the answer.
+    if (!parallel() || cluster_ == 0) return take_sync_ids_for(key, k);
+    {
+        std::lock_guard<std::mutex> lk(objects_mu_);
+        auto it = object_ids_.find(key);
+        if (it != object_ids_.end() && it->second.second == k) return it->second.first;
+    }
+    RtEndpoint& ep = bound_or_die(*this, "allocating a lock, barrier or counter after CREATE");
+    Wr w;
+    w.put<uint32_t>(k);
+    w.put<uint64_t>(key);
+    std::vector<uint8_t> reply;
+    if (ep.request(impl_->service(0), impl_->h(kHSyncIds), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
+            RtStatus::kOk ||
+        reply.size() != 4) {
+        set_error("sync id request to cluster 0 failed: " + ep.last_error());
+        return cfg_.max_sync_ids;
+    }
+    uint32_t first;
+    std::memcpy(&first, reply.data(), 4);
+    if (first < cfg_.max_sync_ids) {
+        std::lock_guard<std::mutex> lk(objects_mu_);
+        object_ids_[key] = {first, k};
+    }
     return first;
 }
 

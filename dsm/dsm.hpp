@@ -107,6 +107,15 @@ public:
     // A sync id (locks, barriers, counters, flags), the same way: local before start, cluster 0
     // after. Returns max_sync_ids (out of range) when none is left.
     uint32_t alloc_sync_ids(uint32_t n);
+    // The sync ids of one object (a lock, barrier, counter, flag or condition variable, or an
+    // array of n locks) at address `object`: the first init takes n fresh ids; initialising the
+    // same object again (with the same n) gives the same ids, with no message once this cluster
+    // knows them. SPLASH programs re-initialise the locks and condition variables of reused cells
+    // every step (barnes); without this each init would use up ids (and a round trip) for good.
+    // The shared region is never reused by G_MALLOC, so an address names one object for the run;
+    // ids are per object, not per type, so memory a program's own allocator reuses for another
+    // sync object keeps the ids. Returns max_sync_ids when none is left.
+    uint32_t alloc_sync_ids_for(const void* object, uint32_t n);
 
     // The calling thread (any OS thread) acts as compute thread t of this cluster from now on:
     // its faults and sync operations use runtime endpoint(t). unbind_thread() flushes its writes.
@@ -155,6 +164,8 @@ public:
     // Cluster 0's side of alloc() and alloc_sync_ids() once parallel (its service thread only).
     void alloc_commit(uint64_t new_used);
     uint32_t take_sync_ids(uint32_t n);
+    // The ids of `object` (n of them) at cluster 0, taken on its first init (any thread).
+    uint32_t take_sync_ids_for(uint64_t object, uint32_t n);
 
     // Why the calling thread's last call failed (one line).
     static const std::string& error();
@@ -177,6 +188,10 @@ private:
     std::atomic<bool> parallel_{false};
     std::atomic<uint64_t> used_{0};
     std::atomic<uint32_t> next_sync_{1};  // 0 is the fence lock
+    // Object address -> (first id, count): every id this cluster took or learned for an object
+    // (the whole map at cluster 0 once parallel; the prefix's entries are the same everywhere).
+    std::mutex objects_mu_;
+    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> object_ids_;
     DsmCounters ctr_;
     std::unique_ptr<Impl> impl_;
 };

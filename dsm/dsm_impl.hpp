@@ -30,7 +30,7 @@ enum : uint16_t {
     kHFlag,         // req  u32 id, u8 op (0 clear, 1 set, 2 wait) -> ack (wait: deferred until set)
     kHCond,         // req  u32 id, u8 op (0 register, 1 block, 2 signal, 3 broadcast) -> ack (block: deferred)
     kHAlloc,        // req  u64 bytes, u64 align               -> u8 ok, u64 offset, u64 used
-    kHSyncIds,      // req  u32 n                              -> u32 first
+    kHSyncIds,      // req  u32 n [, u64 object]               -> u32 first (an object's ids: the same at every init)
     kHStart,        // req  u64 hash, u64 used, u32 next_sync  -> (deferred) u8 ok, text
     kHReplay,       // req  u64 k                              -> (deferred) u64 cluster 0's k-th prefix value
     kHNotices,      // req  intervals (pushed ahead of a release/barrier arrival) -> ack

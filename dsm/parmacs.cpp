@@ -140,8 +140,9 @@ long local_share(long n, uint16_t cluster) {
     return hi > lo ? hi - lo : 0;
 }
 
-uint32_t sync_id(unsigned k, const char* what) {
-    const uint32_t id = need_node(what).alloc_sync_ids(k);
+// The ids of the sync object at `object` (k of them): the same ids each time it is initialised.
+uint32_t sync_id(const void* object, unsigned k, const char* what) {
+    const uint32_t id = need_node(what).alloc_sync_ids_for(object, k);
     if (id >= g.node->config().max_sync_ids)
         die("%s: no sync ids left (%u in all: locks, barriers, counters, flags, condition variables)", what,
             g.node->config().max_sync_ids);
@@ -355,18 +356,18 @@ unsigned long iccs_pm_clock_us(void) {
     return us;
 }
 
-void iccs_pm_lock_init(iccs_pm_lock_t* l) { l->id = parmacs::sync_id(1, "LOCKINIT"); }
+void iccs_pm_lock_init(iccs_pm_lock_t* l) { l->id = parmacs::sync_id(l, 1, "LOCKINIT"); }
 
 void iccs_pm_alock_init(iccs_pm_lock_t* a, long n) {
     if (n < 0) parmacs::die("ALOCKINIT(a, %ld): negative count", n);
-    const uint32_t first = parmacs::sync_id(unsigned(n), "ALOCKINIT");
+    const uint32_t first = parmacs::sync_id(a, unsigned(n), "ALOCKINIT");
     for (long i = 0; i < n; i++) a[i].id = first + uint32_t(i);
 }
 
 void iccs_pm_lock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK"); }
 void iccs_pm_unlock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("UNLOCK").unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK"); }
 
-void iccs_pm_bar_init(iccs_pm_barrier_t* b, long) { b->id = parmacs::sync_id(1, "BARINIT"); }
+void iccs_pm_bar_init(iccs_pm_barrier_t* b, long) { b->id = parmacs::sync_id(b, 1, "BARINIT"); }
 
 void iccs_pm_barrier(iccs_pm_barrier_t* b, long n) {
     dsm::DsmNode& nd = parmacs::need_node("BARRIER");
@@ -379,7 +380,7 @@ void iccs_pm_barrier(iccs_pm_barrier_t* b, long n) {
     parmacs::check(nd.barrier(parmacs::user_id(b->id, "BARRIER", "BARINIT"), uint16_t(local), parts), "BARRIER");
 }
 
-void iccs_pm_gs_init(iccs_pm_gs_t* gs) { gs->id = parmacs::sync_id(1, "GSINIT"); }
+void iccs_pm_gs_init(iccs_pm_gs_t* gs) { gs->id = parmacs::sync_id(gs, 1, "GSINIT"); }
 
 long iccs_pm_getsub(iccs_pm_gs_t* gs, long last, long nproc) {
     int64_t s = -1;
@@ -387,14 +388,14 @@ long iccs_pm_getsub(iccs_pm_gs_t* gs, long last, long nproc) {
     return long(s);
 }
 
-void iccs_pm_pause_init(iccs_pm_pause_t* p) { p->id = parmacs::sync_id(1, "PAUSEINIT"); }
+void iccs_pm_pause_init(iccs_pm_pause_t* p) { p->id = parmacs::sync_id(p, 1, "PAUSEINIT"); }
 void iccs_pm_pause_set(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("SETPAUSE").flag_set(parmacs::user_id(p->id, "SETPAUSE", "PAUSEINIT")), "SETPAUSE"); }
 void iccs_pm_pause_clear(iccs_pm_pause_t* p) {
     parmacs::check(parmacs::need_node("CLEARPAUSE").flag_clear(parmacs::user_id(p->id, "CLEARPAUSE", "PAUSEINIT")), "CLEARPAUSE");
 }
 void iccs_pm_pause_wait(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("WAITPAUSE").flag_wait(parmacs::user_id(p->id, "WAITPAUSE", "PAUSEINIT")), "WAITPAUSE"); }
 
-void iccs_pm_cond_init(iccs_pm_cond_t* c) { c->id = parmacs::sync_id(1, "CONDVARINIT"); }
+void iccs_pm_cond_init(iccs_pm_cond_t* c) { c->id = parmacs::sync_id(c, 1, "CONDVARINIT"); }
 void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l) {
     parmacs::check(parmacs::need_node("CONDVARWAIT").cond_wait(parmacs::user_id(c->id, "CONDVARWAIT", "CONDVARINIT"), parmacs::user_id(l->id, "CONDVARWAIT", "LOCKINIT")), "CONDVARWAIT");
 }

@@ -13,8 +13,8 @@
 #ifndef ICCS_PARMACS_H
 #define ICCS_PARMACS_H
 
-/* What the suite's MAIN_ENV / EXTERN_ENV bring in, so a program that relies on them (assert, malloc.h,
- * semaphores, fixed-width integers) builds unchanged. */
+/* A superset of what the suite's MAIN_ENV / EXTERN_ENV bring in, so a program that relies on them
+ * (assert, semaphores, C11 atomics, fixed-width integers) builds unchanged. */
 #include <assert.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <sys/time.h>
 #include <unistd.h>
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__)
+#include <stdatomic.h>
+#endif
 
 /* The suite's macro file defines the page size programs pad and align shared data to. It is the
  * DSM's default page (ICCS_DSM_PAGE may make the DSM's larger; padding to 4096 stays correct). */
@@ -94,9 +97,11 @@ void iccs_pm_roi(int begin);
 #define MAIN_INITENV(...) { iccs_pm_init(); }
 #define MAIN_END { iccs_pm_end(); }
 
-/* Shared memory. The environment starts on first use, so G_MALLOC may come before MAIN_INITENV. */
-#define G_MALLOC(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__);
-#define G_MALLOC_F(size) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
+/* Shared memory. The environment starts on first use, so G_MALLOC may come before MAIN_INITENV.
+ * A second argument (SPLASH-2's home node, as in `G_MALLOC(size, pid)`) is ignored, as the suite
+ * ignores it. */
+#define G_MALLOC(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__);
+#define G_MALLOC_F(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
 #define G_FREE(p) iccs_pm_free(p);
 #define NU_MALLOC(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__);
 #define NU_MALLOC_F(size, ...) iccs_pm_malloc((size_t)(size), __FILE__, __LINE__)
@@ -128,9 +133,10 @@ void iccs_pm_roi(int begin);
 #define NLOCK(l) { iccs_pm_lock(&(l)); }
 #define NUNLOCK(l) { iccs_pm_unlock(&(l)); }
 
-/* Barriers. */
+/* Barriers. BARINIT's count is optional (some programs write BARINIT(b)): a barrier's count is
+ * BARRIER's second argument. */
 #define BARDEC(b) iccs_pm_barrier_t b;
-#define BARINIT(b, n) { iccs_pm_bar_init(&(b), (long)(n)); }
+#define BARINIT(b, ...) { iccs_pm_bar_init(&(b), 0); }
 #define BARRIER(b, n) { iccs_pm_barrier(&(b), (long)(n)); }
 #define BAREXCLUDE(...) { ; }
 #define BARINCLUDE(...) { ; }

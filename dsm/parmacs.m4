@@ -50,7 +50,8 @@ define(NLOCK, `{ iccs_pm_lock(&($1)); }')
 define(NUNLOCK, `{ iccs_pm_unlock(&($1)); }')
 
 define(BARDEC, `iccs_pm_barrier_t $1;')
-define(BARINIT, `{ iccs_pm_bar_init(&($1), (long)($2)); }')
+dnl BARINIT's count is optional (BARINIT(b) also appears): a barrier's count is BARRIER's.
+define(BARINIT, `{ iccs_pm_bar_init(&($1), 0); }')
 define(BARRIER, `{ iccs_pm_barrier(&($1), (long)($2)); }')
 define(BAREXCLUDE, `{ ; }')
 define(BARINCLUDE, `{ ; }')

@@ -63,7 +63,8 @@ void Worker(void)
     }
     CONDVARSIGNAL(Global->all_here)
     UNLOCK(Global->sum_lock)
-    BARRIER(Global->bar, nprocs)
+    BARRIER(Global->bar_nocount, nprocs)
+    Global->homed[pid] = pid + 100;
     if (pid == 0) CLEARPAUSE(Global->ready)
     /* fences: pid 0 writes a value, then a flag; the others spin on the flag with acquire fences */
     if (pid == 0) {
@@ -78,6 +79,12 @@ void Worker(void)
     FULL_FENCE
     Global->seen_fenced[pid] = Global->fenced_value;
     Global->seen_big[pid] = big[0] + big[BIG_BYTES / 2] + big[BIG_BYTES - 1];
+    /* a cell's condition variable initialised again every step: 20000 steps a thread, more inits
+     * in all than a DSM has sync ids, each init the same object */
+    for (k = 0; k < 20000; k++) CONDVARINIT(Global->cell_cv[pid])
+    LOCK(Global->sum_lock)
+    CONDVARSIGNAL(Global->cell_cv[pid])
+    UNLOCK(Global->sum_lock)
     /* a private allocation in the parallel section, expression form */
     scratch = (long *) G_MALLOC_F(16 * sizeof(long));
     for (k = 0; k < 16; k++) scratch[k] = k;
@@ -105,6 +112,7 @@ int main(int argc, char **argv)
     ALOCKINIT(Global->bucket_locks, NBUCKETS)
     NLOCKINIT(Global->nlock)
     BARINIT(Global->bar, nprocs)
+    BARINIT(Global->bar_nocount)
     GSINIT(Global->chunks)
     NU_GSINIT(Global->rows)
     PAUSEINIT(Global->ready)
@@ -161,7 +169,7 @@ int main(int argc, char **argv)
     printf("rows %ld of 100\n", Global->row_hits);
     bad += Global->row_hits != 100;
     for (i = 0; i < nprocs; i++) {
-        bad += Global->seen_fn[i] != i * i + 1;
+        bad += Global->seen_fn[i] != i * i + 1 || Global->homed[i] != i + 100;
         bad += Global->seen_published[i] != 4242 || Global->seen_fenced[i] != 777 || Global->home_of[i] != 0 ||
                Global->seen_big[i] != 'a' + 'b' + 'c';
     }

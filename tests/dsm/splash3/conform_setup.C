@@ -18,6 +18,7 @@ void read_input(const char *name)
     /* padded to the page size the suite's macro file defines */
     Global = (struct GlobalMemory *) G_MALLOC(sizeof(struct GlobalMemory) + PAGE_SIZE);
     memset(Global, 0, sizeof(struct GlobalMemory));
+    Global->homed = (long *) G_MALLOC(64 * sizeof(long), 0);
     big = (char *) G_MALLOC(BIG_BYTES);
     big[0] = 'a';
     big[BIG_BYTES / 2] = 'b';

@@ -21,6 +21,7 @@ define(INCLUDES, `
 #endif
 typedef struct { pthread_mutex_t m; pthread_cond_t c; int set; } ref_pause_t;
 typedef struct { pthread_mutex_t m; long next; } ref_gs_t;
+typedef struct { pthread_mutex_t m; pthread_cond_t c; long count, gen; } ref_bar_t;
 extern pthread_t ref_threads[];
 extern long ref_nthreads;
 void *ref_start(void *a);
@@ -73,9 +74,13 @@ define(NLOCKINIT, `{ pthread_mutex_init(&($1), NULL); }')
 define(NLOCK, `{ pthread_mutex_lock(&($1)); }')
 define(NUNLOCK, `{ pthread_mutex_unlock(&($1)); }')
 
-define(BARDEC, `pthread_barrier_t $1;')
-define(BARINIT, `{ pthread_barrier_init(&($1), NULL, ($2)); }')
-define(BARRIER, `{ pthread_barrier_wait(&($1)); }')
+dnl A counting barrier: its count is BARRIER's argument, so BARINIT(b) with no count works too.
+define(BARDEC, `ref_bar_t $1;')
+define(BARINIT, `{ pthread_mutex_init(&($1).m, NULL); pthread_cond_init(&($1).c, NULL); ($1).count = 0; ($1).gen = 0; }')
+define(BARRIER, `{ long ref_gen; pthread_mutex_lock(&($1).m); ref_gen = ($1).gen;
+  if (++($1).count == ($2)) { ($1).count = 0; ($1).gen++; pthread_cond_broadcast(&($1).c); }
+  else while (ref_gen == ($1).gen) pthread_cond_wait(&($1).c, &($1).m);
+  pthread_mutex_unlock(&($1).m); }')
 define(BAREXCLUDE, `{ ; }')
 define(BARINCLUDE, `{ ; }')
 
