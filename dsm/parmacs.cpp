@@ -408,6 +408,16 @@ void iccs_pm_fence(void) {
     if (nd.parallel()) parmacs::check(nd.fence(), "FENCE");
 }
 
+static void iccs_pm_nothing(void) {}
+iccs_pm_then_t iccs_pm_fence_then(void) {
+    iccs_pm_fence();
+    return iccs_pm_nothing;
+}
+iccs_pm_then_t iccs_pm_roi_then(int begin) {
+    iccs_pm_roi(begin);
+    return iccs_pm_nothing;
+}
+
 void iccs_pm_roi(int begin) {
     if (begin) g.roi_begin_ns = parmacs::mono_ns();
     else if (g.roi_begin_ns) g.roi_ns += parmacs::mono_ns() - g.roi_begin_ns;

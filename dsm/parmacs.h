@@ -74,6 +74,12 @@ void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l);
 void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all);
 void iccs_pm_fence(void);
 void iccs_pm_roi(int begin);
+/* For macros a program writes either as `M;` or as `M();` (SPLASH-3 writes `RELEASE_FENCE();` and
+ * `SPLASH3_ROI_BEGIN();`): the macro is a call that does the work and returns a function that
+ * does nothing, so a following `()` calls that. */
+typedef void (*iccs_pm_then_t)(void);
+iccs_pm_then_t iccs_pm_fence_then(void);
+iccs_pm_then_t iccs_pm_roi_then(int begin);
 
 #ifdef __cplusplus
 }
@@ -164,15 +170,16 @@ void iccs_pm_roi(int begin);
 #define CONDVARBCAST(c) { iccs_pm_cond_signal(&(c), 1); }
 
 /* A fence is one acquire and release of the DSM's fence lock: a release fence publishes this
- * cluster's writes, an acquire fence brings every published write. */
-#define RELEASE_FENCE { iccs_pm_fence(); }
-#define ACQUIRE_FENCE { iccs_pm_fence(); }
-#define FULL_FENCE { iccs_pm_fence(); }
+ * cluster's writes, an acquire fence brings every published write. `RELEASE_FENCE;` and
+ * `RELEASE_FENCE();` both work (see iccs_pm_then_t). */
+#define RELEASE_FENCE iccs_pm_fence_then()
+#define ACQUIRE_FENCE iccs_pm_fence_then()
+#define FULL_FENCE iccs_pm_fence_then()
 
-/* Region of interest: SPLASH-3 programs write SPLASH3_ROI_BEGIN(); its time is printed with the
- * counters (roi_us). */
-#define SPLASH3_ROI_BEGIN(...) iccs_pm_roi(1)
-#define SPLASH3_ROI_END(...) iccs_pm_roi(0)
+/* Region of interest (`SPLASH3_ROI_BEGIN();` or `SPLASH3_ROI_BEGIN;`): its time is printed with
+ * the counters (roi_us). */
+#define SPLASH3_ROI_BEGIN iccs_pm_roi_then(1)
+#define SPLASH3_ROI_END iccs_pm_roi_then(0)
 
 /* Address-space declarations and tracing/simulator hooks of SPLASH-2/3: nothing to do here. */
 #define ADEC(a) long a;

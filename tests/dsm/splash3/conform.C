@@ -69,14 +69,14 @@ void Worker(void)
     /* fences: pid 0 writes a value, then a flag; the others spin on the flag with acquire fences */
     if (pid == 0) {
         Global->fenced_value = 777;
-        RELEASE_FENCE
+        RELEASE_FENCE();
         Global->fence_flag = 1;
-        RELEASE_FENCE
+        RELEASE_FENCE;
     } else {
-        while (!Global->fence_flag) ACQUIRE_FENCE
-        ACQUIRE_FENCE
+        while (!Global->fence_flag) ACQUIRE_FENCE();
+        ACQUIRE_FENCE;
     }
-    FULL_FENCE
+    FULL_FENCE();
     Global->seen_fenced[pid] = Global->fenced_value;
     Global->seen_big[pid] = big[0] + big[BIG_BYTES / 2] + big[BIG_BYTES - 1];
     /* a cell's condition variable initialised again every step: 20000 steps a thread, more inits
@@ -155,7 +155,7 @@ int main(int argc, char **argv)
     SPLASH3_ROI_BEGIN();
     CREATE(Worker, nprocs);
     WAIT_FOR_END(nprocs);
-    SPLASH3_ROI_END();
+    SPLASH3_ROI_END;
     CLOCK(Global->end_us)
     MONMEXIT(0)
 
