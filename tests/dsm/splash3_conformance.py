@@ -2,7 +2,8 @@
 """SPLASH-3 conformance: a SPLASH-style program of our own (tests/dsm/splash3/: a header with
 declaration macros included before MAIN_ENV, a set-up file that G_MALLOCs before MAIN_INITENV and
 writes `p = G_MALLOC(n)` without a semicolon, PAGE_SIZE, a 2 GiB G_MALLOC, a relative input file,
-and every other macro of the suite's pthread macro file) is built the suite's way, outside the
+a title on standard input, and every other macro of the suite's pthread macro file) is built the
+suite's way, outside the
 meson build, with `pkg-config --cflags --libs iccs`:
   REF  m4 over tests/dsm/splash3/pthreads_ref.m4 (plain pthreads in one process: the reference)
   M4   m4 over `pkg-config --variable=parmacs_m4 iccs` (the suite's route, .H -> .h and .C -> .c)
@@ -32,6 +33,9 @@ WORKER = re.compile(r"^worker (\d+) line ([0-2]): \.{139} end$")
 # What the launcher and the clusters print about a run: never on the program's standard output.
 LAUNCHER = re.compile(r"^(iccs run |iccs: |cluster \d+: |dsm cluster |  rt \d+\.|  proxy \d+\.|  thread \d+\.|PASS: every)",
                       re.M)
+
+
+TITLE = "a title on standard input\n"  # the program echoes it: every cluster must get the same bytes
 
 
 def sh(cmd, **kw):
@@ -108,8 +112,8 @@ def main():
             shutil.copy(bins[b], os.path.join(run_dir, b))
         refs = {}
         for p in (4, 6):
-            r = sh([ref, "-p", str(p)], cwd=run_dir, timeout=120)
-            if r.returncode != 0 or "PASS" not in r.stdout:
+            r = sh([ref, "-p", str(p)], cwd=run_dir, timeout=120, input=TITLE)
+            if r.returncode != 0 or "PASS" not in r.stdout or "title: " + TITLE not in r.stdout:
                 fail(f"the pthread build itself failed at -p {p}: exit {r.returncode}\n{r.stdout}{r.stderr}")
             refs[p] = split_output(r.stdout, p, f"REF -p {p}")
         print("pthread build: PASS at -p 4 and -p 6")
@@ -118,7 +122,7 @@ def main():
             p = clusters * threads
             cmd = [cli, "run", "./" + b, "--clusters", str(clusters), "--threads", str(threads),
                    "--transport", transport, *extra, "--", *(args or ["-p", str(p)])]
-            return p, sh(cmd, cwd=run_dir, timeout=300)
+            return p, sh(cmd, cwd=run_dir, timeout=300, input=TITLE)
 
         for b in ("M4", "HDR"):
             for clusters, threads in ((2, 2), (3, 2)):

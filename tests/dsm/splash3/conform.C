@@ -100,11 +100,16 @@ int main(int argc, char **argv)
 {
     long i, ref_sum = 0, ref_buckets[NBUCKETS] = {0, 0, 0, 0}, bad = 0;
     long *nu;
+    char title[128];
     if (argc == 3 && strcmp(argv[1], "-p") == 0) nprocs = atol(argv[2]);
     if (nprocs < 1 || nprocs > 64) { fprintf(stderr, "usage: CONFORM -p P (1..64)\n"); exit(2); }
+    /* a title on standard input, as barnes and water read their parameters: every cluster reads
+     * the same bytes */
+    if (fgets(title, sizeof title, stdin) == NULL) strcpy(title, "(none)\n");
     read_input("inputs/conform.in");     /* G_MALLOC before MAIN_INITENV */
     MAIN_INITENV(,80000000)
     printf("conform: %ld numbers from inputs/conform.in, %ld processes, page size %d\n", n, nprocs, PAGE_SIZE);
+    printf("title: %s", title);
     nu = (long *) NU_MALLOC(64 * sizeof(long), 0)
     nu[0] = (long) NU_MALLOC_F(8, 0) != 0;
     NU_FREE(nu)
