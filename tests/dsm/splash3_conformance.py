@@ -3,8 +3,7 @@
 declaration macros included before MAIN_ENV, a set-up file that G_MALLOCs before MAIN_INITENV and
 writes `p = G_MALLOC(n)` without a semicolon, PAGE_SIZE, a 2 GiB G_MALLOC, a relative input file,
 a title on standard input, and every other macro of the suite's pthread macro file) is built the
-suite's way, outside the
-meson build, with `pkg-config --cflags --libs iccs`:
+suite's way, outside the meson build, with `pkg-config --cflags --libs iccs`:
   REF  m4 over tests/dsm/splash3/pthreads_ref.m4 (plain pthreads in one process: the reference)
   M4   m4 over `pkg-config --variable=parmacs_m4 iccs` (the suite's route, .H -> .h and .C -> .c)
   HDR  the sources as C with `-include parmacs.h` (the header route)
