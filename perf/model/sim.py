@@ -1,0 +1,291 @@
+"""sim.py: a discrete-event model of the ICCS's proxies (perf/model/README.md).
+
+Compute threads issue inter-cluster messages; each message is handed over a ring to a proxy of
+its cluster (dispatch: fixed, round-robin, least-loaded), waits in that proxy's FIFO queue, is
+served (its send cost), crosses the fabric (latency + bytes / bandwidth) to the remote proxy
+(sending proxy index mod the remote cluster's proxy count), waits in that proxy's FIFO queue, is
+served (its receive cost) and is delivered. A request blocks its thread until the reply (made by
+the destination cluster after a handler time, dispatched there as any message) is delivered; an
+asynchronous message does not block. Every proxy is one FIFO server for both directions.
+
+The one idea that keeps it fast: a FIFO single server needs no events of its own. Arrivals are
+processed in time order (one heap), so a job's start is max(arrival, the server's free time) and
+its end start + service. The time-average queue length is then exact from Little's law over the
+run: the integral of the number waiting = the sum of the waits (every job ends within the run).
+
+Times are in nanoseconds (floats). Inputs: a Workload (per thread arrays, from a trace or
+synthetic) and a Config (clusters, proxies, dispatch, Costs). Output: a Result with the columns of
+the measured experiments (message time, queue length, utilization, run time; slowdown against
+the same workload with `no delay`).
+"""
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DISPATCH = ("fixed", "round-robin", "least-loaded")
+
+
+@dataclass
+class Costs:
+    """Service and transfer costs [ns]. A proxy's cost for a message of n bytes in f IP fragments:
+    base + per_byte * n + per_fragment * (f - 1), for sending (tx) and for receiving (rx)."""
+    tx_base_ns: float = 1000.0
+    tx_per_byte_ns: float = 0.0
+    tx_per_fragment_ns: float = 0.0
+    rx_base_ns: float = 1000.0
+    rx_per_byte_ns: float = 0.0
+    rx_per_fragment_ns: float = 0.0
+    fabric_latency_ns: float = 0.0
+    fabric_bytes_per_ns: float = math.inf  # bandwidth [bytes/ns] (1 byte/ns = 1 GB/s)
+    handoff_ns: float = 0.0                # compute thread -> proxy ring (and proxy -> thread)
+    direct_latency_ns: float = 0.0         # `no delay`: one message between clusters without the ICCS
+    mtu_bytes: int = 1500
+    header_bytes: int = 8 + 24 + 40        # UDP + slidwin + convergence headers inside the IP payload
+    # Adaptive polling (proxy/README.md): an idle proxy spins spin_ns, then sleeps in segments of
+    # sleep_ns; a ring hand-off wakes it after wake_ns, a frame from the fabric waits for the end
+    # of the segment. polling "busy" (or spin_ns = inf): never asleep.
+    polling: str = "busy"
+    spin_ns: float = 50_000.0
+    sleep_ns: float = 50_000.0
+    wake_ns: float = 0.0
+    service_dist: str = "deterministic"    # or "exponential" (mean = the cost): the M/M/1 check
+
+    def fragments(self, size):
+        per = self.mtu_bytes - 20  # IPv4 header; fragment payloads are multiples of 8
+        per -= per % 8
+        return max(1, -(-(int(size) + self.header_bytes) // per))
+
+    def tx_ns(self, size):
+        return self.tx_base_ns + self.tx_per_byte_ns * size + self.tx_per_fragment_ns * (self.fragments(size) - 1)
+
+    def rx_ns(self, size):
+        return self.rx_base_ns + self.rx_per_byte_ns * size + self.rx_per_fragment_ns * (self.fragments(size) - 1)
+
+    def fabric_ns(self, size):
+        wire = size + self.fragments(size) * (self.header_bytes + 20 + 14)
+        return self.fabric_latency_ns + (wire / self.fabric_bytes_per_ns if self.fabric_bytes_per_ns else 0.0)
+
+
+@dataclass
+class ThreadStream:
+    """One thread's messages in issue order. gap_ns[i]: compute time before message i, counted
+    from the thread's previous event (its previous send, or for a blocking thread the delivery
+    of the reply it waited for). kind[i]: 1 request (the thread blocks for the reply), 0 one-way.
+    After the last message the thread computes tail_ns more."""
+    cluster: int
+    thread: int
+    gap_ns: np.ndarray
+    dst_cluster: np.ndarray
+    size: np.ndarray
+    kind: np.ndarray
+    reply_size: np.ndarray
+    handler_ns: np.ndarray     # destination's time from the request's delivery to the reply's send
+    tail_ns: float = 0.0
+    start_ns: float = 0.0
+
+
+@dataclass
+class Workload:
+    threads: list                 # ThreadStream
+    clusters: int
+    cluster_size: int
+    note: str = ""
+
+
+@dataclass
+class Config:
+    clusters: int
+    cluster_size: int
+    proxies: int                  # per cluster
+    dispatch: str = "round-robin"
+    costs: Costs = field(default_factory=Costs)
+    transport: str = "iccs"       # or "direct": `no delay`, a message takes direct_latency_ns
+    seed: int = 1
+
+
+@dataclass
+class Result:
+    run_ns: float
+    msgs: int
+    msg_time_ns: float            # mean, sender's enqueue to delivery (as the proxies count it)
+    queue_len: float              # time-average jobs waiting (not in service), mean over proxies
+    queue_len_tx: float           # the same, messages from compute threads only (the counter's ring)
+    wait_ns: float                # mean wait in a proxy queue per job
+    util: float                   # busy time / run time, mean over proxies
+    util_counted: float           # as the proxy's counter counts it under adaptive polling
+    per_proxy: list               # dicts: cluster, proxy, jobs, util, queue_len, wait_ns
+    msg_times: np.ndarray = None
+
+    def row(self):
+        return {"msgs": self.msgs, "msg_time_us": self.msg_time_ns / 1e3, "queue_len": self.queue_len,
+                "queue_len_tx": self.queue_len_tx, "proxy_util": self.util, "proxy_util_counted": self.util_counted,
+                "wait_us": self.wait_ns / 1e3, "time_s": self.run_ns / 1e9}
+
+
+class _Proxy:
+    __slots__ = ("cluster", "index", "free_at", "busy", "counted", "wait", "wait_tx", "jobs", "ends")
+
+    def __init__(self, cluster, index):
+        self.cluster, self.index = cluster, index
+        self.free_at = 0.0
+        self.busy = self.counted = self.wait = self.wait_tx = 0.0
+        self.jobs = 0
+        self.ends = []  # end times of queued tx jobs (least-loaded reads the count)
+
+
+# event kinds
+_SEND, _AT_TX, _AT_RX, _DELIVER, _REPLY = 0, 1, 2, 3, 4
+
+
+def simulate(wl: Workload, cfg: Config) -> Result:
+    if cfg.dispatch not in DISPATCH:
+        raise ValueError(f"dispatch '{cfg.dispatch}': allowed values are {', '.join(DISPATCH)}")
+    if cfg.proxies < 1:
+        raise ValueError(f"proxies {cfg.proxies}: expected at least 1 per cluster")
+    c = cfg.costs
+    rng = np.random.default_rng(cfg.seed)
+    direct = cfg.transport == "direct"
+    px = [[_Proxy(k, i) for i in range(cfg.proxies)] for k in range(cfg.clusters)]
+    rr = {}  # round-robin position per (cluster, thread)
+    heap = []
+    seq = 0
+    times = []
+    # A message: [src_cluster, src_thread, dst_cluster, size, send_t, kind, stream index i, reply?]
+    streams = {(s.cluster, s.thread): s for s in wl.threads}
+    pos = {k: 0 for k in streams}
+    done_at = {}
+
+    def push(t, kind, data):
+        nonlocal seq
+        heapq.heappush(heap, (t, seq, kind, data))
+        seq += 1
+
+    def pick(cluster, thread, now):
+        p = px[cluster]
+        if cfg.dispatch == "fixed":
+            return p[thread % len(p)]
+        if cfg.dispatch == "round-robin":
+            k = rr.get((cluster, thread), thread)
+            rr[(cluster, thread)] = k + 1
+            return p[k % len(p)]
+        best = None
+        for q in p:  # least-loaded: fewest messages queued or in service (ties: lowest index)
+            while q.ends and q.ends[0] <= now:
+                heapq.heappop(q.ends)
+            if best is None or len(q.ends) < len(best.ends):
+                best = q
+        return best
+
+    def service(mean):
+        return rng.exponential(mean) if c.service_dist == "exponential" else mean
+
+    def start_of(q, arrival, from_ring):
+        """When q can start a job arriving at `arrival`, and the extra time its counter counts busy."""
+        if arrival < q.free_at:
+            return q.free_at, 0.0
+        if c.polling != "adaptive":
+            return arrival, 0.0
+        idle = arrival - q.free_at
+        if idle <= c.spin_ns:
+            return arrival, 0.0
+        into = (idle - c.spin_ns) % c.sleep_ns  # position in the current sleep segment
+        if from_ring:
+            wake = min(c.wake_ns, c.sleep_ns - into)
+            return arrival + wake, into + wake
+        return arrival + (c.sleep_ns - into), c.sleep_ns
+
+    def serve(q, arrival, cost, from_ring):
+        start, counted = start_of(q, arrival, from_ring)
+        s = service(cost)
+        q.wait += start - arrival
+        if from_ring:
+            q.wait_tx += start - arrival
+        q.busy += s
+        q.counted += s + counted
+        q.jobs += 1
+        q.free_at = start + s
+        return q.free_at
+
+    def issue(key, now):
+        """The thread `key` issues its message pos[key] at `now` (after its gap)."""
+        s = streams[key]
+        i = pos[key]
+        msg = (s.cluster, s.thread, int(s.dst_cluster[i]), int(s.size[i]), now, int(s.kind[i]), i, False)
+        pos[key] = i + 1
+        launch(msg, now)
+        if not s.kind[i]:  # one-way: the thread goes on
+            next_or_finish(key, now)
+
+    def launch(msg, now):
+        if direct:
+            push(now + c.direct_latency_ns, _DELIVER, msg)
+            return
+        q = pick(msg[0], msg[1], now)
+        push(now + c.handoff_ns, _AT_TX, (msg, q))
+
+    def next_or_finish(key, now):
+        s = streams[key]
+        i = pos[key]
+        if i < len(s.gap_ns):
+            push(now + float(s.gap_ns[i]), _SEND, key)
+        else:
+            done_at[key] = now + s.tail_ns
+
+    for key, s in streams.items():
+        if len(s.gap_ns):
+            push(s.start_ns + float(s.gap_ns[0]), _SEND, key)
+        else:
+            done_at[key] = s.start_ns + s.tail_ns
+    last = 0.0
+    while heap:
+        t, _, kind, data = heapq.heappop(heap)
+        last = t
+        if kind == _SEND:
+            issue(data, t)
+        elif kind == _AT_TX:
+            msg, q = data
+            end = serve(q, t, c.tx_ns(msg[3]), True)
+            if cfg.dispatch == "least-loaded":
+                heapq.heappush(q.ends, end)
+            rq = px[msg[2]][q.index % len(px[msg[2]])]
+            push(end + c.fabric_ns(msg[3]), _AT_RX, (msg, rq))
+        elif kind == _AT_RX:
+            msg, q = data
+            end = serve(q, t, c.rx_ns(msg[3]), False)
+            push(end + c.handoff_ns, _DELIVER, msg)
+        elif kind == _DELIVER:
+            msg = data
+            times.append(t - msg[4])
+            src, thr, dst, size, sent, mkind, i, is_reply = msg
+            key = (src, thr)
+            if is_reply:  # the requester (thread i[0] of this cluster) goes on
+                next_or_finish((dst, i[0]), t)
+            elif mkind:  # a request: the destination answers after its handler time
+                s = streams[key]
+                # the reply leaves from the destination's service endpoint (thread index cluster_size)
+                rmsg = (dst, wl.cluster_size, src, int(s.reply_size[i]), t + float(s.handler_ns[i]), 0, (thr, i), True)
+                push(rmsg[4], _REPLY, rmsg)
+        if kind == _REPLY:
+            launch(data, t)
+    return _finish(px, times, done_at, last, cfg)
+
+
+def _finish(px, times, done_at, last, cfg):
+    run = max(list(done_at.values()) + [last]) if (done_at or last) else 0.0
+    run = max(run, 1.0)
+    per = []
+    for row in px:
+        for q in row:
+            per.append({"cluster": q.cluster, "proxy": q.index, "jobs": q.jobs, "util": q.busy / run,
+                        "util_counted": min(1.0, q.counted / run), "queue_len": q.wait / run,
+                        "queue_len_tx": q.wait_tx / run, "wait_ns": q.wait / q.jobs if q.jobs else 0.0})
+    tarr = np.asarray(times, dtype=float)
+    n = len(per) or 1
+    jobs = sum(p["jobs"] for p in per)
+    return Result(run_ns=run, msgs=len(tarr), msg_time_ns=float(tarr.mean()) if len(tarr) else 0.0,
+                  queue_len=sum(p["queue_len"] for p in per) / n, queue_len_tx=sum(p["queue_len_tx"] for p in per) / n,
+                  wait_ns=sum(q.wait for row in px for q in row) / jobs if jobs else 0.0,
+                  util=sum(p["util"] for p in per) / n, util_counted=sum(p["util_counted"] for p in per) / n,
+                  per_proxy=per, msg_times=tarr)
