@@ -33,6 +33,7 @@ struct AppOutcome {
     std::vector<Proxy> proxies;
     double msg_time_us_mean = -1, queue_len_mean = -1, utilization_mean = -1;
     double rt_msgs = -1, rt_bytes = -1;
+    std::string trace_json;  // --trace: {"file", "records", "tx", "rx", "dropped"}; "" when not traced
 };
 
 // Runs `app` (its binary next to this one: ../apps/iccs-app-<app>-dsm) with `run_flags` (any
