@@ -270,6 +270,7 @@ void run_app(const std::string& app, const std::vector<std::string>& run_flags, 
             p.msg_time_us = num(pm, "msg_time_us_mean");
             p.queue_len = num(pm, "queue_len_mean");
             p.utilization = num(pm, "utilization");
+            p.total_s = num(pm, "total_s");
             if (p.msg_time_us >= 0) {
                 wsum += p.msg_time_us * p.msg_time_count;
                 wcount += p.msg_time_count;
@@ -343,7 +344,7 @@ std::string outcome_json(const std::string& app, const std::string& size, const 
                  ",\"msgs_rx\":" + jnum(p.msgs_rx) + ",\"bytes_tx\":" + jnum(p.bytes_tx) +
                  ",\"bytes_rx\":" + jnum(p.bytes_rx) + ",\"msg_time_us_mean\":" + jnum_or_null(p.msg_time_us) +
                  ",\"queue_len_mean\":" + jnum_or_null(p.queue_len) + ",\"utilization\":" + jnum_or_null(p.utilization) +
-                 "}";
+                 ",\"total_s\":" + jnum_or_null(p.total_s, 6) + "}";
         }
         j += "]}";
     }

@@ -197,11 +197,14 @@ def simulate(wl: Workload, cfg: Config) -> Result:
         return arrival + (c.sleep_ns - into), c.sleep_ns
 
     def serve(q, arrival, cost, from_ring):
+        """FIFO: the job waits for the jobs before it (queue wait, what the queue length counts),
+        and, when the proxy was asleep, for its wake (part of the message time, not of the queue)."""
         start, counted = start_of(q, arrival, from_ring)
         s = service(cost)
-        q.wait += start - arrival
+        queued = max(0.0, q.free_at - arrival)
+        q.wait += queued
         if from_ring:
-            q.wait_tx += start - arrival
+            q.wait_tx += queued
         q.busy += s
         q.counted += s + counted
         q.jobs += 1
@@ -273,7 +276,9 @@ def simulate(wl: Workload, cfg: Config) -> Result:
 
 
 def _finish(px, times, done_at, last, cfg):
-    run = max(list(done_at.values()) + [last]) if (done_at or last) else 0.0
+    # The run ends when the last compute thread ends (threads >= cluster_size: service endpoints)
+    comp = [t for (k, th), t in done_at.items() if th < cfg.cluster_size]
+    run = max(comp) if comp else max(list(done_at.values()) + [last]) if (done_at or last) else 0.0
     run = max(run, 1.0)
     per = []
     for row in px:
