@@ -148,7 +148,12 @@ class Calibrate:
         # (one sender, inline polling) gives the whole per-message cost of its busier side (thread's
         # convergence work + its proxy's): half of it is charged to the proxy, where that is more.
         per_msg = med(("rate", "", 0))[100]
-        side = max(a / 2 + b * 50, per_msg / 2)
+        # ... but never more than the idle one-way latency leaves (a 100-byte one-way crosses two
+        # proxies and two ring hand-offs): the split between proxy and fabric is not observable end
+        # to end, and this cap makes the fabric's share 0 when it binds (then contention is bounded
+        # from above).
+        one_way_100 = c0 + c1 * 100
+        side = max(a / 2 + b * 50, min(per_msg / 2, (one_way_100 - 2 * handoff) / 2))
         a_side = side - b * 50  # the base per side at 100 bytes
         svc100 = 2 * side  # tx + rx at 100 bytes
         lat_inline = max(0.0, c0 + c1 * 100 - svc100 - max(0.0, c1 - b) * 100 - 2 * handoff)
@@ -164,6 +169,9 @@ class Calibrate:
             "fabric": {"latency_ns": {"inline": lat_inline, "adaptive": lat_adaptive},
                        "bytes_per_ns": (1.0 / per_byte_fabric) if per_byte_fabric > 1e-6 else None},
             "ring_handoff_ns": handoff,
+            # an ack frame: the stack's own cost of a message each way (no ring, no convergence);
+            # when slidwin acks (stack/slidwin.hpp defaults)
+            "acks": {"ack_ns": a / 2, "ack_every": 2, "delack_ns": 50_000.0},
             "adaptive": {"spin_ns": SPIN_NS, "sleep_ns": SLEEP_NS, "wake_ns": wake},
             "direct_latency_ns": direct,
             "fits": {"stack_ns": {"a": a, "b_per_byte": b}, "saturated_ns_per_msg_100B": per_msg,

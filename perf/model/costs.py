@@ -10,6 +10,7 @@ JSON, times in ns (perf/model/README.md, "The cost file"):
   adaptive       spin_ns, sleep_ns (the proxy's configuration), wake_ns (a sleeping proxy woken
                  by a ring hand-off: the one-way latency after a long idle, less the one right after
                  work, less half a sleep for the receiving proxy's segment)
+  acks           ack_ns (one ack frame at each end), ack_every, delack_ns (slidwin's)
   direct_latency_ns  `no delay`: a one-way message between clusters over transport direct
   mtu_bytes, header_bytes
 """
@@ -46,6 +47,9 @@ def load(path, polling="adaptive"):
                   direct_latency_ns=float(j["direct_latency_ns"]), mtu_bytes=int(j["mtu_bytes"]),
                   header_bytes=int(j["header_bytes"]), polling=polling if polling == "adaptive" else "busy",
                   spin_ns=float(ad["spin_ns"]), sleep_ns=float(ad["sleep_ns"]), wake_ns=float(ad["wake_ns"]))
+        acks = j.get("acks")  # absent in a file from before acks were modeled: no ack frames
+        if acks:
+            c.ack_ns, c.ack_every, c.delack_ns = float(acks["ack_ns"]), int(acks["ack_every"]), float(acks["delack_ns"])
     except (KeyError, TypeError, ValueError) as e:
         raise CostFileError(f"cost file {path}: missing or bad key {e} (written by ./iccs experiment calibrate)")
     return c

@@ -51,6 +51,12 @@ class Costs:
     sleep_ns: float = 50_000.0
     wake_ns: float = 0.0
     service_dist: str = "deterministic"    # or "exponential" (mean = the cost): the M/M/1 check
+    # slidwin's acks (stack/slidwin.hpp): a receiving proxy acks at once every ack_every datagrams
+    # of a sub-connection, after delack_ns otherwise, and not at all when data it sends on that
+    # sub-connection first carries the ack. An ack frame costs ack_ns at each end. acks off: 0.
+    ack_ns: float = 0.0
+    ack_every: int = 2
+    delack_ns: float = 50_000.0
 
     def fragments(self, size):
         per = self.mtu_bytes - 20  # IPv4 header; fragment payloads are multiples of 8
@@ -136,7 +142,10 @@ class _Proxy:
 
 
 # event kinds
-_SEND, _AT_TX, _AT_RX, _DELIVER, _REPLY = 0, 1, 2, 3, 4
+_SEND, _AT_TX, _AT_RX, _DELIVER, _REPLY, _ACK_TIMER, _ACK_RX = 0, 1, 2, 3, 4, 5, 6
+# how a job reaches a proxy: its ring (a compute thread wakes it), its port (the end of a sleep
+# segment finds it), a timer (it wakes on time)
+_RING, _PORT, _TIMER = 0, 1, 2
 
 
 def simulate(wl: Workload, cfg: Config) -> Result:
@@ -181,7 +190,7 @@ def simulate(wl: Workload, cfg: Config) -> Result:
     def service(mean):
         return rng.exponential(mean) if c.service_dist == "exponential" else mean
 
-    def start_of(q, arrival, from_ring):
+    def start_of(q, arrival, how):
         """When q can start a job arriving at `arrival`, and the extra time its counter counts busy."""
         if arrival < q.free_at:
             return q.free_at, 0.0
@@ -191,25 +200,52 @@ def simulate(wl: Workload, cfg: Config) -> Result:
         if idle <= c.spin_ns:
             return arrival, 0.0
         into = (idle - c.spin_ns) % c.sleep_ns  # position in the current sleep segment
-        if from_ring:
+        if how == _RING:
             wake = min(c.wake_ns, c.sleep_ns - into)
             return arrival + wake, into + wake
+        if how == _TIMER:
+            return arrival, into
         return arrival + (c.sleep_ns - into), c.sleep_ns
 
-    def serve(q, arrival, cost, from_ring):
+    def serve(q, arrival, cost, how):
         """FIFO: the job waits for the jobs before it (queue wait, what the queue length counts),
         and, when the proxy was asleep, for its wake (part of the message time, not of the queue)."""
-        start, counted = start_of(q, arrival, from_ring)
+        start, counted = start_of(q, arrival, how)
         s = service(cost)
         queued = max(0.0, q.free_at - arrival)
         q.wait += queued
-        if from_ring:
+        if how == _RING:
             q.wait_tx += queued
         q.busy += s
         q.counted += s + counted
         q.jobs += 1
         q.free_at = start + s
         return q.free_at
+
+    # acks: per sub-connection (receiving proxy, sending proxy) the datagrams not yet acked and a
+    # generation number that a stale delayed-ack timer does not match
+    unacked = {}
+
+    def ack_now(q, peer, t):
+        unacked[(q, peer)] = [0, unacked.get((q, peer), [0, 0])[1] + 1]
+        end = serve(q, t, c.ack_ns, _TIMER)
+        push(end + c.fabric_ns(0), _ACK_RX, peer)
+
+    def on_data_rx(q, peer, end):
+        if c.ack_ns <= 0:
+            return
+        st = unacked.setdefault((q, peer), [0, 0])
+        st[0] += 1
+        if st[0] >= c.ack_every:
+            ack_now(q, peer, end)
+        elif st[0] == 1:
+            push(end + c.delack_ns, _ACK_TIMER, (q, peer, st[1]))
+
+    def on_data_tx(q, peer):
+        st = unacked.get((q, peer))  # data q sends to peer carries the ack of what peer sent q
+        if st is not None and st[0]:
+            st[0] = 0
+            st[1] += 1
 
     def issue(key, now):
         """The thread `key` issues its message pos[key] at `now` (after its gap)."""
@@ -249,14 +285,16 @@ def simulate(wl: Workload, cfg: Config) -> Result:
             issue(data, t)
         elif kind == _AT_TX:
             msg, q = data
-            end = serve(q, t, c.tx_ns(msg[3]), True)
+            end = serve(q, t, c.tx_ns(msg[3]), _RING)
             if cfg.dispatch == "least-loaded":
                 heapq.heappush(q.ends, end)
             rq = px[msg[2]][q.index % len(px[msg[2]])]
-            push(end + c.fabric_ns(msg[3]), _AT_RX, (msg, rq))
+            on_data_tx(q, rq)
+            push(end + c.fabric_ns(msg[3]), _AT_RX, (msg, rq, q))
         elif kind == _AT_RX:
-            msg, q = data
-            end = serve(q, t, c.rx_ns(msg[3]), False)
+            msg, q, peer = data
+            end = serve(q, t, c.rx_ns(msg[3]), _PORT)
+            on_data_rx(q, peer, end)
             push(end + c.handoff_ns, _DELIVER, msg)
         elif kind == _DELIVER:
             msg = data
@@ -272,6 +310,13 @@ def simulate(wl: Workload, cfg: Config) -> Result:
                 push(rmsg[4], _REPLY, rmsg)
         if kind == _REPLY:
             launch(data, t)
+        elif kind == _ACK_TIMER:
+            q, peer, gen = data
+            st = unacked[(q, peer)]
+            if st[1] == gen and st[0]:
+                ack_now(q, peer, t)
+        elif kind == _ACK_RX:
+            serve(data, t, c.ack_ns, _PORT)
     return _finish(px, times, done_at, last, cfg)
 
 

@@ -35,7 +35,8 @@ failures = []
 
 def check(what, got, want, rel=None):
     ok = got == want if rel is None else abs(got - want) <= rel * abs(want)
-    print(f"{'ok  ' if ok else 'FAIL'} {what}: {got:.6g} (expected {want:.6g}{'' if rel is None else f' within {rel:.0%}'})")
+    fmt = (lambda v: f"{v:.6g}") if isinstance(want, (int, float)) else repr
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: {fmt(got)} (expected {fmt(want)}{'' if rel is None else f' within {rel:.0%}'})")
     if not ok:
         failures.append(what)
 
@@ -89,6 +90,20 @@ def trace():
     # 1000 + 50 + 400 + 50
     d = simulate(wl, Config(2, 2, 1, costs=Costs(direct_latency_ns=50), transport="direct"))
     check("no-delay run time [ns]", d.run_ns, 1500.0)
+    # acks (ack_ns 50, delayed 5000): the request's ack rides on the reply (its timer at 8900 finds
+    # nothing to ack); the reply's goes alone at 7400 + 5000: proxy 0.0 12400..12450, fabric 2000,
+    # proxy 1.0 14450..14500. Busy: 0.0 500 + 300 + 50, 1.0 300 + 600 + 50; times unchanged.
+    ca = Costs(tx_base_ns=400, tx_per_byte_ns=1.0, rx_base_ns=300, fabric_latency_ns=2000, handoff_ns=100,
+               ack_ns=50, delack_ns=5000)
+    wl = Workload(threads=[stream(0, 1000, 1, 200, 400)], clusters=2, cluster_size=2)
+    a = simulate(wl, Config(2, 2, 1, costs=ca))
+    check("acks: message times [ns]", sorted(a.msg_times.tolist()), [3000.0, 3100.0])
+    p0 = next(p for p in a.per_proxy if p["cluster"] == 0)
+    p1 = next(p for p in a.per_proxy if p["cluster"] == 1)
+    check("acks: proxy 0.0 jobs (request, reply, 1 ack)", p0["jobs"], 3)
+    check("acks: proxy 1.0 jobs (request, reply, 1 ack)", p1["jobs"], 3)
+    check("acks: proxy 0.0 busy [ns]", p0["util"] * a.run_ns, 850.0, 1e-12)
+    check("acks: proxy 1.0 busy [ns]", p1["util"] * a.run_ns, 950.0, 1e-12)
 
 
 def dispatch():

@@ -1,4 +1,4 @@
-"""trace.py: a trace of `iccs run APP --trace FILE` as the model's input (perf/model/README.md).
+"""tracefile.py: a trace of `iccs run APP --trace FILE` as the model's input (perf/model/README.md).
 
 The trace has a tx line where a proxy took a message from a compute thread's ring and an rx line
 where one delivered it (proxy/msg_trace.hpp). A message is matched across the two by (source
