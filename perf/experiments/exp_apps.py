@@ -206,6 +206,7 @@ class Apps(AppExperiment):
         keys = ("app", "threads", "cluster_size", "clusters", "config", "transport", "proxies_total",
                 "proxies_per_cluster", "dispatch")
         val, pairs = model_rows.validation_rows(raw, args, keys)
+        model_rows.copy_host_columns(val, rows, ("app", "threads", "cluster_size", "config"))
         t = args.model_threads
         proj, profiles = [], {}
         for app in args.app_list:

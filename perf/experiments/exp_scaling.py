@@ -129,6 +129,7 @@ class Scaling(AppExperiment):
             r["source"] = "measured"
         keys = ("app", "threads", "cluster_size", "clusters", "proxies_per_cluster")
         val, pairs = model_rows.validation_rows(raw, args, keys)
+        model_rows.copy_host_columns(val, rows, ("app", "threads", "cluster_size", "proxies_per_cluster"))
         app = args.app_list[0]
         prof, pinfo = model_rows.app_profile(raw, app)
         notes = [f"model: costs {args.costs_path}"]

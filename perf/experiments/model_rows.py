@@ -107,6 +107,14 @@ def validation_rows(raw, args, base_keys):
     return rows, pairs
 
 
+def copy_host_columns(val, measured, keys):
+    """A replay row is of a configuration run on this host: its threads_total and oversubscribed."""
+    for v in val:
+        m = next((r for r in measured if all(r.get(k) == v.get(k) for k in keys)), None)
+        if m is not None:
+            v["threads_total"], v["oversubscribed"] = m.get("threads_total"), m.get("oversubscribed")
+
+
 def _trace_median(r):
     import numpy as np
     import tracefile as trace
@@ -153,6 +161,8 @@ def projected_rows(profile, args, layouts, base):
         row = dict(base)
         row.update({k: m.get(k) for k in ("threads", "cluster_size", "clusters", "proxies_per_cluster", "msg_time_us",
                                            "msg_time_median_us", "slowdown", "rule", "model_input")})
+        # the projections assume a core per compute thread and per proxy (the study's machine)
+        row.update({"threads_total": m["threads"] + m["clusters"] * m["proxies_per_cluster"], "oversubscribed": False})
         row.update({"source": "modeled", "queue_len": round(m["queue_len_tx"], 5), "proxy_util": round(m["proxy_util"], 5),
                     "time_s": m["time_s"], "direct_time_s": m["direct_time_s"], "msgs": m["msgs"]})
         rows.append(row)
