@@ -95,15 +95,18 @@ def validation_rows(raw, args, base_keys):
                     "msg_time_us": _med(modeled, "msg_time_us"), "msg_time_median_us": _med(modeled, "msg_time_median_us"),
                     "queue_len": _med(modeled, "queue_len_on_loop_time"),
                     "proxy_util": _med(modeled, "proxy_util_on_loop_time"), "slowdown": _med(modeled, "slowdown"),
+                    "proxy_tx_imbalance": _med(modeled, "proxy_tx_imbalance"),
                     "measured_msg_time_us": _med(measured, "msg_time_us_mean"),
                     "measured_queue_len": _med(measured, "queue_len_mean"),
                     "measured_proxy_util": _med(measured, "utilization_mean"),
                     "model_input": f"trace replay of {len(rs)} run(s), costs {args.costs_path}"})
         rows.append(row)
-        pairs.append({k: row.get(k) for k in ("app", "cluster_size", "clusters", "proxies_per_cluster", "msg_time_us",
+        pairs.append({k: row.get(k) for k in ("app", "cluster_size", "clusters", "proxies_per_cluster", "dispatch",
+                                               "proxy_tx_imbalance", "msg_time_us",
                                                "measured_msg_time_us", "msg_time_median_us", "queue_len",
                                                "measured_queue_len", "proxy_util", "measured_proxy_util")})
         pairs[-1]["measured_msg_time_median_us"] = _med([{"x": _trace_median(r)} for r in rs], "x")
+        pairs[-1]["measured_proxy_tx_imbalance"] = _med([{"x": _imbalance(r["run"])} for r in rs], "x")
     return rows, pairs
 
 
@@ -113,6 +116,11 @@ def copy_host_columns(val, measured, keys):
         m = next((r for r in measured if all(r.get(k) == v.get(k) for k in keys)), None)
         if m is not None:
             v["threads_total"], v["oversubscribed"] = m.get("threads_total"), m.get("oversubscribed")
+
+
+def _imbalance(run):
+    tx = [p.get("msgs_tx") or 0 for p in (run.get("iccs") or {}).get("proxies") or []]
+    return max(tx) / (sum(tx) / len(tx)) if tx and sum(tx) else None
 
 
 def _trace_median(r):

@@ -45,6 +45,8 @@ def validate(run_json, wl, costs, seed=1):
         utils.append(min(1.0, p["util_counted"] * r.run_ns / 1e9 / tot))
         queues.append(p["queue_len_tx"] * r.run_ns / 1e9 / tot)
     out["proxy_util_on_loop_time"] = float(np.mean(utils)) if utils else None
+    tx = [p["tx_jobs"] for p in r.per_proxy]
+    out["proxy_tx_imbalance"] = max(tx) / (sum(tx) / len(tx)) if tx and sum(tx) else None
     out["queue_len_on_loop_time"] = float(np.mean(queues)) if queues else None
     return out
 

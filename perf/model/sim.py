@@ -131,14 +131,16 @@ class Result:
 
 
 class _Proxy:
-    __slots__ = ("cluster", "index", "free_at", "busy", "counted", "wait", "wait_tx", "jobs", "ends")
+    __slots__ = ("cluster", "index", "free_at", "busy", "counted", "wait", "wait_tx", "jobs", "tx_jobs", "ends",
+                 "last_service")
 
     def __init__(self, cluster, index):
         self.cluster, self.index = cluster, index
         self.free_at = 0.0
         self.busy = self.counted = self.wait = self.wait_tx = 0.0
-        self.jobs = 0
-        self.ends = []  # end times of queued tx jobs (least-loaded reads the count)
+        self.jobs = self.tx_jobs = 0
+        self.last_service = 0.0
+        self.ends = {}  # per sending thread, the start times of its messages in the ring (least-loaded)
 
 
 # event kinds
@@ -172,19 +174,27 @@ def simulate(wl: Workload, cfg: Config) -> Result:
         seq += 1
 
     def pick(cluster, thread, now):
+        """As convergence/dispatch.hpp: fixed t mod P; round-robin from a per-thread cursor that
+        advances before each pick; least-loaded: the fewest of this thread's messages still in
+        the ring to the proxy (not yet taken), ties going round-robin from the cursor."""
         p = px[cluster]
+        n = len(p)
         if cfg.dispatch == "fixed":
-            return p[thread % len(p)]
+            return p[thread % n]
+        k = (rr.get((cluster, thread), 0) + 1) % n
+        rr[(cluster, thread)] = k
         if cfg.dispatch == "round-robin":
-            k = rr.get((cluster, thread), thread)
-            rr[(cluster, thread)] = k + 1
-            return p[k % len(p)]
-        best = None
-        for q in p:  # least-loaded: fewest messages queued or in service (ties: lowest index)
-            while q.ends and q.ends[0] <= now:
-                heapq.heappop(q.ends)
-            if best is None or len(q.ends) < len(best.ends):
-                best = q
+            return p[k]
+        best, best_load = None, None
+        for j in range(n):
+            q = p[(k + j) % n]
+            starts = q.ends.setdefault(thread, [])
+            while starts and starts[0] <= now:
+                heapq.heappop(starts)
+            if best is None or len(starts) < best_load:
+                best, best_load = q, len(starts)
+            if best_load == 0:
+                break
         return best
 
     def service(mean):
@@ -216,7 +226,9 @@ def simulate(wl: Workload, cfg: Config) -> Result:
         q.wait += queued
         if how == _RING:
             q.wait_tx += queued
+            q.tx_jobs += 1
         q.busy += s
+        q.last_service = s
         q.counted += s + counted
         q.jobs += 1
         q.free_at = start + s
@@ -286,8 +298,8 @@ def simulate(wl: Workload, cfg: Config) -> Result:
         elif kind == _AT_TX:
             msg, q = data
             end = serve(q, t, c.tx_ns(msg[3]), _RING)
-            if cfg.dispatch == "least-loaded":
-                heapq.heappush(q.ends, end)
+            if cfg.dispatch == "least-loaded":  # in the ring until its service starts
+                heapq.heappush(q.ends.setdefault(msg[1], []), end - q.last_service)
             rq = px[msg[2]][q.index % len(px[msg[2]])]
             on_data_tx(q, rq)
             push(end + c.fabric_ns(msg[3]), _AT_RX, (msg, rq, q))
@@ -328,7 +340,7 @@ def _finish(px, times, done_at, last, cfg):
     per = []
     for row in px:
         for q in row:
-            per.append({"cluster": q.cluster, "proxy": q.index, "jobs": q.jobs, "util": q.busy / run,
+            per.append({"cluster": q.cluster, "proxy": q.index, "jobs": q.jobs, "tx_jobs": q.tx_jobs, "util": q.busy / run,
                         "util_counted": min(1.0, q.counted / run), "queue_len": q.wait / run,
                         "queue_len_tx": q.wait_tx / run, "wait_ns": q.wait / q.jobs if q.jobs else 0.0})
     tarr = np.asarray(times, dtype=float)
