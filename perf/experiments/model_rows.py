@@ -9,7 +9,9 @@ cost file of `./iccs experiment calibrate` (--costs FILE, default the newest und
 Validation replays use the host's polling (adaptive: sleeps and wakes in the model too);
 projections assume dedicated proxy cores (busy polling), as the study had.
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -54,6 +56,7 @@ def check_model(args):
     if t < 2 or t > 4096 or t & (t - 1):
         raise ExperimentError(f"--model-threads {t}: expected a power of two, 2..4096")
     args.trace_dir = tempfile.mkdtemp(prefix="iccs-model-traces-")
+    atexit.register(shutil.rmtree, args.trace_dir, True)  # scratch: the JSON keeps what the model took from them
 
 
 def trace_cfgs(configs, args):

@@ -12,7 +12,10 @@
   dispatch  fixed, round-robin and least-loaded on 2 proxies: round-robin splits one thread's
             stream evenly; fixed puts it all on one proxy; least-loaded never picks a busier one.
 
-Usage: model_check.py [queueing|trace|dispatch ...]   (default: all)
+  tracefile a trace file read back (request/reply pairing, gaps, handler time, sizes) and
+            replayed exactly; the command-line tool iccs_model.py on it.
+
+Usage: model_check.py [queueing|trace|dispatch|tracefile ...]   (default: all)
 """
 import os
 import sys
@@ -125,7 +128,57 @@ def dispatch():
     check("least-loaded burst: proxy 0.1 jobs", tx[1], 2)
 
 
-CASES = {"queueing": queueing, "trace": trace, "dispatch": dispatch}
+def tracefile_case():
+    """A trace file as `iccs run APP --trace` writes it (a request, its reply from the service
+    endpoint, then a one-way message 700 ns after the reply): the loader pairs the request with
+    its reply (handler 400 ns), the replay has the thread's gaps 0 and 700 ns, and the model with
+    the trace case's costs gives the traced message times 3000, 3100, 3000 ns. Then iccs_model.py
+    on the file: one row per proxy count, exit 2 on a missing cost file."""
+    import json
+    import subprocess
+    import tempfile
+    import tracefile
+    lines = ["dir,cluster,proxy,t_ns,enq_ns,src_cluster,dst_cluster,thread,src_port,dst_port,type,bytes,msg_id",
+             "tx,0,0,1100,1000,0,1,0,49152,3000,1,140,1", "rx,1,0,4000,1000,0,1,0,49152,3000,1,140,1",
+             "tx,1,0,4500,4400,1,0,1,3000,49152,1,240,7", "rx,0,0,7500,4400,1,0,0,3000,49152,1,240,7",
+             "tx,0,0,8300,8200,0,1,0,49152,3000,1,140,2", "rx,1,0,11200,8200,0,1,0,49152,3000,1,140,2", "# dropped,0"]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.trace")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        tr = tracefile.load(path, 1)
+        check("trace: tx records", tr.tx, 3)
+        check("trace: rx records", tr.rx, 3)
+        check("trace: request/reply pairs", sum(1 for m in tr.msgs if m.reply is not None), 1)
+        wl = tracefile.replay(tr)
+        check("replay: threads that send (the reply is the model's)", len(wl.threads), 1)
+        s = wl.threads[0]
+        check("replay: gaps [ns]", s.gap_ns.tolist(), [0.0, 700.0])
+        check("replay: kinds", s.kind.tolist(), [1, 0])
+        check("replay: handler [ns]", float(s.handler_ns[0]), 400.0)
+        check("replay: sizes (payload)", s.size.tolist() + [int(s.reply_size[0])], [100, 100, 200])
+        c = Costs(tx_base_ns=400, tx_per_byte_ns=1.0, rx_base_ns=300, fabric_latency_ns=2000, handoff_ns=100)
+        r = simulate(wl, Config(2, 1, 1, costs=c))
+        check("replay: message times [ns]", sorted(r.msg_times.tolist()), [3000.0, 3000.0, 3100.0])
+        costs = os.path.join(d, "costs.json")
+        with open(costs, "w") as f:
+            json.dump({"mtu_bytes": 1500, "header_bytes": 80, "ring_handoff_ns": 100, "direct_latency_ns": 50,
+                       "proxy_service": {"tx_base_ns": 400, "tx_per_byte_ns": 1, "tx_per_fragment_ns": 0,
+                                         "rx_base_ns": 300, "rx_per_byte_ns": 0, "rx_per_fragment_ns": 0},
+                       "fabric": {"latency_ns": {"inline": 2000, "adaptive": 2000}, "bytes_per_ns": None},
+                       "adaptive": {"spin_ns": 50000, "sleep_ns": 50000, "wake_ns": 0}}, f)
+        tool = os.path.join(HERE, "..", "..", "perf", "model", "iccs_model.py")
+        p = subprocess.run([sys.executable, tool, path, "--cluster-size", "1", "--costs", costs, "--proxies", "1,2",
+                            "--polling", "busy", "--json"], capture_output=True, text=True, timeout=120)
+        rows = json.loads(p.stdout)["rows"] if p.returncode == 0 else []
+        check("iccs_model.py: a row per proxy count", [r["proxies_per_cluster"] for r in rows], [1, 2])
+        check("iccs_model.py: mean message time [ns]", rows[0]["msg_time_us"] * 1e3 if rows else -1, 9100 / 3, 1e-9)
+        p = subprocess.run([sys.executable, tool, path, "--cluster-size", "1", "--costs", os.path.join(d, "none")],
+                           capture_output=True, text=True, timeout=120)
+        check("iccs_model.py: a missing cost file exits 2", p.returncode, 2)
+
+
+CASES = {"queueing": queueing, "trace": trace, "dispatch": dispatch, "tracefile": tracefile_case}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)
