@@ -276,7 +276,9 @@ def app_errors(out):
                        (["apps", "--threads", "64"], "--oversubscribe"), (["apps", "--polling", "inline"], "inline"),
                        (["scaling", "--cluster-sizes", "3"], "3"), (["dispatch", "--policies", "random"], "random"),
                        (["wan", "--bandwidths", "fast"], "--bandwidths"), (["wan", "--sites", "3"], "--sites 3"),
-                       (["apps", "--delay-us", "-4"], "--delay-us")):
+                       (["apps", "--delay-us", "-4"], "--delay-us"),
+                       (["scaling", "--model", "--costs", "/nonexistent/costs.json"], "/nonexistent/costs.json"),
+                       (["scaling", "--costs", "x.json"], "--model"), (["calibrate", "--reps", "0"], "--reps")):
         p = subprocess.run([sys.executable, RUNNER, "--cli", CLI] + args + ["--out", out], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=60)
         check(p.returncode == 2 and want in p.stdout, f"app-errors: {' '.join(args)}: exit 2 naming '{want}' "
