@@ -379,9 +379,8 @@ std::string outcome_json(const std::string& app, const std::string& size, const 
     return j + "}";
 }
 
-// --trace FILE: the cluster processes wrote FILE.part.c<C>.p<P> (proxy/msg_trace.hpp); one file
-// with one header, the parts removed. Returns the JSON object of what it holds.
-std::string merge_trace(const std::string& file, const std::string& part_prefix, std::string& err) {
+// The trace parts the cluster processes write: PREFIX.c<C>.p<P> (proxy/msg_trace.hpp), sorted.
+std::vector<std::filesystem::path> trace_parts_of(const std::string& part_prefix) {
     namespace fs = std::filesystem;
     std::vector<fs::path> parts;
     const fs::path dir = fs::path(part_prefix).parent_path().empty() ? fs::path(".") : fs::path(part_prefix).parent_path();
@@ -390,6 +389,15 @@ std::string merge_trace(const std::string& file, const std::string& part_prefix,
     for (const auto& e : fs::directory_iterator(dir, ec))
         if (e.path().filename().string().rfind(stem, 0) == 0) parts.push_back(e.path());
     std::sort(parts.begin(), parts.end());
+    return parts;
+}
+
+// --trace FILE: the parts merged into one file with one header, the parts removed. Returns the
+// JSON object of what it holds.
+std::string merge_trace(const std::string& file, const std::string& part_prefix, std::string& err) {
+    namespace fs = std::filesystem;
+    const std::vector<fs::path> parts = trace_parts_of(part_prefix);
+    std::error_code ec;
     std::ofstream out(file, std::ios::trunc);
     if (!out) {
         err = "--trace " + file + ": cannot write it";
@@ -548,7 +556,11 @@ int cmd_run_app(int argc, char** argv) {
     if (!trace.empty() && transport != "iccs")
         usage_error("--trace records what the proxies carry: transport " + transport + " has none (use iccs)");
     const std::string trace_parts = trace.empty() ? "" : trace + ".part";
-    if (!trace.empty()) setenv("ICCS_TRACE", trace_parts.c_str(), 1);
+    if (!trace.empty()) {
+        std::error_code ec;
+        for (const auto& stale : trace_parts_of(trace_parts)) std::filesystem::remove(stale, ec);  // an earlier run's
+        setenv("ICCS_TRACE", trace_parts.c_str(), 1);
+    }
     AppOutcome o;
     // --json: our stdout carries only the final object; the launcher's and the clusters' lines go
     // to stderr.
@@ -558,6 +570,8 @@ int cmd_run_app(int argc, char** argv) {
         std::string terr;
         o.trace_json = merge_trace(trace, trace_parts, terr);
         std::fprintf(stderr, "trace: %s: %s\n", trace.c_str(), terr.empty() ? o.trace_json.c_str() : terr.c_str());
+        if (terr.empty() && o.trace_json.find("\"dropped\":0}") == std::string::npos)
+            std::fprintf(stderr, "trace: some proxies' buffers filled up: records dropped (raise ICCS_TRACE_RECORDS)\n");
         if (!terr.empty() && o.info.resolved && o.info.transport != "iccs") {
             std::fprintf(stderr, "iccs run: --trace: transport %s has no proxies to trace\n", o.info.transport.c_str());
             return 2;

@@ -861,9 +861,17 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             if (const char* tr = std::getenv("ICCS_TRACE"); tr != nullptr && *tr != '\0') {
                 // `iccs run APP --trace FILE` (cli/run_app.cpp merges the parts): a record per message
                 // each way, ICCS_TRACE_RECORDS per proxy at most (default 262144; more are counted).
+                constexpr unsigned long long kMaxRecords = 1ull << 24;  // 640 MiB a proxy
                 const char* cap = std::getenv("ICCS_TRACE_RECORDS");
-                const size_t n = cap != nullptr ? std::strtoull(cap, nullptr, 10) : 262144;
-                for (auto& px : proxies) px->start_trace(n);
+                unsigned long long n = 262144;
+                if (cap != nullptr) {
+                    char* end = nullptr;
+                    n = std::strtoull(cap, &end, 10);
+                    if (*cap == '\0' || *end != '\0' || n < 1 || n > kMaxRecords)
+                        return fail(std::string("ICCS_TRACE_RECORDS=") + cap + ": expected 1.." +
+                                    std::to_string(kMaxRecords) + " records per proxy");
+                }
+                for (auto& px : proxies) px->start_trace(static_cast<size_t>(n));
             }
             const uint64_t now = monotonic_ns();
             for (auto& px : proxies) px->open_subconnections(now);
