@@ -97,7 +97,7 @@ class Apps(AppExperiment):
         ap.add_argument("--delay-us", default="auto",
                         help="no contention's delay per message [us], or auto (default: the idle ICCS's one-way "
                              "latency at the app's mean message size, measured by the run)")
-        model_rows.add_model_options(ap)
+        model_rows.add_model_options(ap, beyond=False)
 
     def check(self, args):
         check_apps(args, ["water"] if args.quick else self.default_apps)

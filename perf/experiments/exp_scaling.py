@@ -30,7 +30,7 @@ class Scaling(AppExperiment):
         add_app_options(ap, "?", "water")
         ap.add_argument("--cluster-sizes", help="comma-separated cluster sizes (default the study's 1,2,4,8 that "
                                                 "leave at least 2 clusters)")
-        model_rows.add_model_options(ap)
+        model_rows.add_model_options(ap, beyond=True)
         ap.add_argument("--beyond", default="16,32,64,128,256",
                         help="--model: cluster sizes projected beyond the study, 2 clusters each (default "
                              "16,32,64,128,256)")

@@ -23,11 +23,12 @@ MODEL_COLUMNS = ["source", "rule", "measured_msg_time_us", "measured_queue_len",
                  "msg_time_median_us", "model_input"]
 
 
-def add_model_options(ap):
+def add_model_options(ap, beyond):
     ap.add_argument("--model", action="store_true",
                     help="also the proxy model's rows (perf/model/): every ICCS run traced and replayed (modeled "
-                         "beside measured), and the study's layouts (16 compute threads) and clusters of 16..256 "
-                         "projected from the trace; needs a cost file (./iccs experiment calibrate)")
+                         "beside measured), and the study's layouts (16 compute threads, the proxy totals)"
+                         + (" and 2 clusters of 16..256 (--beyond)" if beyond else "") +
+                         " projected from the trace; needs a cost file (./iccs experiment calibrate)")
     ap.add_argument("--costs", help="--model: the cost file (default: the newest results/calibrate/*/costs.json)")
     ap.add_argument("--model-threads", type=int, default=16,
                     help="--model: compute threads in total of the projected study layouts (default 16)")
