@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 
 #include "args.hpp"
 #include "config.hpp"
+#include "msg_trace.hpp"
 #include "runtime_launch.hpp"
 
 namespace iccs {
@@ -281,6 +283,7 @@ void run_reported(const std::string& bin, const std::vector<std::string>& run_fl
             p.msg_time_us = num(pm, "msg_time_us_mean");
             p.queue_len = num(pm, "queue_len_mean");
             p.utilization = num(pm, "utilization");
+            p.total_s = num(pm, "total_s");
             if (p.msg_time_us >= 0) {
                 wsum += p.msg_time_us * p.msg_time_count;
                 wcount += p.msg_time_count;
@@ -357,6 +360,7 @@ std::string outcome_json(const std::string& app, const std::string& size, const 
         j += ",\"failure\":\"the application passed its check but a cluster process failed (see stderr)\"";
     j += run_members_json(o);
     j += ",\"app_report\":" + (o.app_json.empty() ? std::string("null") : o.app_json);
+    if (!o.trace_json.empty()) j += ",\"trace\":" + o.trace_json;
     return j + "}";
 }
 
@@ -385,7 +389,7 @@ std::string run_members_json(const AppOutcome& o) {
                  ",\"msgs_rx\":" + jnum(p.msgs_rx) + ",\"bytes_tx\":" + jnum(p.bytes_tx) +
                  ",\"bytes_rx\":" + jnum(p.bytes_rx) + ",\"msg_time_us_mean\":" + jnum_or_null(p.msg_time_us) +
                  ",\"queue_len_mean\":" + jnum_or_null(p.queue_len) + ",\"utilization\":" + jnum_or_null(p.utilization) +
-                 "}";
+                 ",\"total_s\":" + jnum_or_null(p.total_s, 6) + "}";
         }
         j += "]}";
     }
@@ -416,6 +420,52 @@ std::string run_members_json(const AppOutcome& o) {
     }
     j += ",\"dsm_per_cluster\":" + (dm.empty() ? std::string("null") : "[" + per + "]");
     return j;
+}
+
+// The trace parts the cluster processes write: PREFIX.c<C>.p<P> (proxy/msg_trace.hpp), sorted.
+std::vector<std::filesystem::path> trace_parts_of(const std::string& part_prefix) {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> parts;
+    const fs::path dir = fs::path(part_prefix).parent_path().empty() ? fs::path(".") : fs::path(part_prefix).parent_path();
+    const std::string stem = fs::path(part_prefix).filename().string() + ".c";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().filename().string().rfind(stem, 0) == 0) parts.push_back(e.path());
+    std::sort(parts.begin(), parts.end());
+    return parts;
+}
+
+// --trace FILE: the parts merged into one file with one header, the parts removed. Returns the
+// JSON object of what it holds.
+std::string merge_trace(const std::string& file, const std::string& part_prefix, std::string& err) {
+    namespace fs = std::filesystem;
+    const std::vector<fs::path> parts = trace_parts_of(part_prefix);
+    std::error_code ec;
+    std::ofstream out(file, std::ios::trunc);
+    if (!out) {
+        err = "--trace " + file + ": cannot write it";
+        return "";
+    }
+    out << kMsgTraceHeader << "\n";
+    unsigned long long tx = 0, rx = 0, dropped = 0;
+    for (const fs::path& p : parts) {
+        std::ifstream in(p);
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("# dropped,", 0) == 0) {
+                dropped += std::strtoull(line.substr(line.rfind(',') + 1).c_str(), nullptr, 10);
+                continue;
+            }
+            (line.rfind("tx,", 0) == 0 ? tx : rx) += 1;
+            out << line << "\n";
+        }
+        fs::remove(p, ec);
+    }
+    out << "# dropped," << dropped << "\n";
+    if (!out.flush()) err = "--trace " + file + ": write failed";
+    if (parts.empty()) err = "--trace " + file + ": no cluster wrote a trace";
+    return "{\"file\":\"" + file + "\",\"parts\":" + std::to_string(parts.size()) + ",\"records\":" +
+           std::to_string(tx + rx) + ",\"tx\":" + std::to_string(tx) + ",\"rx\":" + std::to_string(rx) +
+           ",\"dropped\":" + std::to_string(dropped) + "}";
 }
 
 // The launcher's report of an application run, on standard error (standard output is the
@@ -485,6 +535,12 @@ const char* kAppRunHelp =
     "                       a value no source gave is null (apps/README.md has every key)\n"
     "  --report FILE        the launcher's report (the --json object) goes to FILE instead of\n"
     "                       standard error; standard output keeps only the application's own lines\n"
+    "  --trace FILE         record every message the proxies take from and deliver to compute\n"
+    "                       threads (transport iccs): one CSV line each (dir tx|rx, cluster, proxy,\n"
+    "                       t_ns, enq_ns, src/dst cluster, thread, ports, type, bytes, msg_id), written\n"
+    "                       at the end (ICCS_TRACE_RECORDS per proxy at most, default 262144; more are\n"
+    "                       counted as dropped); --json gains trace {file, records, tx, rx, dropped}.\n"
+    "                       The input of the proxy model (perf/model/README.md)\n"
     "  --inject-error       test hook: the application corrupts its result before the check (FAIL)\n"
     "  Other options as for runtime programs (iccs run --help): --config, --set, --polling,\n"
     "  --fabric, --timeout, ... Exit status 0 PASS, 1 FAIL (wrong answer or a cluster failed), 2 a\n"
@@ -552,7 +608,7 @@ int cmd_run_app(int argc, char** argv) {
     std::vector<std::string> run_flags, app_args;
     std::string size = "test";
     bool json = false, inject = false;
-    std::string cluster_size, threads, report;
+    std::string cluster_size, threads, report, trace, transport = "iccs";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -573,6 +629,12 @@ int cmd_run_app(int argc, char** argv) {
             usage_error(a + " is for the built-in programs exchange and ping, not for the application " + app);
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run " + app + " --help)");
         const std::string v = argv[++i];
+        if (a == "--trace") {
+            if (v.empty()) usage_error("--trace needs a file name");
+            trace = v;
+            continue;
+        }
+        if (a == "--transport") transport = v;
         if (a == "--size") {
             if (v != "test" && v != "paper") usage_error("bad value '" + v + "' for --size: allowed values are test, paper");
             size = v;
@@ -596,12 +658,33 @@ int cmd_run_app(int argc, char** argv) {
     app_args = {"--size", size};
     if (json) app_args.push_back("--json");
     if (inject) app_args.push_back("--inject-error");
+    if (!trace.empty() && transport != "iccs")
+        usage_error("--trace records what the proxies carry: transport " + transport + " has none (use iccs)");
+    const std::string trace_parts = trace.empty() ? "" : trace + ".part";
+    if (!trace.empty()) {
+        std::error_code ec;
+        for (const auto& stale : trace_parts_of(trace_parts)) std::filesystem::remove(stale, ec);  // an earlier run's
+        setenv("ICCS_TRACE", trace_parts.c_str(), 1);
+    }
     FILE* report_out = nullptr;
     if (!report.empty()) report_out = open_report(report);
     AppOutcome o;
     // --json: our stdout carries only the final object; the launcher's and the clusters' lines go
     // to stderr.
     run_app(app, run_flags, app_args, json ? 2 : -1, o, report_out != nullptr);
+    if (!trace.empty()) {
+        unsetenv("ICCS_TRACE");
+        std::string terr;
+        o.trace_json = merge_trace(trace, trace_parts, terr);
+        std::fprintf(stderr, "trace: %s: %s\n", trace.c_str(), terr.empty() ? o.trace_json.c_str() : terr.c_str());
+        if (terr.empty() && o.trace_json.find("\"dropped\":0}") == std::string::npos)
+            std::fprintf(stderr, "trace: some proxies' buffers filled up: records dropped (raise ICCS_TRACE_RECORDS)\n");
+        if (!terr.empty() && o.info.resolved && o.info.transport != "iccs") {
+            std::fprintf(stderr, "iccs run: --trace: transport %s has no proxies to trace\n", o.info.transport.c_str());
+            return 2;
+        }
+        if (!terr.empty()) o.pass = false;
+    }
     if (!o.info.resolved) return o.rc == 0 ? 2 : o.rc;  // stopped before the run: its message is out
     if (json) {
         std::printf("%s\n", outcome_json(app, size, o).c_str());

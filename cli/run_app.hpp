@@ -29,10 +29,12 @@ struct AppOutcome {
         unsigned cluster = 0, proxy = 0;
         double msgs_tx = 0, msgs_rx = 0, bytes_tx = 0, bytes_rx = 0;
         double msg_time_count = 0, msg_time_us = -1, queue_len = 0, utilization = 0;
+        double total_s = -1;  // how long its loop ran (the denominator of utilization and queue length)
     };
     std::vector<Proxy> proxies;
     double msg_time_us_mean = -1, queue_len_mean = -1, utilization_mean = -1;
     double rt_msgs = -1, rt_bytes = -1;
+    std::string trace_json;  // --trace: {"file", "records", "tx", "rx", "dropped"}; "" when not traced
 };
 
 // Runs `app` (its binary next to this one: ../apps/iccs-app-<app>-dsm) with `run_flags` (any

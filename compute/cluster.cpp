@@ -858,6 +858,21 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 for (uint16_t p = 0; p < nprox; ++p)
                     if (!proxies[p]->start_capture(pcap_path(plan, me, p), plan.pcap_max_bytes, err))
                         return fail("proxy " + std::to_string(me) + "." + std::to_string(p) + ": " + err);
+            if (const char* tr = std::getenv("ICCS_TRACE"); tr != nullptr && *tr != '\0') {
+                // `iccs run APP --trace FILE` (cli/run_app.cpp merges the parts): a record per message
+                // each way, ICCS_TRACE_RECORDS per proxy at most (default 262144; more are counted).
+                constexpr unsigned long long kMaxRecords = 1ull << 24;  // 640 MiB a proxy
+                const char* cap = std::getenv("ICCS_TRACE_RECORDS");
+                unsigned long long n = 262144;
+                if (cap != nullptr) {
+                    char* end = nullptr;
+                    n = std::strtoull(cap, &end, 10);
+                    if (*cap == '\0' || *end != '\0' || n < 1 || n > kMaxRecords)
+                        return fail(std::string("ICCS_TRACE_RECORDS=") + cap + ": expected 1.." +
+                                    std::to_string(kMaxRecords) + " records per proxy");
+                }
+                for (auto& px : proxies) px->start_trace(static_cast<size_t>(n));
+            }
             const uint64_t now = monotonic_ns();
             for (auto& px : proxies) px->open_subconnections(now);
             return true;
@@ -988,6 +1003,12 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 rep.proxies.push_back(px->snapshot());
                 rep.wan.push_back(px->wan_view());
                 px->finish_capture();  // nothing polls it any more: the file is complete
+                if (const char* tr = std::getenv("ICCS_TRACE"); tr != nullptr && *tr != '\0') {
+                    std::string terr;
+                    const std::string path = std::string(tr) + ".c" + std::to_string(me) + ".p" +
+                                             std::to_string(px->config().index);
+                    if (!px->finish_trace(path, terr) && rep.error.empty()) rep.error = terr;
+                }
             }
             std::lock_guard<std::mutex> lock(g_proxies_mu);
             g_proxies = nullptr;

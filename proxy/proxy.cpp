@@ -312,6 +312,7 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
             }
             ++ctr_.msgs_tx;
             ctr_.bytes_tx += m->pkt_len;
+            if (trace_) [[unlikely]] trace_msg(m, static_cast<uint16_t>(t), false, now_ns);
             route_send(dst, m, now_ns);
         }
         work += n;
@@ -383,6 +384,7 @@ bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
     }
     ++ctr_.msgs_rx;
     ctr_.bytes_rx += msg->pkt_len;
+    if (trace_) [[unlikely]] trace_msg(msg, static_cast<uint16_t>(port), true, iter_now_ns_);
     // Message time: the sender's enqueue stamp to this delivery (same host: same clock).
     uint64_t enq_be;
     std::memcpy(&enq_be, msg->data() + offsetof(ConvHdr, enq_ns), 8);
@@ -397,6 +399,20 @@ bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
     }
     rings_.thread_waker(port).wake();
     return true;
+}
+
+void Proxy::trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns) {
+    const uint8_t* h = m->data();  // the convergence header is in the first segment (checked by the callers)
+    uint64_t enq_be;
+    std::memcpy(&enq_be, h + offsetof(ConvHdr, enq_ns), 8);
+    trace_->record(MsgTraceRecord{now_ns, __builtin_bswap64(enq_be), m->pkt_len, load_be32(h + offsetof(ConvHdr, msg_id)),
+                                  load_be16(h + offsetof(ConvHdr, src_cluster)), load_be16(h + offsetof(ConvHdr, dst_cluster)),
+                                  load_be16(h + offsetof(ConvHdr, src_port)), load_be16(h + offsetof(ConvHdr, dst_port)),
+                                  thread, static_cast<uint8_t>(rx), h[offsetof(ConvHdr, type)]});
+}
+
+bool Proxy::finish_trace(const std::string& path, std::string& err) {
+    return !trace_ || trace_->write(path, cfg_.cluster, cfg_.index, err);
 }
 
 void Proxy::flush_tx() {

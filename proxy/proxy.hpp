@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "msg_trace.hpp"
 #include "pcapng.hpp"
 #include "polling.hpp"
 #include "port.hpp"
@@ -177,6 +178,16 @@ class Proxy final : public SlidwinSink {
     // Flush and close the capture file (the end of a run: cluster processes _exit() without
     // destructors). Call when nothing polls the proxy any more.
     void finish_capture();
+    // --trace: record every message taken from a compute thread and delivered to one (msg_trace.hpp),
+    // at most `capacity` records. Call before the first poll.
+    void start_trace(size_t capacity) { trace_ = std::make_unique<MsgTrace_st>(capacity); }
+    // Write the trace to path (call when nothing polls the proxy any more); false with err.
+    // Records and dropped through trace_counts (0 and 0 when tracing is off).
+    bool finish_trace(const std::string& path, std::string& err);
+    void trace_counts(uint64_t& records, uint64_t& dropped) const {
+        records = trace_ ? trace_->size() : 0;
+        dropped = trace_ ? trace_->dropped() : 0;
+    }
     // Open the sub-connections to every peer proxy (static ARP entries from the configuration).
     void open_subconnections(uint64_t now_ns);
 
@@ -245,6 +256,8 @@ class Proxy final : public SlidwinSink {
     std::vector<std::unique_ptr<Port>> ports_;
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
+    std::unique_ptr<MsgTrace_st> trace_;  // --trace; null when off (the hot path's one branch)
+    void trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns);  // out of line: cold
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;

@@ -14,6 +14,7 @@ once (direct) as the reference point. The time is the application's parallel sec
 from app_runs import (APPS, STARTUP_S, HostLayout, RunFailed, RunTimeout, add_app_options, check_apps, fail_counts,
                       iccs_stats, rt_stats, run_app, save_fig, threads_total, times)
 from framework import ExperimentError
+import model_rows
 
 STUDY_PROXY_TOTALS = [2, 4, 8, 16]
 
@@ -96,9 +97,13 @@ class Apps(AppExperiment):
         ap.add_argument("--delay-us", default="auto",
                         help="no contention's delay per message [us], or auto (default: the idle ICCS's one-way "
                              "latency at the app's mean message size, measured by the run)")
+        model_rows.add_model_options(ap, beyond=False)
 
     def check(self, args):
         check_apps(args, ["water"] if args.quick else self.default_apps)
+        model_rows.check_model(args)
+        if args.model:
+            self.columns = Apps.columns + model_rows.MODEL_COLUMNS
         args.proxy_total_list = parse_int_list(args.proxy_totals, "--proxy-totals")
         if any(p < 1 for p in args.proxy_total_list):
             raise ExperimentError(f"--proxy-totals '{args.proxy_totals}': each must be >= 1")
@@ -147,7 +152,7 @@ class Apps(AppExperiment):
                 out.append(dict(cfg, rep=rep, cost=cost,
                                 id=f"{cfg['app']} S={cfg['cluster_size']} x{cfg['clusters']} {cfg['config']} "
                                    f"rep {rep + 1}/{args.reps}"))
-        return out
+        return model_rows.trace_cfgs(out, args)
 
     def run_one(self, cfg, ctx):
         return self.run_cfg(cfg, ctx)
@@ -188,9 +193,46 @@ class Apps(AppExperiment):
         notes += self.failure_notes(rows)
         summary = {"threads": self.layout.threads, "cluster_sizes": sorted({r["cluster_size"] for r in rows}),
                    "slowdown_definition": "time_s / time_s of no delay (direct) at the same app and cluster size"}
+        if args.model:
+            rows, summary["model"], more = self.model(raw, args, rows)
+            notes += more
         return rows, summary, notes
 
+    def model(self, raw, args, rows):
+        """Measured rows (source measured), the replays of the traced ICCS runs, and per app the
+        study's layouts (--model-threads compute threads, the proxy totals) projected."""
+        for r in rows:
+            r["source"] = "measured"
+        keys = ("app", "threads", "cluster_size", "clusters", "config", "transport", "proxies_total",
+                "proxies_per_cluster", "dispatch")
+        val, pairs = model_rows.validation_rows(raw, args, keys)
+        model_rows.copy_host_columns(val, rows, ("app", "threads", "cluster_size", "config"))
+        t = args.model_threads
+        proj, profiles = [], {}
+        for app in args.app_list:
+            prof, info = model_rows.app_profile(raw, app)
+            if prof is None:
+                continue
+            profiles[app] = info
+            for ptot in args.proxy_total_list:
+                lay = [(t // s, s, ptot // (t // s), False) for s in (1 << i for i in range(12))
+                       if s < t and ptot % (t // s) == 0 and 1 <= ptot // (t // s) <= s]
+                for r in model_rows.projected_rows(prof, args, lay, {"app": app}):
+                    r.update({"config": f"iccs P={ptot}", "transport": "iccs", "proxies_total": ptot,
+                              "dispatch": "round-robin"})
+                    proj.append(r)
+        notes = [f"model: costs {args.costs_path}"] + [
+            "model validation {app} S={cluster_size} P={proxies_per_cluster}: message time {msg_time_us} us modeled / "
+            "{measured_msg_time_us} measured; queue {queue_len} / {measured_queue_len}; utilization {proxy_util} / "
+            "{measured_proxy_util}".format(**p) for p in pairs]
+        return rows + val + proj, {"costs_file": args.costs_path, "profiles": profiles, "validation": pairs,
+                                   "projection_threads": t}, notes
+
     def plot(self, plt, rows, extra, meta, path):
+        modeled = [r for r in rows if r.get("source") == "modeled" and r.get("model_input", "").find("scaled") >= 0]
+        rows = [r for r in rows if r.get("source", "measured") == "measured"]
+        if modeled:
+            self.plot_model(plt, modeled, meta, path.replace(".png", "-model.png"))
         apps = [a for a in APPS if any(r["app"] == a for r in rows)]
         n = len(apps)
         cols = min(4, n)
@@ -220,5 +262,30 @@ class Apps(AppExperiment):
         for j in range(n, nrows * cols):
             axes[j // cols][j % cols].axis("off")
         fig.suptitle(meta["figure_title"], fontsize=9)
+        save_fig(fig, path)
+        plt.close(fig)
+
+    def plot_model(self, plt, modeled, meta, path):
+        """Figures 8-15 as the model projects them: slowdown against cluster size, a line per proxy total."""
+        apps = [a for a in APPS if any(r["app"] == a for r in modeled)]
+        cols = min(4, len(apps))
+        nrows = (len(apps) + cols - 1) // cols
+        fig, axes = plt.subplots(nrows, cols, figsize=(max(7.5, 4.2 * cols), 3.6 * nrows + 0.6), squeeze=False)
+        for i, app in enumerate(apps):
+            ax = axes[i // cols][i % cols]
+            rs = [r for r in modeled if r["app"] == app]
+            for ptot in sorted({r["proxies_total"] for r in rs}):
+                pts = sorted((r["cluster_size"], r["slowdown"]) for r in rs if r["proxies_total"] == ptot)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "-^", ms=4, label=f"modeled ICCS P={ptot}")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("cluster size (compute threads per cluster)")
+            ax.set_ylabel("slowdown vs no delay")
+            ax.set_title(f"{app} (modeled, {rs[0]['threads']} compute threads)", fontsize=10)
+            ax.grid(True, lw=0.3)
+            ax.legend(fontsize=7)
+        for j in range(len(apps), nrows * cols):
+            axes[j // cols][j % cols].axis("off")
+        fig.suptitle(meta["figure_title"] + "\nthe proxy model (perf/model/): dedicated proxy cores, costs from "
+                     "./iccs experiment calibrate, each app's stream from its trace", fontsize=9)
         save_fig(fig, path)
         plt.close(fig)

@@ -10,6 +10,7 @@ Default application: water. Runs interleaved over --reps; figures are medians.
 from app_runs import STARTUP_S, add_app_options, check_apps, fail_counts, iccs_stats, rt_stats, save_fig, threads_total, times
 from exp_apps import AppExperiment
 from framework import ExperimentError
+import model_rows
 
 POLICIES = ["fixed", "round-robin", "least-loaded"]
 
@@ -27,6 +28,10 @@ class Dispatch(AppExperiment):
         ap.add_argument("--proxies", type=int, default=2, help="proxies per cluster (default 2)")
         ap.add_argument("--policies", default=",".join(POLICIES),
                         help=f"comma-separated dispatch policies (default {','.join(POLICIES)})")
+        ap.add_argument("--model", action="store_true",
+                        help="also the proxy model's replay of every ICCS run's trace (perf/model/): a modeled row "
+                             "per policy beside the measured one (measured_* columns); needs a cost file")
+        ap.add_argument("--costs", help="--model: the cost file (default: the newest results/calibrate/*/costs.json)")
 
     def check(self, args):
         args.apps = [args.apps] if isinstance(args.apps, str) else args.apps
@@ -37,6 +42,10 @@ class Dispatch(AppExperiment):
         bad = [p for p in args.policy_list if p not in POLICIES]
         if bad or not args.policy_list:
             raise ExperimentError(f"--policies '{args.policies}': allowed values are {', '.join(POLICIES)}")
+        args.model_threads = 16
+        model_rows.check_model(args)
+        if args.model:
+            self.columns = Dispatch.columns + model_rows.MODEL_COLUMNS
 
     def plan(self, args):
         t = self.layout.threads
@@ -45,8 +54,9 @@ class Dispatch(AppExperiment):
         cfgs = [dict(base, config="no delay", transport="direct", proxies_per_cluster=0)]
         cfgs += [dict(base, config=p, transport="iccs", proxies_per_cluster=args.proxies, dispatch=p)
                  for p in args.policy_list]
-        return [dict(cfg, rep=rep, cost=STARTUP_S + 0.6, id=f"{cfg['app']} 2 x {s} {cfg['config']} rep {rep + 1}/{args.reps}")
-                for rep in range(args.reps) for cfg in cfgs]
+        return model_rows.trace_cfgs(
+            [dict(cfg, rep=rep, cost=STARTUP_S + 0.6, id=f"{cfg['app']} 2 x {s} {cfg['config']} rep {rep + 1}/{args.reps}")
+             for rep in range(args.reps) for cfg in cfgs], args)
 
     def run_one(self, cfg, ctx):
         return self.run_cfg(cfg, ctx)
@@ -74,9 +84,23 @@ class Dispatch(AppExperiment):
             notes.append("--proxies 1: every policy picks the only proxy; the policies cannot differ")
         summary = {"no_delay_time_s": dt, "threads": self.layout.threads,
                    "imbalance_definition": "busiest proxy's msgs_tx / mean msgs_tx over the run's proxies (1 = even)"}
+        if args.model:  # the replays only: dispatch has no projection of its own
+            for r in rows:
+                r["source"] = "measured"
+            val, pairs = model_rows.validation_rows(raw, args, ("app", "threads", "cluster_size", "clusters",
+                                                                "proxies_per_cluster", "dispatch"))
+            model_rows.copy_host_columns(val, rows, ("app", "threads", "cluster_size", "dispatch"))
+            rows += val
+            summary["model"] = {"costs_file": args.costs_path, "validation": pairs}
+            notes += ["model validation {dispatch}: message time {msg_time_us} us modeled / {measured_msg_time_us} "
+                      "measured (medians {msg_time_median_us} / {measured_msg_time_median_us}); queue {queue_len} / "
+                      "{measured_queue_len}; utilization {proxy_util} / {measured_proxy_util}; tx imbalance "
+                      "{proxy_tx_imbalance} / {measured_proxy_tx_imbalance}".format(**p) for p in pairs]
         return rows, summary, notes
 
     def plot(self, plt, rows, extra, meta, path):
+        modeled = {r["dispatch"]: r for r in rows if r.get("source") == "modeled"}
+        rows = [r for r in rows if r.get("source", "measured") == "measured"]
         over = ""  # the runner's label in figure_title says which rows were oversubscribed
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
         names = [r["dispatch"] for r in rows]
@@ -85,6 +109,11 @@ class Dispatch(AppExperiment):
                                    "proxy load imbalance (max/mean msgs)")):
             vals = [(r.get(key) or 0) * (1e3 if key == "time_s" else 1) for r in rows]
             ax.bar(names, vals, color=["#888", "#48c", "#c84"][:len(names)])
+            mv = [(n, modeled[n].get(key)) for n in names if n in modeled and modeled[n].get(key) is not None]
+            if mv:  # --model: the replay of the same runs, as points over the bars
+                ax.plot([n for n, _ in mv], [v * (1e3 if key == "time_s" else 1) for _, v in mv], "kx", ms=9,
+                        label="modeled (replay)")
+                ax.legend(fontsize=7)
             if key == "time_s" and extra.get("no_delay_time_s"):
                 ax.axhline(extra["no_delay_time_s"] * 1e3, color="k", ls="--", lw=0.8, label="no delay")
                 ax.legend(fontsize=7)

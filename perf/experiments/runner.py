@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hwcounters  # noqa: E402
 from exp_apps import Apps  # noqa: E402
 from exp_breakdown import Breakdown  # noqa: E402
+from exp_calibrate import Calibrate  # noqa: E402
 from exp_dispatch import Dispatch  # noqa: E402
 from exp_latency import Latency  # noqa: E402
 from exp_scaling import Scaling  # noqa: E402
@@ -29,7 +30,7 @@ from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progre
 # The experiments, by name: a class with name, figure, title, columns, add_options, check,
 # threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
 # their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
-EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan())}
+EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Calibrate())}
 LATER = {}
 
 
@@ -114,6 +115,16 @@ class Context:
             self.pcm.close()
 
 
+def reexec_debian_python(cli, argv):
+    """Debian's python3-matplotlib and python3-numpy serve Debian's interpreter; a python3 earlier
+    on PATH (pyenv, a venv) does not see them: run again under /usr/bin/python3 (once)."""
+    deb = "/usr/bin/python3"
+    if os.path.realpath(sys.executable) != os.path.realpath(deb) and os.access(deb, os.X_OK) and \
+            not os.environ.get("ICCS_EXPERIMENT_REEXEC"):
+        os.environ["ICCS_EXPERIMENT_REEXEC"] = "1"
+        os.execv(deb, [deb, os.path.abspath(__file__), "--cli", cli] + argv)
+
+
 def main(argv):
     cli = os.path.join(REPO, "build", "cli", "iccs-cli")
     if len(argv) >= 2 and argv[0] == "--cli":
@@ -133,6 +144,11 @@ def main(argv):
                   file=sys.stderr)
         return 2
     exp = EXPERIMENTS[name]
+    if name == "calibrate" or "--model" in argv[1:]:  # the model needs numpy
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            reexec_debian_python(cli, argv)
     doc = sys.modules[type(exp).__module__].__doc__ or ""
     doc = doc.split(":", 1)[1].strip() if doc.startswith("exp_") else doc
     ap = Parser(prog=f"iccs experiment {name}", description=f"{exp.figure}: {exp.title}.\n\n{doc}",
@@ -157,13 +173,7 @@ def main(argv):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        # Debian's python3-matplotlib serves Debian's interpreter; a python3 earlier on PATH (pyenv,
-        # a venv) does not see it: run again under /usr/bin/python3.
-        deb = "/usr/bin/python3"
-        if os.path.realpath(sys.executable) != os.path.realpath(deb) and os.access(deb, os.X_OK) and \
-                not os.environ.get("ICCS_EXPERIMENT_REEXEC"):
-            os.environ["ICCS_EXPERIMENT_REEXEC"] = "1"
-            os.execv(deb, [deb, os.path.abspath(__file__), "--cli", cli] + argv)
+        reexec_debian_python(cli, argv)
         print("iccs experiment: matplotlib is missing (Debian package python3-matplotlib; ./iccs experiment "
               "installs it)", file=sys.stderr)
         return 1

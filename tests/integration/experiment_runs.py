@@ -23,8 +23,10 @@ the `iccs` script calls (perf/experiments/runner.py), into a scratch results dir
              a JSON without a contract key (parallel_s) stops the experiment naming the key.
 Counters: hardware counters are null (unavailable) or numbers, never a made-up 0 on a host
 whose probe said unavailable.
+  model      calibrate --quick, then scaling and apps --quick --model with its cost file (issue 22):
+             the measured/modeled rows, the replays' measured_* columns, the projected layouts.
 Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|app-errors|
-       app-failures
+       app-failures|model
 """
 import csv
 import json
@@ -274,7 +276,9 @@ def app_errors(out):
                        (["apps", "--threads", "64"], "--oversubscribe"), (["apps", "--polling", "inline"], "inline"),
                        (["scaling", "--cluster-sizes", "3"], "3"), (["dispatch", "--policies", "random"], "random"),
                        (["wan", "--bandwidths", "fast"], "--bandwidths"), (["wan", "--sites", "3"], "--sites 3"),
-                       (["apps", "--delay-us", "-4"], "--delay-us")):
+                       (["apps", "--delay-us", "-4"], "--delay-us"),
+                       (["scaling", "--model", "--costs", "/nonexistent/costs.json"], "/nonexistent/costs.json"),
+                       (["scaling", "--costs", "x.json"], "--model"), (["calibrate", "--reps", "0"], "--reps")):
         p = subprocess.run([sys.executable, RUNNER, "--cli", CLI] + args + ["--out", out], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=60)
         check(p.returncode == 2 and want in p.stdout, f"app-errors: {' '.join(args)}: exit 2 naming '{want}' "
@@ -310,6 +314,58 @@ def app_failures(out):
           f"app-failures: a JSON without parallel_s stops the experiment naming it ({p.stdout.strip()[-300:]})")
 
 
+def model(out):
+    """--model (issue 22): calibrate --quick writes a cost file; scaling --quick --model with it has
+    the source column, a replay row per measured configuration carrying that configuration's
+    measured counters, the study's layouts (16 threads: S = 1, 2, 4, 8 with 1..S proxies, the sqrt
+    rule marked) and 2 clusters of 16..256 modeled; apps --quick --model adds modeled rows and
+    apps-model.png."""
+    p = run("calibrate", [], out)
+    check(p.returncode == 0, "model: calibrate exit status 0")
+    paths = files(out, "calibrate")
+    costs = os.path.join(os.path.dirname(paths["csv"]), "costs.json")
+    check(os.path.isfile(costs), "model: calibrate wrote costs.json")
+    if not os.path.isfile(costs):
+        return
+    with open(costs) as f:
+        c = json.load(f)
+    ps = c.get("proxy_service", {})
+    check(all(ps.get(k, -1) >= 0 for k in ("tx_base_ns", "tx_per_byte_ns", "tx_per_fragment_ns", "rx_base_ns")),
+          f"model: costs.json proxy service >= 0 ({ps})")
+    check(c.get("ring_handoff_ns", -1) >= 0 and c.get("direct_latency_ns", -1) > 0 and
+          set(c.get("fabric", {}).get("latency_ns", {})) == {"inline", "adaptive"}, "model: costs.json fabric, ring, direct")
+    p = run("scaling", ["--model", "--costs", costs], out)
+    rows, j = app_files(out, "scaling", p, ["cluster_size", "proxies_per_cluster", "msg_time_us", "queue_len",
+                                            "proxy_util", "slowdown", "source", "measured_msg_time_us",
+                                            "measured_queue_len", "measured_proxy_util"])
+    measured = [r for r in rows if r["source"] == "measured"]
+    modeled = [r for r in rows if r["source"] == "modeled"]
+    check(len(measured) >= 1 and len(modeled) >= 1 and len(measured) + len(modeled) == len(rows),
+          f"model: every row measured or modeled ({len(measured)} + {len(modeled)} of {len(rows)})")
+    for m in measured:
+        rep = [r for r in modeled if r["cluster_size"] == m["cluster_size"] and r["measured_msg_time_us"]
+               and r["threads"] == m["threads"]]
+        check(len(rep) == 1, f"model: S={m['cluster_size']}: one replay row with measured_* ({len(rep)})")
+        for r in rep:
+            for k in ("msg_time_us", "queue_len", "proxy_util"):
+                check(abs(fnum(r["measured_" + k]) - fnum(m[k])) <= 1e-3 * max(1.0, fnum(m[k])),
+                      f"model: S={m['cluster_size']}: measured_{k} {r['measured_' + k]} = the measured row's {m[k]}")
+    study = {(int(r["cluster_size"]), int(r["proxies_per_cluster"])) for r in modeled if r["threads"] == "16"}
+    want = {(s, p) for s in (1, 2, 4, 8) for p in range(1, s + 1)}
+    check(want <= study, f"model: the study's layouts modeled (missing {sorted(want - study)})")
+    sq = {int(r["cluster_size"]): int(r["proxies_per_cluster"]) for r in modeled if r["rule"] == "sqrt"}
+    check(all(sq.get(s) == int(s ** 0.5 + 0.5) for s in (1, 2, 4, 8, 16, 64, 256)), f"model: sqrt rule rows ({sq})")
+    check({16, 32, 64, 128, 256} <= {int(r["cluster_size"]) for r in modeled}, "model: clusters of 16..256 modeled")
+    check(all(0 <= fnum(r["proxy_util"]) <= 1 and fnum(r["msg_time_us"]) > 0 and fnum(r["slowdown"]) > 0
+              for r in modeled), "model: modeled utilization in [0, 1], message time and slowdown > 0")
+    check(bool(j.get("summary", {}).get("model", {}).get("validation")), "model: JSON summary has the validation")
+    p = run("apps", ["water", "--model", "--costs", costs], out)
+    rows, j = app_files(out, "apps", p, ["source", "measured_msg_time_us"])
+    check(any(r["source"] == "modeled" and r["threads"] == "16" for r in rows), "model: apps has modeled rows")
+    d = os.path.dirname(os.path.join(out, "apps", sorted(os.listdir(os.path.join(out, "apps")))[0], "x"))
+    check(os.path.isfile(os.path.join(d, "apps-model.png")), "model: apps-model.png written")
+
+
 def main():
     if WHAT not in ("errors", "app-errors") and not have_matplotlib():
         print("SKIP: matplotlib is not installed (Debian package python3-matplotlib; ./iccs test installs it)")
@@ -317,7 +373,8 @@ def main():
     out = tempfile.mkdtemp(prefix="iccs-exp-test-")
     try:
         {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
-         "dispatch": dispatch, "wan": wan, "app-errors": app_errors, "app-failures": app_failures}[WHAT](out)
+         "dispatch": dispatch, "wan": wan, "app-errors": app_errors, "app-failures": app_failures,
+         "model": model}[WHAT](out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     for f in failures:
