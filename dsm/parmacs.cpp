@@ -10,12 +10,14 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "parmacs.h"
 #include "parmacs_attach.hpp"
+#include "parmacs_globals.hpp"
 
 namespace iccs::parmacs {
 
@@ -33,6 +35,8 @@ struct State {
     uint32_t end_barrier = 0;
     uint64_t roi_begin_ns = 0, roi_ns = 0;
     std::thread::id main_thread;
+    ProgramGlobals globals;        // the program's own globals, merged at WAIT_FOR_END
+    bool globals_looked = false, globals_on = false;
 };
 State g;
 thread_local long t_pid = -1;
@@ -187,6 +191,51 @@ void start_counters_file(Runtime& rt) {
     }).detach();
 }
 
+// At the first CREATE of a run of several clusters: find the program's globals and remember them
+// (ICCS_DSM_GLOBALS=off leaves each cluster's globals its own, as before).
+void globals_at_create() {
+    if (!g.globals_looked) {
+        g.globals_looked = true;
+        const char* v = getenv("ICCS_DSM_GLOBALS");
+        if (g.clusters > 1 && !(v != nullptr && strcmp(v, "off") == 0)) {
+            std::string why;
+            g.globals_on = g.globals.find(why);
+            if (!g.globals_on && g.cluster == 0)
+                dprintf(diag_fd(), "iccs parmacs: the program's globals written by threads are not merged at WAIT_FOR_END: "
+                        "%s (keep such data in G_MALLOC memory)\n", why.c_str());
+        }
+    }
+    if (g.globals_on) g.globals.snapshot();
+}
+
+// At WAIT_FOR_END, on every cluster (main, its workers joined): every cluster's changes to the
+// program's globals since CREATE, applied in cluster order, so all epilogues see the same values.
+// One barrier_gather of the runtime (the cluster's other endpoints join it from helper threads).
+void globals_at_wait_for_end() {
+    if (!g.globals_on) return;
+    constexpr size_t kMaxChanges = 512 * 1024;  // well inside one runtime message per cluster
+    std::vector<uint8_t> mine = g.globals.changes();
+    if (mine.size() > kMaxChanges) {
+        dprintf(diag_fd(), "iccs parmacs (cluster %u): %zu bytes of the program's globals changed since CREATE: more "
+                "than %zu, not merged (keep such data in G_MALLOC memory)\n", unsigned(g.cluster), mine.size(), kMaxChanges);
+        mine.clear();
+    }
+    std::vector<std::thread> helpers;
+    std::atomic<int> bad{0};
+    for (uint16_t t = 1; t < g.threads; t++)
+        helpers.emplace_back([&, t] {
+            std::vector<std::vector<uint8_t>> ignored;
+            if (g.rt->endpoint(t).barrier_gather({}, ignored) != RtStatus::kOk) bad++;
+        });
+    std::vector<std::vector<uint8_t>> by_cluster;
+    if (g.rt->endpoint(0).barrier_gather(mine, by_cluster) != RtStatus::kOk) bad++;
+    for (auto& h : helpers) h.join();
+    if (bad.load()) die("WAIT_FOR_END: merging the program's globals failed: %s", g.rt->endpoint(0).last_error().c_str());
+    for (size_t c = 0; c < by_cluster.size(); ++c)
+        if (!g.globals.apply(by_cluster[c])) die("WAIT_FOR_END: cluster %zu sent malformed changes of the globals", c);
+    g.globals.snapshot();
+}
+
 }  // namespace
 
 bool attach(Runtime& rt, std::string& err) {
@@ -315,6 +364,7 @@ void iccs_pm_create(void (*fn)(void), long n) {
     g.created = n;
     g.per = (n + g.clusters - 1) / g.clusters;
     if (!nd.parallel()) parmacs::check(nd.start_parallel(), "CREATE");
+    parmacs::globals_at_create();
     parmacs::quiet(false);
     const long mine = parmacs::local_share(n, g.cluster);
     const long first = long(g.cluster) * g.per;
@@ -339,6 +389,7 @@ void iccs_pm_wait_for_end(long) {
     // One barrier of the clusters' main threads: every thread's writes are visible to every
     // cluster's epilogue (which reads results, e.g. to print them on cluster 0).
     parmacs::check(nd.barrier(g.end_barrier, 1, g.clusters), "WAIT_FOR_END");
+    parmacs::globals_at_wait_for_end();
     t_pid = 0;
     parmacs::quiet(true);
 }

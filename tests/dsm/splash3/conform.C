@@ -12,6 +12,10 @@ struct GlobalMemory *Global;
 long *data;
 char *big;
 long n, nprocs = 4, chunk = 37;
+/* ordinary globals that workers write and main reads after WAIT_FOR_END (water's XTT, barnes's
+ * Local[pid]): one value set by the last pid, one slot per pid */
+double last_pid_value;
+long per_pid[64];
 
 long square_plus_one(long v) { return v * v + 1; }
 
@@ -22,6 +26,8 @@ void Worker(void)
     GET_PID(pid)
     GET_HOME(home)
     Global->home_of[pid] = home;
+    per_pid[pid] = 10 * pid + 1;
+    if (pid == nprocs - 1) last_pid_value = 0.5 * pid;
     Global->seen_fn[pid] = Global->fn(pid) + (strcmp(Global->name, "conform") == 0 ? 0 : 1000000);
     BARRIER(Global->bar, nprocs)
     /* a work queue: chunks of the input summed into a locked total and locked buckets */
@@ -172,6 +178,9 @@ int main(int argc, char **argv)
         bad += Global->buckets[i] != ref_buckets[i];
     }
     printf("rows %ld of 100\n", Global->row_hits);
+    for (i = 0; i < nprocs; i++) bad += per_pid[i] != 10 * i + 1;
+    printf("globals the workers wrote: last pid's value %.1f, per-pid slots %s\n", last_pid_value,
+           bad ? "wrong" : "right");
     bad += Global->row_hits != 100;
     for (i = 0; i < nprocs; i++) {
         bad += Global->seen_fn[i] != i * i + 1 || Global->homed[i] != i + 100;
