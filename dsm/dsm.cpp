@@ -865,9 +865,12 @@ void h_start(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     std::array<uint64_t, 4> v{r.get<uint64_t>(), r.get<uint64_t>(), r.get<uint32_t>(), r.get<uint64_t>()};
-    // Slot by cluster id so the comparison names clusters.
     I->start_arrived.push_back({m.token(), v});
     if (I->start_arrived.size() < I->n.clusters()) return;
+    // In cluster order, whatever the order of arrival: cluster 0's copy is the reference the
+    // message names ("cluster 1's shared region differs from cluster 0's").
+    std::sort(I->start_arrived.begin(), I->start_arrived.end(),
+              [](const auto& a, const auto& b) { return a.first.to.cluster < b.first.to.cluster; });
     std::string why;
     const auto& ref = I->start_arrived.front();
     for (const auto& [tok, x] : I->start_arrived) {
