@@ -763,6 +763,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         auto setup = [&]() -> bool {
             if (!pool) return fail(err);
             if (!rings.create("c" + std::to_string(me), plan.threads, nprox, plan.ring_entries, plan.clusters, err)) return fail(err);
+            // Issue 17: this incarnation of the cluster is known to its peers by a token drawn now
+            // (every slidwin header carries it; each sub-connection also draws a random ISN).
+            const uint64_t run_token = random_u64();
             for (uint16_t p = 0; p < nprox; ++p) {
                 ProxyConfig pc;
                 pc.cluster = me;
@@ -773,6 +776,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.stack.mtu_bytes = plan.mtu_bytes;
                 pc.stack.reass = plan.reass;
                 pc.slidwin = plan.slidwin;
+                pc.slidwin.run_token = run_token;
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
                 pc.impair = plan.impair;

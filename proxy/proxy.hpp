@@ -112,6 +112,7 @@ struct WanView {
     X(status_tx, "status (keepalive) messages sent to other clusters' proxies") \
     X(status_rx, "status messages received")                                   \
     X(peers_down, "clusters this proxy found silent for the peer timeout")      \
+    X(peers_restarted, "clusters that came back with a new run token (handled as down)") \
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
     X(impair_dropped, "frames dropped by fault injection")                      \
     X(impair_duplicated, "frames duplicated by fault injection")                \
@@ -198,6 +199,8 @@ class Proxy final : public SlidwinSink {
     // SlidwinSink: a message in order from a sub-connection -> the destination thread's ring
     // (held by the WAN stage first when it comes from another site).
     bool on_message(SubConnection& sc, PktBuf* msg) override;
+    // A peer proxy's cluster came back with a new run token: reported, and marked down.
+    void on_peer_restarted(SubConnection& sc, uint64_t new_token) override;
 
     // WAN emulation: a command for the proxy thread (any thread; applied in its next iteration),
     // and the published view. wan_post is false when the stage is off.

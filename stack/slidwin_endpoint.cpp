@@ -21,6 +21,7 @@ SubConnection* SlidwinEndpoint::open(uint16_t local_id, Ipv4Addr remote_ip, uint
     p.sc = std::make_unique<SubConnection>(cfg_, service_.pool(), wheel_, *this, local_id, remote_id, now_ns);
     p.ip = remote_ip;
     p.port = remote_port;
+    slidwin_start(*p.sc, now_ns);
     return p.sc.get();
 }
 
@@ -60,5 +61,9 @@ void SlidwinEndpoint::slidwin_transmit(SubConnection& sc, PktBuf* dgram) {
 }
 
 bool SlidwinEndpoint::slidwin_deliver(SubConnection& sc, PktBuf* msg) { return sink_.on_message(sc, msg); }
+
+void SlidwinEndpoint::slidwin_peer_restarted(SubConnection& sc, uint64_t new_token) {
+    sink_.on_peer_restarted(sc, new_token);
+}
 
 }  // namespace iccs

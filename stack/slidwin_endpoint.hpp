@@ -21,6 +21,8 @@ struct SlidwinSink {
     virtual ~SlidwinSink() = default;
     // msg: data() at the first payload byte. Return false to refuse it for now (see SlidwinLink).
     virtual bool on_message(SubConnection& sc, PktBuf* msg) = 0;
+    // The peer of sc came back with a new run token (slidwin.hpp): treat it as gone.
+    virtual void on_peer_restarted(SubConnection& sc, uint64_t new_token) { (void)sc, (void)new_token; }
 };
 
 class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
@@ -29,8 +31,8 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
                     SlidwinSink& sink);
     ~SlidwinEndpoint() override;
 
-    // Open sub-connection `local_id` to (remote_ip, remote_port), whose end is `remote_id` there.
-    // Returns nullptr if local_id is taken.
+    // Open sub-connection `local_id` to (remote_ip, remote_port), whose end is `remote_id` there,
+    // and start its handshake (the first SYN goes out now). Returns nullptr if local_id is taken.
     SubConnection* open(uint16_t local_id, Ipv4Addr remote_ip, uint16_t remote_port, uint16_t remote_id,
                         uint64_t now_ns);
     SubConnection* get(uint16_t local_id) const;
@@ -45,6 +47,7 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
     // SlidwinLink
     void slidwin_transmit(SubConnection& sc, PktBuf* dgram) override;
     bool slidwin_deliver(SubConnection& sc, PktBuf* msg) override;
+    void slidwin_peer_restarted(SubConnection& sc, uint64_t new_token) override;
 
    private:
     struct Peer {
