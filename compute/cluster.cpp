@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <execinfo.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "stamps.hpp"
 #include "slidwin_hdr.hpp"
 #include "dpdk_env.hpp"
+#include "owner_only.hpp"
 
 namespace iccs {
 
@@ -1026,7 +1028,11 @@ std::string pcap_path(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy)
 
 bool pcap_dir_ready(const std::string& dir, std::string& err) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    if (!std::filesystem::exists(dir, ec)) {
+        // A directory we create is owner-only; one the user gave keeps its mode (the files are 0600).
+        const OwnerOnlyUmask owner_only;
+        std::filesystem::create_directories(dir, ec);
+    }
     if (ec) {
         err = "--pcap " + dir + ": cannot create the directory: " + ec.message();
         return false;
@@ -1175,8 +1181,20 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     remove_stale_runs();
     plan.sock_dir = "/tmp/iccs-" + plan.run_id;
     std::error_code ec;
-    std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
-    std::filesystem::create_directories(plan.sock_dir, ec);
+    {
+        // Owner-only (0700), and never another user's directory or a planted symlink (issue 17).
+        std::string err;
+        struct stat st{};
+        if (lstat(plan.sock_dir.c_str(), &st) == 0 && (S_ISLNK(st.st_mode) || st.st_uid != geteuid()))
+            err = plan.sock_dir + ": permission denied: owned by UID " + std::to_string(st.st_uid) +
+                  (S_ISLNK(st.st_mode) ? " (a symlink)" : "");
+        if (err.empty()) std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
+        if (err.empty()) make_private_dir(plan.sock_dir, err);
+        if (!err.empty()) {
+            std::fprintf(stderr, "iccs: run directory %s\n", err.c_str());
+            return 2;
+        }
+    }
     if (plan.fabric == "udp" && !plan.no_fabric) {
         // Refused io_uring (old kernel, seccomp, io_uring_disabled) stops the run here, with the
         // alternative named, not later inside every cluster.

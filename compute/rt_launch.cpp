@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "owner_only.hpp"
 #include "rt_core.hpp"
 #include "runtime_launch.hpp"
 
@@ -239,9 +240,10 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
     out.plan.exit_without_teardown = true;  // runtime_finish: the process ends right after
     if (!ours) {
         out.unlink_shm_at_end = out.cluster == 0;
-        std::error_code ec;
-        if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif")
-            std::filesystem::create_directories(out.plan.sock_dir, ec);
+        // Every process of an mpirun/srun start may get here first: the directory is shared.
+        if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif" &&
+            !make_private_dir(out.plan.sock_dir, err))
+            return false;
     }
     return true;
 }
