@@ -61,6 +61,7 @@ SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel
     // The peer's window stays closed (right edge = ISN) until it acks our SYN: data waits.
     peer_right_ = iss_;
     last_adv_right_ = rcv_nxt_ + rcv_window();
+    hdr_len_ = kSlidwinHdrLen + (cfg_.auth ? kSlidwinAuthLen : 0);
     rto_ns_ = cfg_.rto_initial_ns;
     syn_interval_ns_ = cfg_.rto_initial_ns;
     challenge_secret_ = random_u64();
@@ -110,7 +111,9 @@ SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns) 
         return SlidwinSendResult::kWouldBlock;
     }
     // The header is written whole by transmit(), every time the datagram goes out.
-    if (pkt_prepend(msg, kSlidwinHdrLen) == nullptr) return SlidwinSendResult::kTooBig;  // not our buffer
+    uint8_t* h = pkt_prepend(msg, sc.hdr_len_);
+    if (h == nullptr) return SlidwinSendResult::kTooBig;  // not our buffer
+    if (sc.hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);  // auth counter 0: plaintext
     SubConnection::SendSlot& slot = sc.snd_[sc.snd_nxt_ & sc.snd_mask_];
     slot.p = msg;
     slot.hdr_off = msg->data_off;
@@ -154,6 +157,7 @@ void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_
 
 void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
                                 uint64_t sack, uint64_t now_ns) const {
+    if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth);
     // Five whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
     store_u64(raw, uint64_t{kSlidwinVersion} | uint64_t{flags} << 8 | wire16(remote_id_) << 16 | wire32(seq) << 32);
     store_u64(raw + 8, wire32(ack) | wire16(static_cast<uint16_t>(wnd)) << 32);
@@ -319,8 +323,10 @@ void slidwin_start(SubConnection& sc, uint64_t now_ns) {
 void SubConnection::send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack) {
     PktBuf* p = pkt_alloc(pool_);
     if (p == nullptr) return;  // the SYN timer (or the peer's next SYN) tries again
-    write_words(pkt_append(p, kSlidwinHdrLen), static_cast<uint8_t>(kSwSyn | (with_ack ? kSwAck : 0)), seq, ack,
-                with_ack ? rcv_window() : 0, 0, now_ns);
+    uint8_t* h = pkt_append(p, hdr_len_);
+    write_words(h, static_cast<uint8_t>(kSwSyn | (with_ack ? kSwAck : 0)), seq, ack, with_ack ? rcv_window() : 0, 0,
+                now_ns);
+    if (hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);
     ++ctr_.tx_syn;
     link_.slidwin_transmit(*this, p);
 }
@@ -402,7 +408,9 @@ void SubConnection::send_ack(uint64_t now_ns, uint8_t extra_flags) {
         if (!delack_timer_.armed) wheel_.arm(delack_timer_, now_ns + cfg_.delack_ns);
         return;
     }
-    write_hdr(pkt_append(p, kSlidwinHdrLen), static_cast<uint8_t>(kSwAck | extra_flags), snd_sent_, now_ns);
+    uint8_t* h = pkt_append(p, hdr_len_);
+    write_hdr(h, static_cast<uint8_t>(kSwAck | extra_flags), snd_sent_, now_ns);
+    if (hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);
     ++ctr_.tx_ack;
     link_.slidwin_transmit(*this, p);
 }
@@ -428,7 +436,7 @@ void SubConnection::ack_due(uint64_t now_ns) {
 
 void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     stamps::stamp(stamps::kSlidwinReceive);
-    if (p->pkt_len < kSlidwinHdrLen || p->data_len < kSlidwinHdrLen) {
+    if (p->pkt_len < sc.hdr_len_ || p->data_len < sc.hdr_len_) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;
@@ -449,7 +457,8 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     const uint32_t seq = load_be32(raw + offsetof(SlidwinHdr, seq));
     // Every check comes before the first change of state (issue 17).
     if (version != kSlidwinVersion || load_be16(raw + offsetof(SlidwinHdr, reserved)) != 0 ||
-        ((flags & kSwData) == 0 && p->pkt_len != kSlidwinHdrLen) || ((flags & kSwSyn) && (flags & kSwData))) {
+        ((flags & kSwData) == 0 && p->pkt_len != sc.hdr_len_) || ((flags & kSwSyn) && (flags & kSwData)) ||
+        ((flags & kSwAuth) != 0) != (sc.cfg_.auth != nullptr)) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;
@@ -509,7 +518,7 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    pkt_adj(p, kSlidwinHdrLen);
+    pkt_adj(p, sc.hdr_len_);
     slot.p = p;
     ++sc.ctr_.rx_data;
     if (seq == sc.rcv_nxt_) {

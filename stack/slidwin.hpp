@@ -34,6 +34,7 @@
 #include <string>
 
 #include "pktbuf.hpp"
+#include "slidwin_auth.hpp"
 #include "slidwin_hdr.hpp"
 #include "timer_wheel.hpp"
 
@@ -54,6 +55,10 @@ struct SlidwinConfig {
     bool random_isn = true;                // draw the initial sequence number (getrandom) ...
     uint32_t initial_seq = 0;              // ... or start here (tests: wrap-around, golden bytes)
     uint64_t syn_max_interval_ns = 100'000'000;  // SYN retransmissions back off up to this [ns]
+    // Per-datagram authentication (and encryption): null = off. Every datagram then carries the
+    // kSlidwinAuthLen-byte auth block after the header; the endpoint seals and opens it. Not
+    // owned: whoever fills it in keeps the key alive as long as the sub-connections.
+    const SlidwinAuthKey* auth = nullptr;
 };
 
 // A 64-bit random number from the kernel (getrandom): run tokens, initial sequence numbers.
@@ -82,7 +87,8 @@ uint64_t random_u64();
     X(drop_unsynced, "datagrams other than SYN before the handshake (dropped)")        \
     X(drop_unknown_subconn, "datagrams for no open sub-connection or from another address") \
     X(restart_challenges, "SYNs with a new token answered with a challenge")            \
-    X(peer_restarted, "peers that came back with a new run token")
+    X(peer_restarted, "peers that came back with a new run token")                      \
+    X(drop_auth, "datagrams whose authentication tag did not verify (dropped)")
 
 struct SlidwinCounters {
 #define X(name, doc) uint64_t name = 0;
@@ -151,6 +157,9 @@ class SubConnection {
     uint64_t rto_ns() const { return rto_ns_; }
     uint64_t local_token() const { return local_token_; }
     uint64_t peer_token() const { return peer_token_; }  // 0 until the peer's SYN arrived
+    uint64_t pending_token() const { return pending_token_; }  // a restart waiting for its answer
+    // Bytes of slidwin header in front of each payload (with the auth block when authenticating).
+    uint32_t hdr_len() const { return hdr_len_; }
     uint32_t iss() const { return iss_; }                 // our initial sequence number
     // The handshake is done both ways: we know the peer's token and ISN, and it acked ours.
     bool established() const { return peer_known_ && synced_; }
@@ -242,6 +251,7 @@ class SubConnection {
     uint64_t pending_token_ = 0;  // a new token seen in a SYN, waiting for the answer to ...
     uint32_t challenge_ = 0;      // ... this number
     uint64_t challenge_secret_;
+    uint32_t hdr_len_;
 };
 
 // Queue one message (data() at its first payload byte, kSlidwinHdrLen of headroom at least) and
@@ -256,8 +266,9 @@ void slidwin_flush(SubConnection& sc, uint64_t now_ns);
 // Sends the window update the room calls for.
 uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
 
-// Largest message slidwin carries: a UDP payload minus the slidwin header.
-inline constexpr uint32_t kSlidwinMaxMsg = 65507 - kSlidwinHdrLen;
+// Largest message slidwin carries: a UDP payload minus the slidwin header and the auth block
+// (whether authentication is on or not, so the limit is one number).
+inline constexpr uint32_t kSlidwinMaxMsg = 65507 - kSlidwinHdrLen - kSlidwinAuthLen;
 
 // Start the handshake of a sub-connection just opened (sends the first SYN and arms its timer).
 void slidwin_start(SubConnection& sc, uint64_t now_ns);

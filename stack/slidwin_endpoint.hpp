@@ -5,6 +5,11 @@
 // number), so demultiplexing is one array load plus a check that the source address and port
 // are the ones the sub-connection was opened with. Acks owed at the end of an input burst are
 // sent once per sub-connection from end_of_burst().
+// With a key (SlidwinConfig::auth) the endpoint seals every datagram a sub-connection sends and
+// opens every one it receives before slidwin sees it (slidwin_auth.hpp): a frame that does not
+// verify is dropped and counted (drop_auth) before it can touch any state. A frame whose token is
+// neither the peer's nor a pending restart's is not worth a tag check: drop_token (or
+// drop_unsynced before the handshake), as slidwin would count it.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +60,12 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
         Ipv4Addr ip;
         uint16_t port = 0;
         bool dirty = false;  // received something this burst
+        // authentication (cfg_.auth): keys made when first needed; the counter is the GCM nonce
+        std::unique_ptr<SlidwinCipher> tx_syn, tx, rx;
+        uint64_t tx_counter = 0;
     };
+    // Verify (and decrypt) a received datagram of peer p; false: dropped and counted (consumed).
+    bool authentic(Peer& p, PktBuf* dgram);
     DatagramService& service_;
     TimerWheel& wheel_;
     uint16_t port_;

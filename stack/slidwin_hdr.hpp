@@ -31,6 +31,7 @@ enum SlidwinFlag : uint8_t {
     kSwTsEcr = 0x10,   // tsecr echoes a tsval of the peer (RTT measurement, as RFC 7323)
     kSwSyn = 0x20,     // handshake: seq is the sender's initial sequence number, token its run
                        // token; with kSwAck, ack is the receiver's initial sequence number
+    kSwAuth = 0x40,    // an auth block (counter, GCM tag: slidwin_auth.hpp) follows the header
 };
 
 struct SlidwinHdr {
