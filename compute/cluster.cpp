@@ -779,6 +779,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.stack.reass = plan.reass;
                 pc.slidwin = plan.slidwin;
                 pc.slidwin.run_token = run_token;
+                pc.auth = plan.auth;
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
                 pc.impair = plan.impair;

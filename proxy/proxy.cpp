@@ -54,6 +54,7 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
       stack_(cfg.stack, pool),
       wheel_(10'000, 4096, monotonic_ns()),
       rng_(cfg.impair.seed + cfg.cluster * 1000 + cfg.index) {
+    cfg_.slidwin.auth = cfg_.auth.get();
     ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);

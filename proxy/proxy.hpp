@@ -73,6 +73,9 @@ struct ProxyConfig {
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
     // WAN emulation (wan_emu.hpp): null = off, and then it costs one branch per message.
     std::shared_ptr<const WanConfig> wan;
+    // Per-datagram authentication ([security], stack/slidwin_auth.hpp): null = off. The proxy
+    // keeps it alive for its sub-connections (SlidwinConfig::auth points at it).
+    std::shared_ptr<const SlidwinAuthKey> auth;
 };
 
 // A change of the WAN emulation's parameters from another thread (telemetry, `iccs wan`).

@@ -157,7 +157,7 @@ void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_
 
 void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
                                 uint64_t sack, uint64_t now_ns) const {
-    if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth);
+    if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth | (cfg_.auth->encrypt ? kSwEnc : 0));
     // Five whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
     store_u64(raw, uint64_t{kSlidwinVersion} | uint64_t{flags} << 8 | wire16(remote_id_) << 16 | wire32(seq) << 32);
     store_u64(raw + 8, wire32(ack) | wire16(static_cast<uint16_t>(wnd)) << 32);
@@ -458,7 +458,8 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     // Every check comes before the first change of state (issue 17).
     if (version != kSlidwinVersion || load_be16(raw + offsetof(SlidwinHdr, reserved)) != 0 ||
         ((flags & kSwData) == 0 && p->pkt_len != sc.hdr_len_) || ((flags & kSwSyn) && (flags & kSwData)) ||
-        ((flags & kSwAuth) != 0) != (sc.cfg_.auth != nullptr)) {
+        ((flags & kSwAuth) != 0) != (sc.cfg_.auth != nullptr) ||
+        ((flags & kSwEnc) != 0) != (sc.cfg_.auth != nullptr && sc.cfg_.auth->encrypt)) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;

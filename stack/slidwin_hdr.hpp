@@ -32,6 +32,7 @@ enum SlidwinFlag : uint8_t {
     kSwSyn = 0x20,     // handshake: seq is the sender's initial sequence number, token its run
                        // token; with kSwAck, ack is the receiver's initial sequence number
     kSwAuth = 0x40,    // an auth block (counter, GCM tag: slidwin_auth.hpp) follows the header
+    kSwEnc = 0x80,     // with kSwAuth: the payload is encrypted (for captures; authenticated too)
 };
 
 struct SlidwinHdr {
