@@ -9,6 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "slidwin_endpoint.hpp"
 #include "stack.hpp"
 #include "mem_wire.hpp"
@@ -453,4 +456,33 @@ TEST_CASE("authenticated and encrypted messages survive loss, duplication and re
         REQUIRE(cb->counters().drop_auth == 0);
         REQUIRE(ca->counters().drop_auth == 0);
     }
+}
+
+TEST_CASE("a key file is refused with the reason: missing, too short, readable by others", "[security]") {
+    char dir[] = "/tmp/iccs-keytest-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string path = std::string(dir) + "/key";
+    std::string err;
+    REQUIRE(slidwin_load_key(path, false, err) == nullptr);
+    REQUIRE(err == "key file " + path + ": No such file or directory");
+    auto write = [&](size_t n, mode_t mode) {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        for (size_t i = 0; i < n; ++i) std::fputc(static_cast<int>(i * 7), f);
+        std::fclose(f);
+        chmod(path.c_str(), mode);
+    };
+    write(8, 0600);
+    REQUIRE(slidwin_load_key(path, false, err) == nullptr);
+    REQUIRE(err == "key file " + path + ": 8 bytes; at least 16 random bytes are needed (e.g. head -c 32 /dev/urandom > " +
+                       path + ")");
+    write(32, 0644);
+    REQUIRE(slidwin_load_key(path, false, err) == nullptr);
+    REQUIRE(err == "key file " + path + ": readable by others (mode 0644): chmod 600 " + path);
+    write(32, 0600);
+    const auto key = slidwin_load_key(path, true, err);
+    REQUIRE(key != nullptr);
+    REQUIRE(key->secret.size() == 32);
+    REQUIRE(key->encrypt);
+    std::remove(path.c_str());
+    rmdir(dir);
 }
