@@ -486,3 +486,51 @@ TEST_CASE("a key file is refused with the reason: missing, too short, readable b
     std::remove(path.c_str());
     rmdir(dir);
 }
+
+TEST_CASE("floods stay within the documented caps: fragments, out-of-order data", "[security]") {
+    // Caps (stack/README.md, "Caps"): reassembly holds at most max_datagrams partial datagrams and
+    // max_bytes of fragments; a sub-connection holds at most rcv_buf_datagrams datagrams beyond
+    // what its user took, and drops anything further out.
+    SlidwinConfig cfg;
+    cfg.rcv_buf_datagrams = 64;
+    Link l{cfg};
+    l.handshake();
+    l.send_a(5);
+    const uint32_t base_in_use = l.pool_b.in_use();
+    // 1. 5000 first fragments of 5000 datagrams (from a's address; they never complete).
+    const ReassemblyConfig& rc = l.b.config().reass;
+    for (uint32_t i = 0; i < 5000; ++i) {
+        Frame f = l.forge(kSwData | kSwAck, l.sb->rcv_nxt(), l.sb->snd_sent(), l.sa->local_token(), 600);
+        // make it a first fragment (MF, offset 0, id i) of a larger datagram: fix the IPv4 header
+        f[14 + 4] = static_cast<uint8_t>(i >> 8), f[14 + 5] = static_cast<uint8_t>(i);
+        f[14 + 6] = 0x20, f[14 + 7] = 0;  // MF
+        f[14 + 10] = f[14 + 11] = 0;
+        uint32_t sum = 0;
+        for (int k = 0; k < 20; k += 2) sum += (f[14 + k] << 8) | f[14 + k + 1];
+        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+        f[14 + 10] = static_cast<uint8_t>(~sum >> 8), f[14 + 11] = static_cast<uint8_t>(~sum);
+        l.inject(l.b, l.pool_b, f);
+        REQUIRE(l.pool_b.in_use() <= base_in_use + rc.max_datagrams);
+    }
+    REQUIRE(l.b.counters().drop_reass_cap >= 5000 - rc.max_datagrams);
+    // After the reassembly timeout the partial datagrams are gone.
+    for (int i = 0; i < 20; ++i) l.step(rc.timeout_ns / 10);
+    REQUIRE(l.pool_b.in_use() <= base_in_use);
+    REQUIRE(l.b.counters().drop_reass_timeout > 0);
+    // 2. Out-of-order data from an insider (right token): at most rcv_buf_datagrams held.
+    const uint32_t next = l.sb->rcv_nxt();
+    uint64_t held_max = 0;
+    for (uint32_t i = 1; i < 5000; ++i) {
+        l.inject(l.b, l.pool_b,
+                 l.forge(kSwData | kSwAck, next + i, l.sb->snd_sent(), l.sa->local_token(), 200));
+        Link::drop(l.b);  // b's acks (they would only tell a about seqs it never sent)
+        held_max = std::max<uint64_t>(held_max, l.pool_b.in_use() - std::min(l.pool_b.in_use(), base_in_use));
+    }
+    l.ep_b->end_of_burst(l.now);
+    REQUIRE(held_max == cfg.rcv_buf_datagrams - 1);  // next + 1 .. next + 63: the window less the gap
+    REQUIRE(l.sb->counters().drop_out_of_window >= 5000 - cfg.rcv_buf_datagrams);
+    REQUIRE(l.sink_b.got == 5);  // the gap at `next` holds everything back
+    // The real sender fills the gap: the held ones are delivered (they were in the window).
+    l.send_a(1);
+    REQUIRE(l.sink_b.got == 5 + cfg.rcv_buf_datagrams);
+}
