@@ -894,11 +894,14 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
                           (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
                                      : std::string());
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s\n",
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s%s\n",
                              me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
-                             prefix.c_str());
+                             prefix.c_str(),
+                             !plan.auth ? ""
+                             : plan.auth->encrypt ? ", datagrams authenticated and encrypted (AES-128-GCM)"
+                                                  : ", datagrams authenticated (AES-128-GCM)");
             }
             if (plan.polling != Polling::kInline) {
                 unsigned lcore = 0;
