@@ -7,7 +7,10 @@
 //   setup byte 0: 0x01 adversarial (forged datagrams, tiny pools, short TX queues allowed)
 //                 0x06 MTU 1500, 576, 9000, 1500   0x08 messages up to 9 KB (else up to 1.3 KB)
 //                 0x30 wire: clean, reordering, loss + duplication, all of them
-//                 0x40 second sub-connection used  0x80 -
+//                 0x40 second sub-connection used
+//                 0x80 every datagram authenticated (stack/slidwin_auth.hpp; byte 7 odd: and
+//                      encrypted): the seal/open path, retransmissions re-sealed, and forged
+//                      datagrams that must fail the tag (drop_auth) before slidwin sees them
 //         bytes 1-4: initial sequence number (both ends start there, each learns the other's
 //                    in the SYN handshake; near 2^32 tests wrap-around)
 //         byte 5: send buffer 2^(bits 0-2), receive buffer 2^(bits 3-5), ack every 1 + (bits 6-7)
@@ -339,6 +342,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.persist_ns = 2'000'000;
     cfg.random_isn = false;
     cfg.initial_seq = iss;
+    static const SlidwinAuthKey mac_key = [] {
+        SlidwinAuthKey k;
+        for (int i = 0; i < 32; ++i) k.secret.push_back(static_cast<uint8_t>(i * 29 + 3));
+        return k;
+    }();
+    static const SlidwinAuthKey aead_key = [] {
+        SlidwinAuthKey k = mac_key;
+        k.encrypt = true;
+        return k;
+    }();
+    if (h0 & 0x80) cfg.auth = (h7 & 1) ? &aead_key : &mac_key;
 
     if (adversarial && h6 != 0) {
         pool_a.set_limit(64 + 8u * h6);
