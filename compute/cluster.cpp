@@ -1079,6 +1079,19 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        // Frames that were not the run's own (issue 17), by reason; only when there were some.
+        const SlidwinCounters& w = s.slidwin;
+        if (w.drop_token + w.drop_out_of_window + w.drop_unsynced + w.drop_unknown_subconn + w.drop_auth +
+                w.restart_challenges + s.proxy.peers_restarted != 0)
+            std::printf("  foreign %u.%zu: drop_token %llu, drop_out_of_window %llu, drop_unsynced %llu, "
+                        "drop_unknown_subconn %llu, drop_auth %llu, restart_challenges %llu, peers_restarted %llu\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(w.drop_token),
+                        static_cast<unsigned long long>(w.drop_out_of_window),
+                        static_cast<unsigned long long>(w.drop_unsynced),
+                        static_cast<unsigned long long>(w.drop_unknown_subconn),
+                        static_cast<unsigned long long>(w.drop_auth),
+                        static_cast<unsigned long long>(w.restart_challenges),
+                        static_cast<unsigned long long>(s.proxy.peers_restarted));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::printf("  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),
