@@ -38,8 +38,12 @@ using Frame = std::vector<uint8_t>;
 // Two stacks joined by hand (no loss), so a test can record what crosses and inject frames.
 struct Link {
     HeapPktPool pool_a{4096, 2048}, pool_b{4096, 2048}, pool_f{64, 2048};
-    Stack a{mem_wire_host(1), pool_a}, b{mem_wire_host(2), pool_b};
-    Stack forger{mem_wire_host(1), pool_f};  // a's addresses, none of a's state
+    std::unique_ptr<Stack> a_ = std::make_unique<Stack>(mem_wire_host(1), pool_a);
+    std::unique_ptr<Stack> b_ = std::make_unique<Stack>(mem_wire_host(2), pool_b);
+    std::unique_ptr<Stack> forger_ = std::make_unique<Stack>(mem_wire_host(1), pool_f);  // a's addresses, none of a's state
+    Stack& a = *a_;
+    Stack& b = *b_;
+    Stack& forger = *forger_;
     TimerWheel wheel_a{10'000, 1024, 0}, wheel_b{10'000, 1024, 0};
     Sink sink_a, sink_b;
     SlidwinConfig cfg;
@@ -62,6 +66,13 @@ struct Link {
         ep_b.reset();
         drop(a);
         drop(b);
+        // Leak check (STYLE): what the stacks still hold (reassembly, ARP, TX) goes with them.
+        a_.reset();
+        b_.reset();
+        forger_.reset();
+        CHECK(pool_a.in_use() == 0);
+        CHECK(pool_b.in_use() == 0);
+        CHECK(pool_f.in_use() == 0);
     }
     // (Re)start a's end: a new endpoint, sub-connection and run token on the same addresses.
     void open_a() {
