@@ -17,8 +17,14 @@ af_packet fabric's bridge.
 3. Cluster 1's counters (telemetry, tools/iccs_stat.py --json) must show those drops, and no
    restart; the run must end PASS (every message exactly once, intact, in order).
 
+With --key both runs use a fresh [security] key_file (the same for both): the forged frames with
+the sniffed token carry the AUTH flag and a made-up tag, and fail it (drop_auth) before any window
+check; the made-up tokens count as drop_token; the first run's SYNs, which do verify under the
+shared key, get a challenge that nobody answers, and its other frames fail the tag (their keys
+are another run's).
+
 Needs root (bridge, veths, raw socket); otherwise exit 77 (skipped).
-Usage: inject_afpacket.py ICCS_CLI REPO_ROOT
+Usage: inject_afpacket.py ICCS_CLI REPO_ROOT [--key]
 """
 import glob
 import json
@@ -37,7 +43,7 @@ PORT = 9410
 IP0, IP1 = "10.0.0.1", "10.0.1.1"          # base_ip 10.0.0.0: proxy p of cluster c = +256c + p + 1
 MAC1 = bytes([0x02, 0x00, 0x0a, 0x00, 0x01, 0x00])  # proxy 0 of cluster 1 (compute/cluster.cpp)
 MAC_EVIL = bytes([0x02, 0x00, 0x0b, 0x00, 0x00, 0x99])
-SW_LEN, SW_DATA, SW_ACK, SW_SYN = 40, 0x01, 0x02, 0x20
+SW_LEN, SW_DATA, SW_ACK, SW_SYN, SW_AUTH = 40, 0x01, 0x02, 0x20, 0x40
 
 
 def csum(b):
@@ -60,8 +66,8 @@ def frame(udp_payload, ip_id):
     return MAC1 + MAC_EVIL + b"\x08\x00" + ip + u
 
 
-def slidwin(flags, subconn, seq, ack, token, payload=b""):
-    return struct.pack("!BBHIIHHQIIQ", 2, flags, subconn, seq, ack, 1024, 0, 0, 0, 0, token) + payload
+def slidwin(flags, subconn, seq, ack, token, payload=b"", auth_block=b""):
+    return struct.pack("!BBHIIHHQIIQ", 2, flags, subconn, seq, ack, 1024, 0, 0, 0, 0, token) + auth_block + payload
 
 
 def pcapng_frames(path):
@@ -94,7 +100,8 @@ def counters(repo, prefix):
 
 
 def main():
-    if len(sys.argv) != 3:
+    keyed = sys.argv[3:] == ["--key"]
+    if len(sys.argv) != 3 and not keyed:
         print(__doc__)
         return 2
     if os.geteuid() != 0:
@@ -110,8 +117,15 @@ def main():
 
     base = ["run", "alltoall", "--fabric", "af_packet", "--clusters", "2", "--proxies", "1", "--threads", "1"]
     work = tempfile.mkdtemp(prefix="iccs-inject-")
+    if keyed:
+        key = os.path.join(work, "key")
+        with open(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        base += ["--set", f"security.key_file={key}"]
     try:
-        first = subprocess.run([cli] + base + ["--messages", "200", "--pcap", os.path.join(work, "cap")],
+        # Messages up to 1000 bytes: no IP fragments, so each captured frame is one datagram.
+        first = subprocess.run([cli] + base + ["--messages", "200", "--max-size", "1000",
+                                               "--pcap", os.path.join(work, "cap")],
                                capture_output=True, text=True, timeout=240)
         check(first.returncode == 0, f"the first run passed (exit {first.returncode})")
         old = [f for f in pcapng_frames(os.path.join(work, "cap", "cluster0-proxy0.pcapng")) if is_0_to_1(f)]
@@ -153,13 +167,20 @@ def main():
             check(before is not None, "cluster 1's counters readable before")
             rnd = random.Random(17)
             ip_id = 40000
-            forged = {"wrong token": [], "stale seq": [], "far-ahead seq": []}
+            forged = {"wrong token": [], "stale seq": [], "far-ahead seq": [], "in-window, made-up tag": []}
+            af = SW_AUTH if keyed else 0
             for i in range(40):
                 body = bytes(rnd.randrange(256) for _ in range(60))
-                forged["wrong token"].append(slidwin(SW_DATA | SW_ACK, subconn, seq + 1 + i, ack, rnd.getrandbits(64), body))
-                forged["stale seq"].append(slidwin(SW_DATA | SW_ACK, subconn, (seq - 100000 - i) & 0xFFFFFFFF, ack, token, body))
-                forged["far-ahead seq"].append(slidwin(SW_DATA | SW_ACK, subconn, (seq + 1000000 + i) & 0xFFFFFFFF, ack,
-                                                       token, body))
+                blk = bytes(rnd.randrange(256) for _ in range(24)) if keyed else b""
+                forged["wrong token"].append(slidwin(af | SW_DATA | SW_ACK, subconn, seq + 1 + i, ack,
+                                                     rnd.getrandbits(64), body, blk))
+                forged["stale seq"].append(slidwin(af | SW_DATA | SW_ACK, subconn, (seq - 100000 - i) & 0xFFFFFFFF, ack,
+                                                   token, body, blk))
+                forged["far-ahead seq"].append(slidwin(af | SW_DATA | SW_ACK, subconn, (seq + 1000000 + i) & 0xFFFFFFFF,
+                                                       ack, token, body, blk))
+                if keyed:
+                    forged["in-window, made-up tag"].append(slidwin(af | SW_DATA | SW_ACK, subconn, seq + 1 + i, ack,
+                                                                    token, body, blk))
             sent = 0
             for kind, dgrams in forged.items():
                 for d in dgrams:
@@ -178,10 +199,18 @@ def main():
                 def grew(k):
                     return after.get(k, 0) - before.get(k, 0)
                 print("  cluster 1 grew: " + ", ".join(f"{k} {grew(k)}" for k in (
-                    "drop_token", "drop_out_of_window", "drop_unsynced", "restart_challenges", "peer_restarted",
-                    "drop_udp_csum", "drop_ip_csum", "rx_bad")))
-                check(grew("drop_token") >= 40 + len(old) - syns, "drop_token counts the made-up and replayed tokens")
-                check(grew("drop_out_of_window") >= 80, "drop_out_of_window counts the stale and far-ahead seqs")
+                    "drop_token", "drop_out_of_window", "drop_unsynced", "drop_auth", "restart_challenges",
+                    "peer_restarted", "drop_udp_csum", "drop_ip_csum", "rx_bad")))
+                if keyed:
+                    # The first replayed SYN verifies (shared key) and leaves its token pending a
+                    # challenge; the first run's other frames then fail the tag of that token.
+                    check(grew("drop_token") >= 40, "drop_token counts the made-up tokens")
+                    check(grew("drop_auth") >= 120, "drop_auth counts every frame with the sniffed token and a made-up tag")
+                    check(grew("drop_token") + grew("drop_auth") >= 160 + len(old) - syns,
+                          "every forged and replayed frame is counted (drop_token or drop_auth)")
+                else:
+                    check(grew("drop_token") >= 40 + len(old) - syns, "drop_token counts the made-up and replayed tokens")
+                    check(grew("drop_out_of_window") >= 80, "drop_out_of_window counts the stale and far-ahead seqs")
                 check(grew("restart_challenges") >= syns, "each replayed SYN got a challenge")
                 check(after.get("peer_restarted", 0) == 0 and after.get("peers_restarted", 0) == 0,
                       "no restart believed")
