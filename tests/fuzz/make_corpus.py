@@ -168,6 +168,7 @@ def seeds_slidwin():
     yield "adversarial", slidwin(0x01, 100, 4 | 4 << 3, 0, 5, inject + b"\x04\x00\x30\x04" + inject_ack + steps)
     yield "adversarial-tight-pool", slidwin(0x01, 0, 6 | 6 << 3, 1, 6, (b"\x00\xf0" * 20) + inject + steps)
     yield "auth-lossy", slidwin(0xB8, 4242, 5 | 5 << 3, 0, 10, lossy + steps + b"\x03\x80" + steps)
+    yield "auth-encrypt-lossy", slidwin(0xB8, 0xFFFFFFF0, 5 | 5 << 3, 0, 13, lossy + steps + b"\x03\x80" + steps)
     yield "auth-encrypt-adversarial", slidwin(0x81, 77, 4 | 4 << 3, 0, 11,
                                               b"\x00\x30" + steps + inject + inject_ack + steps)
     yield "adversarial-wrong-token", slidwin(0x01, 9, 4 | 4 << 3, 0, 9,
