@@ -170,16 +170,15 @@ void SubConnection::transmit(uint32_t seq, uint64_t now_ns, bool retx) {
     SendSlot& slot = snd_[seq & snd_mask_];
     PktBuf* p = slot.p;
     if (p == nullptr) return;  // sacked meanwhile
-    if (retx) {
-        // Still queued below us (TX queue or fragments not yet on the wire: IP fragments are
-        // views holding references on the segments): the previous copy has not even left, so a
-        // resend now would only duplicate it, and re-sealing (auth) would rewrite bytes a queued
-        // fragment still points at.
-        for (const PktBuf* s = p; s != nullptr; s = s->next)
-            if (s->refcnt > 1) {
-                slot.sent_ns = now_ns;
-                return;
-            }
+    if (retx && p->refcnt > 1) {
+        // Still queued below us (TX queue or fragments not yet on the wire): the previous copy
+        // has not even left, so a resend now would only duplicate it. Only the head counts: the
+        // payload segments of striped pieces are shared by design (each piece a view of its
+        // range), so their counts say nothing about this datagram. With encryption a resend
+        // re-seals in place; a later fragment of the last copy still queued would then carry
+        // re-encrypted bytes and fail its tag at the receiver: a lost copy, never a wrong byte.
+        slot.sent_ns = now_ns;
+        return;
     }
     // Undo the headers the lower layers prepended last time.
     if (p->data_off != slot.hdr_off) {
