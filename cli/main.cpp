@@ -54,9 +54,9 @@ uint64_t parse_u64(const std::string& flag, const char* v, uint64_t lo, uint64_t
 int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
-            "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--json]\n"
+            "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
-            "                      [--pcap DIR] [--json]\n"
+            "                      [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
             "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
@@ -68,7 +68,9 @@ int cmd_bench(int argc, char** argv) {
             "           shared-memory floor (one cache line between two pinned processes) in the same run.\n"
             "           --samples N (default 20000, at least 100). JSON keys: iccs_rtt_median_us,\n"
             "           iccs_rtt_p99_us, kernel_rtt_median_us, floor_rtt_median_us, ratio_to_kernel,\n"
-            "           ratio_to_floor, cores, fabric, polling.\n"
+            "           ratio_to_floor, cores, fabric, polling. --key FILE: the iccs round trip again with\n"
+            "           every datagram authenticated ([security] key_file; --encrypt: and encrypted), beside\n"
+            "           the plain one: auth_rtt_median_us, auth_rtt_p99_us, auth_overhead (auth / plain).\n"
             "  compare  the headline table: the same 100-byte round trip (median) and one-way message rate\n"
             "           (one sender thread) over memif (DPDK), udp (io_uring) and plain blocking kernel\n"
             "           sockets, all on the same two pinned threads, interleaved over --runs N runs (default\n"
@@ -103,7 +105,9 @@ int cmd_bench(int argc, char** argv) {
             "           iccs_p99_us, direct_median_us, direct_p99_us, samples (of all runs), ratio_iccs_direct.\n"
             "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
-            "           measured in the same run; prints both and their ratio.\n"
+            "           measured in the same run; prints both and their ratio. --key FILE [--encrypt]: the\n"
+            "           iccs stack also with every datagram authenticated (and encrypted), runs interleaved:\n"
+            "           auth_ns_per_msg, auth_overhead (auth / plain).\n"
             "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
             "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
@@ -135,12 +139,19 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
                 ++i;
+            } else if (a == "--key") {
+                if (v == nullptr) usage_error("--key needs a key file (>= 16 random bytes, mode 0600)");
+                o.key_file = v;
+                ++i;
+            } else if (a == "--encrypt") {
+                o.encrypt = true;
             } else if (a == "--json") {
                 o.json = true;
             } else {
                 usage_error("unknown option '" + a + "' for bench rtt (see iccs bench --help)");
             }
         }
+        if (o.encrypt && o.key_file.empty()) usage_error("--encrypt needs --key FILE");
         check_pcap(o.pcap_dir, o.fabric);
         return iccs::bench_rtt(o);
     }
@@ -238,13 +249,24 @@ int cmd_bench(int argc, char** argv) {
         } else if (a == "--runs") {
             o.runs = static_cast<uint32_t>(parse_u64(a, v, 1, 100));
             ++i;
+        } else if (a == "--key") {
+            if (v == nullptr) usage_error("--key needs a key file (>= 16 random bytes, mode 0600)");
+            o.key_file = v;
+            ++i;
+        } else if (a == "--encrypt") {
+            o.encrypt = true;
         } else if (a == "--json") {
             o.json = true;
         } else {
             usage_error("unknown option '" + a + "' for bench stack (see iccs bench --help)");
         }
     }
+    if (o.encrypt && o.key_file.empty()) usage_error("--encrypt needs --key FILE");
     const auto r = iccs::bench_stack(o);
+    if (!r.key_error.empty()) {
+        std::fprintf(stderr, "iccs bench stack: --key: %s\n", r.key_error.c_str());
+        return 2;
+    }
     iccs::print_bench_stack(o, r);
     return 0;
 }

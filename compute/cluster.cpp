@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <execinfo.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "stamps.hpp"
 #include "slidwin_hdr.hpp"
 #include "dpdk_env.hpp"
+#include "owner_only.hpp"
 
 namespace iccs {
 
@@ -763,6 +765,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         auto setup = [&]() -> bool {
             if (!pool) return fail(err);
             if (!rings.create("c" + std::to_string(me), plan.threads, nprox, plan.ring_entries, plan.clusters, err)) return fail(err);
+            // Issue 17: this incarnation of the cluster is known to its peers by a token drawn now
+            // (every slidwin header carries it; each sub-connection also draws a random ISN).
+            const uint64_t run_token = random_u64();
             for (uint16_t p = 0; p < nprox; ++p) {
                 ProxyConfig pc;
                 pc.cluster = me;
@@ -773,6 +778,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.stack.mtu_bytes = plan.mtu_bytes;
                 pc.stack.reass = plan.reass;
                 pc.slidwin = plan.slidwin;
+                pc.slidwin.run_token = run_token;
+                pc.auth = plan.auth;
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
                 pc.impair = plan.impair;
@@ -902,11 +909,14 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
                           (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
                                      : std::string());
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s\n",
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s%s\n",
                              me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
-                             prefix.c_str());
+                             prefix.c_str(),
+                             !plan.auth ? ""
+                             : plan.auth->encrypt ? ", datagrams authenticated and encrypted (AES-128-GCM)"
+                                                  : ", datagrams authenticated (AES-128-GCM)");
             }
             if (plan.polling != Polling::kInline) {
                 unsigned lcore = 0;
@@ -1043,7 +1053,11 @@ std::string pcap_path(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy)
 
 bool pcap_dir_ready(const std::string& dir, std::string& err) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    if (!std::filesystem::exists(dir, ec)) {
+        // A directory we create is owner-only; one the user gave keeps its mode (the files are 0600).
+        const OwnerOnlyUmask owner_only;
+        std::filesystem::create_directories(dir, ec);
+    }
     if (ec) {
         err = "--pcap " + dir + ": cannot create the directory: " + ec.message();
         return false;
@@ -1086,6 +1100,19 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        // Frames that were not the run's own (issue 17), by reason; only when there were some.
+        const SlidwinCounters& w = s.slidwin;
+        if (w.drop_token + w.drop_out_of_window + w.drop_unsynced + w.drop_unknown_subconn + w.drop_auth +
+                w.restart_challenges + s.proxy.peers_restarted != 0)
+            std::printf("  foreign %u.%zu: drop_token %llu, drop_out_of_window %llu, drop_unsynced %llu, "
+                        "drop_unknown_subconn %llu, drop_auth %llu, restart_challenges %llu, peers_restarted %llu\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(w.drop_token),
+                        static_cast<unsigned long long>(w.drop_out_of_window),
+                        static_cast<unsigned long long>(w.drop_unsynced),
+                        static_cast<unsigned long long>(w.drop_unknown_subconn),
+                        static_cast<unsigned long long>(w.drop_auth),
+                        static_cast<unsigned long long>(w.restart_challenges),
+                        static_cast<unsigned long long>(s.proxy.peers_restarted));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::fprintf(out, "  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),
@@ -1192,8 +1219,20 @@ int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
     remove_stale_runs();
     plan.sock_dir = "/tmp/iccs-" + plan.run_id;
     std::error_code ec;
-    std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
-    std::filesystem::create_directories(plan.sock_dir, ec);
+    {
+        // Owner-only (0700), and never another user's directory or a planted symlink (issue 17).
+        std::string err;
+        struct stat st{};
+        if (lstat(plan.sock_dir.c_str(), &st) == 0 && (S_ISLNK(st.st_mode) || st.st_uid != geteuid()))
+            err = plan.sock_dir + ": permission denied: owned by UID " + std::to_string(st.st_uid) +
+                  (S_ISLNK(st.st_mode) ? " (a symlink)" : "");
+        if (err.empty()) std::filesystem::remove_all(plan.sock_dir, ec);  // a stale socket says "Address already in use"
+        if (err.empty()) make_private_dir(plan.sock_dir, err);
+        if (!err.empty()) {
+            std::fprintf(stderr, "iccs: run directory %s\n", err.c_str());
+            return 2;
+        }
+    }
     if (plan.fabric == "udp" && !plan.no_fabric) {
         // Refused io_uring (old kernel, seccomp, io_uring_disabled) stops the run here, with the
         // alternative named, not later inside every cluster.

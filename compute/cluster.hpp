@@ -60,6 +60,7 @@ struct ClusterPlan {
     ReassemblyConfig reass;
     RxImpairment impair;
     std::shared_ptr<const WanConfig> wan;       // WAN emulation ([wan], to_wan_config); null = off
+    std::shared_ptr<const SlidwinAuthKey> auth;  // [security] key ([security], ICCS_KEY_FILE); null = off
     uint32_t ring_entries = 1024;
     uint32_t pool_segments = 16384;             // message buffers (2 KiB each) of the cluster
     std::string run_id;                         // names EAL file prefixes and sockets of this run

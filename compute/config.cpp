@@ -631,7 +631,40 @@ Key udp_addresses_key() {
 }
 
 constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test", "wan",
-                                          "runtime"};
+                                          "runtime", "security"};
+
+Key security_key_file_key() {
+    Key k{"security", "key_file", Kind::kString, "a file path, or \"\" for none",
+          "shared key (>= 16 random bytes, mode 0600): authenticate every datagram; ICCS_KEY_FILE overrides",
+          {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        const auto s = n.as_string();
+        if (!s || s->get().find('\0') != std::string::npos) return k.wrong(n);
+        c.security.key_file = s->get();
+        return std::nullopt;
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("key_file", c.security.key_file); };
+    k.note = [](const MachineConfig& c) { return c.security.key_file.empty() ? std::string("none") : std::string(); };
+    return k;
+}
+
+Key security_encrypt_key() {
+    Key k{"security", "encrypt", Kind::kEnum, "true, false",
+          "with a key: encrypt payloads too (AES-GCM), not only authenticate them", {}, {}, {}};
+    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        if (const auto b = n.as_boolean()) {
+            c.security.encrypt = b->get();
+            return std::nullopt;
+        }
+        if (const auto s = n.as_string(); s && (s->get() == "true" || s->get() == "false")) {  // --set security.encrypt=true
+            c.security.encrypt = s->get() == "true";
+            return std::nullopt;
+        }
+        return k.wrong(n);
+    };
+    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("encrypt", c.security.encrypt); };
+    return k;
+}
 
 std::vector<Key> make_keys() {
     using M = MachineConfig;
@@ -745,6 +778,9 @@ std::vector<Key> make_keys() {
                          "how the runtime's messages travel: the proxies, shared memory, or shared memory + delay_us"));
     t.push_back(int_key("runtime", "delay_us", &M::runtime, &RuntimeSection::delay_us, 0, 60'000'000,
                         "transport delay: every message is held this long before its handler runs [us]"));
+    // [security]
+    t.push_back(security_key_file_key());
+    t.push_back(security_encrypt_key());
     return t;
 }
 

@@ -155,6 +155,15 @@ struct RuntimeSection {
     friend bool operator==(const RuntimeSection&, const RuntimeSection&) = default;
 };
 
+// Only the run's own peers get in (issue 17; stack/slidwin_auth.hpp). Without a key, run tokens
+// and random sequence numbers keep out whoever cannot see the traffic; with one, every datagram
+// is authenticated (and, with encrypt, its payload hidden). ICCS_KEY_FILE overrides key_file.
+struct SecuritySection {
+    std::string key_file{};  // shared key: a file of >= 16 random bytes, mode 0600 ("" = none)
+    bool encrypt = false;    // with a key: AES-GCM hides the payload too (else a MAC only)
+    friend bool operator==(const SecuritySection&, const SecuritySection&) = default;
+};
+
 struct MachineConfig {
     MachineSection machine;
     ClusterSection cluster;
@@ -164,6 +173,7 @@ struct MachineConfig {
     TestSection test;
     WanSection wan;
     RuntimeSection runtime;
+    SecuritySection security;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "owner_only.hpp"
 #include "rt_core.hpp"
 #include "runtime_launch.hpp"
 
@@ -97,6 +98,27 @@ bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank
     return true;
 }
 
+bool load_security(const MachineConfig& cfg, ClusterPlan& plan, std::string& err) {
+    const char* env = std::getenv("ICCS_KEY_FILE");
+    const std::string path = env != nullptr && *env != '\0' ? std::string(env) : cfg.security.key_file;
+    if (path.empty()) {
+        if (cfg.security.encrypt) {
+            err = "config error: [security] encrypt = true needs a key: [security] key_file or ICCS_KEY_FILE";
+            return false;
+        }
+        return true;
+    }
+    plan.auth = slidwin_load_key(path, cfg.security.encrypt, err);
+    if (!plan.auth) {
+        err = std::string(env != nullptr && *env != '\0' ? "ICCS_KEY_FILE: " : "[security] key_file: ") + err;
+        return false;
+    }
+    // The default piece fills a frame: leave room for the auth block (a set threshold is kept).
+    if (plan.conv.stripe_threshold_bytes == 0)
+        plan.conv.stripe_threshold_bytes = default_stripe_threshold(plan.mtu_bytes) - kSlidwinAuthLen;
+    return true;
+}
+
 bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& plan, std::string& err) {
     plan = ClusterPlan{};
     if (!to_wan_config(cfg, plan.wan, err)) return false;  // reads and compiles a script or series
@@ -120,6 +142,7 @@ bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& p
     plan.udp_port = cfg.machine.udp_port;
     plan.udp_addresses = cfg.machine.udp_addresses;
     plan.slidwin = to_slidwin_config(cfg.slidwin);
+    if (!load_security(cfg, plan, err)) return false;
     plan.reass = to_reassembly_config(cfg.reassembly);
     plan.impair.drop = cfg.test.drop;
     plan.impair.duplicate = cfg.test.duplicate;
@@ -240,9 +263,10 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
     out.plan.exit_without_teardown = true;  // runtime_finish: the process ends right after
     if (!ours) {
         out.unlink_shm_at_end = out.cluster == 0;
-        std::error_code ec;
-        if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif")
-            std::filesystem::create_directories(out.plan.sock_dir, ec);
+        // Every process of an mpirun/srun start may get here first: the directory is shared.
+        if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif" &&
+            !make_private_dir(out.plan.sock_dir, err))
+            return false;
     }
     return true;
 }

@@ -70,6 +70,9 @@ bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank
 // cores), for every launcher (`iccs run`, the runtime's). False with `err` when the [wan] script or
 // series cannot be read or compiled (the file and line named).
 bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& plan, std::string& err);
+// [security] (or ICCS_KEY_FILE): the key into plan.auth, read and checked now; false with err
+// naming the file (missing, too short, readable by others).
+bool load_security(const MachineConfig& cfg, ClusterPlan& plan, std::string& err);
 
 // The NI addresses of every cluster as "ip:port" (fabric udp) or "pci ADDRESS" / "ip" (DPDK
 // fabrics), by cluster id: what a process started by mpirun/srun reaches its peers at.

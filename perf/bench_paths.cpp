@@ -194,9 +194,10 @@ RttStats floor_rtt(uint64_t samples) {
 }
 
 RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples,
-                  const std::string& pcap_base) {
+                  const std::string& pcap_base, std::shared_ptr<const SlidwinAuthKey> auth) {
     RttStats s;
     ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.auth = std::move(auth);
     plan.pcap_dir = bench_capture_dir(pcap_base, "rtt", fabric);
     plan.workload = "pingpong";
     plan.messages = samples;

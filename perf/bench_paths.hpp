@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "slidwin_auth.hpp"
 
 namespace iccs {
 
@@ -38,9 +41,10 @@ std::string bench_capture_dir(const std::string& base, const std::string& what, 
 uint16_t bench_udp_port();
 
 // One message of size bytes in flight, `samples` round trips timed (after samples/10 untimed).
-// pcap_base: --pcap of the benchmark ("" = no capture; see bench_capture_dir).
+// pcap_base: --pcap of the benchmark ("" = no capture; see bench_capture_dir). auth: with this
+// key every datagram is authenticated (stack/slidwin_auth.hpp; null = off).
 RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples,
-                  const std::string& pcap_base = {});
+                  const std::string& pcap_base = {}, std::shared_ptr<const SlidwinAuthKey> auth = nullptr);
 RttStats kernel_rtt(uint32_t size, uint64_t samples);
 RttStats floor_rtt(uint64_t samples);
 

@@ -31,7 +31,25 @@ int bench_rtt(const BenchRttOptions& o) {
         std::fprintf(stderr, "bench rtt: capturing to %s/rtt-%s-1/cluster<C>-proxy<P>.pcapng: the iccs figures "
                              "include the capture's cost; decode with tshark -o iccs.udp_port:%u\n",
                      o.pcap_dir.c_str(), o.fabric.c_str(), bench_udp_port());
+    std::shared_ptr<const SlidwinAuthKey> key;
+    if (!o.key_file.empty()) {
+        std::string err;
+        key = slidwin_load_key(o.key_file, o.encrypt, err);
+        if (!key) {
+            std::fprintf(stderr, "iccs bench rtt: --key: %s\n", err.c_str());
+            return 2;
+        }
+    }
     const RttStats ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
+    RttStats au;
+    if (key) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
+    const double auth_overhead = key && ic.median_us > 0 ? au.median_us / ic.median_us : 0;
+    char auth_json[256] = "";
+    if (key)
+        std::snprintf(auth_json, sizeof auth_json,
+                      ", \"auth_mode\": \"%s\", \"auth_rtt_median_us\": %.3f, \"auth_rtt_p99_us\": %.3f, "
+                      "\"auth_overhead\": %.4f",
+                      o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", au.median_us, au.p99_us, auth_overhead);
     const RttStats k = kernel_rtt(o.size_bytes, o.samples);
     const RttStats fl = floor_rtt(o.samples);
     const double r_kernel = k.median_us > 0 ? ic.median_us / k.median_us : 0;
@@ -43,10 +61,10 @@ int bench_rtt(const BenchRttOptions& o) {
         std::printf("{\"size_bytes\": %u, \"samples\": %llu, \"cores\": %u, \"fabric\": \"%s\", \"polling\": \"%s\", "
                     "\"oversubscribed\": %s, \"iccs_rtt_median_us\": %.3f, \"iccs_rtt_p99_us\": %.3f, "
                     "\"kernel_rtt_median_us\": %.3f, \"kernel_rtt_p99_us\": %.3f, \"floor_rtt_median_us\": %.3f, "
-                    "\"ratio_to_kernel\": %.4f, \"ratio_to_floor\": %.2f%s%s%s}\n",
+                    "\"ratio_to_kernel\": %.4f, \"ratio_to_floor\": %.2f%s%s%s%s}\n",
                     o.size_bytes, static_cast<unsigned long long>(o.samples), cores, o.fabric.c_str(),
                     o.polling.c_str(), oversubscribed ? "true" : "false", ic.median_us, ic.p99_us, k.median_us,
-                    k.p99_us, fl.median_us, r_kernel, r_floor, ic.error.empty() ? "" : ", \"error\": \"",
+                    k.p99_us, fl.median_us, r_kernel, r_floor, auth_json, ic.error.empty() ? "" : ", \"error\": \"",
                     ic.error.c_str(), ic.error.empty() ? "" : "\"");
     } else {
         std::printf("bench rtt: %u-byte messages, one in flight, %llu samples each; host has %u cores\n",
@@ -54,6 +72,11 @@ int bench_rtt(const BenchRttOptions& o) {
         std::printf("  %-70s %10s %10s\n", "path", "median us", "p99 us");
         std::printf("  %-70s %10.2f %10.2f\n", ("iccs: 2 clusters over " + io + ", polling " + o.polling).c_str(),
                     ic.median_us, ic.p99_us);
+        if (key)
+            std::printf("  %-70s %10.2f %10.2f   (auth/plain = %.3f)\n",
+                        o.encrypt ? "  the same, every datagram authenticated + encrypted (AES-128-GCM)"
+                                  : "  the same, every datagram authenticated (AES-128-GCM MAC)",
+                        au.median_us, au.p99_us, auth_overhead);
         std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets", k.median_us,
                     k.p99_us);
         std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
@@ -65,8 +88,9 @@ int bench_rtt(const BenchRttOptions& o) {
                         "dedicated-core one\n",
                         spinning, cores);
         if (!ic.error.empty()) std::printf("  iccs: %s\n", ic.error.c_str());
+        if (!au.error.empty()) std::printf("  iccs with --key: %s\n", au.error.c_str());
     }
-    return ic.error.empty() ? 0 : 1;
+    return ic.error.empty() && au.error.empty() ? 0 : 1;
 }
 
 }  // namespace iccs

@@ -14,6 +14,8 @@ struct BenchRttOptions {
     std::string fabric = "memif";    // memif (DPDK) | udp (kernel UDP sockets via io_uring)
     bool json = false;
     std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
+    std::string key_file;  // --key: the iccs round trip again with every datagram authenticated
+    bool encrypt = false;  // --encrypt: ... and encrypted
 };
 
 int bench_rtt(const BenchRttOptions& o);

@@ -5,6 +5,7 @@
 // sendmmsg of 32 datagrams from one socket, recvmmsg of 32 on another, same payload size, CPU
 // time of the one thread (loopback delivery runs in the sender's softirq, so it is counted).
 #include "bench_stack.hpp"
+#include "slidwin_auth.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -45,7 +46,7 @@ struct CountingSink : SlidwinSink {
 
 StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
-double run_iccs(uint32_t size, uint64_t n, uint64_t& retx) {
+double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey* key) {
     HeapPktPool pa(8192, 2048), pb(8192, 2048);
     Stack a(host(1), pa), b(host(2), pb);
     a.arp().add_static(b.config().ip, b.config().mac);
@@ -55,6 +56,7 @@ double run_iccs(uint32_t size, uint64_t n, uint64_t& retx) {
     TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
     CountingSink sa, sb;
     SlidwinConfig cfg;
+    cfg.auth = key;
     SlidwinEndpoint ea(a, wa, 9410, cfg, sa), eb(b, wb, 9410, cfg, sb);
     SubConnection* ca = ea.open(0, b.config().ip, 9410, 0, 0);
     eb.open(0, a.config().ip, 9410, 0, 0);
@@ -156,12 +158,24 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
     BenchStackResult r;
     std::vector<double> ic, kc;
     // Warm-up of both paths (page faults, caches), not counted.
+    std::shared_ptr<const SlidwinAuthKey> key;
+    if (!o.key_file.empty()) {
+        key = slidwin_load_key(o.key_file, o.encrypt, r.key_error);
+        if (!key) return r;
+        r.auth = true;
+    }
+    std::vector<double> ac;
     uint64_t retx = 0;
-    run_iccs(o.size_bytes, std::min<uint64_t>(o.messages, 100'000), retx);
+    run_iccs(o.size_bytes, std::min<uint64_t>(o.messages, 100'000), retx, nullptr);
+    if (key) run_iccs(o.size_bytes, std::min<uint64_t>(o.messages, 100'000), retx, key.get());
     run_kernel(o.size_bytes, std::min<uint64_t>(o.messages, 20'000), r.kernel_error);
     for (uint32_t i = 0; i < o.runs; ++i) {
-        ic.push_back(run_iccs(o.size_bytes, o.messages, retx));
+        ic.push_back(run_iccs(o.size_bytes, o.messages, retx, nullptr));
         r.iccs_retx += retx;
+        if (key) {
+            ac.push_back(run_iccs(o.size_bytes, o.messages, retx, key.get()));
+            r.iccs_retx += retx;
+        }
         if (r.kernel_error.empty()) {
             const double k = run_kernel(o.size_bytes, o.messages / 4 + 1, r.kernel_error);
             if (r.kernel_error.empty()) kc.push_back(k);
@@ -171,6 +185,12 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
     r.iccs_ns_per_msg = median(ic);
     r.iccs_min = *std::min_element(ic.begin(), ic.end());
     r.iccs_max = *std::max_element(ic.begin(), ic.end());
+    if (!ac.empty()) {
+        r.auth_ns_per_msg = median(ac);
+        r.auth_min = *std::min_element(ac.begin(), ac.end());
+        r.auth_max = *std::max_element(ac.begin(), ac.end());
+        r.auth_overhead = r.auth_ns_per_msg / r.iccs_ns_per_msg;
+    }
     if (!kc.empty()) {
         r.kernel_ns_per_msg = median(kc);
         r.kernel_min = *std::min_element(kc.begin(), kc.end());
@@ -182,17 +202,24 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
 
 void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
     const unsigned cores = std::thread::hardware_concurrency();
+    char auth_json[256] = "";
+    if (r.auth)
+        std::snprintf(auth_json, sizeof auth_json,
+                      ", \"auth_mode\": \"%s\", \"auth_ns_per_msg\": %.1f, \"auth_ns_min\": %.1f, "
+                      "\"auth_ns_max\": %.1f, \"auth_overhead\": %.3f",
+                      o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", r.auth_ns_per_msg, r.auth_min, r.auth_max,
+                      r.auth_overhead);
     if (o.json) {
         std::printf(
             "{\"size_bytes\": %u, \"messages_per_run\": %llu, \"runs\": %u, \"cores\": %u, "
             "\"iccs_ns_per_msg\": %.1f, \"iccs_ns_min\": %.1f, \"iccs_ns_max\": %.1f, \"iccs_retransmissions\": %llu, "
-            "\"kernel_ns_per_msg\": %s, \"kernel_ns_min\": %.1f, \"kernel_ns_max\": %.1f, \"ratio\": %s%s%s%s}\n",
+            "\"kernel_ns_per_msg\": %s, \"kernel_ns_min\": %.1f, \"kernel_ns_max\": %.1f, \"ratio\": %s%s%s%s%s}\n",
             o.size_bytes, static_cast<unsigned long long>(o.messages), o.runs, cores, r.iccs_ns_per_msg, r.iccs_min,
             r.iccs_max, static_cast<unsigned long long>(r.iccs_retx),
             r.kernel_error.empty() ? std::to_string(r.kernel_ns_per_msg).c_str() : "null", r.kernel_min,
             r.kernel_max, r.kernel_error.empty() ? std::to_string(r.ratio).c_str() : "null",
             r.kernel_error.empty() ? "" : ", \"kernel_error\": \"", r.kernel_error.c_str(),
-            r.kernel_error.empty() ? "" : "\"");
+            r.kernel_error.empty() ? "" : "\"", auth_json);
         return;
     }
     std::printf("bench stack: %u-byte messages, %llu per run, median of %u runs, one thread (host has %u cores)\n",
@@ -200,6 +227,10 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
     std::printf("  %-44s %10s %10s %10s\n", "path (CPU ns per delivered message)", "median", "min", "max");
     std::printf("  %-44s %10.1f %10.1f %10.1f\n", "iccs stack: send+receive+ack, in-memory wire", r.iccs_ns_per_msg,
                 r.iccs_min, r.iccs_max);
+    if (r.auth)
+        std::printf("  %-44s %10.1f %10.1f %10.1f   (auth/plain = %.3f)\n",
+                    o.encrypt ? "  the same, authenticated + encrypted (GCM)" : "  the same, authenticated (GCM MAC)",
+                    r.auth_ns_per_msg, r.auth_min, r.auth_max, r.auth_overhead);
     if (r.kernel_error.empty()) {
         std::printf("  %-44s %10.1f %10.1f %10.1f\n", "kernel UDP loopback: sendmmsg/recvmmsg x32", r.kernel_ns_per_msg,
                     r.kernel_min, r.kernel_max);

@@ -1,5 +1,6 @@
 // dpdk_env.cpp: see dpdk_env.hpp.
 #include "dpdk_env.hpp"
+#include "owner_only.hpp"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -73,6 +74,9 @@ bool eal_start(const EalOptions& o, std::string& err) {
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
+    // The runtime dir, its config file and the telemetry socket (which takes live WAN changes)
+    // are created in here: owner-only (issue 17).
+    const OwnerOnlyUmask owner_only;
     const int r = rte_eal_init(static_cast<int>(args.size()), argv.data());
     if (r < 0) {
         err = std::string("DPDK EAL init failed: ") + rte_strerror(rte_errno);

@@ -1,6 +1,10 @@
 // pcapng.cpp: see pcapng.hpp.
 #include "pcapng.hpp"
 
+#include <unistd.h>
+
+#include "owner_only.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -24,9 +28,13 @@ bool PcapngWriter::open(const std::string& path, uint64_t max_bytes, std::string
     frames_ = bytes_ = missed_ = 0;
     interfaces_ = 0;
     stopped_ = io_error_ = false;
-    f_ = std::fopen(path.c_str(), "wb");
+    // Owner-only (0600): a capture holds every byte the run sent.
+    std::string why;
+    const int fd = open_private_file(path, why);
+    if (fd >= 0) f_ = ::fdopen(fd, "wb");
     if (f_ == nullptr) {
-        err = "cannot write capture file " + path + ": " + std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        err = "cannot write capture file " + (fd >= 0 ? path + ": " + std::strerror(errno) : why);
         return false;
     }
     buf_ = static_cast<char*>(std::malloc(kStdioBuf));

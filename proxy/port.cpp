@@ -1,5 +1,6 @@
 // port.cpp: see port.hpp.
 #include "port.hpp"
+#include "owner_only.hpp"
 
 #include "af_packet.hpp"
 
@@ -20,6 +21,7 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
     std::string name = devargs.substr(0, devargs.find(','));
     if (is_vdev) {
         const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
+        const OwnerOnlyUmask owner_only;  // a memif server creates its socket here (issue 17)
         if (rte_vdev_init(name.c_str(), args.c_str()) != 0) {
             err = "cannot create device " + devargs + " (rte_vdev_init failed)";
             return false;

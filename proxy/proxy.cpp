@@ -54,6 +54,7 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
       stack_(cfg.stack, pool),
       wheel_(10'000, 4096, monotonic_ns()),
       rng_(cfg.impair.seed + cfg.cluster * 1000 + cfg.index) {
+    cfg_.slidwin.auth = cfg_.auth.get();
     ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
@@ -323,6 +324,19 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
         }
     }
     rings_.publish_proxy_load(cfg_.index, static_cast<uint32_t>(backlog));
+}
+
+void Proxy::on_peer_restarted(SubConnection& sc, uint64_t new_token) {
+    const uint32_t c = sc.local_id() / 64;  // global_id()
+    ++ctr_.peers_restarted;
+    std::fprintf(stderr, "proxy %u.%u: cluster %u restarted (new run token %016llx on sub-connection %u): "
+                 "handled as down, its new incarnation is not merged\n", cfg_.cluster, cfg_.index, c,
+                 static_cast<unsigned long long>(new_token), sc.local_id());
+    if (c < last_heard_ns_.size()) last_heard_ns_[c] = 0;
+    if (rings_.mark_cluster_down(c)) {
+        ++ctr_.peers_down;
+        for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
+    }
 }
 
 bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
@@ -626,6 +640,7 @@ ProxySnapshot Proxy::collect() const {
         ICCS_SLIDWIN_COUNTERS(X)
 #undef X
     }
+    s.slidwin.drop_unknown_subconn += ep_->drop_unknown_subconn();
     for (const auto& p : ports_) {
         s.port_rx += p->counters().rx_frames;
         s.port_tx += p->counters().tx_frames;

@@ -74,6 +74,9 @@ struct ProxyConfig {
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
     // WAN emulation (wan_emu.hpp): null = off, and then it costs one branch per message.
     std::shared_ptr<const WanConfig> wan;
+    // Per-datagram authentication ([security], stack/slidwin_auth.hpp): null = off. The proxy
+    // keeps it alive for its sub-connections (SlidwinConfig::auth points at it).
+    std::shared_ptr<const SlidwinAuthKey> auth;
 };
 
 // A change of the WAN emulation's parameters from another thread (telemetry, `iccs wan`).
@@ -113,6 +116,7 @@ struct WanView {
     X(status_tx, "status (keepalive) messages sent to other clusters' proxies") \
     X(status_rx, "status messages received")                                   \
     X(peers_down, "clusters this proxy found silent for the peer timeout")      \
+    X(peers_restarted, "clusters that came back with a new run token (handled as down)") \
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
     X(impair_dropped, "frames dropped by fault injection")                      \
     X(impair_duplicated, "frames duplicated by fault injection")                \
@@ -209,6 +213,8 @@ class Proxy final : public SlidwinSink {
     // SlidwinSink: a message in order from a sub-connection -> the destination thread's ring
     // (held by the WAN stage first when it comes from another site).
     bool on_message(SubConnection& sc, PktBuf* msg) override;
+    // A peer proxy's cluster came back with a new run token: reported, and marked down.
+    void on_peer_restarted(SubConnection& sc, uint64_t new_token) override;
 
     // WAN emulation: a command for the proxy thread (any thread; applied in its next iteration),
     // and the published view. wan_post is false when the stage is off.

@@ -70,6 +70,11 @@ inline uint32_t load_be32(const uint8_t* p) {
     std::memcpy(&v, p, 4);
     return __builtin_bswap32(v);
 }
+inline uint64_t load_be64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
 // The wire bytes of a big-endian value, as the low bytes of a little-endian word.
 constexpr uint64_t wire16(uint16_t v) { return __builtin_bswap16(v); }
 constexpr uint64_t wire32(uint32_t v) { return __builtin_bswap32(v); }

@@ -6,8 +6,34 @@
 #include <cstddef>
 #include <cstring>
 #include <cstdio>
+#include <cstdlib>
+
+#include <sys/random.h>
 
 namespace iccs {
+
+uint64_t random_u64() {
+    uint64_t v = 0;
+    size_t got = 0;
+    while (got < sizeof v) {
+        const ssize_t n = getrandom(reinterpret_cast<uint8_t*>(&v) + got, sizeof v - got, 0);
+        if (n < 0) {
+            std::perror("getrandom (run token / initial sequence number)");
+            std::abort();
+        }
+        got += static_cast<size_t>(n);
+    }
+    return v;
+}
+
+// The challenge for a SYN with a new token: a keyed mix of that SYN (splitmix64 finalizer), so a
+// flood of forged SYNs costs no system call and each gets the same answer when repeated.
+static uint32_t challenge_of(uint64_t secret, uint64_t token, uint32_t seq) {
+    uint64_t z = secret ^ token ^ (uint64_t{seq} << 17);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<uint32_t>(z ^ (z >> 31));
+}
 
 static inline bool seq_lt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 static inline bool seq_le(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
@@ -28,18 +54,22 @@ SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel
     snd_mask_ = cfg_.snd_buf_datagrams - 1;
     rcv_.reset(new RecvSlot[cfg_.rcv_buf_datagrams]);
     rcv_mask_ = cfg_.rcv_buf_datagrams - 1;
-    snd_una_ = snd_sent_ = snd_nxt_ = cfg_.initial_seq;
-    rcv_user_ = rcv_nxt_ = cfg_.initial_seq;
-    highest_sacked_ = cfg_.initial_seq;
-    // Until the first ack, assume the peer's buffer is as large as ours (both ends are set up from
-    // one machine configuration), and no larger than the configured initial window.
-    peer_right_ = cfg_.initial_seq + std::min(cfg_.initial_peer_window, cfg_.rcv_buf_datagrams);
+    local_token_ = cfg_.run_token != 0 ? cfg_.run_token : random_u64();
+    iss_ = cfg_.random_isn ? static_cast<uint32_t>(random_u64()) : cfg_.initial_seq;
+    snd_una_ = snd_sent_ = snd_nxt_ = iss_;
+    highest_sacked_ = iss_;
+    // The peer's window stays closed (right edge = ISN) until it acks our SYN: data waits.
+    peer_right_ = iss_;
     last_adv_right_ = rcv_nxt_ + rcv_window();
+    hdr_len_ = kSlidwinHdrLen + (cfg_.auth ? kSlidwinAuthLen : 0);
     rto_ns_ = cfg_.rto_initial_ns;
+    syn_interval_ns_ = cfg_.rto_initial_ns;
+    challenge_secret_ = random_u64();
     rto_timer_.fn = &SubConnection::on_rto;
     delack_timer_.fn = &SubConnection::on_delack;
     persist_timer_.fn = &SubConnection::on_persist;
-    rto_timer_.ctx = delack_timer_.ctx = persist_timer_.ctx = this;
+    syn_timer_.fn = &SubConnection::on_syn;
+    rto_timer_.ctx = delack_timer_.ctx = persist_timer_.ctx = syn_timer_.ctx = this;
     (void)now_ns;
 }
 
@@ -47,6 +77,7 @@ SubConnection::~SubConnection() {
     wheel_.cancel(rto_timer_);
     wheel_.cancel(delack_timer_);
     wheel_.cancel(persist_timer_);
+    wheel_.cancel(syn_timer_);
     for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
         SendSlot& slot = snd_[s & snd_mask_];
         if (slot.p != nullptr) pkt_free(slot.p);
@@ -61,8 +92,10 @@ uint32_t SubConnection::rcv_window() const { return cfg_.rcv_buf_datagrams - (rc
 std::string SubConnection::to_string() const {
     char s[300];
     std::snprintf(s, sizeof s,
-                  "subconn %u->%u snd[una %u sent %u nxt %u right %u] rcv[user %u nxt %u wnd %u] rto %lluus%s",
-                  local_id_, remote_id_, snd_una_, snd_sent_, snd_nxt_, peer_right_, rcv_user_, rcv_nxt_,
+                  "subconn %u->%u %s snd[una %u sent %u nxt %u right %u] rcv[user %u nxt %u wnd %u] rto %lluus%s",
+                  local_id_, remote_id_,
+                  restarted_ ? "restarted" : established() ? "established" : peer_known_ ? "syn-received" : "syn-sent",
+                  snd_una_, snd_sent_, snd_nxt_, peer_right_, rcv_user_, rcv_nxt_,
                   rcv_window(), static_cast<unsigned long long>(rto_ns_ / 1000),
                   rto_timer_.armed ? (" (timer armed, expires " + std::to_string(rto_timer_.expires_ns) + ")").c_str() : "");
     return s;
@@ -78,7 +111,9 @@ SlidwinSendResult slidwin_send(SubConnection& sc, PktBuf* msg, uint64_t now_ns) 
         return SlidwinSendResult::kWouldBlock;
     }
     // The header is written whole by transmit(), every time the datagram goes out.
-    if (pkt_prepend(msg, kSlidwinHdrLen) == nullptr) return SlidwinSendResult::kTooBig;  // not our buffer
+    uint8_t* h = pkt_prepend(msg, sc.hdr_len_);
+    if (h == nullptr) return SlidwinSendResult::kTooBig;  // not our buffer
+    if (sc.hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);  // auth counter 0: plaintext
     SubConnection::SendSlot& slot = sc.snd_[sc.snd_nxt_ & sc.snd_mask_];
     slot.p = msg;
     slot.hdr_off = msg->data_off;
@@ -96,7 +131,8 @@ void SubConnection::push_new(uint64_t now_ns) {
         ++snd_sent_;
     }
     // Window closed with data waiting and nothing in flight: no ack will come to open it, so probe.
-    if (snd_sent_ != snd_nxt_ && snd_una_ == snd_sent_ && !persist_timer_.armed)
+    // (Before the handshake the SYN timer does that job.)
+    if (synced_ && snd_sent_ != snd_nxt_ && snd_una_ == snd_sent_ && !persist_timer_.armed)
         wheel_.arm(persist_timer_, now_ns + cfg_.persist_ns);
 }
 
@@ -111,16 +147,23 @@ void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_
                 bits |= uint64_t{1} << i;
     }
     if (ts_recent_valid_) flags = static_cast<uint8_t>(flags | kSwTsEcr);
-    // Four whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
-    store_u64(raw, uint64_t{kSlidwinVersion} | uint64_t{flags} << 8 | wire16(remote_id_) << 16 | wire32(seq) << 32);
-    store_u64(raw + 8, wire32(rcv_nxt_) | wire16(static_cast<uint16_t>(wnd)) << 32);
-    store_u64(raw + 16, __builtin_bswap64(bits));
-    store_u64(raw + 24, wire32(static_cast<uint32_t>(now_ns / 1000)) | wire32(ts_recent_) << 32);
+    write_words(raw, flags, seq, rcv_nxt_, wnd, bits, now_ns);
     last_adv_right_ = rcv_nxt_ + wnd;
     // Whatever ack was owed goes out with this datagram.
     unacked_in_order_ = 0;
     ack_now_ = false;
     if (delack_timer_.armed) wheel_.cancel(delack_timer_);
+}
+
+void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
+                                uint64_t sack, uint64_t now_ns) const {
+    if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth | (cfg_.auth->encrypt ? kSwEnc : 0));
+    // Five whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
+    store_u64(raw, uint64_t{kSlidwinVersion} | uint64_t{flags} << 8 | wire16(remote_id_) << 16 | wire32(seq) << 32);
+    store_u64(raw + 8, wire32(ack) | wire16(static_cast<uint16_t>(wnd)) << 32);
+    store_u64(raw + 16, __builtin_bswap64(sack));
+    store_u64(raw + 24, wire32(static_cast<uint32_t>(now_ns / 1000)) | wire32(ts_recent_) << 32);
+    store_u64(raw + 32, __builtin_bswap64(local_token_));
 }
 
 void SubConnection::transmit(uint32_t seq, uint64_t now_ns, bool retx) {
@@ -129,7 +172,11 @@ void SubConnection::transmit(uint32_t seq, uint64_t now_ns, bool retx) {
     if (p == nullptr) return;  // sacked meanwhile
     if (retx && p->refcnt > 1) {
         // Still queued below us (TX queue or fragments not yet on the wire): the previous copy
-        // has not even left, so a resend now would only duplicate it.
+        // has not even left, so a resend now would only duplicate it. Only the head counts: the
+        // payload segments of striped pieces are shared by design (each piece a view of its
+        // range), so their counts say nothing about this datagram. With encryption a resend
+        // re-seals in place; a later fragment of the last copy still queued would then carry
+        // re-encrypted bytes and fail its tag at the receiver: a lost copy, never a wrong byte.
         slot.sent_ns = now_ns;
         return;
     }
@@ -169,11 +216,7 @@ void SubConnection::rtt_sample(uint64_t rtt_ns) {
 
 void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     ++ctr_.rx_ack;
-    const uint32_t ack = h.ack;
-    if (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams)) {
-        ++ctr_.rx_bad;  // acks what was never sent, or far behind: not from our peer's state
-        return;
-    }
+    const uint32_t ack = h.ack;  // within the window: checked by in_window() before any state changed
     bool news = false;  // this ack acknowledges something for the first time
     const bool advanced = seq_lt(snd_una_, ack);
     if (advanced) {
@@ -274,6 +317,93 @@ void SubConnection::on_persist(Timer& t, uint64_t now_ns) {
     sc.wheel_.arm(sc.persist_timer_, now_ns + sc.cfg_.persist_ns);
 }
 
+// ---------------------------------------------------------------- handshake
+
+void slidwin_start(SubConnection& sc, uint64_t now_ns) {
+    sc.send_syn(now_ns, sc.iss_, 0, false);
+    sc.wheel_.arm(sc.syn_timer_, now_ns + sc.syn_interval_ns_);
+}
+
+void SubConnection::send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack) {
+    PktBuf* p = pkt_alloc(pool_);
+    if (p == nullptr) return;  // the SYN timer (or the peer's next SYN) tries again
+    uint8_t* h = pkt_append(p, hdr_len_);
+    write_words(h, static_cast<uint8_t>(kSwSyn | (with_ack ? kSwAck : 0)), seq, ack, with_ack ? rcv_window() : 0, 0,
+                now_ns);
+    if (hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);
+    ++ctr_.tx_syn;
+    link_.slidwin_transmit(*this, p);
+}
+
+void SubConnection::on_syn(Timer& t, uint64_t now_ns) {
+    SubConnection& sc = *static_cast<SubConnection*>(t.ctx);
+    if (sc.synced_ || sc.restarted_) return;
+    sc.send_syn(now_ns, sc.iss_, sc.rcv_nxt_, sc.peer_known_);
+    sc.syn_interval_ns_ = std::min(sc.syn_interval_ns_ * 2, sc.cfg_.syn_max_interval_ns);
+    sc.wheel_.arm(sc.syn_timer_, now_ns + sc.syn_interval_ns_);
+}
+
+void SubConnection::become_synced(const SlidwinAck& a, uint64_t now_ns) {
+    synced_ = true;
+    wheel_.cancel(syn_timer_);
+    process_ack(a, now_ns);  // the peer's window opens: waiting data goes
+}
+
+void SubConnection::peer_restarted(uint64_t token) {
+    restarted_ = true;
+    ++ctr_.peer_restarted;
+    wheel_.cancel(rto_timer_);
+    wheel_.cancel(delack_timer_);
+    wheel_.cancel(persist_timer_);
+    wheel_.cancel(syn_timer_);
+    link_.slidwin_peer_restarted(*this, token);
+}
+
+void SubConnection::on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns) {
+    const bool acks_us = (a.flags & kSwAck) && a.ack == iss_;
+    if (!peer_known_) {
+        ++ctr_.rx_syn;
+        peer_known_ = true;
+        peer_token_ = token;
+        peer_iss_ = seq;
+        rcv_user_ = rcv_nxt_ = seq;
+        last_adv_right_ = rcv_nxt_ + rcv_window();
+    } else if (token == peer_token_) {
+        if (seq != peer_iss_) {  // our peer's token with another ISN: not from our peer
+            ++ctr_.rx_bad;
+            return;
+        }
+        ++ctr_.rx_syn;  // a repeated SYN: our answer was lost
+    } else {
+        // A new token: a restarted peer, or a replayed or forged SYN. Believe it only when the
+        // new token acks a challenge that only the holder of that address can have seen.
+        const uint32_t challenge = challenge_of(challenge_secret_, token, seq);
+        if (token == pending_token_ && (a.flags & kSwAck) && a.ack == challenge_) {
+            peer_restarted(token);
+            return;
+        }
+        pending_token_ = token;
+        challenge_ = challenge;
+        ++ctr_.restart_challenges;
+        send_syn(now_ns, challenge_, seq, true);
+        return;
+    }
+    if (!synced_ && !acks_us) {  // the peer lacks our ISN: a SYN|ACK gives it and acks its SYN
+        send_syn(now_ns, iss_, rcv_nxt_, true);
+        return;
+    }
+    ack_now_ = true;  // its SYN wants an ack: data going out now carries it, else a pure ack
+    if (!synced_) become_synced(a, now_ns);
+}
+
+bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
+    if ((flags & kSwAck) && (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams))) return false;
+    if ((flags & kSwData) &&
+        (seq_lt(seq, rcv_nxt_ - cfg_.rcv_buf_datagrams) || !seq_lt(seq, rcv_user_ + cfg_.rcv_buf_datagrams)))
+        return false;
+    return true;
+}
+
 // ---------------------------------------------------------------- receiver
 
 void SubConnection::send_ack(uint64_t now_ns, uint8_t extra_flags) {
@@ -282,7 +412,9 @@ void SubConnection::send_ack(uint64_t now_ns, uint8_t extra_flags) {
         if (!delack_timer_.armed) wheel_.arm(delack_timer_, now_ns + cfg_.delack_ns);
         return;
     }
-    write_hdr(pkt_append(p, kSlidwinHdrLen), static_cast<uint8_t>(kSwAck | extra_flags), snd_sent_, now_ns);
+    uint8_t* h = pkt_append(p, hdr_len_);
+    write_hdr(h, static_cast<uint8_t>(kSwAck | extra_flags), snd_sent_, now_ns);
+    if (hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);
     ++ctr_.tx_ack;
     link_.slidwin_transmit(*this, p);
 }
@@ -308,7 +440,7 @@ void SubConnection::ack_due(uint64_t now_ns) {
 
 void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     stamps::stamp(stamps::kSlidwinReceive);
-    if (p->pkt_len < kSlidwinHdrLen || p->data_len < kSlidwinHdrLen) {
+    if (p->pkt_len < sc.hdr_len_ || p->data_len < sc.hdr_len_) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;
@@ -325,30 +457,62 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     std::memcpy(&sack_be, raw + offsetof(SlidwinHdr, sack), 8);
     a.sack = __builtin_bswap64(sack_be);
     a.tsecr = load_be32(raw + offsetof(SlidwinHdr, tsecr));
+    const uint64_t token = load_be64(raw + offsetof(SlidwinHdr, token));
+    const uint32_t seq = load_be32(raw + offsetof(SlidwinHdr, seq));
+    // Every check comes before the first change of state (issue 17).
     if (version != kSlidwinVersion || load_be16(raw + offsetof(SlidwinHdr, reserved)) != 0 ||
-        ((flags & kSwData) == 0 && p->pkt_len != kSlidwinHdrLen)) {
+        ((flags & kSwData) == 0 && p->pkt_len != sc.hdr_len_) || ((flags & kSwSyn) && (flags & kSwData)) ||
+        ((flags & kSwAuth) != 0) != (sc.cfg_.auth != nullptr) ||
+        ((flags & kSwEnc) != 0) != (sc.cfg_.auth != nullptr && sc.cfg_.auth->encrypt)) {
         ++sc.ctr_.rx_bad;
         pkt_free(p);
         return;
     }
-    if (flags & kSwAck) sc.process_ack(a, now_ns);
+    if (sc.restarted_) {  // the peer we knew is gone; its successor is not merged into this
+        ++sc.ctr_.drop_token;
+        pkt_free(p);
+        return;
+    }
+    if (flags & kSwSyn) {
+        sc.on_syn_rx(token, seq, a, now_ns);
+        pkt_free(p);
+        return;
+    }
+    if (!sc.peer_known_) {
+        ++sc.ctr_.drop_unsynced;
+        pkt_free(p);
+        return;
+    }
+    if (token != sc.peer_token_) {
+        // The restarted peer's answer to our challenge arrives as its first ack.
+        if (token == sc.pending_token_ && token != 0 && (flags & kSwAck) && a.ack == sc.challenge_)
+            sc.peer_restarted(token);
+        else
+            ++sc.ctr_.drop_token;
+        pkt_free(p);
+        return;
+    }
+    if (!sc.in_window(flags, seq, a.ack)) {
+        ++sc.ctr_.drop_out_of_window;
+        pkt_free(p);
+        return;
+    }
+    if (flags & kSwAck) {
+        if (!sc.synced_)
+            sc.become_synced(a, now_ns);
+        else
+            sc.process_ack(a, now_ns);
+    }
     if (flags & kSwAckReq) sc.ack_now_ = true;
     if ((flags & kSwData) == 0) {
         pkt_free(p);
         return;
     }
-    const uint32_t seq = load_be32(raw + offsetof(SlidwinHdr, seq));
     sc.ts_recent_ = load_be32(raw + offsetof(SlidwinHdr, tsval));
     sc.ts_recent_valid_ = true;
     if (seq_lt(seq, sc.rcv_nxt_)) {
         ++sc.ctr_.rx_dup;
         sc.ack_now_ = true;  // our ack may have been lost: repeat it
-        pkt_free(p);
-        return;
-    }
-    if (!seq_lt(seq, sc.rcv_user_ + sc.cfg_.rcv_buf_datagrams)) {
-        ++sc.ctr_.rx_beyond_window;
-        sc.ack_now_ = true;
         pkt_free(p);
         return;
     }
@@ -359,7 +523,7 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    pkt_adj(p, kSlidwinHdrLen);
+    pkt_adj(p, sc.hdr_len_);
     slot.p = p;
     ++sc.ctr_.rx_data;
     if (seq == sc.rcv_nxt_) {

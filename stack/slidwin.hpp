@@ -14,6 +14,18 @@
 // the window and the sender stops. Congestion control is out of scope here (one fabric, known
 // peers); the window bounds what is in flight.
 //
+// Who may speak (issue 17): each end has a run token (its cluster's, drawn at start-up) and a
+// random initial sequence number (ISN). A new sub-connection sends SYN (its token and ISN) until
+// the peer's ack of that ISN arrives, and learns the peer's token and ISN from the peer's SYN;
+// data waits until then (the peer's window is closed), so nothing sent is thrown away. Every
+// received datagram is checked before it touches any state: the token must be the peer's
+// (`drop_token`), seq within [rcv_nxt - buffer, rcv_user + buffer) and ack within
+// [snd_una - buffer, snd_sent] (`drop_out_of_window`); nothing but a SYN is taken before the
+// handshake (`drop_unsynced`). A SYN with a new token on an established sub-connection may be a
+// restarted peer, or a replay: it is answered with a challenge (a SYN|ACK with a fresh random
+// number in seq) and the restart is believed only when the new token acks that number; then the
+// link hears slidwin_peer_restarted() once and the sub-connection takes nothing more.
+//
 // Threading: a SubConnection belongs to one thread (_st), like the Stack it runs on.
 #pragma once
 
@@ -22,6 +34,7 @@
 #include <string>
 
 #include "pktbuf.hpp"
+#include "slidwin_auth.hpp"
 #include "slidwin_hdr.hpp"
 #include "timer_wheel.hpp"
 
@@ -38,9 +51,19 @@ struct SlidwinConfig {
     uint32_t dupthresh = 3;                // later datagrams sacked before a hole is retransmitted
     uint64_t persist_ns = 10'000'000;      // zero-window probe interval [ns]
     uint32_t max_retx_burst = 32;          // datagrams one timeout may retransmit
-    uint32_t initial_peer_window = 64;     // datagrams sent before the peer's first ack
-    uint32_t initial_seq = 0;              // first sequence number, both directions (set up by config)
+    uint64_t run_token = 0;                // this end's run token (0: the sub-connection draws one)
+    bool random_isn = true;                // draw the initial sequence number (getrandom) ...
+    uint32_t initial_seq = 0;              // ... or start here (tests: wrap-around, golden bytes)
+    uint64_t syn_max_interval_ns = 100'000'000;  // SYN retransmissions back off up to this [ns]
+    // Per-datagram authentication (and encryption): null = off. Every datagram then carries the
+    // kSlidwinAuthLen-byte auth block after the header; the endpoint seals and opens it. Not
+    // owned: whoever fills it in keeps the key alive as long as the sub-connections.
+    const SlidwinAuthKey* auth = nullptr;
 };
+
+// A 64-bit random number from the kernel (getrandom): run tokens, initial sequence numbers.
+// Start-up only (a system call); aborts with the reason if the kernel has none to give.
+uint64_t random_u64();
 
 #define ICCS_SLIDWIN_COUNTERS(X)                                                        \
     X(tx_data, "data datagrams sent for the first time")                                \
@@ -54,10 +77,18 @@ struct SlidwinConfig {
     X(rx_data, "data datagrams accepted for the first time")                            \
     X(rx_dup, "duplicate data datagrams (already received)")                            \
     X(rx_out_of_order, "data datagrams accepted beyond a gap")                          \
-    X(rx_beyond_window, "data datagrams beyond the advertised window (dropped)")         \
     X(rx_ack, "datagrams carrying an ack")                                              \
     X(rx_bad, "malformed slidwin datagrams (dropped)")                                  \
-    X(delivered, "messages handed to the user in order")
+    X(delivered, "messages handed to the user in order")                                \
+    X(tx_syn, "handshake datagrams sent (SYN, SYN|ACK, restart challenges)")            \
+    X(rx_syn, "handshake datagrams accepted")                                           \
+    X(drop_token, "datagrams with a run token not the peer's (dropped)")                \
+    X(drop_out_of_window, "datagrams with seq or ack outside the window (dropped)")     \
+    X(drop_unsynced, "datagrams other than SYN before the handshake (dropped)")        \
+    X(drop_unknown_subconn, "datagrams for no open sub-connection or from another address") \
+    X(restart_challenges, "SYNs with a new token answered with a challenge")            \
+    X(peer_restarted, "peers that came back with a new run token")                      \
+    X(drop_auth, "datagrams whose authentication tag did not verify (dropped)")
 
 struct SlidwinCounters {
 #define X(name, doc) uint64_t name = 0;
@@ -91,6 +122,9 @@ struct SlidwinLink {
     // refuse it for now (user queue full): slidwin keeps it, shrinks the window, and offers it
     // again from slidwin_deliver_pending(). On true, ownership passes to the user.
     virtual bool slidwin_deliver(SubConnection& sc, PktBuf* msg) = 0;
+    // The peer answered a restart challenge with its new run token: it is another incarnation
+    // (its old state is gone). Called once; the sub-connection drops everything from then on.
+    virtual void slidwin_peer_restarted(SubConnection& sc, uint64_t new_token) { (void)sc, (void)new_token; }
 };
 
 enum class SlidwinSendResult { kOk, kWouldBlock, kTooBig };
@@ -121,6 +155,17 @@ class SubConnection {
     uint32_t snd_sent() const { return snd_sent_; }
     uint32_t rcv_nxt() const { return rcv_nxt_; }
     uint64_t rto_ns() const { return rto_ns_; }
+    uint64_t local_token() const { return local_token_; }
+    uint64_t peer_token() const { return peer_token_; }  // 0 until the peer's SYN arrived
+    uint64_t pending_token() const { return pending_token_; }  // a restart waiting for its answer
+    // Bytes of slidwin header in front of each payload (with the auth block when authenticating).
+    uint32_t hdr_len() const { return hdr_len_; }
+    uint32_t iss() const { return iss_; }                 // our initial sequence number
+    // The handshake is done both ways: we know the peer's token and ISN, and it acked ours.
+    bool established() const { return peer_known_ && synced_; }
+    bool restarted() const { return restarted_; }
+    // Counters of the endpoint (datagrams no sub-connection took) are added here by it.
+    SlidwinCounters& counters_mut() { return ctr_; }
     std::string to_string() const;
 
     // The protocol entry points are free functions (below) so they read as the layer names.
@@ -128,6 +173,7 @@ class SubConnection {
     friend void slidwin_receive(SubConnection& sc, PktBuf* dgram, uint64_t now_ns);
     friend void slidwin_flush(SubConnection& sc, uint64_t now_ns);
     friend uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
+    friend void slidwin_start(SubConnection& sc, uint64_t now_ns);
 
    private:
     struct SendSlot {
@@ -144,6 +190,16 @@ class SubConnection {
     static void on_rto(Timer& t, uint64_t now_ns);
     static void on_delack(Timer& t, uint64_t now_ns);
     static void on_persist(Timer& t, uint64_t now_ns);
+    static void on_syn(Timer& t, uint64_t now_ns);
+
+    // seq (DATA) and ack (ACK) of a received datagram lie within the window.
+    bool in_window(uint8_t flags, uint32_t seq, uint32_t ack) const;
+    void on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns);
+    void send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack);
+    void become_synced(const SlidwinAck& a, uint64_t now_ns);
+    void peer_restarted(uint64_t token);
+    void write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd, uint64_t sack,
+                     uint64_t now_ns) const;
 
     void transmit(uint32_t seq, uint64_t now_ns, bool retx);
     void push_new(uint64_t now_ns);
@@ -183,6 +239,19 @@ class SubConnection {
     uint32_t last_adv_right_ = 0;    // rcv_nxt + wnd as last advertised
     uint32_t ts_recent_ = 0;         // tsval of the peer's latest data datagram, to echo
     bool ts_recent_valid_ = false;
+
+    // handshake and run tokens
+    uint64_t local_token_, peer_token_ = 0;
+    uint32_t iss_, peer_iss_ = 0;
+    bool peer_known_ = false;   // the peer's SYN arrived: its token and ISN are known
+    bool synced_ = false;       // the peer acked our ISN
+    bool restarted_ = false;    // the peer came back with a new token: take nothing more
+    uint64_t syn_interval_ns_;
+    Timer syn_timer_;
+    uint64_t pending_token_ = 0;  // a new token seen in a SYN, waiting for the answer to ...
+    uint32_t challenge_ = 0;      // ... this number
+    uint64_t challenge_secret_;
+    uint32_t hdr_len_;
 };
 
 // Queue one message (data() at its first payload byte, kSlidwinHdrLen of headroom at least) and
@@ -197,7 +266,11 @@ void slidwin_flush(SubConnection& sc, uint64_t now_ns);
 // Sends the window update the room calls for.
 uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
 
-// Largest message slidwin carries: a UDP payload minus the slidwin header.
-inline constexpr uint32_t kSlidwinMaxMsg = 65507 - kSlidwinHdrLen;
+// Largest message slidwin carries: a UDP payload minus the slidwin header and the auth block
+// (whether authentication is on or not, so the limit is one number).
+inline constexpr uint32_t kSlidwinMaxMsg = 65507 - kSlidwinHdrLen - kSlidwinAuthLen;
+
+// Start the handshake of a sub-connection just opened (sends the first SYN and arms its timer).
+void slidwin_start(SubConnection& sc, uint64_t now_ns);
 
 }  // namespace iccs

@@ -5,6 +5,13 @@
 // Timestamps (tsval/tsecr) time the round trip of every ack, retransmissions included: a sample
 // taken from send times alone is wrong whenever a datagram is acked late (a hole before it, or
 // beyond the reach of the sack bitmap), which inflates the RTO.
+//
+// Who may speak on a sub-connection (issue 17): every header carries the sender's run token, a
+// 64-bit random number its cluster drew at start-up, and sequence numbers start at a random
+// initial value per direction. The two ends learn each other's token and initial sequence number
+// in a handshake (SYN, slidwin.hpp); a datagram whose token is not the peer's, or whose seq or ack
+// lies outside the window, is dropped before it touches any state. A frame from another run, or
+// forged by someone who cannot see the traffic, has the wrong token.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +21,7 @@
 
 namespace iccs {
 
-inline constexpr uint8_t kSlidwinVersion = 1;
+inline constexpr uint8_t kSlidwinVersion = 2;  // 2: the run token (1 had 32-byte headers)
 
 enum SlidwinFlag : uint8_t {
     kSwData = 0x01,    // seq is valid and a payload follows
@@ -22,6 +29,10 @@ enum SlidwinFlag : uint8_t {
     kSwAckReq = 0x04,  // please answer with an ack now (window probe)
     kSwRetx = 0x08,    // this data datagram is a retransmission (for captures and counters)
     kSwTsEcr = 0x10,   // tsecr echoes a tsval of the peer (RTT measurement, as RFC 7323)
+    kSwSyn = 0x20,     // handshake: seq is the sender's initial sequence number, token its run
+                       // token; with kSwAck, ack is the receiver's initial sequence number
+    kSwAuth = 0x40,    // an auth block (counter, GCM tag: slidwin_auth.hpp) follows the header
+    kSwEnc = 0x80,     // with kSwAuth: the payload is encrypted (for captures; authenticated too)
 };
 
 struct SlidwinHdr {
@@ -35,8 +46,9 @@ struct SlidwinHdr {
     be64 sack;         // bit i set: seq ack + 1 + i has been received (selective ack)
     be32 tsval;        // sender's clock when this datagram left [us, wraps]
     be32 tsecr;        // the tsval of the peer's latest data datagram (valid with kSwTsEcr)
+    be64 token;        // the sender's run token (drawn by its cluster at start-up)
 };
-static_assert(sizeof(SlidwinHdr) == 32);
+static_assert(sizeof(SlidwinHdr) == 40);
 inline constexpr uint32_t kSlidwinHdrLen = sizeof(SlidwinHdr);
 
 std::string to_string(const SlidwinHdr& h);

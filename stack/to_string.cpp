@@ -89,12 +89,15 @@ std::string to_string(const UdpHdr& h) {
 }
 
 std::string to_string(const SlidwinHdr& h) {
-    char s[200];
-    std::snprintf(s, sizeof s, "slidwin v%u sc %u%s%s%s%s seq %u ack %u wnd %u sack 0x%016llx tsval %u%s%u", h.version,
-                  h.subconn.get(), (h.flags & kSwData) ? " DATA" : "", (h.flags & kSwAck) ? " ACK" : "",
-                  (h.flags & kSwAckReq) ? " ACKREQ" : "", (h.flags & kSwRetx) ? " RETX" : "", h.seq.get(),
-                  h.ack.get(), h.wnd.get(), static_cast<unsigned long long>(h.sack.get()), h.tsval.get(),
-                  (h.flags & kSwTsEcr) ? " tsecr " : " tsecr-none ", h.tsecr.get());
+    char s[240];
+    std::snprintf(s, sizeof s, "slidwin v%u sc %u%s%s%s%s%s%s seq %u ack %u wnd %u sack 0x%016llx tsval %u%s%u token 0x%016llx",
+                  h.version, h.subconn.get(), (h.flags & kSwSyn) ? " SYN" : "", (h.flags & kSwData) ? " DATA" : "",
+                  (h.flags & kSwAck) ? " ACK" : "", (h.flags & kSwAckReq) ? " ACKREQ" : "",
+                  (h.flags & kSwRetx) ? " RETX" : "", (h.flags & kSwAuth) ? ((h.flags & kSwEnc) ? " AUTH ENC" : " AUTH") : "",
+                  h.seq.get(), h.ack.get(), h.wnd.get(),
+                  static_cast<unsigned long long>(h.sack.get()), h.tsval.get(),
+                  (h.flags & kSwTsEcr) ? " tsecr " : " tsecr-none ", h.tsecr.get(),
+                  static_cast<unsigned long long>(h.token.get()));
     return s;
 }
 

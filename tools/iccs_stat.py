@@ -39,6 +39,10 @@ COLUMNS = [
     ("dup rx", lambda p: p.get("rx_dup", 0), "int"),
     ("csum drops", lambda p: p.get("drop_ip_csum", 0) + p.get("drop_udp_csum", 0), "int"),
     ("reass drops", lambda p: sum(v for k, v in p.items() if k.startswith("drop_reass_")), "int"),
+    # issue 17: frames not of the run's own (another token, out of the window, before the
+    # handshake, for no sub-connection, a failed tag); by reason in --json
+    ("foreign", lambda p: sum(p.get(k, 0) for k in ("drop_token", "drop_out_of_window", "drop_unsynced",
+                                                     "drop_unknown_subconn", "drop_auth")), "int"),
     ("win stalls", lambda p: p.get("window_stalls", 0), "int"),
     ("ring full", lambda p: p.get("ring_full", 0), "int"),
     ("util", lambda p: p.get("utilization"), "ratio"),
@@ -62,6 +66,33 @@ def runtime_base():
     else:
         base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
     return os.path.join(base, "dpdk")
+
+
+ROOT_RUNTIME_BASE = "/var/run/dpdk"
+
+
+def owner_denied(path):
+    """The one-line reason another user's cluster cannot be read (issue 17: runtime dirs are
+    0700, telemetry sockets 0600)."""
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        uid = "?"
+    return f"{path}: permission denied: owned by UID {uid} (run this as that user)"
+
+
+def foreign_denied(base):
+    """Clusters started by root live in /var/run/dpdk, which another user may not list: say so
+    instead of "no running cluster"."""
+    if os.getuid() == 0 or base == ROOT_RUNTIME_BASE or not os.path.isdir(ROOT_RUNTIME_BASE):
+        return []
+    try:
+        os.listdir(ROOT_RUNTIME_BASE)
+    except PermissionError:
+        return [owner_denied(ROOT_RUNTIME_BASE)]
+    except OSError:
+        pass
+    return []
 
 
 def prefix_key(prefix):
@@ -88,8 +119,7 @@ class Telemetry:
             if isinstance(e, socket.timeout):
                 raise TelemetryError(f"{path}: connect timed out after {timeout:g} s") from None
             if e.errno in (errno.EACCES, errno.EPERM):
-                raise TelemetryError(f"{path}: {os.strerror(e.errno)} (run as the user that started "
-                                     f"the cluster)") from None
+                raise TelemetryError(owner_denied(path)) from None
             raise TelemetryError(f"{path}: cannot connect: {e.strerror or e}") from None
         self.max_output = DEFAULT_MAX_OUTPUT
         try:
@@ -216,6 +246,8 @@ def list_prefixes(base):
         names = os.listdir(base)
     except FileNotFoundError:
         return []
+    except PermissionError:
+        raise TelemetryError(owner_denied(base)) from None
     except OSError as e:
         raise TelemetryError(f"cannot list {base}: {e.strerror or e}") from None
     return sorted((n for n in names if PREFIX_RE.match(n)), key=prefix_key)
@@ -248,6 +280,8 @@ def collect(base, only_prefix, verbose, log):
         if "error" in cl:
             errors.append(f"{prefix}: {cl['error']}")
         clusters.append(cl)
+    if not clusters and only_prefix is None:
+        errors += foreign_denied(base)
     return clusters, errors
 
 

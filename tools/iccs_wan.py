@@ -26,8 +26,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from iccs_stat import (SOCKET_NAME, Stale, Telemetry, TelemetryError, list_prefixes,  # noqa: E402
-                       runtime_base)
+from iccs_stat import (SOCKET_NAME, Stale, Telemetry, TelemetryError, foreign_denied,  # noqa: E402
+                       list_prefixes, runtime_base)
 
 LINK_FIELDS = ["bw_bytes_per_s", "lat_ns", "present", "msgs", "bytes", "queue_ns_sum", "queue_ns_mean",
                "queue_ns_max", "changes", "loss_ppm", "dropped"]
@@ -41,6 +41,9 @@ def clusters(base, only_prefix, run=None):
     for p in prefixes:
         if os.path.exists(os.path.join(base, p, SOCKET_NAME)):
             out.append(p)
+    if not out and not only_prefix:
+        for e in foreign_denied(base):
+            raise TelemetryError(e)
     return out
 
 
@@ -198,5 +201,13 @@ def main(argv=None):
     return command(base, args.prefix, args.run, f"/iccs/wan/mode,{args.mode}")
 
 
+def main_reporting_errors(argv=None):
+    try:
+        return main(argv)
+    except TelemetryError as e:  # e.g. another user's clusters: "permission denied: owned by UID N"
+        print(f"iccs wan: {e}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_reporting_errors())

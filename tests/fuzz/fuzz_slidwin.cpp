@@ -7,8 +7,12 @@
 //   setup byte 0: 0x01 adversarial (forged datagrams, tiny pools, short TX queues allowed)
 //                 0x06 MTU 1500, 576, 9000, 1500   0x08 messages up to 9 KB (else up to 1.3 KB)
 //                 0x30 wire: clean, reordering, loss + duplication, all of them
-//                 0x40 second sub-connection used  0x80 -
-//         bytes 1-4: initial sequence number (both directions; near 2^32 tests wrap-around)
+//                 0x40 second sub-connection used
+//                 0x80 every datagram authenticated (stack/slidwin_auth.hpp; byte 7 odd: and
+//                      encrypted): the seal/open path, retransmissions re-sealed, and forged
+//                      datagrams that must fail the tag (drop_auth) before slidwin sees them
+//         bytes 1-4: initial sequence number (both ends start there, each learns the other's
+//                    in the SYN handshake; near 2^32 tests wrap-around)
 //         byte 5: send buffer 2^(bits 0-2), receive buffer 2^(bits 3-5), ack every 1 + (bits 6-7)
 //         byte 6: adversarial only: pool limit 64 + 8 * n segments (0: none), and when odd a
 //                 16-frame TX queue (else 1024)                            byte 7: wire seed
@@ -19,8 +23,11 @@
 //            bit 3: side (A or B); bit 4: which sub-connection; bits 4-7: counts for 5 and 6.
 //   inject: a flags byte (0x01 subconn forced to an open id (0x02 which), 0x04 version/reserved
 //           made valid, 0x08 seq put in the receiver's window, 0x10 ack put near what the
-//           receiver sent), a length byte L, then 32 + L bytes of slidwin datagram, sent with
-//           A's (or B's) udp_output from port 9410 so the endpoint takes it for its peer's.
+//           receiver sent, 0x20 token made the sender's real run token, else the fuzzed bytes,
+//           which are almost never right), a length byte L, then 40 + L bytes of slidwin
+//           datagram, sent with A's (or B's) udp_output from port 9410 so the endpoint takes it
+//           for its peer's. Without 0x20 the run-token check must drop it (drop_token,
+//           drop_unsynced, or a restart challenge nobody can answer).
 //
 // Every real message starts with a 16-byte tag (magic, counter, direction, sub-connection) and
 // its bytes are a function of those; the harness never lets a forged datagram carry the magic.
@@ -192,6 +199,10 @@ struct World {
                 d[8] = static_cast<uint8_t>(ack >> 24), d[9] = static_cast<uint8_t>(ack >> 16);
                 d[10] = static_cast<uint8_t>(ack >> 8), d[11] = static_cast<uint8_t>(ack);
             }
+            if (f & 0x20) {
+                const uint64_t t = sc[side][(f >> 1) & 1]->local_token();
+                for (int i = 0; i < 8; ++i) d[32 + i] = static_cast<uint8_t>(t >> (56 - 8 * i));
+            }
             // Only real messages carry the magic.
             if (d.size() >= kSlidwinHdrLen + 8 && std::equal(kMagic, kMagic + 8, d.begin() + kSlidwinHdrLen))
                 d[kSlidwinHdrLen] ^= 0xff;
@@ -329,7 +340,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.rto_max_ns = 8'000'000;
     cfg.delack_ns = 50'000;
     cfg.persist_ns = 2'000'000;
+    cfg.random_isn = false;
     cfg.initial_seq = iss;
+    static const SlidwinAuthKey mac_key = [] {
+        SlidwinAuthKey k;
+        for (int i = 0; i < 32; ++i) k.secret.push_back(static_cast<uint8_t>(i * 29 + 3));
+        return k;
+    }();
+    static const SlidwinAuthKey aead_key = [] {
+        SlidwinAuthKey k = mac_key;
+        k.encrypt = true;
+        return k;
+    }();
+    if (h0 & 0x80) cfg.auth = (h7 & 1) ? &aead_key : &mac_key;
 
     if (adversarial && h6 != 0) {
         pool_a.set_limit(64 + 8u * h6);

@@ -157,12 +157,22 @@ def seeds_slidwin():
     flow = bytes([0x06 | B | 1 << 4]) + b"\x00\x20" * 10 + steps + bytes([0x05 | B | 1 << 4]) + steps + bytes(
         [0x05 | B]) + steps
     yield "flow-control", slidwin(0x00, 7, 4 | 2 << 3, 0, 4, flow)
-    dgram = struct.pack("!BBHIIHHQII", 1, 0x03, 0, 0, 0, 16, 0, 0, 0, 0) + b"forged payload"
-    inject = bytes([0x02, 0x1D, len(dgram) - 32]) + dgram
-    ack = struct.pack("!BBHIIHHQII", 1, 0x06, 0, 0, 0, 0, 0, 1, 0, 0)
-    inject_ack = bytes([0x02 | B, 0x1D, 0]) + ack
+    # slidwin v2: 40-byte header, the sender's run token last (inject flag 0x20 puts the real one in)
+    dgram = struct.pack("!BBHIIHHQIIQ", 2, 0x03, 0, 0, 0, 16, 0, 0, 0, 0, 0) + b"forged payload"
+    inject = bytes([0x02, 0x3D, len(dgram) - 40]) + dgram
+    inject_bad_token = bytes([0x02, 0x1D, len(dgram) - 40]) + dgram
+    ack = struct.pack("!BBHIIHHQIIQ", 2, 0x06, 0, 0, 0, 0, 0, 1, 0, 0, 0)
+    inject_ack = bytes([0x02 | B, 0x3D, 0]) + ack
+    syn = struct.pack("!BBHIIHHQIIQ", 2, 0x20, 0, 5, 0, 0, 0, 0, 0, 0, 0x1122334455667788)
+    inject_syn = bytes([0x02, 0x05, 0]) + syn
     yield "adversarial", slidwin(0x01, 100, 4 | 4 << 3, 0, 5, inject + b"\x04\x00\x30\x04" + inject_ack + steps)
     yield "adversarial-tight-pool", slidwin(0x01, 0, 6 | 6 << 3, 1, 6, (b"\x00\xf0" * 20) + inject + steps)
+    yield "auth-lossy", slidwin(0xB8, 4242, 5 | 5 << 3, 0, 10, lossy + steps + b"\x03\x80" + steps)
+    yield "auth-encrypt-lossy", slidwin(0xB8, 0xFFFFFFF0, 5 | 5 << 3, 0, 13, lossy + steps + b"\x03\x80" + steps)
+    yield "auth-encrypt-adversarial", slidwin(0x81, 77, 4 | 4 << 3, 0, 11,
+                                              b"\x00\x30" + steps + inject + inject_ack + steps)
+    yield "adversarial-wrong-token", slidwin(0x01, 9, 4 | 4 << 3, 0, 9,
+                                             b"\x00\x30" + steps + inject_bad_token + inject_syn + steps + inject + steps)
     yield "mtu576-big", slidwin(0x0A, 0, 4 | 4 << 3, 0, 7, b"\x00\x01\x10\x00" + bytes([B, 0x01, 0x05, 0xdc]) + steps)
     yield "mtu9000-reorder", slidwin(0x14, 0, 4 | 4 << 3, 0, 8, b"\x00\x40" * 8 + b"\x14" + steps)
 

@@ -13,13 +13,18 @@ and the proxies' own "msgs tx" counters):
   --expect-all-proxies    every compute thread used every proxy of its cluster
   --expect-less-on P      proxy P of every cluster got under 45% of the messages (it is slowed on
                           purpose; least-loaded dispatch must avoid it; round-robin gives it 50%)
+  --with-key [encrypt]    issue 17: a fresh random key file (mode 0600) as [security] key_file
+                          (and encrypt = true): every cluster must say its datagrams are
+                          authenticated (and encrypted); delivery is checked as for every run
   --expect-wan-dropped    WAN loss (issue 10): every emulated link with loss > 0 in the run's
                           report ("wan C.P: link A->B ... dropped N (loss P)") dropped frames, and
                           there is at least one such link (delivery is checked as for every run)
 """
+import atexit
 import glob
 import os
 import re
+import tempfile
 import subprocess
 import sys
 import time
@@ -72,6 +77,15 @@ def main():
         elif a == "--expect-less-on":
             checks[a] = int(rest[i + 1])
             i += 2
+        elif a == "--with-key":
+            encrypt = i + 1 < len(rest) and rest[i + 1] == "encrypt"
+            checks[a] = "authenticated and encrypted" if encrypt else "authenticated (AES"
+            fd, key_path = tempfile.mkstemp(prefix="iccs-key-")
+            os.write(fd, os.urandom(32))
+            os.close(fd)  # mkstemp: mode 0600
+            atexit.register(os.unlink, key_path)
+            args += ["--set", f"security.key_file={key_path}"] + (["--set", "security.encrypt=true"] if encrypt else [])
+            i += 2 if encrypt else 1
         else:
             args.append(a)
             i += 1
@@ -124,6 +138,10 @@ def main():
             if ptx.get(key) != n:
                 failures.append(f"fixed dispatch: proxy {key[0]}.{key[1]} sent {ptx.get(key)} messages, its threads handed it {n}")
         print(f"fixed dispatch: {[(c, t, per) for c, t, per in threads]}")
+    if "--with-key" in checks:
+        said = re.findall(r"^cluster \d+: .*datagrams (authenticated.*)$", out, re.M)
+        if clusters == 0 or len(said) != clusters or not all(checks["--with-key"] in s for s in said):
+            failures.append(f"--with-key: not every cluster said its datagrams are {checks['--with-key']}: {said}")
     if "--expect-all-proxies" in checks:
         for c, t, per in threads:
             if len(per) < 2 or min(per) == 0:

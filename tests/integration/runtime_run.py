@@ -15,6 +15,9 @@ CASE:
                      requests end with "peer down", it reports FAIL, and the run exits non-zero soon
   mpi-by-hand        2 processes of RT_PING_EXE started with OMPI_COMM_WORLD_RANK/SIZE (no launcher)
                      over a machine file with fabric udp on 127.0.0.1, transport iccs
+  restart            as mpi-by-hand, then rank 1 is killed (SIGKILL) and started again with the same
+                     machine file: cluster 0 reports "cluster 1 restarted" (a new run token that
+                     answered the challenge), takes it as down, and never merges the new incarnation
   flag-errors        --transport on a convergence-level program, bad --transport / --delay-us values
 """
 import glob
@@ -23,6 +26,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 
 def fail(msg, out=""):
@@ -122,6 +127,65 @@ def main():
         if leftovers(pid):
             fail(f"left behind: {leftovers(pid)}", out)
         print(out)
+    elif case == "restart":
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(f'[machine]\nclusters = 2\nfabric = "udp"\nudp_port = {udp_port()}\n'
+                    f'udp_addresses = ["127.0.0.1", "127.0.0.1"]\n[cluster]\ncompute_threads = 1\nproxies = 1\n')
+            cfg = f.name
+        run_id = f"r{os.getpid() % 100000}"
+        outs = {}
+
+        def start(r, tag):
+            env = dict(os.environ, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_SIZE="2", ICCS_CONFIG=cfg,
+                       ICCS_RUN_ID=run_id)
+            for k in list(env):
+                if k.startswith("ICCS_CLUSTER") or k.startswith("SLURM_"):
+                    del env[k]
+            p = subprocess.Popen([exe, "--rounds", "100000000"], env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            outs[tag] = []
+            threading.Thread(target=lambda: [outs[tag].append(line) for line in p.stdout], daemon=True).start()
+            return p
+
+        def text(tag):
+            return "".join(outs.get(tag, []))
+
+        def wait_for(pred, seconds):
+            end = time.monotonic() + seconds
+            while time.monotonic() < end and not pred():
+                time.sleep(0.1)
+            return pred()
+
+        p0 = start(0, "rank0")
+        p1 = start(1, "rank1")
+        procs = [p0, p1]
+        try:
+            # Both up and talking (their stdout is a pipe, so buffered: judge by their being alive).
+            time.sleep(3.0)
+            if p0.poll() is not None or p1.poll() is not None:
+                fail("the two ranks did not keep running", text("rank0") + text("rank1"))
+            p1.kill()
+            p1.wait()
+            p1b = start(1, "rank1-again")
+            procs.append(p1b)
+            ok = wait_for(lambda: "cluster 1 restarted" in text("rank0"), 60)
+            print("--- rank 0\n" + text("rank0") + "--- rank 1 (killed)\n" + text("rank1") +
+                  "--- rank 1 (started again)\n" + text("rank1-again"))
+            if not ok:
+                fail("cluster 0 did not report cluster 1 restarted")
+            if "new incarnation is not merged" not in text("rank0"):
+                fail("the report must say the new incarnation is not merged")
+            if "rt_ping ok" in text("rank0"):
+                fail("cluster 0 must not pass: its peer restarted under it")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            os.unlink(cfg)
+            for d in glob.glob(f"/var/run/dpdk/iccs-{run_id}-*"):
+                subprocess.run(["rm", "-rf", d])
+        print("PASS: the restarted cluster was reported and not merged")
     elif case == "mpi-by-hand":
         with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
             f.write(f'[machine]\nclusters = 2\nfabric = "udp"\nudp_port = {udp_port()}\n'

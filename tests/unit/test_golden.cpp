@@ -129,18 +129,31 @@ TEST_CASE("ARP: the request we send and the reply we give are RFC 826 bytes", "[
     REQUIRE(pool.in_use() == 0);
 }
 
-TEST_CASE("a slidwin data datagram on the wire", "[golden]") {
-    // 10.0.0.1:9410 -> 10.0.0.2:9410, slidwin v1 DATA|ACK subconn 7 seq 0 ack 0 wnd 1024, sent at
-    // t = 5 ms (tsval 5000 us), nothing to echo yet, payload "ping". IPv4 checksum 0x66aa and UDP
-    // checksum 0xaaac worked out separately as above.
+TEST_CASE("a slidwin handshake and data datagram on the wire", "[golden]") {
+    // 10.0.0.1:9410 -> 10.0.0.2:9410, slidwin v2, run token 0x0123456789abcdef, ISN 0x1000.
+    // First the SYN (subconn 7, seq = ISN, no ack, sent at t = 0); then, once the peer's SYN|ACK
+    // (its token 0xfedcba9876543210, its ISN 0x2000, acking 0x1000, window 1024) is in, the first
+    // data datagram DATA|ACK seq 0x1000 ack 0x2000 wnd 1024, sent at t = 5 ms (tsval 5000 us),
+    // nothing to echo yet, payload "ping". IPv4 checksums 0x66a6, 0x66a1 and UDP checksums
+    // 0xf1ba, 0xdb76 worked out separately (one's-complement sums, as above).
+    const std::vector<uint8_t> want_syn = {
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00,
+        0x45, 0x00, 0x00, 0x44, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xa6,
+        0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02,
+        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x30, 0xf1, 0xba,
+        0x02, 0x20, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00,  // ver SYN sc seq ack
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // wnd rsvd sack
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,                          // tsval tsecr
+        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};                         // token
     const std::vector<uint8_t> want = {
         0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00,
-        0x45, 0x00, 0x00, 0x40, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xaa,
+        0x45, 0x00, 0x00, 0x48, 0x00, 0x02, 0x00, 0x00, 0x40, 0x11, 0x66, 0xa1,
         0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02,
-        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x2c, 0xaa, 0xac,
-        0x01, 0x03, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // ver flags sc seq ack
+        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x34, 0xdb, 0x76,
+        0x02, 0x03, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x20, 0x00,  // ver flags sc seq ack
         0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // wnd rsvd sack
         0x00, 0x00, 0x13, 0x88, 0x00, 0x00, 0x00, 0x00,                          // tsval tsecr
+        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,                          // token
         0x70, 0x69, 0x6e, 0x67};
     HeapPktPool pool(64, 2048);
     {
@@ -150,15 +163,42 @@ TEST_CASE("a slidwin data datagram on the wire", "[golden]") {
         struct Null : SlidwinSink {
             bool on_message(SubConnection&, PktBuf* m) override { pkt_free(m); return true; }
         } sink;
-        SlidwinEndpoint ep(a, wheel, 9410, SlidwinConfig{}, sink);
+        SlidwinConfig cfg;
+        cfg.run_token = 0x0123456789abcdefull;
+        cfg.random_isn = false;
+        cfg.initial_seq = 0x1000;
+        SlidwinEndpoint ep(a, wheel, 9410, cfg, sink);
         SubConnection* sc = ep.open(3, Ipv4Addr{0x0a000002}, 9410, 7, 0);
+        REQUIRE(take_one_frame(a) == want_syn);
+        REQUIRE(to_string(load_hdr<SlidwinHdr>(want_syn.data() + 42)) ==
+                "slidwin v2 sc 7 SYN seq 4096 ack 0 wnd 0 sack 0x0000000000000000 tsval 0 tsecr-none 0 "
+                "token 0x0123456789abcdef");
+        // Before the handshake a message waits: the peer's window is closed.
         PktBuf* m = pkt_alloc(pool);
         std::memcpy(pkt_append(m, 4), "ping", 4);
-        REQUIRE(slidwin_send(*sc, m, 5'000'000) == SlidwinSendResult::kOk);
+        REQUIRE(slidwin_send(*sc, m, 1'000'000) == SlidwinSendResult::kOk);
+        REQUIRE(a.tx_queued() == 0);
+        // The peer's SYN|ACK, as its endpoint would hand it up.
+        SlidwinHdr synack{};
+        synack.version = kSlidwinVersion;
+        synack.flags = kSwSyn | kSwAck;
+        synack.subconn = be16::of(3);
+        synack.seq = be32::of(0x2000);
+        synack.ack = be32::of(0x1000);
+        synack.wnd = be16::of(1024);
+        synack.token = be64::of(0xfedcba9876543210ull);
+        PktBuf* in = pkt_alloc(pool);
+        store_hdr(pkt_append(in, kSlidwinHdrLen), synack);
+        ep.udp_deliver(in, UdpMeta{Ipv4Addr{0x0a000002}, Ipv4Addr{0x0a000001}, 9410, 9410}, 5'000'000);
+        REQUIRE(sc->established());
+        REQUIRE(sc->peer_token() == 0xfedcba9876543210ull);
         REQUIRE(take_one_frame(a) == want);
         const SlidwinHdr h = load_hdr<SlidwinHdr>(want.data() + 42);
         REQUIRE(to_string(h) ==
-                "slidwin v1 sc 7 DATA ACK seq 0 ack 0 wnd 1024 sack 0x0000000000000000 tsval 5000 tsecr-none 0");
+                "slidwin v2 sc 7 DATA ACK seq 4096 ack 8192 wnd 1024 sack 0x0000000000000000 tsval 5000 tsecr-none 0 "
+                "token 0x0123456789abcdef");
+        ep.end_of_burst(5'000'000);  // the ack it owed rode on the data: nothing more goes out
+        REQUIRE(a.tx_queued() == 0);
     }
     REQUIRE(pool.in_use() == 0);
 }

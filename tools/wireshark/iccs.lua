@@ -1,6 +1,7 @@
 -- iccs.lua: a Wireshark/tshark dissector for the iccs headers that follow UDP (DESIGN.md §3):
--- the slidwin header (32 bytes: sub-connection, seq, cumulative ack, SACK bitmap, window, flags,
--- timestamps) and, on data datagrams, the convergence header (40 bytes: clusters, ports, type,
+-- the slidwin header (40 bytes, version 2: sub-connection, seq, cumulative ack, SACK bitmap,
+-- window, flags (SYN for the handshake), timestamps, the sender's run token; with a key, the
+-- 24-byte auth block: counter and AES-GCM tag) and, on data datagrams, the convergence header (40 bytes: clusters, ports, type,
 -- connection id and seq, message id, piece index/count, length, enqueue time) and its body.
 -- One slidwin datagram carries at most one convergence message (stack/slidwin_hdr.hpp).
 --
@@ -23,7 +24,9 @@ local conv = Proto("iccsconv", "iccs convergence")
 local band = (bit and bit.band) or (bit32 and bit32.band)
 
 -- slidwin (stack/slidwin_hdr.hpp)
-local SW_DATA, SW_ACK, SW_ACKREQ, SW_RETX, SW_TSECR = 0x01, 0x02, 0x04, 0x08, 0x10
+local SW_DATA, SW_ACK, SW_ACKREQ, SW_RETX, SW_TSECR, SW_SYN = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+local SW_AUTH, SW_ENC = 0x40, 0x80
+local SW_VERSION, SW_LEN, AUTH_LEN, CONV_LEN = 2, 40, 24, 40
 local f = iccs.fields
 f.version = ProtoField.uint8("iccs.version", "Version", base.DEC)
 f.flags = ProtoField.uint8("iccs.flags", "Flags", base.HEX)
@@ -32,6 +35,12 @@ f.flag_ack = ProtoField.bool("iccs.flags.ack", "ACK", 8, nil, SW_ACK)
 f.flag_ackreq = ProtoField.bool("iccs.flags.ackreq", "ACKREQ (window probe)", 8, nil, SW_ACKREQ)
 f.flag_retx = ProtoField.bool("iccs.flags.retx", "RETX", 8, nil, SW_RETX)
 f.flag_tsecr = ProtoField.bool("iccs.flags.tsecr", "TSECR valid", 8, nil, SW_TSECR)
+f.flag_syn = ProtoField.bool("iccs.flags.syn", "SYN (handshake)", 8, nil, SW_SYN)
+f.flag_auth = ProtoField.bool("iccs.flags.auth", "AUTH (auth block follows)", 8, nil, SW_AUTH)
+f.flag_enc = ProtoField.bool("iccs.flags.enc", "ENC (payload encrypted)", 8, nil, SW_ENC)
+f.auth_counter = ProtoField.uint64("iccs.auth.counter", "Auth counter (GCM nonce)", base.DEC)
+f.auth_tag = ProtoField.bytes("iccs.auth.tag", "Auth tag (AES-128-GCM)")
+f.encrypted = ProtoField.bytes("iccs.encrypted", "Encrypted payload")
 f.subconn = ProtoField.uint16("iccs.subconn", "Sub-connection", base.DEC)
 f.seq = ProtoField.uint32("iccs.seq", "Sequence number", base.DEC)
 f.ack = ProtoField.uint32("iccs.ack", "Cumulative ack", base.DEC)
@@ -40,6 +49,7 @@ f.reserved = ProtoField.uint16("iccs.reserved", "Reserved", base.HEX)
 f.sack = ProtoField.uint64("iccs.sack", "SACK bitmap", base.HEX)
 f.tsval = ProtoField.uint32("iccs.tsval", "Timestamp value [us]", base.DEC)
 f.tsecr = ProtoField.uint32("iccs.tsecr", "Timestamp echo reply [us]", base.DEC)
+f.token = ProtoField.uint64("iccs.token", "Run token (sender's)", base.HEX)
 f.retx = ProtoField.bool("iccs.retransmission", "Retransmission (seq seen before)")
 f.retx_of = ProtoField.framenum("iccs.retransmission_of", "First sent in frame")
 
@@ -47,7 +57,7 @@ local e_retx_flag = ProtoExpert.new("iccs.retx_flag.expert", "Retransmission (RE
                                     expert.group.SEQUENCE, expert.severity.NOTE)
 local e_retx_seen = ProtoExpert.new("iccs.retx_seen.expert", "Sequence number seen before",
                                     expert.group.SEQUENCE, expert.severity.NOTE)
-local e_version = ProtoExpert.new("iccs.version.expert", "Unknown slidwin version",
+local e_version = ProtoExpert.new("iccs.version.expert", "Unknown slidwin version (this dissector reads 2)",
                                   expert.group.MALFORMED, expert.severity.ERROR)
 iccs.experts = { e_retx_flag, e_retx_seen, e_version }
 
@@ -137,18 +147,21 @@ local function dissect_conv(tvb, pinfo, tree)
 end
 
 function iccs.dissector(tvb, pinfo, tree)
-    if tvb:len() < 32 then return 0 end
+    if tvb:len() < SW_LEN then return 0 end
     pinfo.cols.protocol = "iccs"
-    local t = tree:add(iccs, tvb(0, 32))
+    local t = tree:add(iccs, tvb(0, SW_LEN))
     local ver, flags = tvb(0, 1):uint(), tvb(1, 1):uint()
     local vi = t:add(f.version, tvb(0, 1))
-    if ver ~= 1 then vi:add_proto_expert_info(e_version) end
+    if ver ~= SW_VERSION then vi:add_proto_expert_info(e_version) end
     local ft = t:add(f.flags, tvb(1, 1))
     ft:add(f.flag_data, tvb(1, 1))
     ft:add(f.flag_ack, tvb(1, 1))
     ft:add(f.flag_ackreq, tvb(1, 1))
     ft:add(f.flag_retx, tvb(1, 1))
     ft:add(f.flag_tsecr, tvb(1, 1))
+    ft:add(f.flag_syn, tvb(1, 1))
+    ft:add(f.flag_auth, tvb(1, 1))
+    ft:add(f.flag_enc, tvb(1, 1))
     local sc, seq, ack, wnd = tvb(2, 2):uint(), tvb(4, 4):uint(), tvb(8, 4):uint(), tvb(12, 2):uint()
     t:add(f.subconn, tvb(2, 2))
     t:add(f.seq, tvb(4, 4))
@@ -158,15 +171,28 @@ function iccs.dissector(tvb, pinfo, tree)
     t:add(f.sack, tvb(16, 8))
     t:add(f.tsval, tvb(24, 4))
     t:add(f.tsecr, tvb(28, 4))
+    t:add(f.token, tvb(32, 8))
+    local hlen = SW_LEN
+    if band(flags, SW_AUTH) ~= 0 and tvb:len() >= SW_LEN + AUTH_LEN then
+        t:add(f.auth_counter, tvb(SW_LEN, 8))
+        t:add(f.auth_tag, tvb(SW_LEN + 8, 16))
+        hlen = SW_LEN + AUTH_LEN
+        t:set_len(hlen)
+    end
 
     local is_data = band(flags, SW_DATA) ~= 0
     local names = {}
+    if band(flags, SW_SYN) ~= 0 then names[#names + 1] = "SYN" end
+    if band(flags, SW_AUTH) ~= 0 then names[#names + 1] = band(flags, SW_ENC) ~= 0 and "AUTH+ENC" or "AUTH" end
     if is_data then names[#names + 1] = "DATA" end
     if band(flags, SW_ACK) ~= 0 then names[#names + 1] = "ACK" end
     if band(flags, SW_ACKREQ) ~= 0 then names[#names + 1] = "ACKREQ" end
     if band(flags, SW_RETX) ~= 0 then names[#names + 1] = "RETX" end
     local info = string.format("sc=%d [%s]", sc, table.concat(names, ","))
     if is_data then info = info .. string.format(" seq=%d", seq) end
+    if band(flags, SW_SYN) ~= 0 then
+        info = info .. string.format(" isn=%d token=%s", seq, tvb(32, 8):uint64():tohex())
+    end
     if band(flags, SW_ACK) ~= 0 then info = info .. string.format(" ack=%d wnd=%d", ack, wnd) end
 
     if is_data then
@@ -193,10 +219,13 @@ function iccs.dissector(tvb, pinfo, tree)
             t:add(f.retx_of, first):set_generated()
             info = info .. " [retransmission of frame " .. first .. "]"
         end
-        if tvb:len() < 72 then
+        if band(flags, SW_ENC) ~= 0 then
+            if tvb:len() > hlen then t:add(f.encrypted, tvb(hlen)) end
+            info = info .. string.format(" | encrypted %d bytes", tvb:len() - hlen)
+        elseif tvb:len() < hlen + CONV_LEN then
             t:add_proto_expert_info(e_short)
         else
-            info = info .. dissect_conv(tvb(32):tvb(), pinfo, tree)
+            info = info .. dissect_conv(tvb(hlen):tvb(), pinfo, tree)
         end
     end
     pinfo.cols.info = info
