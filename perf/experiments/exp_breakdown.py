@@ -14,7 +14,7 @@ RTT/2 of the same runs.
 import os
 import tempfile
 
-from framework import ExperimentError, check_range, median, parse_rtt, quantile, run_cli
+from framework import ExperimentError, check_range, last_size_of_frames, median, parse_rtt, quantile, run_cli
 
 # (stage, from point, to point), in path order (stack/stamps.hpp names the points)
 STAGES = [
@@ -59,7 +59,7 @@ class Breakdown:
         ap.add_argument("--reps", type=int, default=3, help="runs (default 3)")
 
     def check(self, args):
-        check_range(args, "size", 1, 1400, "bytes (one frame)")
+        check_range(args, "size", 1, last_size_of_frames(1), "bytes (one frame)")
         check_range(args, "rounds", 100, 10_000_000)
         check_range(args, "reps", 1, 100)
         if args.quick:

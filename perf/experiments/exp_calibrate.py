@@ -2,7 +2,7 @@
 
 Measures on this host, with the project's own binaries, and fits:
   - the stack's CPU time per message against size: `bench stack --size N` (send + receive + ack
-    over the in-memory wire; sizes 16..1400, one frame) -> s(n) = a + b n; a proxy's service is
+    over the in-memory wire; sizes 16..1392, one frame) -> s(n) = a + b n; a proxy's service is
     half of it each way (tx, rx);
   - the one-way latency against size and IP fragment count between two cluster processes, inline
     polling (no sleeps): `run pingpong` over every size in one run (ICCS_PINGPONG_SIZES, sizes 16
@@ -25,19 +25,18 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model"))
-from framework import ExperimentError, check_range, median, run_cli, write_json  # noqa: E402
+from framework import (HEADERS_IN_IP_PAYLOAD, MTU, ExperimentError, check_range, frames_of,  # noqa: E402
+                       last_size_of_frames, median, run_cli, write_json)
 
-MTU = 1500
-HDR = 8 + 32 + 40
-STACK_SIZES = [16, 100, 400, 800, 1400]
-PP_SIZES = [16, 100, 400, 1000, 1400, 1401, 2000, 2880, 2881, 4000, 5000, 6000, 8000]
+HDR = HEADERS_IN_IP_PAYLOAD
+ONE, TWO = last_size_of_frames(1), last_size_of_frames(2)  # 1392, 2872: each the last of its frame count
+STACK_SIZES = [16, 100, 400, 800, ONE]
+PP_SIZES = [16, 100, 400, 1000, ONE, ONE + 1, 2000, TWO, TWO + 1, 4000, 5000, 6000, 8000]
 SPIN_NS = 50_000.0   # proxy/proxy.hpp ProxyConfig: spin_before_sleep_us, sleep_us
 SLEEP_NS = 50_000.0
 
 
-def fragments(size):
-    per = (MTU - 20) // 8 * 8
-    return max(1, -(-(size + HDR) // per))
+fragments = frames_of
 
 
 class Calibrate:

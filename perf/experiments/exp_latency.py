@@ -3,8 +3,8 @@ against its size, 0..4000 bytes, MTU 1500, through the whole ICCS path (converge
 cluster, the stack, the memif fabric), as RTT/2 of a ping-pong between thread 0 of two clusters.
 
 A message is one datagram (stripe threshold 8000 > 4000: convergence does not cut it), which IP
-fragments at MTU 1500: its IP payload is size + 80 bytes (UDP 8 + slidwin 32 + convergence 40), a
-frame carries 1480, so 1 frame up to 1400 bytes, 2 up to 2880, 3 above: the steps of the curve.
+fragments at MTU 1500: its IP payload is size + 88 bytes (UDP 8 + slidwin 40 + convergence 40), a
+frame carries 1480, so 1 frame up to 1392 bytes, 2 up to 2872, 3 above: the steps of the curve.
 (The study's headers were smaller: its steps sat at about 1500 and 3000 bytes.)
 
 Interleaving: one run (a pair of cluster processes) measures every size: its round i sends size
@@ -21,24 +21,24 @@ import math
 import random
 import re
 
-from framework import ExperimentError, check_range, Fit, median, parse_rtt, run_cli
+from framework import (HEADERS_IN_IP_PAYLOAD, IP_PAYLOAD_PER_FRAGMENT, MTU, ExperimentError, Fit, check_range,
+                       frames_of, last_size_of_frames, median, parse_rtt, run_cli)
 
-MTU = 1500
-HDR_BYTES = 8 + 32 + 40            # UDP + slidwin + convergence headers inside the IP payload
-FRAG_PAYLOAD = (MTU - 20) // 8 * 8  # IP payload per fragment: 1480
+HDR_BYTES = HEADERS_IN_IP_PAYLOAD  # UDP + slidwin + convergence headers inside the IP payload
+ONE_FRAME = last_size_of_frames(1)  # 1392: the last size of one frame, the test pair with 1501
+FRAG_PAYLOAD = IP_PAYLOAD_PER_FRAGMENT  # 1480
 STRIPE_THRESHOLD = 8000             # > 4000: a message stays one datagram
 
 
-def fragments(size):
-    return max(1, math.ceil((size + HDR_BYTES) / FRAG_PAYLOAD))
+fragments = frames_of
 
 
 def boundaries(max_size):
-    """The last size of each fragment count: [1400, 2880, ...] up to max_size."""
+    """The last size of each fragment count: [1392, 2872, ...] up to max_size."""
     out = []
     k = 1
-    while k * FRAG_PAYLOAD - HDR_BYTES < max_size:
-        out.append(k * FRAG_PAYLOAD - HDR_BYTES)
+    while last_size_of_frames(k) < max_size:
+        out.append(last_size_of_frames(k))
         k += 1
     return out
 
@@ -83,7 +83,7 @@ class Latency:
             args.size_list = sizes
         elif args.quick:
             # around the first boundary, enough neighbours for the noise measure; few rounds
-            args.size_list = [1000, 1100, 1200, 1300, 1400, 1501, 1600, 1700, 1800, 1900]
+            args.size_list = [1000, 1100, 1200, 1300, ONE_FRAME, 1501, 1600, 1700, 1800, 1900]
             if "rounds" not in args.explicit:
                 args.rounds = 2000
             if "reps" not in args.explicit:
@@ -157,25 +157,27 @@ class Latency:
                           "after_us": after["median_us"], "step_us": round(jump, 3),
                           "noise_us": None if noise is None else round(noise, 3),
                           "detected": noise is not None and jump > noise})
-        # the issue's test pair: 1400 (one frame) against 1501 (two)
+        # the issue's test pair: the last size of one frame (1392) against 1501 (two frames)
         pair = None
-        if 1400 in by_size and 1501 in by_size:
-            noise = step_noise(rows, 1400)
-            jump = by_size[1501]["median_us"] - by_size[1400]["median_us"]
-            pair = {"at_1400_us": by_size[1400]["median_us"], "at_1501_us": by_size[1501]["median_us"],
+        if ONE_FRAME in by_size and 1501 in by_size:
+            noise = step_noise(rows, ONE_FRAME)
+            jump = by_size[1501]["median_us"] - by_size[ONE_FRAME]["median_us"]
+            pair = {"one_frame_bytes": ONE_FRAME, "at_one_frame_us": by_size[ONE_FRAME]["median_us"],
+                    "at_1501_us": by_size[1501]["median_us"],
                     "step_us": round(jump, 3), "noise_us": None if noise is None else round(noise, 3),
                     "detected": noise is not None and jump > noise}
         extra = {"mtu_bytes": MTU, "headers_in_ip_payload_bytes": HDR_BYTES,
                  "ip_payload_per_fragment_bytes": FRAG_PAYLOAD, "stripe_threshold_bytes": STRIPE_THRESHOLD,
-                 "fragment_boundaries_bytes": boundaries(max(by_size)), "steps": steps, "step_1400_1501": pair,
+                 "fragment_boundaries_bytes": boundaries(max(by_size)), "steps": steps, "step_one_frame_1501": pair,
                  "noise_definition": "largest |median_us difference| between neighbouring sizes with the same "
                                      "fragment count within 600 bytes of the boundary"}
-        notes = [f"a message of S bytes is one datagram of S + {HDR_BYTES} bytes of IP payload (UDP 8 + slidwin 32 + "
+        notes = [f"a message of S bytes is one datagram of S + {HDR_BYTES} bytes of IP payload (UDP 8 + slidwin 40 + "
                  f"convergence 40; stripe threshold {STRIPE_THRESHOLD} keeps it whole); at MTU {MTU} a frame carries "
                  f"{FRAG_PAYLOAD}: IP fragments it into 2 frames above {boundaries(9000)[0]} bytes and 3 above "
                  f"{boundaries(9000)[1]}: the steps (the study's smaller headers put them at ~1500 and ~3000)"]
         if pair is not None:
-            notes.append(f"1400 B (1 frame) -> 1501 B (2 frames): {pair['at_1400_us']:.2f} -> {pair['at_1501_us']:.2f} us "
+            notes.append(f"{ONE_FRAME} B (1 frame) -> 1501 B (2 frames): {pair['at_one_frame_us']:.2f} -> "
+                         f"{pair['at_1501_us']:.2f} us "
                          f"(+{pair['step_us']:.2f}), noise of neighbouring points {pair['noise_us']} us: "
                          f"{'step detected' if pair['detected'] else 'step NOT detected'}")
         for st in steps:

@@ -16,6 +16,25 @@ import subprocess
 import sys
 import time
 
+
+# The wire as the experiments see it (stack/README.md): inside a datagram's IP payload come UDP
+# (8 bytes), slidwin (40, the run token included) and convergence (40) before the message; at MTU
+# 1500 an IP fragment carries 1480. One place, so every boundary below follows a header change.
+MTU = 1500
+HEADERS_IN_IP_PAYLOAD = 8 + 40 + 40
+IP_PAYLOAD_PER_FRAGMENT = (MTU - 20) // 8 * 8
+
+
+def frames_of(size):
+    """IP fragments of one message of `size` bytes sent as one datagram."""
+    return max(1, -(-(size + HEADERS_IN_IP_PAYLOAD) // IP_PAYLOAD_PER_FRAGMENT))
+
+
+def last_size_of_frames(k):
+    """The largest message that fits k fragments: 1392 for one frame."""
+    return k * IP_PAYLOAD_PER_FRAGMENT - HEADERS_IN_IP_PAYLOAD
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STUDY_COMPUTE_THREADS = 16  # the study: 16 compute nodes in total
 

@@ -42,7 +42,7 @@ class Costs:
     handoff_ns: float = 0.0                # compute thread -> proxy ring (and proxy -> thread)
     direct_latency_ns: float = 0.0         # `no delay`: one message between clusters without the ICCS
     mtu_bytes: int = 1500
-    header_bytes: int = 8 + 32 + 40        # UDP + slidwin + convergence headers inside the IP payload
+    header_bytes: int = 8 + 40 + 40        # UDP + slidwin (run token included) + convergence headers in the IP payload
     # Adaptive polling (proxy/README.md): an idle proxy spins spin_ns, then sleeps in segments of
     # sleep_ns; a ring hand-off wakes it after wake_ns, a frame from the fabric waits for the end
     # of the segment. polling "busy" (or spin_ns = inf): never asleep.

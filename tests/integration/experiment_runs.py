@@ -4,7 +4,7 @@ the `iccs` script calls (perf/experiments/runner.py), into a scratch results dir
 
   latency    the CSV has size_bytes, median_us, p99_us (and the metadata lines), the JSON its
              meta/results/counters, the PNG exists; and the fragmentation step is in the CSV:
-             median_us at 1501 bytes (2 frames) exceeds median_us at 1400 (1 frame) by more than
+             median_us at 1501 bytes (2 frames) exceeds median_us at 1392 (1 frame) by more than
              the noise of neighbouring points = the largest |median_us difference| between two
              neighbouring sizes of the sweep with the same fragment count (this test computes it
              from the CSV itself, over the quick sweep 1000..1900).
@@ -119,19 +119,22 @@ def latency(out):
     pts = sorted(((int(r["size_bytes"]), float(r["median_us"]), float(r["p99_us"])) for r in rows))
     check(all(m > 0 and p99 >= m for _, m, p99 in pts), "latency: every median > 0 and p99 >= median")
     by = {s: m for s, m, _ in pts}
-    check(1400 in by and 1501 in by, "latency: 1400 and 1501 bytes measured")
-    # noise: neighbouring sizes with the same fragment count (1 frame up to 1400, 2 up to 2880)
-    frag = lambda s: 1 if s <= 1400 else 2 if s <= 2880 else 3  # noqa: E731
+    # One frame carries 1480 bytes of IP payload, of which UDP, slidwin and convergence take
+    # 8 + 40 + 40: a message of up to 1392 bytes is one frame, 1501 two.
+    one = 1392
+    check(one in by and 1501 in by, f"latency: {one} and 1501 bytes measured")
+    # noise: neighbouring sizes with the same fragment count (1 frame up to 1392, 2 up to 2872)
+    frag = lambda s: 1 if s <= one else 2 if s <= 2872 else 3  # noqa: E731
     diffs = [abs(b[1] - a[1]) for a, b in zip(pts, pts[1:]) if frag(a[0]) == frag(b[0])]
     noise = max(diffs) if diffs else float("inf")
-    if 1400 in by and 1501 in by:
-        step = by[1501] - by[1400]
-        print(f"step 1400 -> 1501: {by[1400]:.3f} -> {by[1501]:.3f} us = +{step:.3f} us; noise {noise:.3f} us")
+    if one in by and 1501 in by:
+        step = by[1501] - by[one]
+        print(f"step {one} -> 1501: {by[one]:.3f} -> {by[1501]:.3f} us = +{step:.3f} us; noise {noise:.3f} us")
         check(step > noise, f"latency: fragmentation step detected (+{step:.3f} us > noise {noise:.3f} us)")
     with open(paths["json"]) as f:
         j = json.load(f)
     check_json_common(j, "latency")
-    check(j["summary"].get("fragment_boundaries_bytes", [None])[0] == 1400, "latency: JSON names the boundary 1400")
+    check(j["summary"].get("fragment_boundaries_bytes", [None])[0] == one, f"latency: JSON names the boundary {one}")
 
 
 def breakdown(out):
