@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "args.hpp"
 #include "config.hpp"
+#include "group_programs.hpp"
 #include "runtime_launch.hpp"
 #include "uring_udp.hpp"
 
@@ -62,23 +64,25 @@ uint64_t read_rtt_median(const std::string& file) {
 }  // namespace
 
 bool is_rt_program(const char* name) {
-    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0) return true;
+    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0 || std::strcmp(name, "collectives") == 0)
+        return true;
     return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
 }
 
 int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
-    const bool builtin = program == "exchange" || program == "ping";
+    const bool builtin = program == "exchange" || program == "ping" || program == "collectives";
     if (!builtin) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
             usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
-                        "pingpong, exchange, ping)");
+                        "pingpong, exchange, ping, collectives)");
     }
     std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
     std::vector<std::pair<std::string, std::string>> overrides;
     RtExchangeOptions ex;
     RtPingOptions po;
+    group::CollectivesRunOptions co;
     uint32_t timeout_s = 300;
 
     std::vector<std::string> args;
@@ -115,6 +119,26 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         else if (a == "--size") {
             po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
 
+        } else if (a == "--family" && program == "collectives") {
+            co.families.clear();
+            group::Family f;
+            if (v == "both") co.families = {group::Family::kHier, group::Family::kFlat};
+            else if (group::parse_family(v, f)) co.families = {f};
+            else usage_error("bad value '" + v + "' for --family: allowed values are hier, flat, both");
+        } else if (a == "--elements" && program == "collectives") {
+            co.elements.clear();
+            size_t pos = 0;
+            while (pos <= v.size()) {
+                const size_t comma = std::min(v.find(',', pos), v.size());
+                co.elements.push_back(static_cast<uint32_t>(parse_u64(a, v.substr(pos, comma - pos), 0, 1u << 17)));
+                pos = comma + 1;
+            }
+        } else if (a == "--rounds" && program == "collectives") {
+            co.rounds = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
+        } else if (a == "--segment-bytes" && program == "collectives") {
+            co.segment_bytes = static_cast<uint32_t>(parse_u64(a, v, 64, 1u << 20));
+        } else if (a == "--call-timeout-ms" && program == "collectives") {
+            co.timeout_ms = parse_u64(a, v, 100, 3'600'000);
         } else if (a == "--barriers") ex.barriers = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         else if (a == "--warmup") po.warmup = parse_u64(a, v, 0, 1'000'000);
         else if (a == "--timeout") {
@@ -174,6 +198,14 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             return 2;
         }
     }
+    group::Topology topo;
+    if (program == "collectives") {
+        std::string err;
+        if (!group::topology_from_config(cfg, topo, err)) {
+            std::fprintf(stderr, "iccs run: %s\n", err.c_str());
+            return 2;
+        }
+    }
     RtLaunch base;
     base.spec.clusters = static_cast<uint16_t>(cfg.machine.clusters);
     base.spec.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
@@ -190,6 +222,8 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     auto program_of = [&](RtLaunch& l) {
         if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
         else if (program == "ping") l.builtin = [po](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), po); };
+        else if (program == "collectives")
+            l.builtin = [co, topo](std::unique_ptr<Runtime> rt) { return group::program_collectives(std::move(rt), topo, co); };
         else {
             l.argv = {program};
             l.argv.insert(l.argv.end(), args.begin(), args.end());
@@ -214,6 +248,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     else
         std::printf(" (shared memory between the cluster processes: no proxy, no stack)");
     std::printf("\n");
+    if (program == "collectives")
+        std::printf("collectives: topology %s; every collective of each family against its sequential reference\n",
+                    topo.describe().c_str());
     if (program == "exchange")
         std::printf("exchange: %llu messages of %u..%u bytes from every compute thread to every compute thread of every "
                     "other cluster, 20 requests per thread, %u barrier + barrier_gather rounds\n",
@@ -284,6 +321,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "
                               "and barrier round was right"
                         : program == "ping" ? "PASS: every round trip completed"
+                        : program == "collectives"
+                            ? "PASS: every collective equals its sequential reference on every thread; MagPIe's rule "
+                              "holds for the hierarchical family"
                                             : "PASS: every cluster process exited with status 0");
     return rc;
 }

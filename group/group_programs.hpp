@@ -1,0 +1,32 @@
+// group_programs.hpp: the built-in runtime programs of group/ (`iccs run collectives`), started
+// in every cluster process by the runtime's launcher (compute/runtime_launch.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "group.hpp"
+
+namespace iccs::group {
+
+struct CollectivesRunOptions {
+    std::vector<Family> families{Family::kHier, Family::kFlat};
+    std::vector<uint32_t> elements{0, 1, 1000, 20000};  // int64 elements per rank and collective
+    uint32_t rounds = 1;
+    uint32_t segment_bytes = 64u << 10;
+    uint64_t timeout_ms = 120'000;
+};
+// Every collective of every family against its sequential reference on every compute thread;
+// then the counters of every cluster summed (cluster 0 prints them) and, for the hierarchical
+// family, MagPIe's rule checked from them. Returns runtime_finish's status.
+int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const CollectivesRunOptions& o);
+
+// The counters of every cluster summed: every compute thread calls it (it holds a runtime
+// barrier_gather); thread 0's World counters are this cluster's part.
+bool gather_counters(RtEndpoint& ep, const World& w, Counters& sum, std::string& err);
+// The counters as a table (one line per collective that was called, then the WAN links).
+std::string format_counters(const Counters& c, const Topology& topo);
+
+}  // namespace iccs::group
