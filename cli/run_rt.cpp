@@ -64,25 +64,27 @@ uint64_t read_rtt_median(const std::string& file) {
 }  // namespace
 
 bool is_rt_program(const char* name) {
-    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0 || std::strcmp(name, "collectives") == 0)
+    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0 || std::strcmp(name, "collectives") == 0 ||
+        std::strcmp(name, "ordered") == 0)
         return true;
     return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
 }
 
 int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
-    const bool builtin = program == "exchange" || program == "ping" || program == "collectives";
+    const bool builtin = program == "exchange" || program == "ping" || program == "collectives" || program == "ordered";
     if (!builtin) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
             usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
-                        "pingpong, exchange, ping, collectives)");
+                        "pingpong, exchange, ping, collectives, ordered)");
     }
     std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
     std::vector<std::pair<std::string, std::string>> overrides;
     RtExchangeOptions ex;
     RtPingOptions po;
     group::CollectivesRunOptions co;
+    group::OrderedRunOptions oo;
     uint32_t timeout_s = 300;
 
     std::vector<std::string> args;
@@ -112,12 +114,14 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         else if (a == "--delay-us") delay_s = v;
         else if (a == "--messages") {
             ex.messages = parse_u64(a, v, 1, 100'000'000);
+            oo.messages = static_cast<uint32_t>(std::min<uint64_t>(ex.messages, 1'000'000));
             po.rounds = ex.messages;
             messages_set = true;
         } else if (a == "--min-size") ex.min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
         else if (a == "--max-size") ex.max_size = static_cast<uint32_t>(parse_u64(a, v, 0, (1u << 20) - 8));
         else if (a == "--size") {
             po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
+            oo.size = std::max<uint32_t>(8, std::min<uint32_t>(po.size, (1u << 20) - 64));
 
         } else if (a == "--family" && program == "collectives") {
             co.families.clear();
@@ -139,6 +143,15 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             co.segment_bytes = static_cast<uint32_t>(parse_u64(a, v, 64, 1u << 20));
         } else if (a == "--call-timeout-ms" && program == "collectives") {
             co.timeout_ms = parse_u64(a, v, 100, 3'600'000);
+        } else if (a == "--sequencer" && program == "ordered") {
+            group::Sequencer sq;
+            if (v == "all") oo.policies = {group::Sequencer::kCentral, group::Sequencer::kRotating, group::Sequencer::kMigrating};
+            else if (group::parse_sequencer(v, sq)) oo.policies = {sq};
+            else usage_error("bad value '" + v + "' for --sequencer: allowed values are central, rotating, migrating, all");
+        } else if (a == "--writes" && program == "ordered") {
+            oo.writes = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
+        } else if (a == "--latency-rounds" && program == "ordered") {
+            oo.latency_rounds = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         } else if (a == "--barriers") ex.barriers = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         else if (a == "--warmup") po.warmup = parse_u64(a, v, 0, 1'000'000);
         else if (a == "--timeout") {
@@ -199,7 +212,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
     }
     group::Topology topo;
-    if (program == "collectives") {
+    if (program == "collectives" || program == "ordered") {
         std::string err;
         if (!group::topology_from_config(cfg, topo, err)) {
             std::fprintf(stderr, "iccs run: %s\n", err.c_str());
@@ -222,6 +235,8 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     auto program_of = [&](RtLaunch& l) {
         if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
         else if (program == "ping") l.builtin = [po](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), po); };
+        else if (program == "ordered")
+            l.builtin = [oo, topo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };
         else if (program == "collectives")
             l.builtin = [co, topo](std::unique_ptr<Runtime> rt) { return group::program_collectives(std::move(rt), topo, co); };
         else {
@@ -321,6 +336,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "
                               "and barrier round was right"
                         : program == "ping" ? "PASS: every round trip completed"
+                        : program == "ordered"
+                            ? "PASS: every thread delivered the same sequence under every sequencer policy; the "
+                              "replicated objects ended identical"
                         : program == "collectives"
                             ? "PASS: every collective equals its sequential reference on every thread; MagPIe's rule "
                               "holds for the hierarchical family"

@@ -1,6 +1,8 @@
 // group_programs.cpp: `iccs run collectives` (see group_programs.hpp).
 #include "group_programs.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -127,6 +129,195 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
                         to_string(o.families[i]), topo.describe().c_str(), sizes.c_str(), o.rounds, report[i].c_str());
     }
     std::printf("cluster %u: collectives %s\n", me, ok ? "ok" : "FAILED");
+    std::fflush(stdout);
+    return runtime_finish(std::move(rt), ok);
+}
+
+namespace {
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// The replicated object of `iccs run ordered`: a balance and an order-sensitive digest of writes.
+struct Ledger {
+    int64_t balance = 0;
+    uint64_t digest = 1469598103934665603ull, writes = 0;
+};
+void ledger_add(Ledger& l, std::span<const uint8_t> a) {
+    uint32_t v = 0;
+    std::memcpy(&v, a.data(), std::min<size_t>(4, a.size()));
+    l.balance += v;
+    l.digest = (l.digest ^ v) * 1099511628211ull;
+    ++l.writes;
+}
+void ledger_halve(Ledger& l, std::span<const uint8_t>) {
+    l.balance /= 2;
+    l.digest = (l.digest ^ 0xFFFF) * 1099511628211ull;
+    ++l.writes;
+}
+
+// Every thread's 8-byte words gathered; true when every thread of every cluster gave the same.
+bool all_same(RtEndpoint& ep, uint16_t threads, std::span<const uint64_t> mine, std::vector<uint64_t>& all, std::string& err) {
+    std::vector<std::vector<uint8_t>> by;
+    std::vector<uint8_t> b(mine.size() * 8);
+    std::memcpy(b.data(), mine.data(), b.size());
+    if (ep.barrier_gather(b, by) != RtStatus::kOk) {
+        err = "barrier_gather: " + ep.last_error();
+        return false;
+    }
+    all.clear();
+    for (const auto& v : by) {
+        if (v.size() != threads * b.size()) {
+            err = "barrier_gather: a cluster gave " + std::to_string(v.size()) + " bytes";
+            return false;
+        }
+        const size_t n = v.size() / 8;
+        const size_t at = all.size();
+        all.resize(at + n);
+        std::memcpy(all.data() + at, v.data(), v.size());
+    }
+    return true;
+}
+
+}  // namespace
+
+int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const OrderedRunOptions& o) {
+    const uint16_t T = rt->threads(), me = rt->cluster();
+    const uint32_t P = topo.ranks();
+    std::vector<std::unique_ptr<OrderedBcast>> obs;
+    std::vector<std::unique_ptr<Replicated<Ledger>>> reps;
+    for (size_t i = 0; i < o.policies.size(); ++i) {
+        obs.push_back(std::make_unique<OrderedBcast>(*rt, topo, o.policies[i], static_cast<uint16_t>(150 + 4 * i)));
+        reps.push_back(std::make_unique<Replicated<Ledger>>(*rt, topo, o.policies[i], Ledger{},
+                                                             std::vector<Replicated<Ledger>::WriteFn>{ledger_add, ledger_halve},
+                                                             static_cast<uint16_t>(130 + 4 * i)));
+    }
+    std::mutex mu;
+    std::string err;
+    std::vector<std::string> lines(o.policies.size());
+    std::vector<std::pair<double, double>> results(o.policies.size());
+    std::vector<std::thread> th;
+    for (uint16_t t = 0; t < T; ++t)
+        th.emplace_back([&, t] {
+            RtEndpoint& ep = rt->endpoint(t);
+            const uint32_t rank = uint32_t{me} * T + t;
+            auto failed = [&](const std::string& why) {
+                std::lock_guard<std::mutex> lk(mu);
+                if (err.empty()) err = "thread " + std::to_string(me) + "." + std::to_string(t) + ": " + why;
+            };
+            if (ep.barrier() != RtStatus::kOk) return failed("first barrier: " + ep.last_error());
+            for (size_t pi = 0; pi < o.policies.size(); ++pi) {
+                OrderedBcast& ob = *obs[pi];
+                const char* pol = to_string(o.policies[pi]);
+                // 1. everyone sends at once; every thread delivers all, in one order
+                const uint64_t N = uint64_t{P} * o.messages;
+                if (ep.barrier() != RtStatus::kOk) return failed("barrier: " + ep.last_error());
+                const uint64_t t0 = now_ns();
+                std::vector<uint8_t> body(std::max<uint32_t>(o.size, 8)), got;
+                std::vector<uint32_t> next(P, 0);
+                uint64_t hash = 1469598103934665603ull, delivered = 0;
+                RtAddr from;
+                auto take = [&]() {
+                    if (!ob.deliver(t, got, &from)) return false;
+                    uint32_t i = 0;
+                    std::memcpy(&i, got.data(), 4);
+                    const uint32_t src = uint32_t{from.cluster} * T + from.thread;
+                    if (src >= P || i != next[src]++ || got.size() != body.size()) {
+                        failed(std::string(pol) + ": message " + std::to_string(i) + " from rank " + std::to_string(src) +
+                               " out of its sender's order or of the wrong size");
+                        return false;
+                    }
+                    hash = (hash ^ (uint64_t{src} << 32 | i)) * 1099511628211ull;
+                    ++delivered;
+                    return true;
+                };
+                for (uint32_t i = 0; i < o.messages; ++i) {
+                    std::memcpy(body.data(), &i, 4);
+                    if (!ob.send(t, body.data(), body.size())) return failed(ob.last_error());
+                    if (i % 4 == 3 && !take()) return failed(ob.last_error());
+                }
+                while (delivered < N)
+                    if (!take()) return failed(ob.last_error());
+                const uint64_t t1 = now_ns();
+                std::vector<uint64_t> all;
+                const uint64_t mine[3] = {hash, t0, t1};
+                std::string why;
+                if (!all_same(ep, T, mine, all, why)) return failed(why);
+                uint64_t lo = UINT64_MAX, hi = 0;
+                for (size_t k = 0; k < all.size(); k += 3) {
+                    if (all[k] != hash) return failed(std::string(pol) + ": thread ranks delivered different sequences");
+                    lo = std::min(lo, all[k + 1]);
+                    hi = std::max(hi, all[k + 2]);
+                }
+                const double rate = double(N) / (double(hi - lo) / 1e9);
+                // 2. latency: one message at a time, the sender changing every `phase` rounds
+                std::vector<uint64_t> lat;
+                for (uint32_t r = 0; r < o.latency_rounds; ++r) {
+                    const uint32_t sender = (r / std::max<uint32_t>(1, o.phase)) % P;
+                    uint64_t ts = now_ns();
+                    if (sender == rank) {
+                        std::memcpy(body.data(), &r, 4);
+                        if (!ob.send(t, body.data(), body.size())) return failed(ob.last_error());
+                    }
+                    if (!ob.deliver(t, got, &from)) return failed(ob.last_error());
+                    if (sender == rank) lat.push_back(now_ns() - ts);
+                }
+                std::vector<uint64_t> lat_pad(o.latency_rounds, 0);
+                std::copy(lat.begin(), lat.end(), lat_pad.begin());
+                if (!all_same(ep, T, lat_pad, all, why)) return failed(why);
+                std::vector<uint64_t> lats;
+                for (uint64_t x : all)
+                    if (x) lats.push_back(x);
+                std::sort(lats.begin(), lats.end());
+                const double lat_us = lats.empty() ? 0 : double(lats[lats.size() / 2]) / 1e3;
+                // 3. the replicated object
+                Replicated<Ledger>& rep = *reps[pi];
+                for (uint32_t w = 0; w < o.writes; ++w) {
+                    const uint32_t v = rank * 1000 + w;
+                    const bool ok = w % 5 == 4 ? rep.write(t, 1, {})
+                                               : rep.write(t, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&v), 4));
+                    if (!ok) return failed(std::string(pol) + ": replicated write: " + rep.bcast().last_error());
+                }
+                if (!rep.bcast().wait_delivered(t, uint64_t{P} * o.writes))
+                    return failed(std::string(pol) + ": the replicated object's writes did not all arrive");
+                const Ledger l = rep.read([](const Ledger& x) { return x; });
+                const uint64_t st[3] = {static_cast<uint64_t>(l.balance), l.digest, l.writes};
+                if (!all_same(ep, T, st, all, why)) return failed(why);
+                for (size_t k = 0; k < all.size(); k += 3)
+                    if (all[k] != st[0] || all[k + 1] != st[1] || all[k + 2] != st[2])
+                        return failed(std::string(pol) + ": replicas differ (balance " + std::to_string(all[k]) + " vs " +
+                                      std::to_string(st[0]) + ")");
+                if (t == 0) {
+                    const OrderedCounters c = ob.counters();
+                    char line[512];
+                    std::snprintf(line, sizeof line,
+                                  "ordered %s: %" PRIu64 " messages of %u bytes from %u threads at once, every thread "
+                                  "delivered the same sequence, each sender's in order: %.0f msgs/s; one at a time "
+                                  "(sender changes every %u): median %.1f us; replicated object identical on every cluster "
+                                  "(%" PRIu64 " writes, balance %" PRId64 "); cluster %u: sequenced %" PRIu64
+                                  ", token passes %" PRIu64 ", requests %" PRIu64 ", WAN msgs %" PRIu64 "\n",
+                                  pol, N, o.size, P, rate, o.phase, lat_us, l.writes, l.balance, me, c.sequenced_here,
+                                  c.token_passes, c.requests, c.wan_msgs);
+                    lines[pi] = line;
+                    results[pi] = {lat_us, rate};
+                }
+            }
+        });
+    for (auto& x : th) x.join();
+    const bool ok = err.empty();
+    if (!ok) std::printf("cluster %u: ordered error: %s\n", me, err.c_str());
+    if (me == 0 && ok) {
+        for (const std::string& l : lines) std::fputs(l.c_str(), stdout);
+        if (!o.result_file.empty())
+            if (FILE* f = std::fopen(o.result_file.c_str(), "w")) {
+                for (size_t i = 0; i < o.policies.size(); ++i)
+                    std::fprintf(f, "ordered %s %.3f %.3f\n", to_string(o.policies[i]), results[i].first, results[i].second);
+                std::fclose(f);
+            }
+    }
+    std::printf("cluster %u: ordered %s\n", me, ok ? "ok" : "FAILED");
     std::fflush(stdout);
     return runtime_finish(std::move(rt), ok);
 }

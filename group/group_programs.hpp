@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "group.hpp"
+#include "ordered.hpp"
 
 namespace iccs::group {
 
@@ -22,6 +23,21 @@ struct CollectivesRunOptions {
 // then the counters of every cluster summed (cluster 0 prints them) and, for the hierarchical
 // family, MagPIe's rule checked from them. Returns runtime_finish's status.
 int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const CollectivesRunOptions& o);
+
+struct OrderedRunOptions {
+    std::vector<Sequencer> policies{Sequencer::kCentral, Sequencer::kRotating, Sequencer::kMigrating};
+    uint32_t messages = 100;       // per thread, all threads sending at once (throughput, order check)
+    uint32_t size = 64;            // bytes per message
+    uint32_t latency_rounds = 60;  // one message at a time, the sender changing every `phase` rounds
+    uint32_t phase = 10;
+    uint32_t writes = 20;          // replicated object: writes per thread
+    std::string result_file;       // cluster 0: "ordered POLICY LATENCY_US MSGS_PER_S" per policy
+};
+// Per policy: every thread sends `messages` at once and delivers everyone's; every thread's
+// sequence must be the same (hashes compared across clusters) with each sender's messages in
+// order; then the latency of one message at a time from phased senders; then a replicated object
+// written by every thread must end identical on every cluster. Returns runtime_finish's status.
+int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const OrderedRunOptions& o);
 
 // The counters of every cluster summed: every compute thread calls it (it holds a runtime
 // barrier_gather); thread 0's World counters are this cluster's part.

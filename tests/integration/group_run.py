@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Integration test of group/ over real cluster processes: `iccs run collectives ARGS`.
+"""Integration test of group/ over real cluster processes: `iccs run collectives|ordered ARGS`.
 
-Usage: group_run.py ICCS_CLI ARGS...
+Usage: group_run.py ICCS_CLI collectives|ordered ARGS...
+ordered: every thread of every cluster delivered the same sequence under each sequencer policy
+(each sender's messages in order) and the replicated objects ended identical: every cluster says
+"ordered ok", the run says PASS, one result line per policy.
+collectives:
 Every collective of both families (hierarchical and flat) against its sequential reference on
 every compute thread; cluster 0 prints the counters summed over the clusters, and for the
 hierarchical family MagPIe's rule checked from them. Passes when the run exits 0, every cluster
@@ -21,14 +25,24 @@ def fail(msg, out=""):
 
 
 def main():
-    cli, args = sys.argv[1], sys.argv[2:]
-    cmd = [cli, "run", "collectives"] + args
+    cli, program, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    cmd = [cli, "run", program] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
     out = p.stdout
     print(" ".join(cmd), "->", p.returncode)
     if p.returncode != 0:
         fail(f"exit status {p.returncode}", out)
     n = int(args[args.index("--clusters") + 1]) if "--clusters" in args else 2
+    if program == "ordered":
+        for c in range(n):
+            if f"cluster {c}: ordered ok" not in out:
+                fail(f"cluster {c} did not say 'ordered ok'", out)
+        lines = re.findall(r"^ordered (central|rotating|migrating): .*every thread delivered the same sequence", out, re.M)
+        if len(lines) != 3 or "PASS: every thread delivered the same sequence" not in out:
+            fail(f"{len(lines)} policy lines (3 expected) or no PASS", out)
+        print(out[-3000:])
+        print("PASS: the same sequence on every thread under", ", ".join(lines))
+        return
     for c in range(n):
         if f"cluster {c}: collectives ok" not in out:
             fail(f"cluster {c} did not say 'collectives ok'", out)
