@@ -162,6 +162,7 @@ World::World(Runtime& rt, const Topology& topo, const Options& o) : impl_(std::m
     impl_->opt = o;
     const uint32_t limit = rt.max_message() - static_cast<uint32_t>(sizeof(SegHdr));
     impl_->seg_payload = std::max<uint32_t>(1, std::min<uint32_t>(o.segment_bytes ? o.segment_bytes : limit, limit));
+    impl_->max_payload = limit;
     for (uint16_t t = 0; t < rt.threads(); ++t) {
         auto g = std::make_unique<GroupImpl>();
         g->w = impl_.get();
@@ -249,7 +250,7 @@ bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_
     uint64_t segs = 0;
     size_t off = 0;
     do {
-        const uint32_t len = static_cast<uint32_t>(std::min<size_t>(w->seg_payload, n - off));
+        const uint32_t len = static_cast<uint32_t>(std::min<size_t>(seg_now, n - off));
         h.offset = static_cast<uint32_t>(off);
         const RtStatus s = ep->send(to, w->opt.handler_base, RtBytes{&h, sizeof h}, RtBytes{b + off, len});
         if (s != RtStatus::kOk)
@@ -359,8 +360,12 @@ const std::string& Group::last_error() const { return impl_->err; }
 const Counters& Group::counters() const { return impl_->ctr; }
 
 namespace {
-bool hier(const GroupImpl& g, Family f) {
-    return (f == Family::kDefault ? g.w->opt.family : f) == Family::kHier;
+// The family of this call; the hierarchical one cuts long messages into segments (spread over the
+// proxies by the transport), the flat one sends each message whole (up to the runtime's limit).
+bool hier(GroupImpl& g, Family f) {
+    const bool h = (f == Family::kDefault ? g.w->opt.family : f) == Family::kHier;
+    g.seg_now = h ? g.w->seg_payload : g.w->max_payload;
+    return h;
 }
 }  // namespace
 

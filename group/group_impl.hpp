@@ -76,6 +76,7 @@ struct GroupImpl {
     uint64_t check = 0;
     uint8_t hops_in = 0;
     uint64_t deadline_ns = 0;
+    uint32_t seg_now = 0;  // segment payload of this call: hierarchical segments, flat sends whole messages
 
     struct Key {
         uint32_t call;
@@ -123,7 +124,8 @@ struct World::Impl {
     Options opt;
     std::vector<std::unique_ptr<GroupImpl>> th;
     ClusterLocal local;
-    uint32_t seg_payload = 0;
+    uint32_t seg_payload = 0;  // Options::segment_bytes within the runtime's limit
+    uint32_t max_payload = 0;  // the runtime's limit less the segment header
     Impl(uint16_t threads) : local(threads) {}
 };
 
