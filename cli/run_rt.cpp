@@ -141,6 +141,10 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             co.rounds = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
         } else if (a == "--segment-bytes" && program == "collectives") {
             co.segment_bytes = static_cast<uint32_t>(parse_u64(a, v, 64, 1u << 20));
+        } else if (a == "--bad" && program == "collectives") {
+            if (v != "root" && v != "size" && v != "missing")
+                usage_error("bad value '" + v + "' for --bad: allowed values are root, size, missing");
+            co.bad = v;
         } else if (a == "--call-timeout-ms" && program == "collectives") {
             co.timeout_ms = parse_u64(a, v, 100, 3'600'000);
         } else if (a == "--sequencer" && program == "ordered") {

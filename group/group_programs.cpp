@@ -96,6 +96,21 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
                 if (err.empty()) err = why;
             };
             if (ep.barrier() != RtStatus::kOk) return failed("first barrier: " + ep.last_error());
+            if (!o.bad.empty()) {
+                Group& g = worlds[0]->group(t);
+                const Family f = o.families[0];
+                const bool last = g.rank() + 1 == g.ranks();
+                std::vector<int64_t> in(last && o.bad == "size" ? 11 : 10, 1), out(11);
+                bool ok = g.barrier(f);
+                if (ok && o.bad == "root") ok = g.bcast(std::span<int64_t>(in), last ? 1 : 0, f);
+                if (ok && o.bad == "size") ok = g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f);
+                if (ok && o.bad == "missing" && !last)
+                    ok = g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f);
+                std::lock_guard<std::mutex> lk(mu);
+                std::printf("cluster %u thread %u: %s\n", me, t, ok ? "no error" : g.last_error().c_str());
+                if (err.empty()) err = "bad use on purpose (--bad " + o.bad + ")";
+                return;
+            }
             for (size_t i = 0; i < o.families.size(); ++i) {
                 iccs::group::testing::CheckPlan plan;
                 plan.family = o.families[i];

@@ -18,6 +18,10 @@ struct CollectivesRunOptions {
     uint32_t rounds = 1;
     uint32_t segment_bytes = 64u << 10;
     uint64_t timeout_ms = 120'000;
+    // Bad use on purpose (for the tests), instead of the checks: "root" (the last rank broadcasts
+    // from another root), "size" (the last rank's allreduce is one element longer), "missing" (the
+    // last rank skips the allreduce). Every thread's error is printed; the run fails.
+    std::string bad;
 };
 // Every collective of every family against its sequential reference on every compute thread;
 // then the counters of every cluster summed (cluster 0 prints them) and, for the hierarchical

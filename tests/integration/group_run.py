@@ -5,6 +5,9 @@ Usage: group_run.py ICCS_CLI collectives|ordered ARGS...
 ordered: every thread of every cluster delivered the same sequence under each sequencer policy
 (each sender's messages in order) and the replicated objects ended identical: every cluster says
 "ordered ok", the run says PASS, one result line per policy.
+collectives --bad root|size|missing: bad use on purpose; the run must fail (non-zero exit) with
+an error that names the call ("bcast (call 2)" or "allreduce (call 2)") and the threads, within
+--call-timeout-ms plus a margin (never a hang).
 collectives:
 Every collective of both families (hierarchical and flat) against its sequential reference on
 every compute thread; cluster 0 prints the counters summed over the clusters, and for the
@@ -16,6 +19,7 @@ import glob
 import re
 import subprocess
 import sys
+import time
 
 
 def fail(msg, out=""):
@@ -27,9 +31,25 @@ def fail(msg, out=""):
 def main():
     cli, program, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     cmd = [cli, "run", program] + args
+    t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    took = time.monotonic() - t0
     out = p.stdout
-    print(" ".join(cmd), "->", p.returncode)
+    print(" ".join(cmd), "->", p.returncode, f"({took:.1f} s)")
+    if "--bad" in args:
+        bad = args[args.index("--bad") + 1]
+        call = "bcast (call 2)" if bad == "root" else "allreduce (call 2)"
+        limit = int(args[args.index("--call-timeout-ms") + 1]) / 1000 + 60
+        errors = re.findall(r"^cluster \d+ thread \d+: group: (.*)$", out, re.M)
+        if p.returncode == 0:
+            fail("bad use did not fail the run", out)
+        if not errors or not all(call in e and "thread " in e for e in errors):
+            fail(f"expected every error to name '{call}' and the threads: {errors}", out)
+        if took > limit:
+            fail(f"the run took {took:.1f} s, more than the call time-out + 60 s", out)
+        print(out[-3000:])
+        print(f"PASS: bad use ({bad}) ended in {took:.1f} s with", len(errors), "errors naming", call)
+        return
     if p.returncode != 0:
         fail(f"exit status {p.returncode}", out)
     n = int(args[args.index("--clusters") + 1]) if "--clusters" in args else 2
