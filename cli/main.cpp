@@ -64,7 +64,8 @@ int cmd_bench(int argc, char** argv) {
             "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
             "       iccs bench dsm [--rounds N] [--runs N] [--json]\n"
             "       iccs bench collectives [--sites S] [--clusters C] [--cluster-size T] [--wan-latency-ms L]\n"
-            "                              [--wan-bandwidth B] [--size N] [--reps R] [--ordered-messages M] [--json]\n"
+            "                              [--wan-bandwidth B] [--size N] [--reps R] [--layout block|cyclic]\n"
+            "                              [--ordered-messages M] [--json]\n"
             "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
             "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
             "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
@@ -115,7 +116,9 @@ int cmd_bench(int argc, char** argv) {
             "           alltoall); WAN data bytes per call against the minimum (each item once to each\n"
             "           receiving site); then the ordered broadcast per sequencer policy: latency (median,\n"
             "           one message at a time, senders in phases of 5 over every rank) and throughput (M\n"
-            "           messages per thread at once, default 50). JSON: collectives.<name> with\n"
+            "           messages per thread at once, default 50). --layout block (default: clusters numbered\n"
+            "           site by site) or cyclic (cluster c on site c mod S: rank order unrelated to sites,\n"
+            "           as a grid-unaware numbering may be). JSON: layout, collectives.<name> with\n"
             "           hier_median_us, flat_median_us, speedup (flat / hier), wan_bytes, wan_bytes_min,\n"
             "           flat_wan_bytes, min/max, hops; ordered_bcast.<central|rotating|migrating> with\n"
             "           latency_us and msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n"
@@ -264,7 +267,11 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--wan-bandwidth") o.wan_bandwidth = parse_u64(a, v, 0, 1'000'000'000'000);
             else if (a == "--size") o.size = static_cast<uint32_t>(parse_u64(a, v, 8, 16u << 20));
             else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
-            else if (a == "--ordered-messages") o.ordered_messages = static_cast<uint32_t>(parse_u64(a, v, 1, 100'000));
+            else if (a == "--layout") {
+                if (v == nullptr || (std::strcmp(v, "block") != 0 && std::strcmp(v, "cyclic") != 0))
+                    usage_error("bad value '" + std::string(v ? v : "") + "' for --layout: allowed values are block, cyclic");
+                o.cyclic = std::strcmp(v, "cyclic") == 0;
+            } else if (a == "--ordered-messages") o.ordered_messages = static_cast<uint32_t>(parse_u64(a, v, 1, 100'000));
             else usage_error("unknown option '" + a + "' for bench collectives (see iccs bench --help)");
         }
         if (o.sites * o.clusters > 64) usage_error("--sites x --clusters is at most 64 clusters");

@@ -233,6 +233,43 @@ void GroupImpl::recycle(std::vector<uint8_t>&& v) {
     if (spare.size() < 64 && v.capacity() != 0) spare.push_back(std::move(v));
 }
 
+bool GroupImpl::send_wan(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items) {
+    const Topology& T = topo();
+    const auto& helpers = T.clusters_of[T.site_of_rank(dst)];
+    if (!spread || helpers.size() < 2 || n <= seg_now) return send(dst, step, p, n, items);
+    if (n > UINT32_MAX) return fail("a message of " + std::to_string(n) + " bytes (4 GiB at most)");
+    SegHdr h;
+    h.call = call;
+    h.step = step;
+    h.kind = static_cast<uint8_t>(kind);
+    h.hops = static_cast<uint8_t>(hops_in + 1);
+    h.src = me;
+    h.total = static_cast<uint32_t>(n);
+    h.check = check;
+    const auto* b = static_cast<const uint8_t*>(p);
+    uint64_t segs = 0;
+    for (size_t off = 0; off < n; off += seg_now, ++segs) {
+        const uint32_t len = static_cast<uint32_t>(std::min<size_t>(seg_now, n - off));
+        const uint32_t via = helpers[segs % helpers.size()] * uint32_t{T.threads};  // that cluster's leader
+        h.offset = static_cast<uint32_t>(off);
+        h.relay = via == dst ? 0 : dst + 1;
+        const RtAddr to{T.cluster_of_rank(via), 0};
+        const RtStatus s = ep->send(to, w->opt.handler_base, RtBytes{&h, sizeof h}, RtBytes{b + off, len});
+        if (s != RtStatus::kOk)
+            return fail(std::string("send to ") + who(via) + " failed: " + iccs::to_string(s) + " (" + ep->last_error() + ")");
+    }
+    CollCounters& c = cc();
+    c.msgs += segs;
+    c.bytes += n;
+    c.wan_msgs += segs;
+    c.wan_bytes += items;
+    c.wan_hops_max = std::max<uint64_t>(c.wan_hops_max, h.hops);
+    LinkCounters& l = ctr.link[size_t{T.site_of_rank(me)} * T.sites + T.site_of_rank(dst)];
+    l.msgs += segs;
+    l.bytes += items;
+    return true;
+}
+
 bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items) {
     const Topology& T = topo();
     if (n > UINT32_MAX) return fail("a message of " + std::to_string(n) + " bytes (4 GiB at most)");
@@ -273,8 +310,19 @@ bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_
 }
 
 void GroupImpl::on_segment(const SegHdr& h, const uint8_t* p, size_t n) {
-    if (h.src >= topo().ranks() || uint64_t{h.offset} + n > h.total) {
+    if (h.src >= topo().ranks() || uint64_t{h.offset} + n > h.total || h.relay > topo().ranks()) {
         ++bad_segments;
+        return;
+    }
+    if (h.relay != 0) {  // a spread WAN segment: on to its coordinator over the LAN
+        SegHdr f = h;
+        f.relay = 0;
+        const uint32_t dst = h.relay - 1;
+        const RtAddr to{topo().cluster_of_rank(dst), static_cast<uint16_t>(dst % topo().threads)};
+        if (ep->send(to, w->opt.handler_base, RtBytes{&f, sizeof f}, RtBytes{p, static_cast<uint32_t>(n)}) == RtStatus::kOk)
+            ++relayed;
+        else
+            ++bad_segments;
         return;
     }
     Entry& e = mailbox[Key{h.call, h.step, h.src}];
@@ -365,6 +413,9 @@ namespace {
 bool hier(GroupImpl& g, Family f) {
     const bool h = (f == Family::kDefault ? g.w->opt.family : f) == Family::kHier;
     g.seg_now = h ? g.w->seg_payload : g.w->max_payload;
+    // spreading needs every leader of a receiving site to wait in the call (to relay): not in
+    // gather and reduce, whose root site's other leaders have nothing to wait for
+    g.spread = h && g.kind != Coll::kGather && g.kind != Coll::kReduce && g.kind != Coll::kBarrier;
     return h;
 }
 }  // namespace

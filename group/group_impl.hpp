@@ -24,7 +24,7 @@ struct SegHdr {
     uint32_t src = 0;     // sender's rank
     uint32_t total = 0;   // whole message bytes
     uint32_t offset = 0;  // of this segment
-    uint32_t pad = 0;
+    uint32_t relay = 0;   // non-zero: the receiver passes this segment on to rank relay - 1 (spreading)
     uint64_t check = 0;   // hash of the call's arguments
 };
 static_assert(sizeof(SegHdr) == 32);
@@ -101,6 +101,14 @@ struct GroupImpl {
     // send `n` bytes to rank dst; `items`: the data-item bytes in it (WAN accounting)
     bool send(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items);
     bool send(uint32_t dst, uint16_t step, const void* p, size_t n) { return send(dst, step, p, n, n); }
+    // A coordinator's WAN message to another site's coordinator `dst`: when the call allows it
+    // (spread) and the message has several segments, they go round-robin to the leaders of that
+    // site's clusters, which relay them to dst over the LAN: the emulated link's bandwidth is
+    // shared by the receiving site's proxies, so this uses all of them.
+    bool send_wan(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items);
+    bool send_wan(uint32_t dst, uint16_t step, const void* p, size_t n) { return send_wan(dst, step, p, n, n); }
+    bool spread = false;  // this call's WAN messages may be spread (every helper leader waits in it)
+    uint64_t relayed = 0;
     // the whole message from src at step (moved out; give it back with recycle)
     bool recv(uint32_t src, uint16_t step, std::vector<uint8_t>& out);
     void recycle(std::vector<uint8_t>&& v);

@@ -86,7 +86,7 @@ bool hier_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
         if (g.cluster == rc) {
             data = static_cast<const uint8_t*>(L.slot[root % T.threads].out);
             for (uint16_t s2 = 0; s2 < T.sites; ++s2)  // the WAN first: its messages take longest
-                if (s2 != rs && !g.send(leader(T, coord(T, s2, rc)), 3, data, n)) return false;
+                if (s2 != rs && !g.send_wan(leader(T, coord(T, s2, rc)), 3, data, n)) return false;
             for (uint16_t c : T.clusters_of[rs])
                 if (c != rc && !g.send(leader(T, c), 1, data, n)) return false;
         } else {
@@ -178,7 +178,7 @@ struct Engine {
                 if (r.len) std::memcpy(m.data() + dp, r.data, r.len);
                 dp += r.len;
             }
-        const bool ok = g.send(dst, step, m.data(), m.size(), data);
+        const bool ok = step == 3 ? g.send_wan(dst, step, m.data(), m.size(), data) : g.send(dst, step, m.data(), m.size(), data);
         g.recycle(std::move(m));
         return ok;
     }
@@ -342,7 +342,7 @@ bool sites_combine(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& site_pa
         return g.send(leader(T, coord(T, target_site, rc)), 3, site_part.data(), site_part.size());
     if (a.kind == Coll::kAllreduce)
         for (uint16_t s2 = 0; s2 < T.sites; ++s2)
-            if (s2 != s && !g.send(leader(T, coord(T, s2, rc)), 3, site_part.data(), site_part.size())) return false;
+            if (s2 != s && !g.send_wan(leader(T, coord(T, s2, rc)), 3, site_part.data(), site_part.size())) return false;
     bool first = true;
     std::vector<uint8_t> m;
     for (uint16_t s2 = 0; s2 < T.sites; ++s2) {  // site order: every coordinator computes the same bits
@@ -395,7 +395,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                             out.insert(out.end(), pc[c1].begin(), pc[c1].end());
                             any = true;
                         }
-                    if (any && !g.send(leader(T, coord(T, s2, rc)), 3, out.data(), out.size())) return false;
+                    if (any && !g.send_wan(leader(T, coord(T, s2, rc)), 3, out.data(), out.size())) return false;
                 }
                 for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
                     if (s2 == s) continue;
@@ -469,7 +469,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                     for (uint16_t s2 = 0; s2 < T.sites; ++s2)
                         if (s2 != s) {
                             const std::vector<uint8_t> o = site_bytes(sp, s2);
-                            if (!g.send(leader(T, coord(T, s2, rc)), 3, o.data(), o.size())) return false;
+                            if (!g.send_wan(leader(T, coord(T, s2, rc)), 3, o.data(), o.size())) return false;
                         }
                     const std::vector<uint8_t> own = site_bytes(sp, s);
                     std::vector<uint8_t> acc;

@@ -157,7 +157,8 @@ int bench_collectives(const BenchCollectivesOptions& o) {
     const unsigned cores = std::max(1u, host_core_count());
     const uint32_t C = o.sites * o.clusters, P = C * o.cluster_size;
     std::string sites;
-    for (uint32_t c = 0; c < C; ++c) sites += (c ? "," : "") + std::to_string(c / o.clusters);
+    for (uint32_t c = 0; c < C; ++c) sites += (c ? "," : "") + std::to_string(o.cyclic ? c % o.sites : c / o.clusters);
+    const char* layout = o.cyclic ? "cyclic" : "block";
     char lat[64];
     std::snprintf(lat, sizeof lat, "%g", o.wan_latency_ms);
     const std::vector<std::pair<std::string, std::string>> overrides = {
@@ -182,10 +183,10 @@ int bench_collectives(const BenchCollectivesOptions& o) {
     // per cluster: compute threads, the runtime's service thread, the proxies
     const unsigned threads = C * (o.cluster_size + 1 + proxies);
     std::fprintf(stderr,
-                 "bench collectives: %u sites x %u clusters x %u threads (%u ranks), WAN %s ms one way and %" PRIu64
+                 "bench collectives: %u sites x %u clusters x %u threads (%u ranks, %s layout), WAN %s ms one way and %" PRIu64
                  " bytes/s per link (proxies' emulation, transport iccs, %u proxies per cluster), %u bytes, %u reps "
                  "after a warm-up; %u threads on %u cores\n",
-                 o.sites, o.clusters, o.cluster_size, P, lat, o.wan_bandwidth, proxies, o.size, o.reps, threads, cores);
+                 o.sites, o.clusters, o.cluster_size, P, layout, lat, o.wan_bandwidth, proxies, o.size, o.reps, threads, cores);
     RtLaunch l;
     l.spec.clusters = static_cast<uint16_t>(C);
     l.spec.threads = static_cast<uint16_t>(o.cluster_size);
@@ -254,11 +255,11 @@ int bench_collectives(const BenchCollectivesOptions& o) {
     const bool goal_cfg = o.sites == 4 && o.wan_latency_ms == 10 && o.wan_bandwidth == 1'000'000 && o.size == 65536;
     const bool goal = speed(bc) >= 3 && speed(ar) >= 3 && bc.wan[0] == bc.wan_min[0] && ar.wan[0] == ar.wan_min[0];
     if (o.json) {
-        std::printf("{\"sites\": %u, \"clusters_per_site\": %u, \"cluster_size\": %u, \"ranks\": %u, \"wan_latency_ms\": %s, "
+        std::printf("{\"sites\": %u, \"clusters_per_site\": %u, \"cluster_size\": %u, \"ranks\": %u, \"layout\": \"%s\", \"wan_latency_ms\": %s, "
                     "\"wan_bandwidth\": %" PRIu64 ", \"size\": %u, \"reps\": %u, \"proxies\": %u, \"cores\": %u, "
                     "\"threads\": %u, \"oversubscribed\": %s, \"collectives\": {",
-                    o.sites, o.clusters, o.cluster_size, P, lat, o.wan_bandwidth, o.size, o.reps, proxies, cores, threads,
-                    over ? "true" : "false");
+                    o.sites, o.clusters, o.cluster_size, P, layout, lat, o.wan_bandwidth, o.size, o.reps, proxies, cores,
+                    threads, over ? "true" : "false");
         for (size_t i = 0; i < order.size(); ++i) {
             const Row& r = rows[order[i]];
             std::printf("%s\"%s\": {\"hier_median_us\": %.1f, \"flat_median_us\": %.1f, \"speedup\": %.3f, "
@@ -277,9 +278,9 @@ int bench_collectives(const BenchCollectivesOptions& o) {
         if (!err.empty()) std::printf(", \"error\": \"%s\"", err.c_str());
         std::printf("}\n");
     } else {
-        std::printf("bench collectives: %u sites x %u clusters x %u threads (%u ranks), WAN %s ms, %" PRIu64
+        std::printf("bench collectives: %u sites x %u clusters x %u threads (%u ranks, %s layout: sites %s), WAN %s ms, %" PRIu64
                     " bytes/s per link, %u bytes, median of %u reps (hier and flat interleaved), transport iccs\n",
-                    o.sites, o.clusters, o.cluster_size, P, lat, o.wan_bandwidth, o.size, o.reps);
+                    o.sites, o.clusters, o.cluster_size, P, layout, sites.c_str(), lat, o.wan_bandwidth, o.size, o.reps);
         std::printf("  %-15s %11s %11s %8s %11s %11s %11s %9s  %s\n", "collective", "hier us", "flat us", "speedup",
                     "wan bytes", "wan min", "flat wan", "hops h/f", "hier min..max / flat min..max us");
         for (const std::string& n : order) {

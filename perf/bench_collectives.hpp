@@ -19,6 +19,7 @@ struct BenchCollectivesOptions {
                             // of gather/scatter/allgather; each rank's send buffer of alltoall
     uint32_t reps = 5;      // measured reps per collective and family (after one warm-up)
     uint32_t ordered_messages = 50;  // per thread, for the ordered broadcast's throughput
+    bool cyclic = false;  // clusters numbered round-robin over the sites (site = c % sites), not site by site
     bool json = false;
 };
 
