@@ -413,9 +413,9 @@ namespace {
 bool hier(GroupImpl& g, Family f) {
     const bool h = (f == Family::kDefault ? g.w->opt.family : f) == Family::kHier;
     g.seg_now = h ? g.w->seg_payload : g.w->max_payload;
-    // spreading needs every leader of a receiving site to wait in the call (to relay): not in
-    // gather and reduce, whose root site's other leaders have nothing to wait for
-    g.spread = h && g.kind != Coll::kGather && g.kind != Coll::kReduce && g.kind != Coll::kBarrier;
+    // spreading needs every leader of a receiving site to wait in the call (to relay): in gather
+    // and reduce the root site's other leaders wait for a release from the root's leader
+    g.spread = h && g.kind != Coll::kBarrier;
     return h;
 }
 }  // namespace

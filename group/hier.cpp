@@ -5,8 +5,10 @@
 // root's site). Data from another site arrives at a site's coordinator once and spreads inside the
 // site from there, so no path holds two WAN links and no item crosses to a site twice.
 //
-// Steps (message tags): 1 leader -> leader inside a site, 2 leader -> own coordinator (or the
-// coordinators' WAN exchange for reductions), 3 coordinator -> coordinator, 4 coordinator -> leader.
+// Steps (message tags): 1 leader -> leader inside a site, 2 leader -> own coordinator,
+// 3 coordinator -> coordinator (the WAN), 4 coordinator -> leader, 5 the root's leader releases its
+// site's other leaders (gather, reduce). A WAN message of several segments is spread over the
+// receiving site's leaders, which relay the segments to its coordinator (GroupImpl::send_wan).
 #include <cstring>
 
 #include "group_impl.hpp"
@@ -115,6 +117,19 @@ bool hier_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
 // --- the data engine: records routed leader -> coordinator -> coordinator -> leader ----------------
 
 namespace {
+
+// The coordinator of site s tells its site's other leaders that its part is done (step 5); they
+// wait for it, polling, so spread WAN segments they relay reach the coordinator.
+bool release_site(GroupImpl& g, uint16_t s, uint16_t cc) {
+    const Topology& T = g.topo();
+    if (g.cluster != cc) {
+        std::vector<uint8_t> m;
+        return g.recv(leader(T, cc), 5, m);
+    }
+    for (uint16_t c : T.clusters_of[s])
+        if (c != cc && !g.send(leader(T, c), 5, nullptr, 0)) return false;
+    return true;
+}
 
 struct Engine {
     GroupImpl& g;
@@ -255,6 +270,9 @@ struct Engine {
         }
         for (uint16_t c1 : T.clusters_of[s])
             if (ce(c1, c) && !recv_recs(leader(T, c1), 1, local_in)) return false;
+        // gather: the root site's other leaders wait until the root's leader has everything, so
+        // they relay spread WAN segments meanwhile (step 5: an empty release)
+        if (a.kind == Coll::kGather && s == T.site_of[rc]) return release_site(g, s, cc);
         return true;
     }
 };
@@ -438,6 +456,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
             g.count_shm(size_t{T.threads - 1u} * B);
             if (c != cc) {
                 if (!g.send(leader(T, cc), 1, part.data(), B)) return false;
+                if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
                 if (a.kind == Coll::kAllreduce && (!g.recv(leader(T, cc), 4, res) || !want_len(g, leader(T, cc), res.size(), B)))
                     return false;
                 if (a.kind == Coll::kReduceScatter && !g.recv(leader(T, cc), 4, res)) return false;
@@ -492,6 +511,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                     }
                 } else {
                     if (!sites_combine(g, a, sp, res, rc)) return false;
+                    if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
                     if (a.kind == Coll::kAllreduce)
                         for (uint16_t c2 : T.clusters_of[s])
                             if (c2 != c && !g.send(leader(T, c2), 4, res.data(), B)) return false;
