@@ -357,7 +357,7 @@ bool sites_combine(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& site_pa
     const uint16_t s = T.site_of[g.cluster];
     const uint16_t target_site = a.kind == Coll::kReduce ? T.site_of[rc] : 0xFFFF;
     if (a.kind == Coll::kReduce && s != target_site)
-        return g.send(leader(T, coord(T, target_site, rc)), 3, site_part.data(), site_part.size());
+        return g.send_wan(leader(T, coord(T, target_site, rc)), 3, site_part.data(), site_part.size());
     if (a.kind == Coll::kAllreduce)
         for (uint16_t s2 = 0; s2 < T.sites; ++s2)
             if (s2 != s && !g.send_wan(leader(T, coord(T, s2, rc)), 3, site_part.data(), site_part.size())) return false;
