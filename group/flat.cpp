@@ -9,23 +9,6 @@
 
 namespace iccs::group {
 
-namespace {
-
-// The offset of every rank's block when blocks lie in rank order.
-std::vector<size_t> offsets(const std::vector<size_t>& b) {
-    std::vector<size_t> o(b.size() + 1, 0);
-    for (size_t i = 0; i < b.size(); ++i) o[i + 1] = o[i] + b[i];
-    return o;
-}
-
-bool want_len(GroupImpl& g, uint32_t src, size_t got, size_t want) {
-    if (got == want) return true;
-    return g.fail(g.who(src) + " sent " + std::to_string(got) + " bytes where " + std::to_string(want) +
-                  " were expected (mismatched sizes or counts)");
-}
-
-}  // namespace
-
 bool flat_barrier(GroupImpl& g) {
     const uint32_t P = g.topo().ranks(), r = g.me;
     std::vector<uint8_t> m;
@@ -45,7 +28,7 @@ bool flat_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
         if (vr & mask) {
             std::vector<uint8_t> m;
             const uint32_t from = (vr - mask + root) % P;
-            if (!g.recv(from, 0, m) || !want_len(g, from, m.size(), n)) return false;
+            if (!g.recv(from, 0, m) || !g.want_len(from, m.size(), n)) return false;
             if (n) std::memcpy(buf, m.data(), n);
             g.recycle(std::move(m));
             break;
@@ -70,7 +53,7 @@ bool gather_tree(GroupImpl& g, const MoveArgs& a) {
             for (uint32_t x = vr + mask; x < std::min(P, vr + 2 * mask); ++x) want += a.all_bytes[(x + root) % P];
             std::vector<uint8_t> m;
             const uint32_t from = (vr + mask + root) % P;
-            if (!g.recv(from, 0, m) || !want_len(g, from, m.size(), want)) return false;
+            if (!g.recv(from, 0, m) || !g.want_len(from, m.size(), want)) return false;
             acc.insert(acc.end(), m.begin(), m.end());
             g.recycle(std::move(m));
         }
@@ -106,7 +89,7 @@ bool scatter_tree(GroupImpl& g, const MoveArgs& a) {
         }
     } else {
         const uint32_t from = (vr - mask + root) % P;
-        if (!g.recv(from, 0, mine) || !want_len(g, from, mine.size(), bytes_of(vr, vr + span))) return false;
+        if (!g.recv(from, 0, mine) || !g.want_len(from, mine.size(), bytes_of(vr, vr + span))) return false;
     }
     for (uint32_t m = (vr == 0 ? std::bit_ceil(P) : mask) >> 1; m > 0; m >>= 1)
         if (vr + m < P && m < span) {
@@ -126,7 +109,7 @@ bool allgather_ring(GroupImpl& g, const MoveArgs& a) {
         const uint32_t sb = (r + P - s) % P, rb = (r + 2 * P - s - 1) % P;
         if (!g.send((r + 1) % P, static_cast<uint16_t>(s), a.out + off[sb], a.all_bytes[sb])) return false;
         const uint32_t from = (r + P - 1) % P;
-        if (!g.recv(from, static_cast<uint16_t>(s), m) || !want_len(g, from, m.size(), a.all_bytes[rb])) return false;
+        if (!g.recv(from, static_cast<uint16_t>(s), m) || !g.want_len(from, m.size(), a.all_bytes[rb])) return false;
         if (!m.empty()) std::memcpy(a.out + off[rb], m.data(), m.size());
         g.recycle(std::move(m));
     }
@@ -146,7 +129,7 @@ bool alltoall_pairwise(GroupImpl& g, const MoveArgs& a) {
     std::vector<uint8_t> m;
     for (uint32_t s = 1; s < P; ++s) {
         const uint32_t from = (r + P - s) % P;
-        if (!g.recv(from, 0, m) || !want_len(g, from, m.size(), a.recv_bytes[from])) return false;
+        if (!g.recv(from, 0, m) || !g.want_len(from, m.size(), a.recv_bytes[from])) return false;
         if (!m.empty()) std::memcpy(a.out + ro[from], m.data(), m.size());
         g.recycle(std::move(m));
     }
@@ -173,7 +156,7 @@ bool reduce_tree(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& acc) {
         if (vr & mask) return g.send((vr - mask + root) % P, 0, acc.data(), acc.size());
         if (vr + mask < P) {
             const uint32_t from = (vr + mask + root) % P;
-            if (!g.recv(from, 0, m) || !want_len(g, from, m.size(), acc.size())) return false;
+            if (!g.recv(from, 0, m) || !g.want_len(from, m.size(), acc.size())) return false;
             combine(a.r, acc.data(), m.data(), acc.size());
             g.recycle(std::move(m));
         }
@@ -187,7 +170,7 @@ bool allreduce_rd(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& acc) {
     const uint32_t p2 = std::bit_floor(P), rem = P - p2;
     std::vector<uint8_t> m;
     auto take = [&](uint32_t from, uint16_t step, bool mine_first) {
-        if (!g.recv(from, step, m) || !want_len(g, from, m.size(), acc.size())) return false;
+        if (!g.recv(from, step, m) || !g.want_len(from, m.size(), acc.size())) return false;
         if (mine_first) combine(a.r, acc.data(), m.data(), acc.size());
         else {  // acc = m op acc, so both partners compute the same bits
             combine(a.r, m.data(), acc.data(), acc.size());
@@ -219,7 +202,7 @@ bool allreduce_rd(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& acc) {
     }
     if (r < 2 * rem) {
         if (r % 2 == 1) return g.send(r - 1, 100, acc.data(), acc.size());
-        if (!g.recv(r + 1, 100, m) || !want_len(g, r + 1, m.size(), acc.size())) return false;
+        if (!g.recv(r + 1, 100, m) || !g.want_len(r + 1, m.size(), acc.size())) return false;
         std::swap(acc, m);
         g.recycle(std::move(m));
     }
@@ -234,7 +217,7 @@ bool scan_rd(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& acc) {
     for (uint32_t k = 1; k < P; k <<= 1, ++step) {
         if (r + k < P && !g.send(r + k, step, acc.data(), acc.size())) return false;
         if (r >= k) {
-            if (!g.recv(r - k, step, m) || !want_len(g, r - k, m.size(), acc.size())) return false;
+            if (!g.recv(r - k, step, m) || !g.want_len(r - k, m.size(), acc.size())) return false;
             combine(a.r, m.data(), acc.data(), acc.size());  // earlier ranks first
             std::swap(acc, m);
             g.recycle(std::move(m));
@@ -252,7 +235,7 @@ bool reduce_scatter_ring(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& a
         const uint32_t sb = (r + 2 * P - s - 1) % P, rb = (r + 2 * P - s - 2) % P;
         if (!g.send((r + 1) % P, static_cast<uint16_t>(s), acc.data() + off[sb], a.block_bytes[sb])) return false;
         const uint32_t from = (r + P - 1) % P;
-        if (!g.recv(from, static_cast<uint16_t>(s), m) || !want_len(g, from, m.size(), a.block_bytes[rb])) return false;
+        if (!g.recv(from, static_cast<uint16_t>(s), m) || !g.want_len(from, m.size(), a.block_bytes[rb])) return false;
         combine(a.r, acc.data() + off[rb], m.data(), m.size());
         g.recycle(std::move(m));
     }

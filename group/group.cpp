@@ -98,7 +98,10 @@ std::string Topology::describe() const {
     std::string d = std::to_string(sites) + (sites == 1 ? " site" : " sites") + " (";
     for (uint16_t s = 0; s < sites; ++s) {
         d += (s ? "; site " : "site ") + std::to_string(site_id[s]) + ": clusters";
-        for (uint16_t c : clusters_of[s]) d += " " + std::to_string(c);
+        for (uint16_t c : clusters_of[s]) {
+            d += ' ';
+            d += std::to_string(c);
+        }
     }
     return d + ") x " + std::to_string(threads) + " threads per cluster";
 }
@@ -234,43 +237,13 @@ void GroupImpl::recycle(std::vector<uint8_t>&& v) {
 }
 
 bool GroupImpl::send_wan(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items) {
-    const Topology& T = topo();
-    const auto& helpers = T.clusters_of[T.site_of_rank(dst)];
-    if (!spread || helpers.size() < 2 || n <= seg_now) return send(dst, step, p, n, items);
-    if (n > UINT32_MAX) return fail("a message of " + std::to_string(n) + " bytes (4 GiB at most)");
-    SegHdr h;
-    h.call = call;
-    h.step = step;
-    h.kind = static_cast<uint8_t>(kind);
-    h.hops = static_cast<uint8_t>(hops_in + 1);
-    h.src = me;
-    h.total = static_cast<uint32_t>(n);
-    h.check = check;
-    const auto* b = static_cast<const uint8_t*>(p);
-    uint64_t segs = 0;
-    for (size_t off = 0; off < n; off += seg_now, ++segs) {
-        const uint32_t len = static_cast<uint32_t>(std::min<size_t>(seg_now, n - off));
-        const uint32_t via = helpers[segs % helpers.size()] * uint32_t{T.threads};  // that cluster's leader
-        h.offset = static_cast<uint32_t>(off);
-        h.relay = via == dst ? 0 : dst + 1;
-        const RtAddr to{T.cluster_of_rank(via), 0};
-        const RtStatus s = ep->send(to, w->opt.handler_base, RtBytes{&h, sizeof h}, RtBytes{b + off, len});
-        if (s != RtStatus::kOk)
-            return fail(std::string("send to ") + who(via) + " failed: " + iccs::to_string(s) + " (" + ep->last_error() + ")");
-    }
-    CollCounters& c = cc();
-    c.msgs += segs;
-    c.bytes += n;
-    c.wan_msgs += segs;
-    c.wan_bytes += items;
-    c.wan_hops_max = std::max<uint64_t>(c.wan_hops_max, h.hops);
-    LinkCounters& l = ctr.link[size_t{T.site_of_rank(me)} * T.sites + T.site_of_rank(dst)];
-    l.msgs += segs;
-    l.bytes += items;
-    return true;
+    const auto& helpers = topo().clusters_of[topo().site_of_rank(dst)];
+    const bool spread_it = spread && helpers.size() >= 2 && n > seg_now;
+    return send_segments(dst, step, p, n, items, spread_it ? &helpers : nullptr);
 }
 
-bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items) {
+bool GroupImpl::send_segments(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items,
+                              const std::vector<uint16_t>* via_clusters) {
     const Topology& T = topo();
     if (n > UINT32_MAX) return fail("a message of " + std::to_string(n) + " bytes (4 GiB at most)");
     const bool wan = T.site_of_rank(dst) != T.site_of_rank(me);
@@ -282,16 +255,19 @@ bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_
     h.src = me;
     h.total = static_cast<uint32_t>(n);
     h.check = check;
-    const RtAddr to{T.cluster_of_rank(dst), static_cast<uint16_t>(dst % T.threads)};
     const auto* b = static_cast<const uint8_t*>(p);
     uint64_t segs = 0;
     size_t off = 0;
     do {
         const uint32_t len = static_cast<uint32_t>(std::min<size_t>(seg_now, n - off));
+        // spread: segment i goes to the leader of the i-th cluster of dst's site, which relays it
+        const uint32_t via = via_clusters ? (*via_clusters)[segs % via_clusters->size()] * uint32_t{T.threads} : dst;
         h.offset = static_cast<uint32_t>(off);
+        h.relay = via == dst ? 0 : dst + 1;
+        const RtAddr to{T.cluster_of_rank(via), static_cast<uint16_t>(via % T.threads)};
         const RtStatus s = ep->send(to, w->opt.handler_base, RtBytes{&h, sizeof h}, RtBytes{b + off, len});
         if (s != RtStatus::kOk)
-            return fail(std::string("send to ") + who(dst) + " failed: " + iccs::to_string(s) + " (" + ep->last_error() + ")");
+            return fail(std::string("send to ") + who(via) + " failed: " + iccs::to_string(s) + " (" + ep->last_error() + ")");
         off += len;
         ++segs;
     } while (off < n);
@@ -307,6 +283,12 @@ bool GroupImpl::send(uint32_t dst, uint16_t step, const void* p, size_t n, size_
         l.bytes += items;
     }
     return true;
+}
+
+bool GroupImpl::want_len(uint32_t src, size_t got, size_t want) {
+    if (got == want) return true;
+    return fail(who(src) + " sent " + std::to_string(got) + " bytes where " + std::to_string(want) +
+                " were expected (mismatched sizes or counts)");
 }
 
 void GroupImpl::on_segment(const SegHdr& h, const uint8_t* p, size_t n) {

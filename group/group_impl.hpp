@@ -99,8 +99,15 @@ struct GroupImpl {
     bool begin(Coll k, uint64_t chk, uint64_t wan_min);
     bool fail(const std::string& why);
     // send `n` bytes to rank dst; `items`: the data-item bytes in it (WAN accounting)
-    bool send(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items);
+    bool send(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items) {
+        return send_segments(dst, step, p, n, items, nullptr);
+    }
     bool send(uint32_t dst, uint16_t step, const void* p, size_t n) { return send(dst, step, p, n, n); }
+    // via_clusters: spread the segments over the leaders of these clusters (relaying to dst)
+    bool send_segments(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items,
+                       const std::vector<uint16_t>* via_clusters);
+    // false (naming src and both sizes) unless a message from src has the length expected
+    bool want_len(uint32_t src, size_t got, size_t want);
     // A coordinator's WAN message to another site's coordinator `dst`: when the call allows it
     // (spread) and the message has several segments, they go round-robin to the leaders of that
     // site's clusters, which relay them to dst over the LAN: the emulated link's bandwidth is
@@ -157,6 +164,12 @@ struct RedArgs {
     Reduction r;
     uint32_t root;
 };
+// The offset of every rank's block when blocks lie in rank order (one more entry: the total).
+inline std::vector<size_t> offsets(const std::vector<size_t>& b) {
+    std::vector<size_t> o(b.size() + 1, 0);
+    for (size_t i = 0; i < b.size(); ++i) o[i + 1] = o[i] + b[i];
+    return o;
+}
 inline void combine(const Reduction& r, void* inout, const void* in, size_t bytes) {
     if (r.elem != 0 && bytes != 0) r.fn(inout, in, bytes / r.elem, r.ctx);
 }

@@ -47,12 +47,6 @@ bool begin_local(GroupImpl& g, const void* in, void* out, const void* extra = nu
     return g.local_sync() && local_check(g);
 }
 
-bool want_len(GroupImpl& g, uint32_t src, size_t got, size_t want) {
-    if (got == want) return true;
-    return g.fail(g.who(src) + " sent " + std::to_string(got) + " bytes where " + std::to_string(want) +
-                  " were expected (mismatched sizes or counts)");
-}
-
 }  // namespace
 
 bool hier_barrier(GroupImpl& g) {
@@ -95,7 +89,7 @@ bool hier_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
             const uint16_t cc = coord(T, s, rc);
             const bool from_root = s == rs || g.cluster == cc;
             const uint32_t from = from_root ? leader(T, rc) : leader(T, cc);
-            if (!g.recv(from, s == rs ? 1 : g.cluster == cc ? 3 : 4, m) || !want_len(g, from, m.size(), n)) return false;
+            if (!g.recv(from, s == rs ? 1 : g.cluster == cc ? 3 : 4, m) || !g.want_len(from, m.size(), n)) return false;
             data = m.data();
             if (s != rs && g.cluster == cc)
                 for (uint16_t c : T.clusters_of[s])
@@ -277,12 +271,6 @@ struct Engine {
     }
 };
 
-std::vector<size_t> offsets(const std::vector<size_t>& b) {
-    std::vector<size_t> o(b.size() + 1, 0);
-    for (size_t i = 0; i < b.size(); ++i) o[i + 1] = o[i] + b[i];
-    return o;
-}
-
 }  // namespace
 
 bool hier_move(GroupImpl& g, const MoveArgs& a) {
@@ -367,7 +355,7 @@ bool sites_combine(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& site_pa
         const uint8_t* p = site_part.data();
         if (s2 != s) {
             const uint32_t from = leader(T, coord(T, s2, rc));
-            if (!g.recv(from, 3, m) || !want_len(g, from, m.size(), a.bytes)) return false;
+            if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), a.bytes)) return false;
             p = m.data();
         }
         if (first) res.assign(p, p + a.bytes);
@@ -396,13 +384,13 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
             std::vector<uint8_t> x;  // exclusive prefix (empty: none, cluster 0)
             if (c != cc) {
                 if (!g.send(leader(T, cc), 1, part.data(), B) || !g.recv(leader(T, cc), 4, x)) return false;
-                if (!x.empty() && !want_len(g, leader(T, cc), x.size(), B)) return false;
+                if (!x.empty() && !g.want_len(leader(T, cc), x.size(), B)) return false;
             } else {
                 std::vector<std::vector<uint8_t>> pc(T.clusters);  // partials known here, by cluster
                 pc[c] = part;
                 for (uint16_t c1 : T.clusters_of[s])
                     if (c1 != c) {
-                        if (!g.recv(leader(T, c1), 1, pc[c1]) || !want_len(g, leader(T, c1), pc[c1].size(), B)) return false;
+                        if (!g.recv(leader(T, c1), 1, pc[c1]) || !g.want_len(leader(T, c1), pc[c1].size(), B)) return false;
                     }
                 for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
                     if (s2 == s) continue;
@@ -422,7 +410,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                         if (c1 < T.clusters_of[s].back()) from.push_back(c1);
                     if (from.empty()) continue;
                     const uint32_t src = leader(T, coord(T, s2, rc));
-                    if (!g.recv(src, 3, m) || !want_len(g, src, m.size(), from.size() * B)) return false;
+                    if (!g.recv(src, 3, m) || !g.want_len(src, m.size(), from.size() * B)) return false;
                     for (size_t i = 0; i < from.size(); ++i) pc[from[i]].assign(m.begin() + i * B, m.begin() + (i + 1) * B);
                 }
                 for (uint16_t c2 : T.clusters_of[s]) {
@@ -457,7 +445,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
             if (c != cc) {
                 if (!g.send(leader(T, cc), 1, part.data(), B)) return false;
                 if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
-                if (a.kind == Coll::kAllreduce && (!g.recv(leader(T, cc), 4, res) || !want_len(g, leader(T, cc), res.size(), B)))
+                if (a.kind == Coll::kAllreduce && (!g.recv(leader(T, cc), 4, res) || !g.want_len(leader(T, cc), res.size(), B)))
                     return false;
                 if (a.kind == Coll::kReduceScatter && !g.recv(leader(T, cc), 4, res)) return false;
             } else {
@@ -466,7 +454,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                 for (uint16_t c1 : T.clusters_of[s]) {
                     const uint8_t* p = part.data();
                     if (c1 != c) {
-                        if (!g.recv(leader(T, c1), 1, m) || !want_len(g, leader(T, c1), m.size(), B)) return false;
+                        if (!g.recv(leader(T, c1), 1, m) || !g.want_len(leader(T, c1), m.size(), B)) return false;
                         p = m.data();
                     }
                     if (sp.empty()) sp.assign(p, p + B);
@@ -496,7 +484,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                         const uint8_t* p = own.data();
                         if (s2 != s) {
                             const uint32_t from = leader(T, coord(T, s2, rc));
-                            if (!g.recv(from, 3, m) || !want_len(g, from, m.size(), own.size())) return false;
+                            if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), own.size())) return false;
                             p = m.data();
                         }
                         if (s2 == 0) acc.assign(p, p + own.size());
