@@ -13,6 +13,19 @@
 
 namespace iccs::group {
 
+std::string on_every_thread(uint16_t threads, const std::function<void(uint16_t t, const FailFn& failed)>& body) {
+    std::mutex mu;
+    std::string err;
+    const FailFn failed = [&](const std::string& why) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (err.empty()) err = why;
+    };
+    std::vector<std::thread> th;
+    for (uint16_t t = 0; t < threads; ++t) th.emplace_back([&, t] { body(t, failed); });
+    for (auto& x : th) x.join();
+    return err;
+}
+
 bool gather_counters(RtEndpoint& ep, const World& w, Counters& sum, std::string& err) {
     std::vector<uint8_t> mine;
     if (ep.barrier() != RtStatus::kOk) {  // every thread of the cluster is between calls
@@ -83,18 +96,10 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
         opt.handler_base = static_cast<uint16_t>(180 + 2 * i);  // a World per family: counters apart
         worlds.push_back(std::make_unique<World>(*rt, topo, opt));
     }
-    std::mutex mu;
-    std::string err;
     std::vector<std::string> report(o.families.size());
     std::vector<bool> rule_ok(o.families.size(), true);
-    std::vector<std::thread> th;
-    for (uint16_t t = 0; t < T; ++t)
-        th.emplace_back([&, t] {
+    const std::string err = on_every_thread(T, [&](uint16_t t, const FailFn& failed) {
             RtEndpoint& ep = rt->endpoint(t);
-            auto failed = [&](const std::string& why) {
-                std::lock_guard<std::mutex> lk(mu);
-                if (err.empty()) err = why;
-            };
             if (ep.barrier() != RtStatus::kOk) return failed("first barrier: " + ep.last_error());
             if (!o.bad.empty()) {
                 Group& g = worlds[0]->group(t);
@@ -106,10 +111,8 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
                 if (ok && o.bad == "size") ok = g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f);
                 if (ok && o.bad == "missing" && !last)
                     ok = g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f);
-                std::lock_guard<std::mutex> lk(mu);
                 std::printf("cluster %u thread %u: %s\n", me, t, ok ? "no error" : g.last_error().c_str());
-                if (err.empty()) err = "bad use on purpose (--bad " + o.bad + ")";
-                return;
+                return failed("bad use on purpose (--bad " + o.bad + ")");
             }
             for (size_t i = 0; i < o.families.size(); ++i) {
                 iccs::group::testing::CheckPlan plan;
@@ -131,13 +134,15 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
                 }
             }
         });
-    for (auto& x : th) x.join();
     bool ok = err.empty();
     for (bool r : rule_ok) ok = ok && r;
     if (!err.empty()) std::printf("cluster %u: collectives error: %s\n", me, err.c_str());
     if (me == 0 && err.empty()) {
         std::string sizes;
-        for (uint32_t n : o.elements) sizes += (sizes.empty() ? "" : ",") + std::to_string(n);
+        for (uint32_t n : o.elements) {
+            if (!sizes.empty()) sizes += ',';
+            sizes += std::to_string(n);
+        }
         for (size_t i = 0; i < o.families.size(); ++i)
             std::printf("collectives %s: %s; int64 elements per rank %s x %u rounds: every result equals the sequential "
                         "reference\n%s",
@@ -209,19 +214,12 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                                                              std::vector<Replicated<Ledger>::WriteFn>{ledger_add, ledger_halve},
                                                              static_cast<uint16_t>(130 + 4 * i)));
     }
-    std::mutex mu;
-    std::string err;
     std::vector<std::string> lines(o.policies.size());
     std::vector<std::pair<double, double>> results(o.policies.size());
-    std::vector<std::thread> th;
-    for (uint16_t t = 0; t < T; ++t)
-        th.emplace_back([&, t] {
+    const std::string err = on_every_thread(T, [&](uint16_t t, const FailFn& fail) {
             RtEndpoint& ep = rt->endpoint(t);
             const uint32_t rank = uint32_t{me} * T + t;
-            auto failed = [&](const std::string& why) {
-                std::lock_guard<std::mutex> lk(mu);
-                if (err.empty()) err = "thread " + std::to_string(me) + "." + std::to_string(t) + ": " + why;
-            };
+            auto failed = [&](const std::string& why) { fail("thread " + std::to_string(me) + "." + std::to_string(t) + ": " + why); };
             if (ep.barrier() != RtStatus::kOk) return failed("first barrier: " + ep.last_error());
             for (size_t pi = 0; pi < o.policies.size(); ++pi) {
                 OrderedBcast& ob = *obs[pi];
@@ -320,7 +318,6 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                 }
             }
         });
-    for (auto& x : th) x.join();
     const bool ok = err.empty();
     if (!ok) std::printf("cluster %u: ordered error: %s\n", me, err.c_str());
     if (me == 0 && ok) {

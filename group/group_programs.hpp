@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ struct OrderedRunOptions {
 // order; then the latency of one message at a time from phased senders; then a replicated object
 // written by every thread must end identical on every cluster. Returns runtime_finish's status.
 int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const OrderedRunOptions& o);
+
+// Runs body(t, failed) on one thread per compute thread (0..threads-1) and joins them; failed(why)
+// keeps the first failure, which is returned ("" when none).
+using FailFn = std::function<void(const std::string&)>;
+std::string on_every_thread(uint16_t threads, const std::function<void(uint16_t t, const FailFn& failed)>& body);
 
 // The counters of every cluster summed: every compute thread calls it (it holds a runtime
 // barrier_gather); thread 0's World counters are this cluster's part.

@@ -78,16 +78,8 @@ int coll_program(std::unique_ptr<Runtime> rt, const group::Topology& topo, const
     fo.handler_base = 182;
     ho.segment_bytes = 16u << 10;  // spread over the proxies
     group::World hw(*rt, topo, ho), fw(*rt, topo, fo);
-    std::mutex mu;
-    std::string err;
-    std::vector<std::thread> th;
-    for (uint16_t t = 0; t < T; ++t)
-        th.emplace_back([&, t] {
+    const std::string err = group::on_every_thread(T, [&](uint16_t t, const group::FailFn& failed) {
             RtEndpoint& ep = rt->endpoint(t);
-            auto failed = [&](const std::string& why) {
-                std::lock_guard<std::mutex> lk(mu);
-                if (err.empty()) err = why;
-            };
             std::vector<uint64_t> times;  // [coll][rep][family][start, end]
             std::vector<int64_t> a, b;
             for (size_t k = 0; k < kColls; ++k)
@@ -141,7 +133,6 @@ int coll_program(std::unique_ptr<Runtime> rt, const group::Topology& topo, const
             }
             std::fclose(f);
         });
-    for (auto& x : th) x.join();
     if (!err.empty()) std::fprintf(stderr, "bench collectives, cluster %u: %s\n", me, err.c_str());
     return runtime_finish(std::move(rt), err.empty());
 }
@@ -157,7 +148,10 @@ int bench_collectives(const BenchCollectivesOptions& o) {
     const unsigned cores = std::max(1u, host_core_count());
     const uint32_t C = o.sites * o.clusters, P = C * o.cluster_size;
     std::string sites;
-    for (uint32_t c = 0; c < C; ++c) sites += (c ? "," : "") + std::to_string(o.cyclic ? c % o.sites : c / o.clusters);
+    for (uint32_t c = 0; c < C; ++c) {
+        if (c) sites += ',';
+        sites += std::to_string(o.cyclic ? c % o.sites : c / o.clusters);
+    }
     const char* layout = o.cyclic ? "cyclic" : "block";
     char lat[64];
     std::snprintf(lat, sizeof lat, "%g", o.wan_latency_ms);
