@@ -121,6 +121,7 @@ void Counters::add(const Counters& o) {
         a.wan_hops_max = std::max(a.wan_hops_max, b.wan_hops_max);
         a.shm_copies += b.shm_copies;
         a.shm_bytes += b.shm_bytes;
+        a.relayed += b.relayed;
     }
     if (link.size() < o.link.size()) link.resize(o.link.size());
     sites = std::max(sites, o.sites);
@@ -134,18 +135,18 @@ std::vector<uint64_t> Counters::to_words() const {
     std::vector<uint64_t> w;
     for (const CollCounters& c : coll)
         w.insert(w.end(), {c.calls, c.msgs, c.bytes, c.wan_msgs, c.wan_bytes, c.wan_bytes_min, c.wan_hops_max,
-                           c.shm_copies, c.shm_bytes});
+                           c.shm_copies, c.shm_bytes, c.relayed});
     for (const LinkCounters& l : link) w.insert(w.end(), {l.msgs, l.bytes});
     return w;
 }
 
 bool Counters::from_words(std::span<const uint64_t> w, uint16_t s) {
-    const size_t n = std::size(coll) * 9 + size_t{s} * s * 2;
+    const size_t n = std::size(coll) * 10 + size_t{s} * s * 2;
     if (w.size() != n) return false;
     size_t i = 0;
     for (CollCounters& c : coll) {
         uint64_t* f[] = {&c.calls, &c.msgs, &c.bytes, &c.wan_msgs, &c.wan_bytes, &c.wan_bytes_min, &c.wan_hops_max,
-                         &c.shm_copies, &c.shm_bytes};
+                         &c.shm_copies, &c.shm_bytes, &c.relayed};
         for (uint64_t* p : f) *p = w[i++];
     }
     sites = s;
@@ -302,7 +303,7 @@ void GroupImpl::on_segment(const SegHdr& h, const uint8_t* p, size_t n) {
         const uint32_t dst = h.relay - 1;
         const RtAddr to{topo().cluster_of_rank(dst), static_cast<uint16_t>(dst % topo().threads)};
         if (ep->send(to, w->opt.handler_base, RtBytes{&f, sizeof f}, RtBytes{p, static_cast<uint32_t>(n)}) == RtStatus::kOk)
-            ++relayed;
+            ++ctr.of(static_cast<Coll>(std::min<uint8_t>(h.kind, static_cast<uint8_t>(Coll::kCount) - 1))).relayed;
         else
             ++bad_segments;
         return;

@@ -92,6 +92,7 @@ struct CollCounters {
     uint64_t wan_bytes_min = 0;                // each item once to each receiving site (summed over calls)
     uint64_t wan_hops_max = 0;                 // most WAN links behind any message sent (MagPIe: <= 1)
     uint64_t shm_copies = 0, shm_bytes = 0;    // cluster-local data moved through shared memory
+    uint64_t relayed = 0;  // WAN segments a leader passed on to its site's coordinator (spreading)
 };
 struct LinkCounters {
     uint64_t msgs = 0, bytes = 0;  // messages and data-item bytes over this site pair (from -> to)

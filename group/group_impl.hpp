@@ -115,7 +115,6 @@ struct GroupImpl {
     bool send_wan(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items);
     bool send_wan(uint32_t dst, uint16_t step, const void* p, size_t n) { return send_wan(dst, step, p, n, n); }
     bool spread = false;  // this call's WAN messages may be spread (every leader of a receiving site waits in it)
-    uint64_t relayed = 0;
     // the whole message from src at step (moved out; give it back with recycle)
     bool recv(uint32_t src, uint16_t step, std::vector<uint8_t>& out);
     void recycle(std::vector<uint8_t>&& v);
