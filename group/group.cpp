@@ -308,7 +308,13 @@ void GroupImpl::on_segment(const SegHdr& h, const uint8_t* p, size_t n) {
             ++bad_segments;
         return;
     }
-    Entry& e = mailbox[Key{h.call, h.step, h.src}];
+    const Key key{h.call, h.step, h.src};
+    size_t i = find_mail(key);
+    if (i == SIZE_MAX) {
+        mailbox.push_back(Mail{key, Entry{}});
+        i = mailbox.size() - 1;
+    }
+    Entry& e = mailbox[i].e;
     if (e.data.size() != h.total || e.got == 0) {
         if (e.got != 0) {  // a segment that disagrees with the first one's length
             ++bad_segments;
@@ -329,8 +335,8 @@ bool GroupImpl::recv(uint32_t src, uint16_t step, std::vector<uint8_t>& out) {
     const Key key{call, step, src};
     // An empty message is complete as soon as its (only) segment made the entry.
     auto have = [&] {
-        auto it = mailbox.find(key);
-        return it != mailbox.end() && it->second.got == it->second.data.size();
+        const size_t i = find_mail(key);
+        return i != SIZE_MAX && mailbox[i].e.complete();
     };
     if (!have()) {
         const uint64_t now = now_ns();
@@ -341,18 +347,19 @@ bool GroupImpl::recv(uint32_t src, uint16_t step, std::vector<uint8_t>& out) {
                         " (step " + std::to_string(step) + "): " + who(src) +
                         " did not call it, called another collective, or failed");
     }
-    auto it = mailbox.find(key);
-    Entry& e = it->second;
+    const size_t i = find_mail(key);
+    Entry& e = mailbox[i].e;
     if (e.kind != static_cast<uint8_t>(kind) || e.check != check) {
         const std::string what = e.kind != static_cast<uint8_t>(kind)
                                      ? std::string("called ") + to_string(static_cast<Coll>(std::min<uint8_t>(e.kind, 10)))
                                      : "called it with different arguments (root, size, counts or operation)";
-        mailbox.erase(it);
+        recycle(std::move(e.data));
+        drop_mail(i);
         return fail(who(src) + " " + what + " in the same place");
     }
     hops_in = std::max(hops_in, e.hops);
     out = std::move(e.data);
-    mailbox.erase(it);
+    drop_mail(i);
     return true;
 }
 

@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <compare>
-#include <map>
 #include <mutex>
 
 #include "group.hpp"
@@ -91,7 +90,22 @@ struct GroupImpl {
         uint64_t check = 0;
         bool complete() const { return got == data.size(); }
     };
-    std::map<Key, Entry> mailbox;
+    // Messages of this and later calls, being assembled or waiting for recv(); a flat vector (a
+    // handful at a time), its buffers from `spare`: no allocation per message once warm.
+    struct Mail {
+        Key key;
+        Entry e;
+    };
+    std::vector<Mail> mailbox;
+    size_t find_mail(const Key& k) const {
+        for (size_t i = 0; i < mailbox.size(); ++i)
+            if (mailbox[i].key == k) return i;
+        return SIZE_MAX;
+    }
+    void drop_mail(size_t i) {
+        if (i + 1 != mailbox.size()) mailbox[i] = std::move(mailbox.back());
+        mailbox.pop_back();
+    }
     std::vector<std::vector<uint8_t>> spare;  // message buffers for reuse
     uint64_t bad_segments = 0;
 
