@@ -88,6 +88,18 @@ TEST_CASE("group: ordered broadcast: every thread delivers the same sequence und
             for (auto& o : ob) sequenced += o->counters().sequenced_here;
             CHECK(sequenced == N);
             if (pol == Sequencer::kCentral) CHECK(ob[0]->counters().sequenced_here == N);
+            uint16_t sequencers = 0;  // clusters that numbered messages
+            uint64_t passes = 0;
+            for (auto& o : ob) {
+                sequencers += o->counters().sequenced_here > 0;
+                passes += o->counters().token_passes;
+            }
+            const Topology& tp = topo;
+            if (pol != Sequencer::kCentral && tp.sites > 1) {
+                CHECK(passes > 0);  // the token moved to the sites that sent
+                CHECK(sequencers == tp.sites);  // every site's sequencer numbered some
+            }
+            if (pol == Sequencer::kCentral) CHECK(sequencers == 1);
         }
 }
 
