@@ -83,6 +83,29 @@ struct OrderedBcast::Impl {
         return ep.send(RtAddr{dst, kRtService}, h, a, b);
     }
 
+    // message buffers for reuse (under mu): no allocation per message once warm
+    std::vector<std::vector<uint8_t>> spare;
+    std::vector<uint8_t> copy_of(std::span<const uint8_t> d) {  // mu held
+        std::vector<uint8_t> v;
+        if (!spare.empty()) {
+            v = std::move(spare.back());
+            spare.pop_back();
+        }
+        v.assign(d.begin(), d.end());
+        return v;
+    }
+    void give_back(std::vector<uint8_t>&& v) {  // mu held
+        if (spare.size() < 256) spare.push_back(std::move(v));
+    }
+    // message seq is next in this cluster's order (mu held)
+    void append(uint64_t seq, RtAddr from, std::span<const uint8_t> data) {
+        if (apply) apply(OrderedMsg{seq, from, data});
+        else log.push_back(Msg{seq, from, copy_of(data)});
+        if (from.cluster == me && from.thread < topo.threads) applied_from[from.thread].fetch_add(1);
+        ++next_in;
+        delivered.fetch_add(1);
+    }
+
     // a sequenced message reaches this cluster
     void on_ord(RtEndpoint& self, const OrdHdr& h, std::span<const uint8_t> data) {
         if (h.fwd) {
@@ -94,27 +117,25 @@ struct OrderedBcast::Impl {
         {
             std::lock_guard<std::mutex> lk(mu);
             if (h.seq < next_in || reorder.count(h.seq)) return;  // never: the runtime delivers once
-            reorder.emplace(h.seq, Msg{h.seq, RtAddr{h.cluster, h.thread}, std::vector<uint8_t>(data.begin(), data.end())});
+            if (h.seq == next_in) append(h.seq, RtAddr{h.cluster, h.thread}, data);  // the usual case: in order
+            else reorder.emplace(h.seq, Msg{h.seq, RtAddr{h.cluster, h.thread}, copy_of(data)});
             while (!reorder.empty() && reorder.begin()->first == next_in) {
                 Msg m = std::move(reorder.begin()->second);
                 reorder.erase(reorder.begin());
-                if (apply) apply(OrderedMsg{m.seq, m.from, m.data});
-                if (m.from.cluster == me && m.from.thread < topo.threads) applied_from[m.from.thread].fetch_add(1);
-                if (!apply) log.push_back(std::move(m));
-                ++next_in;
-                delivered.fetch_add(1);
+                append(m.seq, m.from, m.data);
+                give_back(std::move(m.data));
             }
         }
         for (uint16_t t = 0; t < topo.threads; ++t) rt->endpoint(t).notify();
     }
     // give the next number and send the message to every site's coordinator
-    void number(RtEndpoint& self, Msg& m, uint64_t seq) {
+    void number(RtEndpoint& self, RtAddr from, std::span<const uint8_t> data, uint64_t seq) {
         c_seq.fetch_add(1, std::memory_order_relaxed);
-        const OrdHdr h{seq, m.from.cluster, m.from.thread, 1};
-        const RtBytes body{m.data.data(), static_cast<uint32_t>(m.data.size())};
+        const OrdHdr h{seq, from.cluster, from.thread, 1};
+        const RtBytes body{data.data(), static_cast<uint32_t>(data.size())};
         for (uint16_t s = 0; s < topo.sites; ++s)
             if (s != site) send(self, coord(s), hb + 1, RtBytes{&h, sizeof h}, body);
-        on_ord(self, h, m.data);  // this site: its coordinator is the sequencer's cluster
+        on_ord(self, h, data);  // this site: its coordinator is the sequencer's cluster
     }
     bool outstanding() const {
         for (uint16_t s = 0; s < topo.sites; ++s)
@@ -151,10 +172,14 @@ void on_data(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (m.data.size() < sizeof(DataHdr)) return;
     DataHdr h;
     std::memcpy(&h, m.data.data(), sizeof h);
-    Impl::Msg msg{0, RtAddr{h.cluster, h.thread}, std::vector<uint8_t>(m.data.begin() + sizeof h, m.data.end())};
-    if (I.pol == Sequencer::kCentral) return I.number(self, msg, I.next_central++);
-    if (I.have_token) return I.number(self, msg, I.tok_next++);
-    I.pending.push_back(std::move(msg));
+    const RtAddr from{h.cluster, h.thread};
+    const std::span<const uint8_t> body = m.data.subspan(sizeof h);
+    if (I.pol == Sequencer::kCentral) return I.number(self, from, body, I.next_central++);
+    if (I.have_token) return I.number(self, from, body, I.tok_next++);
+    {
+        std::lock_guard<std::mutex> lk(I.mu);
+        I.pending.push_back(Impl::Msg{0, from, I.copy_of(body)});
+    }
     if (!I.requested) {
         I.requested = true;
         const ReqHdr r{I.site, ++I.my_req};
@@ -193,7 +218,9 @@ void on_token(RtEndpoint& self, const AmMsg& m, void* ctx) {
     while (!I.pending.empty()) {
         Impl::Msg msg = std::move(I.pending.front());
         I.pending.pop_front();
-        I.number(self, msg, I.tok_next++);
+        I.number(self, msg.from, msg.data, I.tok_next++);
+        std::lock_guard<std::mutex> lk(I.mu);
+        I.give_back(std::move(msg.data));
     }
     if (I.requested) {
         I.served[I.site] = I.my_req;
@@ -272,6 +299,7 @@ bool OrderedBcast::deliver(uint16_t t, std::vector<uint8_t>& out, RtAddr* from, 
     ++I.cursor[t];
     const uint64_t low = *std::min_element(I.cursor.begin(), I.cursor.end());
     while (I.log_base < low) {  // every thread has read it
+        I.give_back(std::move(I.log.front().data));
         I.log.pop_front();
         ++I.log_base;
     }
