@@ -121,7 +121,7 @@ int cmd_bench(int argc, char** argv) {
             "           as a grid-unaware numbering may be). JSON: layout, collectives.<name> with\n"
             "           hier_median_us, flat_median_us, speedup (flat / hier), wan_bytes, wan_bytes_min,\n"
             "           flat_wan_bytes, min/max, hops; ordered_bcast.<central|rotating|migrating> with\n"
-            "           latency_us and msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n"
+            "           latency_us (median), latency_mean_us and msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n"
             "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
             "           measured in the same run; prints both and their ratio.\n"

@@ -36,7 +36,7 @@ struct OrderedRunOptions {
     uint32_t latency_rounds = 60;  // one message at a time, the sender changing every `phase` rounds
     uint32_t phase = 10;
     uint32_t writes = 20;          // replicated object: writes per thread
-    std::string result_file;       // cluster 0: "ordered POLICY LATENCY_US MSGS_PER_S" per policy
+    std::string result_file;       // cluster 0: "ordered POLICY LATENCY_MEDIAN_US LATENCY_MEAN_US MSGS_PER_S" per policy
 };
 // Per policy: every thread sends `messages` at once and delivers everyone's; every thread's
 // sequence must be the same (hashes compared across clusters) with each sender's messages in
