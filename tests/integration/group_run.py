@@ -2,6 +2,8 @@
 """Integration test of group/ over real cluster processes: `iccs run collectives|ordered ARGS`.
 
 Usage: group_run.py ICCS_CLI collectives|ordered ARGS...
+       group_run.py ICCS_CLI sweep ARGS...   collectives for every shape of 1..4 sites x 1..3
+                     clusters per site x 1..3 threads (at most 12 clusters), with ARGS added
 ordered: every thread of every cluster delivered the same sequence under each sequencer policy
 (each sender's messages in order) and the replicated objects ended identical: every cluster says
 "ordered ok", the run says PASS, one result line per policy.
@@ -28,8 +30,22 @@ def fail(msg, out=""):
     sys.exit(1)
 
 
+def sweep(cli, args):
+    shapes = [(s, c, t) for s in range(1, 5) for c in range(1, 4) for t in range(1, 4) if s * c >= 2]
+    for s, c, t in shapes:
+        sites = ",".join(str(k // c) for k in range(s * c))
+        cmd = [cli, "run", "collectives", "--clusters", str(s * c), "--threads", str(t), "--sites", sites] + args
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+        print(" ".join(cmd), "->", p.returncode, flush=True)
+        if p.returncode != 0 or "MagPIe's rule holds" not in p.stdout:
+            fail(f"{s} sites x {c} clusters x {t} threads", p.stdout)
+    print("PASS:", len(shapes), "shapes")
+
+
 def main():
     cli, program, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if program == "sweep":
+        return sweep(cli, args)
     cmd = [cli, "run", program] + args
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)

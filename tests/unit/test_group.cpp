@@ -75,6 +75,7 @@ TEST_CASE("group: every collective equals the sequential reference, both familie
     const std::vector<Shape> shapes = {
         {{0}, 1},          {{0}, 3},          {{0, 0}, 2},       {{0, 1}, 1},          {{0, 1, 2}, 2},
         {{0, 0, 1, 1}, 2}, {{0, 1, 0, 1}, 2}, {{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}, 1}, {{0, 1, 2, 3}, 3},
+        {{0, 0, 0, 1, 1, 1}, 3}, {{2, 0, 1, 2, 0}, 2},
     };
     Options o;
     o.segment_bytes = 4096;  // long messages go in several segments even at test sizes
