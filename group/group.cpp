@@ -193,6 +193,17 @@ Counters World::counters() const {
     return c;
 }
 
+size_t World::pending_messages() const {
+    size_t n = 0;
+    for (const auto& g : impl_->th) n += g->mailbox.size();
+    return n;
+}
+uint64_t World::bad_segments() const {
+    uint64_t n = 0;
+    for (const auto& g : impl_->th) n += g->bad_segments;
+    return n;
+}
+
 // --- a thread's message layer ---------------------------------------------------------------------
 
 const Topology& GroupImpl::topo() const { return w->topo; }

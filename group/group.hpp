@@ -244,6 +244,10 @@ public:
     const Options& options() const;
     // The sum of this process's threads' counters (read when they are between calls).
     Counters counters() const;
+    // Messages received but not (yet) taken by a call, and segments dropped as malformed: both 0
+    // after a run whose threads all made the same calls (the tests' leak check; read when idle).
+    size_t pending_messages() const;
+    uint64_t bad_segments() const;
 
     struct Impl;
 

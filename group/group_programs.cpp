@@ -137,6 +137,12 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
     bool ok = err.empty();
     for (bool r : rule_ok) ok = ok && r;
     if (!err.empty()) std::printf("cluster %u: collectives error: %s\n", me, err.c_str());
+    for (size_t i = 0; ok && i < worlds.size(); ++i)  // leak check: every message taken by its call
+        if (worlds[i]->pending_messages() != 0 || worlds[i]->bad_segments() != 0) {
+            ok = false;
+            std::printf("cluster %u: collectives error: %zu messages left over, %" PRIu64 " malformed segments (%s)\n",
+                        me, worlds[i]->pending_messages(), worlds[i]->bad_segments(), to_string(o.families[i]));
+        }
     if (me == 0 && err.empty()) {
         std::string sizes;
         for (uint32_t n : o.elements) {

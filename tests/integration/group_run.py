@@ -2,8 +2,9 @@
 """Integration test of group/ over real cluster processes: `iccs run collectives|ordered ARGS`.
 
 Usage: group_run.py ICCS_CLI collectives|ordered ARGS...
-       group_run.py ICCS_CLI sweep ARGS...   collectives for every shape of 1..4 sites x 1..3
-                     clusters per site x 1..3 threads (at most 12 clusters), with ARGS added
+       group_run.py ICCS_CLI sweep [--max-clusters N] ARGS...   collectives for every shape of
+                     1..4 sites x 1..3 clusters per site x 1..3 threads (at most N clusters,
+                     default 12), with ARGS added
 ordered: every thread of every cluster delivered the same sequence under each sequencer policy
 (each sender's messages in order) and the replicated objects ended identical: every cluster says
 "ordered ok", the run says PASS, one result line per policy.
@@ -31,7 +32,12 @@ def fail(msg, out=""):
 
 
 def sweep(cli, args):
-    shapes = [(s, c, t) for s in range(1, 5) for c in range(1, 4) for t in range(1, 4) if s * c >= 2]
+    most = 12
+    if "--max-clusters" in args:
+        i = args.index("--max-clusters")
+        most = int(args[i + 1])
+        args = args[:i] + args[i + 2:]
+    shapes = [(s, c, t) for s in range(1, 5) for c in range(1, 4) for t in range(1, 4) if 2 <= s * c <= most]
     for s, c, t in shapes:
         sites = ",".join(str(k // c) for k in range(s * c))
         cmd = [cli, "run", "collectives", "--clusters", str(s * c), "--threads", str(t), "--sites", sites] + args

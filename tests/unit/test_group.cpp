@@ -25,8 +25,9 @@ struct Shape {
 
 // Runs body(group, rank) on every thread of every cluster; returns each thread's error ("" = ok)
 // and the counters summed over the clusters.
+// clean: every thread made the same calls, so no message may be left over (the leak check).
 std::vector<std::string> run_world(const Shape& s, const Options& o, const std::function<std::string(Group&)>& body,
-                                   Counters* sum = nullptr) {
+                                   Counters* sum = nullptr, bool clean = true) {
     const auto C = static_cast<uint16_t>(s.site_of_cluster.size());
     iccs::testing::LoopbackWorld lw(C, s.threads);
     Topology topo;
@@ -41,6 +42,10 @@ std::vector<std::string> run_world(const Shape& s, const Options& o, const std::
             th.emplace_back([&, c, t] { errs[size_t{c} * s.threads + t] = body(worlds[c]->group(t)); });
     for (auto& x : th) x.join();
     lw.stop();
+    for (auto& w : worlds) {  // leak check: every message was taken by its call, none malformed
+        if (clean) CHECK(w->pending_messages() == 0);
+        CHECK(w->bad_segments() == 0);
+    }
     if (sum) {
         *sum = Counters{};
         for (auto& w : worlds) sum->add(w->counters());
@@ -159,7 +164,7 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
                 if (!g.barrier(f)) return g.last_error();
                 const uint32_t root = g.rank() == 3 ? 1 : 0;
                 return g.bcast(std::span<int32_t>(b), root, f) ? std::string() : g.last_error();
-            });
+            }, nullptr, false);
             const std::string e = first_error(errs);
             INFO(e);
             CHECK(e.find("bcast (call 2)") != std::string::npos);
@@ -170,7 +175,7 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
                 std::vector<int64_t> in(g.rank() == 2 ? 5 : 4, 1), out(5);
                 return g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f) ? std::string()
                                                                                                         : g.last_error();
-            });
+            }, nullptr, false);
             const std::string e = first_error(errs);
             INFO(e);
             CHECK(e.find("allreduce (call 1)") != std::string::npos);
@@ -181,7 +186,7 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
                 if (g.rank() == 1) return std::string();
                 return g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f) ? std::string()
                                                                                                         : g.last_error();
-            });
+            }, nullptr, false);
             const std::string e = first_error(errs);
             INFO(e);
             CHECK(e.find("allreduce (call 1)") != std::string::npos);
@@ -197,7 +202,7 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
                                     std::span<const uint32_t>(counts), Op::kSum)
                        ? std::string()
                        : g.last_error();
-        });
+        }, nullptr, false);
         CHECK(errs[0].find("reduce_scatter (call 1) on thread 0.0: counts has 3 entries for 4 ranks") != std::string::npos);
     }
 }
