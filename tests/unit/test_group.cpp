@@ -158,6 +158,12 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
     o.timeout_ms = 1500;
     const Shape s{{0, 1}, 2};
     for (Family f : {Family::kHier, Family::kFlat}) {
+        // an allreduce of n ones; "" or the error
+        auto allreduce_of = [f](Group& g, size_t n) {
+            std::vector<int64_t> in(n, 1), out(5);
+            return g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f) ? std::string()
+                                                                                                    : g.last_error();
+        };
         SECTION(std::string("mismatched roots, ") + to_string(f)) {
             const auto errs = run_world(s, o, [&](Group& g) {
                 std::vector<int32_t> b(10, 1);
@@ -171,22 +177,14 @@ TEST_CASE("group: bad use ends with an error naming the call and the threads, no
             CHECK(e.find("thread ") != std::string::npos);
         }
         SECTION(std::string("mismatched sizes, ") + to_string(f)) {
-            const auto errs = run_world(s, o, [&](Group& g) {
-                std::vector<int64_t> in(g.rank() == 2 ? 5 : 4, 1), out(5);
-                return g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f) ? std::string()
-                                                                                                        : g.last_error();
-            }, nullptr, false);
+            const auto errs = run_world(s, o, [&](Group& g) { return allreduce_of(g, g.rank() == 2 ? 5 : 4); }, nullptr, false);
             const std::string e = first_error(errs);
             INFO(e);
             CHECK(e.find("allreduce (call 1)") != std::string::npos);
         }
         SECTION(std::string("called by some threads only, ") + to_string(f)) {
-            const auto errs = run_world(s, o, [&](Group& g) {
-                std::vector<int64_t> in(4, 1), out(4);
-                if (g.rank() == 1) return std::string();
-                return g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f) ? std::string()
-                                                                                                        : g.last_error();
-            }, nullptr, false);
+            const auto errs = run_world(s, o, [&](Group& g) { return g.rank() == 1 ? std::string() : allreduce_of(g, 4); },
+                                        nullptr, false);
             const std::string e = first_error(errs);
             INFO(e);
             CHECK(e.find("allreduce (call 1)") != std::string::npos);
