@@ -122,12 +122,15 @@ void Counters::add(const Counters& o) {
         a.shm_copies += b.shm_copies;
         a.shm_bytes += b.shm_bytes;
         a.relayed += b.relayed;
+        a.items_crossed += b.items_crossed;
+        a.item_crossings_max = std::max(a.item_crossings_max, b.item_crossings_max);
     }
     if (link.size() < o.link.size()) link.resize(o.link.size());
     sites = std::max(sites, o.sites);
     for (size_t i = 0; i < o.link.size(); ++i) {
         link[i].msgs += o.link[i].msgs;
         link[i].bytes += o.link[i].bytes;
+        link[i].items += o.link[i].items;
     }
 }
 
@@ -135,18 +138,18 @@ std::vector<uint64_t> Counters::to_words() const {
     std::vector<uint64_t> w;
     for (const CollCounters& c : coll)
         w.insert(w.end(), {c.calls, c.msgs, c.bytes, c.wan_msgs, c.wan_bytes, c.wan_bytes_min, c.wan_hops_max,
-                           c.shm_copies, c.shm_bytes, c.relayed});
-    for (const LinkCounters& l : link) w.insert(w.end(), {l.msgs, l.bytes});
+                           c.shm_copies, c.shm_bytes, c.relayed, c.items_crossed, c.item_crossings_max});
+    for (const LinkCounters& l : link) w.insert(w.end(), {l.msgs, l.bytes, l.items});
     return w;
 }
 
 bool Counters::from_words(std::span<const uint64_t> w, uint16_t s) {
-    const size_t n = std::size(coll) * 10 + size_t{s} * s * 2;
+    const size_t n = std::size(coll) * 12 + size_t{s} * s * 3;
     if (w.size() != n) return false;
     size_t i = 0;
     for (CollCounters& c : coll) {
         uint64_t* f[] = {&c.calls, &c.msgs, &c.bytes, &c.wan_msgs, &c.wan_bytes, &c.wan_bytes_min, &c.wan_hops_max,
-                         &c.shm_copies, &c.shm_bytes, &c.relayed};
+                         &c.shm_copies, &c.shm_bytes, &c.relayed, &c.items_crossed, &c.item_crossings_max};
         for (uint64_t* p : f) *p = w[i++];
     }
     sites = s;
@@ -154,6 +157,7 @@ bool Counters::from_words(std::span<const uint64_t> w, uint16_t s) {
     for (LinkCounters& l : link) {
         l.msgs = w[i++];
         l.bytes = w[i++];
+        l.items = w[i++];
     }
     return true;
 }
@@ -295,6 +299,24 @@ bool GroupImpl::send_segments(uint32_t dst, uint16_t step, const void* p, size_t
         l.bytes += items;
     }
     return true;
+}
+
+void GroupImpl::item_arrived(uint16_t from_site, uint64_t item) {
+    ++cc().items_crossed;
+    ++ctr.link[size_t{from_site} * topo().sites + topo().site_of_rank(me)].items;
+    arrived.push_back(uint64_t{from_site} << 48 ^ item);
+}
+
+void GroupImpl::items_audit() {
+    if (arrived.empty()) return;
+    std::sort(arrived.begin(), arrived.end());
+    uint64_t run = 1, most = 1;
+    for (size_t i = 1; i < arrived.size(); ++i) {
+        run = arrived[i] == arrived[i - 1] ? run + 1 : 1;
+        most = std::max(most, run);
+    }
+    cc().item_crossings_max = std::max(cc().item_crossings_max, most);
+    arrived.clear();
 }
 
 bool GroupImpl::want_len(uint32_t src, size_t got, size_t want) {

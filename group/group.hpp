@@ -93,9 +93,15 @@ struct CollCounters {
     uint64_t wan_hops_max = 0;                 // most WAN links behind any message sent (MagPIe: <= 1)
     uint64_t shm_copies = 0, shm_bytes = 0;    // cluster-local data moved through shared memory
     uint64_t relayed = 0;  // WAN segments a leader passed on to its site's coordinator (spreading)
+    // Hierarchical family: data items a site's coordinator received over the WAN (a block of one
+    // rank for another, or for all; a broadcast's buffer; a site's or cluster's partial), and the
+    // most times one item of one call came into one site (MagPIe: 1). The flat family's messages
+    // carry no item identities (its repeats show as wan_bytes > wan_bytes_min).
+    uint64_t items_crossed = 0, item_crossings_max = 0;
 };
 struct LinkCounters {
     uint64_t msgs = 0, bytes = 0;  // messages and data-item bytes over this site pair (from -> to)
+    uint64_t items = 0;            // hierarchical: data items that crossed it (counted on arrival)
 };
 struct Counters {
     CollCounters coll[static_cast<size_t>(Coll::kCount)];

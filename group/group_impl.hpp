@@ -120,6 +120,12 @@ struct GroupImpl {
     // via_clusters: spread the segments over the leaders of these clusters (relaying to dst)
     bool send_segments(uint32_t dst, uint16_t step, const void* p, size_t n, size_t items,
                        const std::vector<uint16_t>* via_clusters);
+    // The audit of MagPIe's rule at a coordinator: `item` (an id within this call) came in over
+    // the WAN from site from_site; items_audit() (at the end of the call's coordinator part)
+    // counts the most arrivals of one item.
+    void item_arrived(uint16_t from_site, uint64_t item);
+    void items_audit();
+    std::vector<uint64_t> arrived;
     // false (naming src and both sizes) unless a message from src has the length expected
     bool want_len(uint32_t src, size_t got, size_t want);
     // A coordinator's WAN message to another site's coordinator `dst`: when the call allows it

@@ -61,25 +61,27 @@ bool gather_counters(RtEndpoint& ep, const World& w, Counters& sum, std::string&
 std::string format_counters(const Counters& c, const Topology& topo) {
     std::string s;
     char line[256];
-    std::snprintf(line, sizeof line, "  %-15s %7s %9s %12s %9s %12s %13s %8s %12s\n", "collective", "calls", "msgs",
-                  "bytes", "wan_msgs", "wan_bytes", "wan_bytes_min", "wan_hops", "shm_bytes");
+    std::snprintf(line, sizeof line, "  %-15s %7s %9s %12s %9s %12s %13s %8s %12s %9s %9s\n", "collective", "calls",
+                  "msgs", "bytes", "wan_msgs", "wan_bytes", "wan_bytes_min", "wan_hops", "shm_bytes", "wan_items",
+                  "item_max");
     s += line;
     for (size_t k = 0; k < static_cast<size_t>(Coll::kCount); ++k) {
         const CollCounters& x = c.coll[k];
         if (x.calls == 0) continue;
         std::snprintf(line, sizeof line,
                       "  %-15s %7" PRIu64 " %9" PRIu64 " %12" PRIu64 " %9" PRIu64 " %12" PRIu64 " %13" PRIu64 " %8" PRIu64
-                      " %12" PRIu64 "\n",
+                      " %12" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n",
                       to_string(static_cast<Coll>(k)), x.calls, x.msgs, x.bytes, x.wan_msgs, x.wan_bytes, x.wan_bytes_min,
-                      x.wan_hops_max, x.shm_bytes);
+                      x.wan_hops_max, x.shm_bytes, x.items_crossed, x.item_crossings_max);
         s += line;
     }
     for (uint16_t a = 0; a < c.sites; ++a)
         for (uint16_t b = 0; b < c.sites; ++b) {
             const LinkCounters& l = c.link[size_t{a} * c.sites + b];
             if (l.msgs == 0) continue;
-            std::snprintf(line, sizeof line, "  wan link site %u -> site %u: msgs %" PRIu64 " data bytes %" PRIu64 "\n",
-                          topo.site_id[a], topo.site_id[b], l.msgs, l.bytes);
+            std::snprintf(line, sizeof line,
+                          "  wan link site %u -> site %u: msgs %" PRIu64 " data bytes %" PRIu64 " items %" PRIu64 "\n",
+                          topo.site_id[a], topo.site_id[b], l.msgs, l.bytes, l.items);
             s += line;
         }
     return s;
@@ -130,7 +132,8 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
                     report[i] += "  MagPIe's rule BROKEN: " + why + "\n";
                 } else if (o.families[i] == Family::kHier) {
                     report[i] += "  MagPIe's rule holds: WAN data bytes = the minimum (each item once to each receiving "
-                                 "site) for every collective; at most 1 WAN link behind any message\n";
+                                 "site) for every collective; no item came into a site twice in a call; at most 1 WAN "
+                                 "link behind any message\n";
                 }
             }
         });

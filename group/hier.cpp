@@ -90,6 +90,7 @@ bool hier_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
             const bool from_root = s == rs || g.cluster == cc;
             const uint32_t from = from_root ? leader(T, rc) : leader(T, cc);
             if (!g.recv(from, s == rs ? 1 : g.cluster == cc ? 3 : 4, m) || !g.want_len(from, m.size(), n)) return false;
+            if (s != rs && g.cluster == cc) g.item_arrived(rs, root);  // the root's buffer, into this site
             data = m.data();
             if (s != rs && g.cluster == cc)
                 for (uint16_t c : T.clusters_of[s])
@@ -97,6 +98,7 @@ bool hier_bcast(GroupImpl& g, uint8_t* buf, size_t n, uint32_t root) {
         }
         L.data = data;
         L.len = n;
+        g.items_audit();
     }
     if (!g.local_sync()) return false;
     if (g.me != root && n) {
@@ -205,6 +207,7 @@ struct Engine {
             tp += 12;
             ok = t[0] < T.ranks() && (t[1] < T.ranks() || t[1] == kAllRanks) && dp + t[2] <= m.size();
             if (ok) out.push_back(Rec{t[0], t[1], t[2], m.data() + dp});
+            if (ok && step == 3) g.item_arrived(T.site_of_rank(src), uint64_t{t[0]} << 32 | t[1]);  // a WAN arrival
             dp += t[2];
         }
         if (!ok) return g.fail("a malformed record message from " + g.who(src));
@@ -305,6 +308,7 @@ bool hier_move(GroupImpl& g, const MoveArgs& a) {
     if (g.thread == 0) {
         L.recs.clear();
         if (!e.leader_part(L.recs)) return false;
+        g.items_audit();
     }
     if (!g.local_sync()) return false;
     // deliver
@@ -356,6 +360,7 @@ bool sites_combine(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& site_pa
         if (s2 != s) {
             const uint32_t from = leader(T, coord(T, s2, rc));
             if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), a.bytes)) return false;
+            g.item_arrived(s2, s2);  // site s2's partial
             p = m.data();
         }
         if (first) res.assign(p, p + a.bytes);
@@ -411,7 +416,10 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                     if (from.empty()) continue;
                     const uint32_t src = leader(T, coord(T, s2, rc));
                     if (!g.recv(src, 3, m) || !g.want_len(src, m.size(), from.size() * B)) return false;
-                    for (size_t i = 0; i < from.size(); ++i) pc[from[i]].assign(m.begin() + i * B, m.begin() + (i + 1) * B);
+                    for (size_t i = 0; i < from.size(); ++i) {
+                        pc[from[i]].assign(m.begin() + i * B, m.begin() + (i + 1) * B);
+                        g.item_arrived(s2, from[i]);  // cluster from[i]'s partial
+                    }
                 }
                 for (uint16_t c2 : T.clusters_of[s]) {
                     std::vector<uint8_t> xp;
@@ -485,6 +493,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
                         if (s2 != s) {
                             const uint32_t from = leader(T, coord(T, s2, rc));
                             if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), own.size())) return false;
+                            g.item_arrived(s2, s2);  // site s2's partial of this site's blocks
                             p = m.data();
                         }
                         if (s2 == 0) acc.assign(p, p + own.size());
@@ -508,6 +517,7 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
         }
         L.data = res.data();
         L.len = res.size();
+        g.items_audit();
     }
     if (!g.local_sync()) return false;
     // each thread takes its result from the leader's buffer

@@ -225,6 +225,11 @@ bool check_magpie_rule(const Counters& c, std::string& why) {
                   "(each item once to each receiving site) is " + std::to_string(x.wan_bytes_min);
             return false;
         }
+        if (x.item_crossings_max > 1) {
+            why = std::string(name) + ": an item came into a site " + std::to_string(x.item_crossings_max) +
+                  " times in one call";
+            return false;
+        }
         if (x.wan_hops_max > 1) {
             why = std::string(name) + ": a message had " + std::to_string(x.wan_hops_max) + " WAN links behind it";
             return false;

@@ -23,8 +23,8 @@ struct CheckPlan {
 bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why);
 
 // MagPIe's rule from counters summed over every cluster: for each collective, the WAN data bytes
-// equal the minimum (each item once to each receiving site) and no message had two WAN links
-// behind it. False with `why` naming the collective and the figures.
+// equal the minimum (each item once to each receiving site), no item came into a site twice in
+// one call (the coordinators' audit), and no message had two WAN links behind it. False with `why` naming the collective and the figures.
 bool check_magpie_rule(const Counters& c, std::string& why);
 
 }  // namespace iccs::group::testing

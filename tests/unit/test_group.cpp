@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +113,21 @@ TEST_CASE("group: every collective equals the sequential reference, both familie
                 spread_shape |= std::count(s.site_of_cluster.begin(), s.site_of_cluster.end(), site) > 1 &&
                                 std::count(s.site_of_cluster.begin(), s.site_of_cluster.end(), site) <
                                     static_cast<long>(s.site_of_cluster.size());
+            if (f == Family::kHier) {  // the coordinators' audit: items came in, each once per call
+                uint64_t link_items = 0, items = 0;
+                for (const LinkCounters& l : sum.link) link_items += l.items;
+                for (const CollCounters& c : sum.coll) {
+                    items += c.items_crossed;
+                    CHECK(c.item_crossings_max <= 1);
+                }
+                CHECK(link_items == items);
+                std::set<uint16_t> distinct(s.site_of_cluster.begin(), s.site_of_cluster.end());
+                if (distinct.size() > 1) {
+                    CHECK(sum.of(Coll::kBcast).items_crossed > 0);
+                    CHECK(sum.of(Coll::kAlltoall).item_crossings_max == 1);
+                    CHECK(sum.of(Coll::kAllreduce).item_crossings_max == 1);
+                }
+            }
             if (f == Family::kHier && spread_shape) {
                 CHECK(sum.of(Coll::kBcast).relayed > 0);
                 CHECK(sum.of(Coll::kAllreduce).relayed > 0);
