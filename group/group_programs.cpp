@@ -308,7 +308,8 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                     if (!ok) return failed(std::string(pol) + ": replicated write: " + rep.bcast().last_error());
                 }
                 if (!rep.bcast().wait_delivered(t, uint64_t{P} * o.writes))
-                    return failed(std::string(pol) + ": the replicated object's writes did not all arrive");
+                    return failed(std::string(pol) + ": the replicated object's writes did not all arrive: " +
+                                  rep.bcast().last_error());
                 const Ledger l = rep.read([](const Ledger& x) { return x; });
                 const uint64_t st[3] = {static_cast<uint64_t>(l.balance), l.digest, l.writes};
                 if (!all_same(ep, T, st, all, why)) return failed(why);

@@ -46,7 +46,12 @@ struct OrderedBcast::Impl {
     uint16_t hb = 0;
     std::function<void(const OrderedMsg&)> apply;
     uint16_t me = 0, site = 0;
-    std::string err;
+    mutable std::mutex err_mu;
+    std::string err;  // the first error (under err_mu: any thread may fail)
+    void set_err(const std::string& e) {
+        std::lock_guard<std::mutex> lk(err_mu);
+        if (err.empty()) err = e;
+    }
 
     struct Msg {
         uint64_t seq = 0;
@@ -78,9 +83,29 @@ struct OrderedBcast::Impl {
             c_wan_bytes.fetch_add(bytes, std::memory_order_relaxed);
         }
     }
+    // A handler's send (service thread). A failure cannot be handed back to anyone: it is kept
+    // (send_failures, last_send_error) and named by the time-out of every thread that waits.
+    std::atomic<uint64_t> send_failures{0};
+    std::string last_send_error;  // under mu
     RtStatus send(RtEndpoint& ep, uint16_t dst, uint16_t h, RtBytes a, RtBytes b = {}) {
         count(dst, size_t{a.len} + b.len);
-        return ep.send(RtAddr{dst, kRtService}, h, a, b);
+        const RtStatus st = ep.send(RtAddr{dst, kRtService}, h, a, b);
+        if (st != RtStatus::kOk) {
+            send_failures.fetch_add(1);
+            std::lock_guard<std::mutex> lk(mu);
+            last_send_error = std::string("a sequencer's send to cluster ") + std::to_string(dst) + " failed: " +
+                              iccs::to_string(st) + " (" + ep.last_error() + ")";
+        }
+        return st;
+    }
+    // Why a wait ended in vain: the wait, and the handlers' failed sends if any.
+    std::string waited(uint16_t t, const std::string& what, uint64_t timeout_us) {
+        std::string e = "ordered broadcast: thread " + std::to_string(me) + "." + std::to_string(t) + " waited " +
+                        std::to_string(timeout_us / 1000) + " ms for " + what + " in vain";
+        std::lock_guard<std::mutex> lk(mu);
+        if (send_failures.load() != 0)
+            e += "; " + std::to_string(send_failures.load()) + " sends from handlers failed, the last: " + last_send_error;
+        return e;
     }
 
     // message buffers for reuse (under mu): no allocation per message once warm
@@ -257,8 +282,8 @@ OrderedBcast::~OrderedBcast() = default;
 bool OrderedBcast::send(uint16_t t, const void* p, size_t n) {
     Impl& I = *impl_;
     if (n + 64 > I.rt->max_message()) {
-        I.err = "ordered broadcast: a message of " + std::to_string(n) + " bytes (at most " +
-                std::to_string(I.rt->max_message() - 64) + ")";
+        I.set_err("ordered broadcast: a message of " + std::to_string(n) + " bytes (at most " +
+                std::to_string(I.rt->max_message() - 64) + ")");
         return false;
     }
     const DataHdr h{I.me, t};
@@ -268,8 +293,8 @@ bool OrderedBcast::send(uint16_t t, const void* p, size_t n) {
     RtEndpoint& ep = I.rt->endpoint(t);
     const RtStatus s = ep.send(RtAddr{dst, kRtService}, I.hb, RtBytes{&h, sizeof h}, RtBytes{p, static_cast<uint32_t>(n)});
     if (s != RtStatus::kOk) {
-        I.err = std::string("ordered broadcast: send to the sequencer (cluster ") + std::to_string(dst) + ") failed: " +
-                iccs::to_string(s) + " (" + ep.last_error() + ")";
+        I.set_err(std::string("ordered broadcast: send to the sequencer (cluster ") + std::to_string(dst) + ") failed: " +
+                iccs::to_string(s) + " (" + ep.last_error() + ")");
         return false;
     }
     return true;
@@ -283,13 +308,12 @@ bool OrderedBcast::deliver(uint16_t t, std::vector<uint8_t>& out, RtAddr* from, 
         return I.cursor[t] < I.next_in;
     };
     if (!ready() && (ep.wait_until(ready, timeout_us) != RtStatus::kOk || !ready())) {
-        I.err = "ordered broadcast: thread " + std::to_string(I.me) + "." + std::to_string(t) + " waited " +
-                std::to_string(timeout_us / 1000) + " ms for message " + std::to_string(I.cursor[t]) + " in vain";
+        I.set_err(I.waited(t, "message " + std::to_string(I.cursor[t]), timeout_us));
         return false;
     }
     std::lock_guard<std::mutex> lk(I.mu);
     if (I.apply) {
-        I.err = "ordered broadcast: deliver() on an instance whose messages are applied (a replicated object)";
+        I.set_err("ordered broadcast: deliver() on an instance whose messages are applied (a replicated object)");
         return false;
     }
     const Impl::Msg& m = I.log[I.cursor[t] - I.log_base];
@@ -308,11 +332,17 @@ bool OrderedBcast::deliver(uint16_t t, std::vector<uint8_t>& out, RtAddr* from, 
 
 bool OrderedBcast::wait_delivered(uint16_t t, uint64_t count, uint64_t timeout_us) {
     Impl& I = *impl_;
-    return I.rt->endpoint(t).wait_until([&] { return I.delivered.load() >= count; }, timeout_us) == RtStatus::kOk;
+    if (I.rt->endpoint(t).wait_until([&] { return I.delivered.load() >= count; }, timeout_us) == RtStatus::kOk) return true;
+    I.set_err(I.waited(t, std::to_string(count) + " messages at this cluster (" + std::to_string(I.delivered.load()) + " came)",
+                     timeout_us));
+    return false;
 }
 uint64_t OrderedBcast::applied_from(uint16_t t) const { return impl_->applied_from[t].load(); }
 Sequencer OrderedBcast::policy() const { return impl_->pol; }
-const std::string& OrderedBcast::last_error() const { return impl_->err; }
+std::string OrderedBcast::last_error() const {
+    std::lock_guard<std::mutex> lk(impl_->err_mu);
+    return impl_->err;
+}
 OrderedCounters OrderedBcast::counters() const {
     const Impl& I = *impl_;
     OrderedCounters c;
@@ -328,7 +358,10 @@ OrderedCounters OrderedBcast::counters() const {
 
 bool OrderedBcast::wait_applied(uint16_t t, uint64_t want, uint64_t timeout_us) {
     Impl& I = *impl_;
-    return I.rt->endpoint(t).wait_until([&] { return I.applied_from[t].load() >= want; }, timeout_us) == RtStatus::kOk;
+    if (I.rt->endpoint(t).wait_until([&] { return I.applied_from[t].load() >= want; }, timeout_us) == RtStatus::kOk)
+        return true;
+    I.set_err(I.waited(t, "its message " + std::to_string(want) + " to be applied here", timeout_us));
+    return false;
 }
 
 }  // namespace iccs::group

@@ -76,7 +76,7 @@ public:
     bool wait_applied(uint16_t t, uint64_t want, uint64_t timeout_us = 60'000'000);
     Sequencer policy() const;
     OrderedCounters counters() const;
-    const std::string& last_error() const;
+    std::string last_error() const;  // the first error of any thread
 
     struct Impl;
 
