@@ -9,6 +9,7 @@
 
 #include "args.hpp"
 #include "bench_compare.hpp"
+#include "bench_collectives.hpp"
 #include "bench_dsm.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
@@ -62,6 +63,9 @@ int cmd_bench(int argc, char** argv) {
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
             "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
             "       iccs bench dsm [--rounds N] [--runs N] [--json]\n"
+            "       iccs bench collectives [--sites S] [--clusters C] [--cluster-size T] [--wan-latency-ms L]\n"
+            "                              [--wan-bandwidth B] [--size N] [--reps R] [--layout block|cyclic]\n"
+            "                              [--ordered-messages M] [--json]\n"
             "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
             "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
             "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
@@ -103,6 +107,23 @@ int cmd_bench(int argc, char** argv) {
             "           threads are oversubscribed. JSON: runs, cores,\n"
             "           oversubscribed, and fetch, diff, lock, barrier, each with iccs_median_us,\n"
             "           iccs_p99_us, direct_median_us, direct_p99_us, samples (of all runs), ratio_iccs_direct.\n"
+            "  collectives  group/'s collectives across S sites (default 4) of C clusters (default 1 per\n"
+            "           site) of T compute threads (default 1), the sites joined by the proxies' WAN emulation\n"
+            "           (transport iccs; L ms one way, default 10; B bytes/s per link, default 1000000):\n"
+            "           completion time of each collective (barrier, bcast, reduce, allreduce, gather,\n"
+            "           scatter, allgather, alltoall, reduce_scatter, scan) in the hierarchical (MagPIe) and\n"
+            "           the flat family, interleaved, median (and min..max) of --reps R (default 5) after a\n"
+            "           warm-up; --size N bytes (default 65536: the vector of bcast, reduce, allreduce, scan,\n"
+            "           reduce_scatter; the total of gather, scatter, allgather; each rank's buffer of\n"
+            "           alltoall); WAN data bytes per call against the minimum (each item once to each\n"
+            "           receiving site); then the ordered broadcast per sequencer policy: latency (median,\n"
+            "           one message at a time, senders in phases of 5 over every rank) and throughput (M\n"
+            "           messages per thread at once, default 50). --layout block (default: clusters numbered\n"
+            "           site by site) or cyclic (cluster c on site c mod S: rank order unrelated to sites,\n"
+            "           as a grid-unaware numbering may be). JSON: layout, collectives.<name> with\n"
+            "           hier_median_us, flat_median_us, speedup (flat / hier), wan_bytes, wan_bytes_min,\n"
+            "           flat_wan_bytes, min/max, hops; ordered_bcast.<central|rotating|migrating> with\n"
+            "           latency_us (median), latency_mean_us and msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n"
             "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
             "           measured in the same run; prints both and their ratio. --key FILE [--encrypt]: the\n"
@@ -235,7 +256,40 @@ int cmd_bench(int argc, char** argv) {
         }
         return iccs::bench_dsm(o);
     }
-    if (which != "stack") usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare, dsm)");
+    if (which == "collectives") {
+        iccs::BenchCollectivesOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--json") {
+                o.json = true;
+                continue;
+            }
+            ++i;
+            if (a == "--sites") o.sites = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--cluster-size") o.cluster_size = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--wan-latency-ms") {
+                if (v == nullptr) usage_error(a + " needs a value");
+                char* end = nullptr;
+                o.wan_latency_ms = std::strtod(v, &end);
+                if (end == v || *end != '\0' || !(o.wan_latency_ms >= 0) || o.wan_latency_ms > 100000)
+                    usage_error("bad value '" + std::string(v) + "' for --wan-latency-ms: milliseconds from 0 to 100000");
+            } else if (a == "--wan-bandwidth") o.wan_bandwidth = parse_u64(a, v, 0, 1'000'000'000'000);
+            else if (a == "--size") o.size = static_cast<uint32_t>(parse_u64(a, v, 8, 16u << 20));
+            else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
+            else if (a == "--layout") {
+                if (v == nullptr || (std::strcmp(v, "block") != 0 && std::strcmp(v, "cyclic") != 0))
+                    usage_error("bad value '" + std::string(v ? v : "") + "' for --layout: allowed values are block, cyclic");
+                o.cyclic = std::strcmp(v, "cyclic") == 0;
+            } else if (a == "--ordered-messages") o.ordered_messages = static_cast<uint32_t>(parse_u64(a, v, 1, 100'000));
+            else usage_error("unknown option '" + a + "' for bench collectives (see iccs bench --help)");
+        }
+        if (o.sites * o.clusters > 64) usage_error("--sites x --clusters is at most 64 clusters");
+        return iccs::bench_collectives(o);
+    }
+    if (which != "stack")
+        usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare, dsm, collectives)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

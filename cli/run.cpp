@@ -27,6 +27,7 @@ namespace {
 const char* kRunHelp =
     "usage: iccs run alltoall|errors|pingpong [options]\n"
     "       iccs run exchange|ping [--transport iccs|direct|delay] [--delay-us N|auto] [options]\n"
+    "       iccs run collectives|ordered [--transport ...] [options]\n"
     "       iccs run PATH [--transport ...] [--report FILE] [options] [-- ARGS]\n"
     "       iccs run APP [--clusters C] [--cluster-size S] [--transport ...] [--size test|paper] [--json]\n"
     "            APP: jacobi matmul gauss fft tsp water barnes unstructured, across clusters on the\n"
@@ -96,6 +97,24 @@ const char* kRunHelp =
     "            --max-size is at most 1048568 (max_message() = 1 MiB with its 8-byte number).\n"
     "  ping      thread 0 of cluster 0 sends --messages requests (default 1000, after --warmup) of --size\n"
     "            bytes (default 64) to thread 0 of cluster 1, which replies; prints median/p99 round trip.\n"
+    "  collectives  group/'s collectives (barrier, bcast, reduce, allreduce, gather(v), scatter(v),\n"
+    "            allgather(v), alltoall(v), reduce_scatter, scan; sum/min/max/prod/user function) on\n"
+    "            every compute thread against a sequential reference, the hierarchical (MagPIe) and the\n"
+    "            flat family; the topology is [wan] sites (--sites); cluster 0 prints the counters\n"
+    "            summed over the clusters (WAN bytes against the minimum, WAN hops, per WAN link) and\n"
+    "            MagPIe's rule is checked for the hierarchical family. --family hier|flat|both\n"
+    "            (default both), --elements N,N,... int64 elements per rank (default 0,1,1000,20000;\n"
+    "            at most 131072 = 1 MiB), --rounds R (default 1), --segment-bytes N (default 65536),\n"
+    "            --call-timeout-ms N (a call waiting longer fails naming the peer; default 120000).\n"
+    "            --bad root|size|missing: bad use on purpose instead (the last rank broadcasts from\n"
+    "            another root, passes a longer allreduce, or skips the allreduce): every thread prints\n"
+    "            its error (naming the call and the threads) and the run fails.\n"
+    "  ordered   group/'s totally ordered broadcast: every thread sends --messages N (default 100) of\n"
+    "            --size N bytes (default 64) at once and delivers everyone's; every thread of every\n"
+    "            cluster must see the same sequence, each sender's in order; then --latency-rounds N\n"
+    "            (default 60) one at a time from senders in phases of 10; then --writes N (default 20)\n"
+    "            per thread to a replicated object, which must end identical on every cluster.\n"
+    "            --sequencer central|rotating|migrating|all (default all).\n"
     "  PATH      any program linked with the runtime (runtime_dep): one process per cluster, exec'd\n"
     "            with ICCS_CLUSTER, ICCS_CLUSTERS, ICCS_CONFIG, ICCS_OVERRIDES, ICCS_RUN_ID,\n"
     "            ICCS_TRANSPORT, ICCS_DELAY_NS; it calls runtime_from_env() and ends with\n"
@@ -150,7 +169,7 @@ int cmd_run(int argc, char** argv, bool demo) {
         if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
             std::strcmp(argv[0], "pingpong") != 0)
             usage_error(std::string("unknown program '") + argv[0] +
-                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping; applications: jacobi, "
+                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping, collectives, ordered; applications: jacobi, "
                         "matmul, gauss, fft, tsp, water, barnes, unstructured; or a path to a program)");
         program = argv[0];
         i = 1;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "args.hpp"
 #include "config.hpp"
+#include "group_programs.hpp"
 #include "runtime_launch.hpp"
 #include "uring_udp.hpp"
 
@@ -62,23 +64,27 @@ uint64_t read_rtt_median(const std::string& file) {
 }  // namespace
 
 bool is_rt_program(const char* name) {
-    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0) return true;
+    if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0 || std::strcmp(name, "collectives") == 0 ||
+        std::strcmp(name, "ordered") == 0)
+        return true;
     return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
 }
 
 int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
-    const bool builtin = program == "exchange" || program == "ping";
+    const bool builtin = program == "exchange" || program == "ping" || program == "collectives" || program == "ordered";
     if (!builtin) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
             usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
-                        "pingpong, exchange, ping)");
+                        "pingpong, exchange, ping, collectives, ordered)");
     }
     std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
     std::vector<std::pair<std::string, std::string>> overrides;
     RtExchangeOptions ex;
     RtPingOptions po;
+    group::CollectivesRunOptions co;
+    group::OrderedRunOptions oo;
     uint32_t timeout_s = 300;
 
     std::vector<std::string> args;
@@ -108,13 +114,48 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         else if (a == "--delay-us") delay_s = v;
         else if (a == "--messages") {
             ex.messages = parse_u64(a, v, 1, 100'000'000);
+            oo.messages = static_cast<uint32_t>(std::min<uint64_t>(ex.messages, 1'000'000));
             po.rounds = ex.messages;
             messages_set = true;
         } else if (a == "--min-size") ex.min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
         else if (a == "--max-size") ex.max_size = static_cast<uint32_t>(parse_u64(a, v, 0, (1u << 20) - 8));
         else if (a == "--size") {
             po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
+            oo.size = std::max<uint32_t>(8, std::min<uint32_t>(po.size, (1u << 20) - 64));
 
+        } else if (a == "--family" && program == "collectives") {
+            co.families.clear();
+            group::Family f;
+            if (v == "both") co.families = {group::Family::kHier, group::Family::kFlat};
+            else if (group::parse_family(v, f)) co.families = {f};
+            else usage_error("bad value '" + v + "' for --family: allowed values are hier, flat, both");
+        } else if (a == "--elements" && program == "collectives") {
+            co.elements.clear();
+            size_t pos = 0;
+            while (pos <= v.size()) {
+                const size_t comma = std::min(v.find(',', pos), v.size());
+                co.elements.push_back(static_cast<uint32_t>(parse_u64(a, v.substr(pos, comma - pos), 0, 1u << 17)));
+                pos = comma + 1;
+            }
+        } else if (a == "--rounds" && program == "collectives") {
+            co.rounds = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
+        } else if (a == "--segment-bytes" && program == "collectives") {
+            co.segment_bytes = static_cast<uint32_t>(parse_u64(a, v, 64, 1u << 20));
+        } else if (a == "--bad" && program == "collectives") {
+            if (v != "root" && v != "size" && v != "missing")
+                usage_error("bad value '" + v + "' for --bad: allowed values are root, size, missing");
+            co.bad = v;
+        } else if (a == "--call-timeout-ms" && program == "collectives") {
+            co.timeout_ms = parse_u64(a, v, 100, 3'600'000);
+        } else if (a == "--sequencer" && program == "ordered") {
+            group::Sequencer sq;
+            if (v == "all") oo.policies = {group::Sequencer::kCentral, group::Sequencer::kRotating, group::Sequencer::kMigrating};
+            else if (group::parse_sequencer(v, sq)) oo.policies = {sq};
+            else usage_error("bad value '" + v + "' for --sequencer: allowed values are central, rotating, migrating, all");
+        } else if (a == "--writes" && program == "ordered") {
+            oo.writes = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
+        } else if (a == "--latency-rounds" && program == "ordered") {
+            oo.latency_rounds = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         } else if (a == "--barriers") ex.barriers = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
         else if (a == "--warmup") po.warmup = parse_u64(a, v, 0, 1'000'000);
         else if (a == "--timeout") {
@@ -174,6 +215,14 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             return 2;
         }
     }
+    group::Topology topo;
+    if (program == "collectives" || program == "ordered") {
+        std::string err;
+        if (!group::topology_from_config(cfg, topo, err)) {
+            std::fprintf(stderr, "iccs run: %s\n", err.c_str());
+            return 2;
+        }
+    }
     RtLaunch base;
     base.spec.clusters = static_cast<uint16_t>(cfg.machine.clusters);
     base.spec.threads = static_cast<uint16_t>(cfg.cluster.compute_threads);
@@ -190,6 +239,10 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     auto program_of = [&](RtLaunch& l) {
         if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
         else if (program == "ping") l.builtin = [po](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), po); };
+        else if (program == "ordered")
+            l.builtin = [oo, topo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };
+        else if (program == "collectives")
+            l.builtin = [co, topo](std::unique_ptr<Runtime> rt) { return group::program_collectives(std::move(rt), topo, co); };
         else {
             l.argv = {program};
             l.argv.insert(l.argv.end(), args.begin(), args.end());
@@ -221,6 +274,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     else
         say(" (shared memory between the cluster processes: no proxy, no stack)");
     say("%s", "\n");
+    if (program == "collectives")
+        say("collectives: topology %s; every collective of each family against its sequential reference\n",
+            topo.describe().c_str());
     if (program == "exchange")
         say("exchange: %llu messages of %u..%u bytes from every compute thread to every compute thread of every "
                     "other cluster, 20 requests per thread, %u barrier + barrier_gather rounds\n",
@@ -291,6 +347,12 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "
                               "and barrier round was right"
                         : program == "ping" ? "PASS: every round trip completed"
+                        : program == "ordered"
+                            ? "PASS: every thread delivered the same sequence under every sequencer policy; the "
+                              "replicated objects ended identical"
+                        : program == "collectives"
+                            ? "PASS: every collective equals its sequential reference on every thread; MagPIe's rule "
+                              "holds for the hierarchical family"
                                             : "PASS: every cluster process exited with status 0");
     return rc;
 }

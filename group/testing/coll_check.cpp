@@ -1,0 +1,241 @@
+// coll_check.cpp: every collective against a sequential reference (see the header).
+#include "coll_check.hpp"
+
+#include <numeric>
+
+namespace iccs::group::testing {
+
+namespace {
+
+int64_t gen(uint64_t rank, uint64_t i, uint64_t salt) {
+    return static_cast<int64_t>((rank * 1000003u + i * 7919u + salt * 31u) % 2001u) - 1000;
+}
+void xor_op(void* inout, const void* in, size_t n, void*) {
+    auto* a = static_cast<int64_t*>(inout);
+    const auto* b = static_cast<const int64_t*>(in);
+    for (size_t i = 0; i < n; ++i) a[i] ^= b[i];
+}
+
+struct Ck {
+    Group& g;
+    std::string& why;
+    std::string what;
+    bool call(bool ok) {
+        if (!ok) why = what + ": " + g.last_error();
+        return ok;
+    }
+    bool eq(const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
+        if (got.size() != want.size()) {
+            why = what + ": " + std::to_string(got.size()) + " elements where " + std::to_string(want.size()) + " expected";
+            return false;
+        }
+        for (size_t i = 0; i < got.size(); ++i)
+            if (got[i] != want[i]) {
+                why = what + " on rank " + std::to_string(g.rank()) + ": element " + std::to_string(i) + " is " +
+                      std::to_string(got[i]) + ", the sequential reference says " + std::to_string(want[i]);
+                return false;
+            }
+        return true;
+    }
+};
+
+}  // namespace
+
+bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
+    const uint32_t P = g.ranks(), me = g.rank();
+    const Family f = plan.family;
+    Ck ck{g, why, ""};
+    uint64_t salt = 0;
+    for (uint32_t round = 0; round < plan.rounds; ++round)
+        for (uint32_t n : plan.sizes) {
+            ++salt;
+            const std::string tag = " (" + std::to_string(n) + " elements, " + to_string(f) + ")";
+            auto mine = [&](uint64_t s) {
+                std::vector<int64_t> v(n);
+                for (uint32_t i = 0; i < n; ++i) v[i] = gen(me, i, s);
+                return v;
+            };
+            ck.what = "barrier" + tag;
+            if (!ck.call(g.barrier(f))) return false;
+
+            const uint32_t root = static_cast<uint32_t>(salt * 7 % P);
+            ck.what = "bcast root " + std::to_string(root) + tag;
+            {
+                std::vector<int64_t> b(n, -1), want(n);
+                for (uint32_t i = 0; i < n; ++i) want[i] = gen(root, i, salt);
+                if (me == root) b = want;
+                if (!ck.call(g.bcast(std::span<int64_t>(b), root, f)) || !ck.eq(b, want)) return false;
+            }
+            const std::vector<int64_t> in = mine(salt);
+            for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+                std::vector<int64_t> want(n);
+                for (uint32_t i = 0; i < n; ++i)
+                    for (uint32_t r = 0; r < P; ++r) {
+                        const int64_t x = gen(r, i, salt);
+                        want[i] = r == 0 ? x : op == Op::kSum ? want[i] + x : op == Op::kMin ? std::min(want[i], x) : std::max(want[i], x);
+                    }
+                ck.what = std::string("allreduce ") + to_string(op) + tag;
+                std::vector<int64_t> out(n);
+                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), op, f)) || !ck.eq(out, want))
+                    return false;
+                ck.what = std::string("reduce ") + to_string(op) + " root " + std::to_string(root) + tag;
+                std::vector<int64_t> o2(n, 0);
+                if (!ck.call(g.reduce(std::span<const int64_t>(in), std::span<int64_t>(o2), op, root, f))) return false;
+                if (me == root && !ck.eq(o2, want)) return false;
+            }
+            {  // prod over small values, and a user function (xor)
+                std::vector<int64_t> small(n), want(n, 1), wx(n, 0), out(n);
+                for (uint32_t i = 0; i < n; ++i) {
+                    small[i] = (gen(me, i, salt) & 1) + 1;
+                    for (uint32_t r = 0; r < P; ++r) {
+                        want[i] *= (gen(r, i, salt) & 1) + 1;
+                        wx[i] ^= gen(r, i, salt);
+                    }
+                }
+                ck.what = "allreduce prod" + tag;
+                if (!ck.call(g.allreduce(std::span<const int64_t>(small), std::span<int64_t>(out), Op::kProd, f)) ||
+                    !ck.eq(out, want))
+                    return false;
+                ck.what = "allreduce user function (xor)" + tag;
+                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), xor_op, nullptr, f)) ||
+                    !ck.eq(out, wx))
+                    return false;
+                std::vector<double> din(n), dout(n), dwant(n, 0);
+                for (uint32_t i = 0; i < n; ++i) {
+                    din[i] = static_cast<double>(in[i]);
+                    for (uint32_t r = 0; r < P; ++r) dwant[i] += static_cast<double>(gen(r, i, salt));
+                }
+                ck.what = "allreduce sum of doubles" + tag;
+                if (!ck.call(g.allreduce(std::span<const double>(din), std::span<double>(dout), Op::kSum, f))) return false;
+                for (uint32_t i = 0; i < n; ++i)
+                    if (dout[i] != dwant[i]) return ck.eq({static_cast<int64_t>(dout[i])}, {static_cast<int64_t>(dwant[i])});
+            }
+            ck.what = "scan sum" + tag;
+            {
+                std::vector<int64_t> out(n), want(n, 0);
+                for (uint32_t i = 0; i < n; ++i)
+                    for (uint32_t r = 0; r <= me; ++r) want[i] += gen(r, i, salt);
+                if (!ck.call(g.scan(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f)) || !ck.eq(out, want))
+                    return false;
+            }
+            // counts for the v-variants: vary by rank, some zero
+            std::vector<uint32_t> counts(P);
+            for (uint32_t r = 0; r < P; ++r) counts[r] = n == 0 ? 0 : (r * 5 + salt) % (n + 1) + (r == 1 ? n : 0);
+            std::vector<uint32_t> displ(P + 1, 0);
+            for (uint32_t r = 0; r < P; ++r) displ[r + 1] = displ[r] + counts[r];
+            ck.what = "reduce_scatter sum" + tag;
+            {
+                const uint32_t total = displ[P];
+                std::vector<int64_t> big(total), out(counts[me]), want(counts[me], 0);
+                for (uint32_t i = 0; i < total; ++i) big[i] = gen(me, i, salt + 1);
+                for (uint32_t i = 0; i < counts[me]; ++i)
+                    for (uint32_t r = 0; r < P; ++r) want[i] += gen(r, displ[me] + i, salt + 1);
+                if (!ck.call(g.reduce_scatter(std::span<const int64_t>(big), std::span<int64_t>(out),
+                                              std::span<const uint32_t>(counts), Op::kSum, f)) ||
+                    !ck.eq(out, want))
+                    return false;
+            }
+            ck.what = "gather root " + std::to_string(root) + tag;
+            {
+                std::vector<int64_t> out(me == root ? size_t{n} * P : 0), want;
+                for (uint32_t r = 0; r < P; ++r)
+                    for (uint32_t i = 0; i < n; ++i) want.push_back(gen(r, i, salt));
+                if (!ck.call(g.gather(std::span<const int64_t>(in), std::span<int64_t>(out), root, f))) return false;
+                if (me == root && !ck.eq(out, want)) return false;
+                ck.what = "allgather" + tag;
+                std::vector<int64_t> all(size_t{n} * P);
+                if (!ck.call(g.allgather(std::span<const int64_t>(in), std::span<int64_t>(all), f)) || !ck.eq(all, want))
+                    return false;
+            }
+            ck.what = "gatherv root " + std::to_string(root) + tag;
+            {
+                std::vector<int64_t> part(counts[me]), want, out(me == root ? displ[P] : 0);
+                for (uint32_t i = 0; i < counts[me]; ++i) part[i] = gen(me, i, salt + 2);
+                for (uint32_t r = 0; r < P; ++r)
+                    for (uint32_t i = 0; i < counts[r]; ++i) want.push_back(gen(r, i, salt + 2));
+                if (!ck.call(g.gatherv(std::span<const int64_t>(part), std::span<int64_t>(out),
+                                       std::span<const uint32_t>(counts), root, f)))
+                    return false;
+                if (me == root && !ck.eq(out, want)) return false;
+                ck.what = "allgatherv" + tag;
+                std::vector<int64_t> all(displ[P]);
+                if (!ck.call(g.allgatherv(std::span<const int64_t>(part), std::span<int64_t>(all),
+                                          std::span<const uint32_t>(counts), f)) ||
+                    !ck.eq(all, want))
+                    return false;
+            }
+            ck.what = "scatter root " + std::to_string(root) + tag;
+            {
+                std::vector<int64_t> src, out(n), want(n);
+                for (uint32_t r = 0; r < P; ++r)
+                    for (uint32_t i = 0; i < n; ++i) src.push_back(gen(r + 100, i, salt));
+                for (uint32_t i = 0; i < n; ++i) want[i] = gen(me + 100, i, salt);
+                if (me != root) src.clear();
+                if (!ck.call(g.scatter(std::span<const int64_t>(src), std::span<int64_t>(out), root, f)) || !ck.eq(out, want))
+                    return false;
+                ck.what = "scatterv root " + std::to_string(root) + tag;
+                std::vector<int64_t> vsrc, vout(counts[me]), vwant(counts[me]);
+                for (uint32_t r = 0; r < P; ++r)
+                    for (uint32_t i = 0; i < counts[r]; ++i) vsrc.push_back(gen(r + 200, i, salt));
+                for (uint32_t i = 0; i < counts[me]; ++i) vwant[i] = gen(me + 200, i, salt);
+                if (me != root) vsrc.clear();
+                if (!ck.call(g.scatterv(std::span<const int64_t>(vsrc), std::span<const uint32_t>(counts),
+                                        std::span<int64_t>(vout), root, f)) ||
+                    !ck.eq(vout, vwant))
+                    return false;
+            }
+            ck.what = "alltoall" + tag;
+            {
+                const uint32_t b = n / 4 + 1;
+                std::vector<int64_t> src(size_t{b} * P), out(size_t{b} * P), want(size_t{b} * P);
+                for (uint32_t d = 0; d < P; ++d)
+                    for (uint32_t i = 0; i < b; ++i) {
+                        src[size_t{d} * b + i] = gen(uint64_t{me} * P + d, i, salt);
+                        want[size_t{d} * b + i] = gen(uint64_t{d} * P + me, i, salt);
+                    }
+                if (!ck.call(g.alltoall(std::span<const int64_t>(src), std::span<int64_t>(out), f)) || !ck.eq(out, want))
+                    return false;
+                ck.what = "alltoallv" + tag;
+                auto cnt = [&](uint32_t s, uint32_t d) { return n == 0 ? 0u : static_cast<uint32_t>((s * 3 + d * 5 + salt) % 7); };
+                std::vector<uint32_t> sc(P), rc(P);
+                std::vector<int64_t> vs, vw;
+                for (uint32_t d = 0; d < P; ++d) {
+                    sc[d] = cnt(me, d);
+                    rc[d] = cnt(d, me);
+                    for (uint32_t i = 0; i < sc[d]; ++i) vs.push_back(gen(uint64_t{me} * P + d, i, salt + 3));
+                    for (uint32_t i = 0; i < rc[d]; ++i) vw.push_back(gen(uint64_t{d} * P + me, i, salt + 3));
+                }
+                std::vector<int64_t> vo(vw.size());
+                if (!ck.call(g.alltoallv(std::span<const int64_t>(vs), std::span<const uint32_t>(sc), std::span<int64_t>(vo),
+                                         std::span<const uint32_t>(rc), f)) ||
+                    !ck.eq(vo, vw))
+                    return false;
+            }
+        }
+    ck.what = "last barrier";
+    return ck.call(g.barrier(f));
+}
+
+bool check_magpie_rule(const Counters& c, std::string& why) {
+    for (size_t k = 0; k < static_cast<size_t>(Coll::kCount); ++k) {
+        const CollCounters& x = c.coll[k];
+        const char* name = to_string(static_cast<Coll>(k));
+        if (x.wan_bytes != x.wan_bytes_min) {
+            why = std::string(name) + ": " + std::to_string(x.wan_bytes) + " data bytes crossed WAN links, the minimum " +
+                  "(each item once to each receiving site) is " + std::to_string(x.wan_bytes_min);
+            return false;
+        }
+        if (x.item_crossings_max > 1) {
+            why = std::string(name) + ": an item came into a site " + std::to_string(x.item_crossings_max) +
+                  " times in one call";
+            return false;
+        }
+        if (x.wan_hops_max > 1) {
+            why = std::string(name) + ": a message had " + std::to_string(x.wan_hops_max) + " WAN links behind it";
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace iccs::group::testing
