@@ -113,6 +113,9 @@ bool program_alltoall(ComputeEnv& env) {
             outs.push_back(Out{c, dc, dt});
         }
     }
+    // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
+    // wake on arrival, issue 21).
+    if (p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
     const size_t expect_in = size_t{p.clusters - 1u} * p.threads;
     std::vector<uint8_t> buf(p.max_size);
     std::vector<PollItem> items;
@@ -830,7 +833,16 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                  ",socket=" + link_socket(plan, me, p, peer.cluster, peer.index) +
                                                  ",socket-abstract=no,bsize=" + std::to_string(memif_bsize);
                         if (!px->add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return fail(err);
+                        // Adaptive polling: wake the peer proxy after a burst to it (doorbell.hpp;
+                        // 22.11's memif has no RX interrupts).
+                        if (plan.polling == Polling::kAdaptive &&
+                            !px->ring_on_tx(px->port_count() - 1,
+                                            doorbell_path(plan.sock_dir, peer.cluster, peer.index), err))
+                            return fail(err);
                     }
+                    if (plan.polling == Polling::kAdaptive &&
+                        !px->sleep_on_doorbell(doorbell_path(plan.sock_dir, me, p), err))
+                        return fail(err);
                 } else if (plan.fabric == "pci") {
                     // The proxy's NI is one NIC port; a switch joins it to every remote proxy.
                     std::vector<MacAddr> reaches;
@@ -887,11 +899,12 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
                           (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
                                      : std::string());
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s\n",
+                const std::string wake = proxies.empty() ? std::string() : proxies[0]->wake_path();
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s%s%s, EAL %s\n",
                              me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
-                             prefix.c_str());
+                             wake.empty() ? "" : ": ", wake.c_str(), prefix.c_str());
             }
             if (plan.polling != Polling::kInline) {
                 unsigned lcore = 0;

@@ -86,7 +86,9 @@ struct ClusterPlan {
     ComputeProgram program;
     uint64_t warmup = 1000;
     // pingpong: the pinger pauses this long before each round [us] (outside the timed round trip),
-    // so every message finds the other side idle, as across a slow WAN link.
+    // so every message finds the other side idle, as across a slow WAN link. alltoall: every
+    // compute thread pauses this long once its connections are open, before it sends (idle
+    // proxies, then a burst).
     uint32_t gap_us = 0;
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only

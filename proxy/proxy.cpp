@@ -101,6 +101,38 @@ std::string Proxy::io_path() const {
     return "DPDK ethdev rx/tx bursts, " + std::to_string(ports_.size()) + (ports_.size() == 1 ? " port" : " ports");
 }
 
+bool Proxy::sleep_on_doorbell(const std::string& path, std::string& err) {
+    bell_ = Doorbell::open(path, err);
+    if (!bell_) return false;
+    rings_.proxy_waker(cfg_.index).share(bell_->word());
+    return true;
+}
+
+bool Proxy::ring_on_tx(size_t port, const std::string& peer_path, std::string& err) {
+    if (port >= ports_.size()) {
+        err = "ring_on_tx: no port " + std::to_string(port);
+        return false;
+    }
+    port_bells_.resize(ports_.size());
+    port_bells_[port] = Doorbell::open(peer_path, err);
+    return port_bells_[port] != nullptr;
+}
+
+std::string Proxy::wake_path() const {
+    if (cfg_.polling != Polling::kAdaptive) return {};
+    if (bell_)
+        return "woken on arrival by the peers' doorbells (longest sleep " + std::to_string(cfg_.woken_sleep_us) +
+               " us)";
+    std::string why;
+    for (const auto& p : ports_)
+        if (!p->rx_intr_missing().empty()) {
+            why = p->name() + " has no RX interrupts: " + p->rx_intr_missing();
+            break;
+        }
+    return "NOT woken on arrival (" + (why.empty() ? std::string("no doorbell") : why) + "): fallback, a bounded sleep of " +
+           std::to_string(cfg_.sleep_us) + " us";
+}
+
 bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
     for (auto& p : ports_)
         if (!p->wait_link(timeout_ms)) {
@@ -439,13 +471,23 @@ void Proxy::flush_tx() {
     // ... then give each port as much as its TX ring takes; the rest waits for the next round.
     for (size_t p = 0; p < nports; ++p) {
         std::deque<PktBuf*>& q = txq_[p];
+        uint32_t sent_any = 0;
         while (!q.empty()) {
             PktBuf* burst[kBurst];
             const uint32_t k = static_cast<uint32_t>(std::min<size_t>(q.size(), kBurst));
             std::copy(q.begin(), q.begin() + k, burst);
             const uint32_t sent = port_tx(p, burst, k);
+            sent_any += sent;
             q.erase(q.begin(), q.begin() + sent);
             if (sent < k) break;
+        }
+        // Wake the receiving proxy if it sleeps (doorbell.hpp): the frames are in the driver's
+        // ring; the fence orders that before the look at its word. Once per port and flush.
+        if (sent_any > 0 && p < port_bells_.size() && port_bells_[p]) {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            const uint64_t before = port_bells_[p]->rings();
+            port_bells_[p]->ring();
+            ctr_.bell_rings += port_bells_[p]->rings() - before;
         }
     }
 }
@@ -560,7 +602,14 @@ void Proxy::run() {
             waker.cancel_sleep();
             continue;
         }
-        uint64_t sleep_ns = uint64_t{cfg_.sleep_us} * 1000;
+        // With a doorbell, look at the ports once more after saying we sleep: a peer that sent
+        // before it could see our word did not ring (doorbell.hpp, ordering).
+        if (bell_ && poll_once(monotonic_ns()) > 0) {
+            waker.cancel_sleep();
+            last_work = now;
+            continue;
+        }
+        uint64_t sleep_ns = uint64_t{bell_ ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;

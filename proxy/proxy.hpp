@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "doorbell.hpp"
 #include "pcapng.hpp"
 #include "polling.hpp"
 #include "port.hpp"
@@ -62,7 +63,10 @@ struct ProxyConfig {
     Polling polling = Polling::kAdaptive;
     uint32_t spin_before_sleep_us = 50; // adaptive: idle time before sleeping [us]
     uint32_t sleep_us = 50;             // adaptive: longest sleep before polling the ports again [us]
-                                        // (port RX wakes nobody: this bounds the latency it adds)
+                                        // when nothing wakes the proxy on arrival (the fallback:
+                                        // this bounds the latency it adds)
+    uint32_t woken_sleep_us = 10'000;   // adaptive with wake on arrival (doorbells, io_uring wait):
+                                        // longest sleep [us] (timers due earlier end it sooner)
     RxImpairment impair;
     // Liveness: a status message goes to every other cluster each keepalive period (and at once
     // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
@@ -121,6 +125,7 @@ struct WanView {
     X(total_ns, "time the loop ran [ns]")                                       \
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
     X(sleeps, "adaptive sleeps")                                                \
+    X(bell_rings, "doorbells rung: a peer proxy woken after a TX burst to it")  \
     X(msg_time_count, "messages timed from the sender's enqueue to delivery")   \
     X(msg_time_sum_ns, "their summed message time [ns]")
 
@@ -163,6 +168,14 @@ class Proxy final : public SlidwinSink {
     bool add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool,
                   const std::vector<MacAddr>& reaches, uint32_t start_timeout_ms, std::string& err);
     bool wait_links(uint32_t timeout_ms, std::string& err);
+    // Wake on arrival for adaptive polling over a host-local fabric (doorbell.hpp): this proxy
+    // sleeps on the doorbell at path (its compute threads' wakes go there too) ...
+    bool sleep_on_doorbell(const std::string& path, std::string& err);
+    // ... and after a TX burst on port `port` it rings the doorbell of the proxy that port reaches.
+    bool ring_on_tx(size_t port, const std::string& peer_path, std::string& err);
+    size_t port_count() const { return ports_.size(); }
+    // How a sleeping proxy is woken (adaptive polling), for the start-up line.
+    std::string wake_path() const;
     // fabric udp: the sub-connections use a kernel UDP socket bound to uc.ip:uc.port, driven by
     // io_uring, instead of ports and the stack. Received datagrams are copied into rx_pool. Call
     // before open_subconnections(); false with err (io_uring refused, address taken, ...).
@@ -243,6 +256,8 @@ class Proxy final : public SlidwinSink {
     // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
     // ARP) may be RX mbufs that return through their port.
     std::vector<std::unique_ptr<Port>> ports_;
+    std::unique_ptr<Doorbell> bell_;                     // ours (null: no wake on arrival by doorbell)
+    std::vector<std::unique_ptr<Doorbell>> port_bells_;  // by port: the peer's (null: none)
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
