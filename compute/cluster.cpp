@@ -892,6 +892,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                        "WAN emulation: loss of link A -> B. Parameters: A,B,PROBABILITY[,sym]");
             rte_telemetry_register_cmd("/iccs/wan/mode", tel_wan_mode,
                                        "WAN emulation: what drives the links. Parameter: constant, script, series, live");
+            if (plan.quiet && !proxies.empty() && proxies[0]->wake_path().rfind("NOT", 0) == 0)
+                std::fprintf(stderr, "cluster %u: proxies %s\n", me, proxies[0]->wake_path().c_str());
             if (!plan.quiet) {
                 // Which fabric and which I/O path (the kernel's, or DPDK's), in one line.
                 std::string io = proxies.empty() ? std::string("-") : proxies[0]->io_path();

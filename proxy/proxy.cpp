@@ -93,6 +93,12 @@ bool Proxy::add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::stri
     if (!udp_) return false;
     // The endpoint moves from the stack to the socket (no sub-connection is open yet).
     ep_ = std::make_unique<SlidwinEndpoint>(*udp_, wheel_, udp_->port(), cfg_.slidwin, *this);
+    if (cfg_.polling == Polling::kAdaptive) {  // wake on arrival: sleep in the ring (issue 21)
+        const int efd = udp_->wake_fd(err);
+        if (efd < 0) return false;
+        rings_.proxy_waker(cfg_.index).use_eventfd(efd);
+        udp_wait_ = true;
+    }
     return true;
 }
 
@@ -120,6 +126,9 @@ bool Proxy::ring_on_tx(size_t port, const std::string& peer_path, std::string& e
 
 std::string Proxy::wake_path() const {
     if (cfg_.polling != Polling::kAdaptive) return {};
+    if (udp_wait_)
+        return "woken on arrival: a blocking io_uring CQE wait with time-out (longest sleep " +
+               std::to_string(cfg_.woken_sleep_us) + " us; compute threads end it through an eventfd)";
     if (bell_)
         return "woken on arrival by the peers' doorbells (longest sleep " + std::to_string(cfg_.woken_sleep_us) +
                " us)";
@@ -609,13 +618,18 @@ void Proxy::run() {
             last_work = now;
             continue;
         }
-        uint64_t sleep_ns = uint64_t{bell_ ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
+        uint64_t sleep_ns = uint64_t{bell_ || udp_wait_ ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
         if (sleep_ns >= 1000) {
             ++ctr_.sleeps;
-            waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+            if (udp_wait_) {
+                udp_->wait(sleep_ns);
+                waker.cancel_sleep();
+            } else {
+                waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+            }
         } else {
             waker.cancel_sleep();
         }

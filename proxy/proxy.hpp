@@ -260,6 +260,7 @@ class Proxy final : public SlidwinSink {
     std::vector<std::unique_ptr<Doorbell>> port_bells_;  // by port: the peer's (null: none)
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
+    bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait)
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;

@@ -19,9 +19,14 @@ void Waker::sleep(uint32_t timeout_us) {
 
 void Waker::wake() {
     if (word_->load(std::memory_order_seq_cst) == 0) return;
-    if (word_->exchange(0, std::memory_order_seq_cst) == 1)
+    if (word_->exchange(0, std::memory_order_seq_cst) != 1) return;
+    if (efd_ >= 0) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t w = write(efd_, &one, sizeof one);
+    } else {
         syscall(SYS_futex, reinterpret_cast<uint32_t*>(word_), shared_ ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1, nullptr,
                 nullptr, 0);
+    }
 }
 
 bool ClusterRings::port_bind(uint16_t port, uint16_t thread) {

@@ -43,11 +43,15 @@ class Waker {
         word_ = word;
         shared_ = true;
     }
+    // The sleeper sleeps elsewhere (an io_uring wait that a read of this eventfd ends): wake()
+    // writes the eventfd instead of a futex wake. Before the sleeper's first sleep.
+    void use_eventfd(int fd) { efd_ = fd; }
 
    private:
     alignas(64) std::atomic<uint32_t> sleeping_{0};
     std::atomic<uint32_t>* word_ = &sleeping_;
     bool shared_ = false;  // word_ is process-shared: FUTEX_WAIT/WAKE, not the _PRIVATE ones
+    int efd_ = -1;
 };
 
 class ClusterRings {
