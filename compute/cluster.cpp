@@ -778,6 +778,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.slidwin = plan.slidwin;
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
+                pc.combine_max_bytes = plan.combine_max_bytes;
                 pc.impair = plan.impair;
                 if (plan.wan) {
                     auto wan = std::make_shared<WanConfig>(*plan.wan);
@@ -1080,6 +1081,16 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        if (s.proxy.combined_dgrams + s.proxy.bundles_rx + s.proxy.bad_bundle > 0)  // message combining
+            std::printf("  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
+                        "messages in %llu bundles, bad bundles %llu\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.combined_msgs),
+                        static_cast<unsigned long long>(s.proxy.combined_dgrams),
+                        s.proxy.combined_dgrams ? static_cast<double>(s.proxy.combined_msgs) / s.proxy.combined_dgrams
+                                                : 0.0,
+                        static_cast<unsigned long long>(s.proxy.bundle_msgs_rx),
+                        static_cast<unsigned long long>(s.proxy.bundles_rx),
+                        static_cast<unsigned long long>(s.proxy.bad_bundle));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::printf("  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),

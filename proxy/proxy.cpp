@@ -58,6 +58,9 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
     last_heard_ns_.assign(routes_.size(), 0);
+    open_.resize(routes_.size());
+    // A bundle is one datagram within the MTU: IPv4 and UDP headers, slidwin's header, then it.
+    bundle_limit_ = cfg_.stack.mtu_bytes - 20 - 8 - kSlidwinHdrLen;
     if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, monotonic_ns());
 }
 
@@ -353,8 +356,18 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
             }
             ++ctr_.msgs_tx;
             ctr_.bytes_tx += m->pkt_len;
+            if (cfg_.combine_max_bytes > 0 && m->pkt_len <= cfg_.combine_max_bytes) {
+                if (combine(dst, m)) continue;
+                flush_bundle(dst, now_ns);  // m cannot join: what is open goes first (order)
+                if (combine(dst, m)) continue;
+            } else if (open_[dst].b != nullptr) {
+                flush_bundle(dst, now_ns);
+            }
             route_send(dst, m, now_ns);
         }
+        // The end of the burst: every bundle goes now (never held for more).
+        for (const uint16_t c : open_list_) flush_bundle(c, now_ns);
+        open_list_.clear();
         work += n;
         if (n > 0) {
             backlog = 0;
@@ -365,8 +378,115 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
     rings_.publish_proxy_load(cfg_.index, static_cast<uint32_t>(backlog));
 }
 
+// Headroom the layers below need in front of a bundle: eth, IPv4, UDP, slidwin.
+constexpr uint32_t kBelowHeadroom = 14 + 20 + 8 + kSlidwinHdrLen;
+
+bool Proxy::combine(uint16_t cluster, PktBuf* m) {
+    Bundle& o = open_[cluster];
+    if (o.b == nullptr) {
+        o.b = m;
+        o.n = 1;
+        open_list_.push_back(cluster);
+        return true;
+    }
+    if (o.b->pkt_len + kBundleRecLen + m->pkt_len > bundle_limit_) return false;
+    if (o.n == 1) {
+        // The first message becomes the bundle, in its own buffer: the outer header and its
+        // record's length go in front (its headroom), the others are copied behind it. Only a
+        // buffer that is ours alone, in one segment, with room both ways.
+        PktBuf* f = o.b;
+        if (f->nb_segs != 1 || pkt_shared(f) || f->data_off < kConvHdrLen + kBundleRecLen + kBelowHeadroom ||
+            f->buf_len - f->data_off - f->data_len < kBundleRecLen + m->pkt_len)
+            return false;
+        const uint16_t len = static_cast<uint16_t>(f->pkt_len);
+        const ConvHdr inner = load_hdr<ConvHdr>(f->data());
+        uint8_t* at = pkt_prepend(f, kConvHdrLen + kBundleRecLen);
+        ConvHdr h{};
+        h.src_cluster = inner.src_cluster;
+        h.dst_cluster = inner.dst_cluster;
+        h.type = static_cast<uint8_t>(ConvType::kBundle);
+        h.piece_cnt.set(1);
+        h.msg_len.set(1);
+        std::memcpy(at, &h, sizeof h);
+        const be16 rl = be16::of(len);
+        std::memcpy(at + kConvHdrLen, &rl, kBundleRecLen);
+    }
+    uint8_t* w = pkt_append(o.b, kBundleRecLen + m->pkt_len);
+    if (w == nullptr) return false;  // no room left in the buffer: m goes on its own
+    const be16 rl = be16::of(static_cast<uint16_t>(m->pkt_len));
+    std::memcpy(w, &rl, kBundleRecLen);
+    pkt_read(m, 0, m->pkt_len, w + kBundleRecLen);
+    pkt_free(m);
+    ++o.n;
+    const be32 cnt = be32::of(o.n);
+    std::memcpy(o.b->data() + offsetof(ConvHdr, msg_len), &cnt, 4);
+    return true;
+}
+
+void Proxy::flush_bundle(uint16_t cluster, uint64_t now_ns) {
+    Bundle& o = open_[cluster];
+    if (o.b == nullptr) return;
+    if (o.n > 1) {
+        ++ctr_.combined_dgrams;
+        ctr_.combined_msgs += o.n;
+    }
+    PktBuf* b = o.b;
+    o = Bundle{};
+    route_send(cluster, b, now_ns);
+}
+
 bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
     if (msg->data_len < kConvHdrLen) {  // the header is in the first segment, or it is not ours
+        ++ctr_.bad_dst;
+        pkt_free(msg);
+        return true;
+    }
+    uint8_t* h = msg->data();
+    if (h[offsetof(ConvHdr, type)] != static_cast<uint8_t>(ConvType::kBundle)) return on_one(sc, msg);
+    // A bundle: each record becomes a message of its own, a view into the bundle's buffer (no
+    // copy). conn_seq keeps how far it got: a full ring stops it (false: slidwin offers the
+    // bundle again later, and it goes on from there).
+    uint32_t off = load_be32(h + offsetof(ConvHdr, conn_seq));
+    if (off == 0) {
+        off = kConvHdrLen;
+        ++ctr_.bundles_rx;
+    }
+    while (off < msg->pkt_len) {
+        uint8_t lb[kBundleRecLen];
+        const uint8_t* l = pkt_contig(msg, off, kBundleRecLen, lb);
+        const uint32_t len = l == nullptr ? 0 : load_be16(l);
+        uint8_t tb[1];
+        const uint8_t* t = len >= kConvHdrLen ? pkt_contig(msg, off + kBundleRecLen + offsetof(ConvHdr, type), 1, tb)
+                                              : nullptr;
+        if (t == nullptr || off + kBundleRecLen + len > msg->pkt_len || *t == 0 || *t > kConvTypeMax ||
+            *t == static_cast<uint8_t>(ConvType::kBundle)) {
+            ++ctr_.bad_bundle;  // bounded parse: a bad record ends the bundle
+            break;
+        }
+        PktBuf* one = pkt_slice(pool_, msg, off + kBundleRecLen, len, 0);
+        if (one == nullptr) return false;  // no buffer for the view: try again later
+        // the view's header must be in its first segment, as for any message
+        if (one->data_len < kConvHdrLen) {
+            PktBuf* c = pkt_copy(pool_, one, 0);
+            pkt_free(one);
+            if (c == nullptr) return false;
+            one = c;
+        }
+        if (!on_one(sc, one)) {
+            pkt_free(one);
+            const be32 at = be32::of(off);
+            std::memcpy(h + offsetof(ConvHdr, conn_seq), &at, 4);
+            return false;
+        }
+        ++ctr_.bundle_msgs_rx;
+        off += kBundleRecLen + len;
+    }
+    pkt_free(msg);
+    return true;
+}
+
+bool Proxy::on_one(SubConnection& sc, PktBuf* msg) {
+    if (msg->data_len < kConvHdrLen) {
         ++ctr_.bad_dst;
         pkt_free(msg);
         return true;

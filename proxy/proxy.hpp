@@ -67,6 +67,10 @@ struct ProxyConfig {
                                         // this bounds the latency it adds)
     uint32_t woken_sleep_us = 10'000;   // adaptive with wake on arrival (doorbells, io_uring wait):
                                         // longest sleep [us] (timers due earlier end it sooner)
+    // Message combining (issue 21): messages of at most this many bytes (convergence header
+    // included) that meet in one ring burst for the same remote cluster travel in one datagram
+    // (a kBundle message, conv_hdr.hpp) up to the MTU, sent at the end of the burst; 0 = off.
+    uint32_t combine_max_bytes = 256;
     RxImpairment impair;
     // Liveness: a status message goes to every other cluster each keepalive period (and at once
     // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
@@ -126,6 +130,11 @@ struct WanView {
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
     X(sleeps, "adaptive sleeps")                                                \
     X(bell_rings, "doorbells rung: a peer proxy woken after a TX burst to it")  \
+    X(combined_dgrams, "bundles sent: datagrams carrying several messages")     \
+    X(combined_msgs, "messages sent in bundles (per bundle: combined_msgs / combined_dgrams)") \
+    X(bundles_rx, "bundles received")                                           \
+    X(bundle_msgs_rx, "messages unpacked from received bundles")                \
+    X(bad_bundle, "bundles with a malformed record (the rest of the bundle dropped)") \
     X(msg_time_count, "messages timed from the sender's enqueue to delivery")   \
     X(msg_time_sum_ns, "their summed message time [ns]")
 
@@ -224,6 +233,13 @@ class Proxy final : public SlidwinSink {
         std::deque<PktBuf*> backlog;  // accepted from rings, waiting for the send window
     };
     void drain_rings(uint64_t now_ns, uint32_t& work);
+    // Combining: add m to the bundle open for `cluster` (or open one with m); false when m cannot
+    // join (then send the open one first, and m alone).
+    bool combine(uint16_t cluster, PktBuf* m);
+    // Send the bundle open for `cluster` (a single message goes as it is).
+    void flush_bundle(uint16_t cluster, uint64_t now_ns);
+    // A message from a sub-connection: a bundle is unpacked into on_one() per record.
+    bool on_one(SubConnection& sc, PktBuf* msg);
     // Send m on the route to `cluster`, behind its backlog. Consumes m.
     void route_send(uint16_t cluster, PktBuf* m, uint64_t now_ns);
     // Answer a kConnect for a port nobody bound with a kRefuse (consumes connect).
@@ -268,6 +284,13 @@ class Proxy final : public SlidwinSink {
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
+    struct Bundle {
+        PktBuf* b = nullptr;  // the first message, then (2+ messages) the bundle built in its buffer
+        uint32_t n = 0;       // messages in it
+    };
+    std::vector<Bundle> open_;          // by cluster id: what this ring burst combines
+    std::vector<uint16_t> open_list_;   // clusters with an open bundle
+    uint32_t bundle_limit_ = 0;         // largest bundle [bytes]: one datagram within the MTU
     std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it
     std::vector<std::pair<uint16_t, PktBuf*>> refusals_;  // (cluster, kRefuse) to send after input
     uint64_t last_status_ns_ = 0;
