@@ -738,7 +738,13 @@ void Proxy::run() {
             last_work = now;
             continue;
         }
-        uint64_t sleep_ns = uint64_t{bell_ || udp_wait_ ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
+        // Woken on arrival, the long sleep is safe only while all our work comes with a wake:
+        // a compute thread's ring that was full (blocked_) drains without telling us, and a
+        // port's TX ring frees slots as the peer reads. Then the short sleep, as without wakes.
+        bool waits_unwoken = !blocked_.empty();
+        for (const auto& q : txq_) waits_unwoken |= !q.empty();
+        const bool long_sleep = (bell_ || udp_wait_) && !waits_unwoken;
+        uint64_t sleep_ns = uint64_t{long_sleep ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
