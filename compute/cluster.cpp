@@ -859,6 +859,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
                                              ",blocksz=4096,framesz=2048,framecnt=512";
                     if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
+                    // Adaptive polling: no RX interrupts in 22.11's af_packet, but its socket
+                    // polls readable when the kernel puts a frame in the ring.
+                    if (plan.polling == Polling::kAdaptive && !px->sleep_in_poll(err) && !err.empty())
+                        return fail(err);
                 } else {
                     return fail("fabric \"" + plan.fabric +
                                 "\" is not available in cluster runs (memif, af_packet, pci and udp are)");

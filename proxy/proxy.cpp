@@ -3,6 +3,7 @@
 
 #include <rte_ring.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -127,11 +128,31 @@ bool Proxy::ring_on_tx(size_t port, const std::string& peer_path, std::string& e
     return port_bells_[port] != nullptr;
 }
 
+bool Proxy::sleep_in_poll(std::string& err) {
+    std::vector<pollfd> fds;
+    for (const auto& p : ports_) {
+        if (p->rx_wait_fd() < 0) return false;
+        fds.push_back(pollfd{p->rx_wait_fd(), POLLIN, 0});
+    }
+    const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) {
+        err = std::string("eventfd: ") + std::strerror(errno);
+        return false;
+    }
+    fds.push_back(pollfd{efd, POLLIN, 0});
+    rings_.proxy_waker(cfg_.index).use_eventfd(efd);
+    poll_fds_ = std::move(fds);
+    return true;
+}
+
 std::string Proxy::wake_path() const {
     if (cfg_.polling != Polling::kAdaptive) return {};
     if (udp_wait_)
         return "woken on arrival: a blocking io_uring CQE wait with time-out (longest sleep " +
                std::to_string(cfg_.woken_sleep_us) + " us; compute threads end it through an eventfd)";
+    if (!poll_fds_.empty())
+        return "woken on arrival: ppoll() on the af_packet sockets (the kernel fills their RX rings) and an "
+               "eventfd for compute threads (longest sleep " + std::to_string(cfg_.woken_sleep_us) + " us)";
     if (bell_)
         return "woken on arrival by the peers' doorbells (longest sleep " + std::to_string(cfg_.woken_sleep_us) +
                " us)";
@@ -733,7 +754,7 @@ void Proxy::run() {
         }
         // With a doorbell, look at the ports once more after saying we sleep: a peer that sent
         // before it could see our word did not ring (doorbell.hpp, ordering).
-        if (bell_ && poll_once(monotonic_ns()) > 0) {
+        if ((bell_ || !poll_fds_.empty()) && poll_once(monotonic_ns()) > 0) {
             waker.cancel_sleep();
             last_work = now;
             continue;
@@ -743,7 +764,7 @@ void Proxy::run() {
         // port's TX ring frees slots as the peer reads. Then the short sleep, as without wakes.
         bool waits_unwoken = !blocked_.empty();
         for (const auto& q : txq_) waits_unwoken |= !q.empty();
-        const bool long_sleep = (bell_ || udp_wait_) && !waits_unwoken;
+        const bool long_sleep = (bell_ || udp_wait_ || !poll_fds_.empty()) && !waits_unwoken;
         uint64_t sleep_ns = uint64_t{long_sleep ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
@@ -753,6 +774,15 @@ void Proxy::run() {
             if (udp_wait_) {
                 udp_->wait(sleep_ns);
                 waker.cancel_sleep();
+            } else if (!poll_fds_.empty()) {
+                const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
+                                  static_cast<long>(sleep_ns % 1'000'000'000)};
+                ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);
+                waker.cancel_sleep();
+                if (poll_fds_.back().revents & POLLIN) {  // a compute thread's wake: consume it
+                    uint64_t v;
+                    [[maybe_unused]] const ssize_t r = read(poll_fds_.back().fd, &v, sizeof v);
+                }
             } else {
                 waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
             }

@@ -11,6 +11,8 @@
 // UDP socket of the kernel driven by io_uring (uring_udp.hpp), polled in the same places.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -182,6 +184,10 @@ class Proxy final : public SlidwinSink {
     bool sleep_on_doorbell(const std::string& path, std::string& err);
     // ... and after a TX burst on port `port` it rings the doorbell of the proxy that port reaches.
     bool ring_on_tx(size_t port, const std::string& peer_path, std::string& err);
+    // Wake on arrival where every port has a descriptor the kernel makes readable when a frame
+    // arrives (af_packet): sleep in ppoll() on them and on an eventfd the compute threads' Waker
+    // writes. True when set up; false (and the bounded sleep stays) when some port has none.
+    bool sleep_in_poll(std::string& err);
     size_t port_count() const { return ports_.size(); }
     // How a sleeping proxy is woken (adaptive polling), for the start-up line.
     std::string wake_path() const;
@@ -277,6 +283,7 @@ class Proxy final : public SlidwinSink {
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
     bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait)
+    std::vector<pollfd> poll_fds_;       // sleep_in_poll: the ports' descriptors, then the eventfd
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;

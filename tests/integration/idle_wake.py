@@ -7,7 +7,7 @@ each proxy thread (rte-worker-*) must stay under 2% of a core. Then the run must
 message exactly once, intact, in order (the burst delivered whole).
 
 It also checks that the start-up line says how a sleeping proxy is woken (memif: the peers'
-doorbells; udp: the io_uring wait), not the fallback.
+doorbells; udp: the io_uring wait; af_packet: ppoll on its sockets), not the fallback.
 
 Usage: idle_wake.py ICCS_CLI FABRIC
 """
