@@ -1095,6 +1095,7 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r) {
                         static_cast<unsigned long long>(s.proxy.bundle_msgs_rx),
                         static_cast<unsigned long long>(s.proxy.bundles_rx),
                         static_cast<unsigned long long>(s.proxy.bad_bundle));
+        if (s.proxy.bundle_nobuf > 0) std::printf("  combining %u.%zu: unpacking waited for buffers %llu times\n", plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.bundle_nobuf));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::printf("  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),

@@ -484,20 +484,32 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
             ++ctr_.bad_bundle;  // bounded parse: a bad record ends the bundle
             break;
         }
+        // Stopped here (a full ring, no buffer for the view): keep the place, and have the
+        // bundle offered again by the next iterations (blocked_), as deliver() does.
+        auto stop = [&] {
+            const be32 at = be32::of(off);
+            std::memcpy(h + offsetof(ConvHdr, conn_seq), &at, 4);
+            if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
+            return false;
+        };
         PktBuf* one = pkt_slice(pool_, msg, off + kBundleRecLen, len, 0);
-        if (one == nullptr) return false;  // no buffer for the view: try again later
+        if (one == nullptr) {
+            ++ctr_.bundle_nobuf;
+            return stop();
+        }
         // the view's header must be in its first segment, as for any message
         if (one->data_len < kConvHdrLen) {
             PktBuf* c = pkt_copy(pool_, one, 0);
             pkt_free(one);
-            if (c == nullptr) return false;
+            if (c == nullptr) {
+                ++ctr_.bundle_nobuf;
+                return stop();
+            }
             one = c;
         }
         if (!on_one(sc, one)) {
             pkt_free(one);
-            const be32 at = be32::of(off);
-            std::memcpy(h + offsetof(ConvHdr, conn_seq), &at, 4);
-            return false;
+            return stop();
         }
         ++ctr_.bundle_msgs_rx;
         off += kBundleRecLen + len;

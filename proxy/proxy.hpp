@@ -137,6 +137,7 @@ struct WanView {
     X(bundles_rx, "bundles received")                                           \
     X(bundle_msgs_rx, "messages unpacked from received bundles")                \
     X(bad_bundle, "bundles with a malformed record (the rest of the bundle dropped)") \
+    X(bundle_nobuf, "bundle unpacking stopped for want of a buffer for a view (resumed later)") \
     X(msg_time_count, "messages timed from the sender's enqueue to delivery")   \
     X(msg_time_sum_ns, "their summed message time [ns]")
 
