@@ -115,6 +115,9 @@ bool program_alltoall(ComputeEnv& env) {
             outs.push_back(Out{c, dc, dt});
         }
     }
+    // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
+    // wake on arrival, issue 21).
+    if (p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
     const size_t expect_in = size_t{p.clusters - 1u} * p.threads;
     std::vector<uint8_t> buf(p.max_size);
     std::vector<PollItem> items;
@@ -782,6 +785,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 pc.auth = plan.auth;
                 pc.udp_port = plan.udp_port;
                 pc.polling = plan.polling;
+                pc.combine_max_bytes = plan.combine_max_bytes;
                 pc.impair = plan.impair;
                 if (plan.wan) {
                     auto wan = std::make_shared<WanConfig>(*plan.wan);
@@ -837,7 +841,16 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                                  ",socket=" + link_socket(plan, me, p, peer.cluster, peer.index) +
                                                  ",socket-abstract=no,bsize=" + std::to_string(memif_bsize);
                         if (!px->add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return fail(err);
+                        // Adaptive polling: wake the peer proxy after a burst to it (doorbell.hpp;
+                        // 22.11's memif has no RX interrupts).
+                        if (plan.polling == Polling::kAdaptive &&
+                            !px->ring_on_tx(px->port_count() - 1,
+                                            doorbell_path(plan.sock_dir, peer.cluster, peer.index), err))
+                            return fail(err);
                     }
+                    if (plan.polling == Polling::kAdaptive &&
+                        !px->sleep_on_doorbell(doorbell_path(plan.sock_dir, me, p), err))
+                        return fail(err);
                 } else if (plan.fabric == "pci") {
                     // The proxy's NI is one NIC port; a switch joins it to every remote proxy.
                     std::vector<MacAddr> reaches;
@@ -853,6 +866,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
                                              ",blocksz=4096,framesz=2048,framecnt=512";
                     if (!px->add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return fail(err);
+                    // Adaptive polling: no RX interrupts in 22.11's af_packet, but its socket
+                    // polls readable when the kernel puts a frame in the ring.
+                    if (plan.polling == Polling::kAdaptive && !px->sleep_in_poll(err) && !err.empty())
+                        return fail(err);
                 } else {
                     return fail("fabric \"" + plan.fabric +
                                 "\" is not available in cluster runs (memif, af_packet, pci and udp are)");
@@ -902,6 +919,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                                        "WAN emulation: loss of link A -> B. Parameters: A,B,PROBABILITY[,sym]");
             rte_telemetry_register_cmd("/iccs/wan/mode", tel_wan_mode,
                                        "WAN emulation: what drives the links. Parameter: constant, script, series, live");
+            if (plan.quiet && !proxies.empty() && proxies[0]->wake_path().rfind("NOT", 0) == 0)
+                std::fprintf(stderr, "cluster %u: proxies %s\n", me, proxies[0]->wake_path().c_str());
             if (!plan.quiet) {
                 // Which fabric and which I/O path (the kernel's, or DPDK's), in one line.
                 std::string io = proxies.empty() ? std::string("-") : proxies[0]->io_path();
@@ -909,11 +928,12 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     io += "; sockets " + to_string(udp_ip(plan, me, 0)) + ":" + std::to_string(udp_port(plan, me, 0)) +
                           (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
                                      : std::string());
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s, EAL %s%s\n",
+                const std::string wake = proxies.empty() ? std::string() : proxies[0]->wake_path();
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s%s%s, EAL %s%s\n",
                              me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
-                             prefix.c_str(),
+                             wake.empty() ? "" : ": ", wake.c_str(), prefix.c_str(),
                              !plan.auth ? ""
                              : plan.auth->encrypt ? ", datagrams authenticated and encrypted (AES-128-GCM)"
                                                   : ", datagrams authenticated (AES-128-GCM)");
@@ -1113,6 +1133,17 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                         static_cast<unsigned long long>(w.drop_auth),
                         static_cast<unsigned long long>(w.restart_challenges),
                         static_cast<unsigned long long>(s.proxy.peers_restarted));
+        if (s.proxy.combined_dgrams + s.proxy.bundles_rx + s.proxy.bad_bundle > 0)  // message combining
+            std::printf("  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
+                        "messages in %llu bundles, bad bundles %llu\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.combined_msgs),
+                        static_cast<unsigned long long>(s.proxy.combined_dgrams),
+                        s.proxy.combined_dgrams ? static_cast<double>(s.proxy.combined_msgs) / s.proxy.combined_dgrams
+                                                : 0.0,
+                        static_cast<unsigned long long>(s.proxy.bundle_msgs_rx),
+                        static_cast<unsigned long long>(s.proxy.bundles_rx),
+                        static_cast<unsigned long long>(s.proxy.bad_bundle));
+        if (s.proxy.bundle_nobuf > 0) std::printf("  combining %u.%zu: unpacking waited for buffers %llu times\n", plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.bundle_nobuf));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::fprintf(out, "  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),

@@ -49,6 +49,7 @@ struct ClusterPlan {
     Polling polling = Polling::kAdaptive;
     ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
     uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)
+    uint32_t combine_max_bytes = 256;           // message combining (ProxyConfig); 0 = off
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
                                                 // | udp (kernel UDP sockets via io_uring: no DPDK port)
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all
@@ -89,7 +90,9 @@ struct ClusterPlan {
     ComputeProgram program;
     uint64_t warmup = 1000;
     // pingpong: the pinger pauses this long before each round [us] (outside the timed round trip),
-    // so every message finds the other side idle, as across a slow WAN link.
+    // so every message finds the other side idle, as across a slow WAN link. alltoall: every
+    // compute thread pauses this long once its connections are open, before it sends (idle
+    // proxies, then a burst).
     uint32_t gap_us = 0;
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only

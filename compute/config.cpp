@@ -708,6 +708,9 @@ std::vector<Key> make_keys() {
                         "packet buffers per proxy [mbufs]"));
     t.push_back(int_key("cluster", "peer_timeout_ms", &M::cluster, &ClusterSection::peer_timeout_ms, 0, 3'600'000,
                         "a cluster silent this long is reported down to the compute threads [ms] (0 = never)"));
+    t.push_back(int_key("cluster", "combine_max_bytes", &M::cluster, &ClusterSection::combine_max_bytes, 0, 1400,
+                        "messages up to this size (convergence header included) that meet in one ring burst "
+                        "for the same remote proxy travel in one datagram up to the MTU [bytes] (0 = off)"));
     // [slidwin]
     t.push_back(int_key("slidwin", "snd_buf_datagrams", &M::slidwin, &SlidwinSection::snd_buf_datagrams, 16, 32768,
                         "sent but unacked datagrams a sub-connection holds [datagrams]", true));

@@ -229,8 +229,9 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
     uint8_t* ring = d_.ring(me_, g);
     const uint64_t rec = record_bytes(h.len);
     const uint64_t tail = rc.tail.load(std::memory_order_relaxed);
-    uint64_t waited = 0;
+    uint64_t waited = 0, full_since = 0;
     while (kRingBytes - (tail - rc.head.load(std::memory_order_acquire)) < rec) {
+        if (full_since == 0) full_since = rt_now_ns();
         // Full: the receiver is behind. Keep our own inbox moving meanwhile (not from inside a
         // handler: the message being handled still sits in its ring).
         if (d_.peer_down(dst.cluster))
@@ -238,6 +239,10 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
         if (!delivering_) drain_to_backlog();
         if (++waited < 64) sched_yield();
         else usleep(50);
+    }
+    if (full_since != 0) {
+        ++ctr_.send_full_waits;
+        ctr_.send_full_ns += rt_now_ns() - full_since;
     }
     copy_in(ring, tail, &h, sizeof h);
     if (a.len) copy_in(ring, tail + sizeof h, a.data, a.len);

@@ -163,7 +163,10 @@ RtStatus RtEp::wait_until(const std::function<bool()>& done, uint64_t timeout_us
             sched_yield();  // a 2-core host: let the sender run
             continue;
         }
+        const uint64_t t0 = rt_now_ns();
         block(dl);
+        ++ctr_.sleeps;
+        ctr_.sleep_ns += rt_now_ns() - t0;
     }
 }
 
@@ -366,9 +369,10 @@ std::string RtCore::format_counters() const {
         std::snprintf(line, sizeof line,
                       "  rt %u.%s: msgs sent %" PRIu64 " (%" PRIu64 " bytes) received %" PRIu64 " (%" PRIu64
                       " bytes), requests %" PRIu64 ", replies %" PRIu64 ", barriers %" PRIu64 " (%.3f ms waiting), "
-                      "handlers %.3f ms%s\n",
+                      "handlers %.3f ms, sleeps %" PRIu64 " (%.3f ms), full-ring sends %" PRIu64 " (%.3f ms)%s\n",
                       cluster_, who.c_str(), c.msgs_sent, c.bytes_sent, c.msgs_received, c.bytes_received, c.requests,
-                      c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6,
+                      c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6, c.sleeps,
+                      c.sleep_ns / 1e6, c.send_full_waits, c.send_full_ns / 1e6,
                       eps_[i]->unknown_handler_drops()
                           ? (", dropped for unregistered handlers " + std::to_string(eps_[i]->unknown_handler_drops())).c_str()
                           : "");

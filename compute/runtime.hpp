@@ -85,6 +85,10 @@ struct RtEndpointCounters {
     uint64_t requests = 0, replies = 0;
     uint64_t barrier_waits = 0, barrier_wait_ns = 0;
     uint64_t handler_ns = 0;  // time spent in handlers
+    // Where waiting goes (issue 21: direct slower than iccs?): sleeps of wait_until (after its
+    // 20 us spin) and their time; sends that found their ring full (direct) and the time waited.
+    uint64_t sleeps = 0, sleep_ns = 0;
+    uint64_t send_full_waits = 0, send_full_ns = 0;
 };
 
 class RtEndpoint {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_paths.hpp"
+#include "bench_raw.hpp"
 #include "uring_udp.hpp"
 
 namespace iccs {
@@ -23,6 +24,7 @@ struct Path {
     std::vector<double> rtt_us, rate;
     std::vector<double> delivered;  // per rate run (the kernel stream may lose datagrams)
     std::vector<std::string> errors;
+    Path* raw = nullptr;  // the same fabric with no stack (an iccs path's raw-fabric baseline)
 };
 
 void note_rtt(Path& p, const RttStats& s) {
@@ -69,9 +71,17 @@ int bench_compare(const BenchCompareOptions& o) {
     const char* forced = std::getenv("ICCS_URING_RX");
     const bool multishot = forced != nullptr && *forced != '\0' ? std::string(forced) == "multishot"
                                                                 : caps.multishot_recvmsg;
-    Path memif{"memif", "iccs over memif (DPDK)", {}, {}, {}, {}};
-    Path udp{"udp", "iccs over udp (io_uring)", {}, {}, {}, {}};
+    Path raw_memif{"raw_memif", "  raw memif: DPDK bursts", {}, {}, {}, {}};
+    Path raw_udp{"raw_udp", "  raw udp: bare datagrams", {}, {}, {}, {}};
+    Path memif{"memif", "iccs over memif (DPDK)", {}, {}, {}, {}, &raw_memif};
+    Path udp{"udp", "iccs over udp (io_uring)", {}, {}, {}, {}, &raw_udp};
     Path kernel{"kernel", "kernel UDP sockets (blocking)", {}, {}, {}, {}};
+    // The raw-fabric baselines run in the same command: a fabric they cannot use stops it now.
+    for (const char* f : {"memif", "udp"})
+        if (const std::string why = raw_unavailable(f); !why.empty()) {
+            std::fprintf(stderr, "iccs: bench compare: %s\n", why.c_str());
+            return 2;
+        }
     const std::string io_udp = std::string("io_uring: ") +
                                (multishot ? "multishot recvmsg + provided-buffer ring" : "batched recvmsg") +
                                ", batched sendmsg, at most one system call per loop iteration";
@@ -89,16 +99,20 @@ int bench_compare(const BenchCompareOptions& o) {
         if (!o.json) std::fprintf(stderr, "  run %u of %u ...\n", r + 1, o.runs);
         note_rtt(memif, iccs_rtt("memif", o.polling, o.size_bytes, o.samples, o.pcap_dir));
         note_rtt(udp, iccs_rtt("udp", o.polling, o.size_bytes, o.samples));
+        note_rtt(raw_memif, raw_rtt("memif", o.size_bytes, o.samples));
+        note_rtt(raw_udp, raw_rtt("udp", o.size_bytes, o.samples));
         note_rtt(kernel, kernel_rtt(o.size_bytes, o.samples));
         note_rate(memif, iccs_stream("memif", o.polling, o.size_bytes, o.messages, o.pcap_dir));
         note_rate(udp, iccs_stream("udp", o.polling, o.size_bytes, o.messages));
+        note_rate(raw_memif, raw_stream("memif", o.size_bytes, o.messages));
+        note_rate(raw_udp, raw_stream("udp", o.size_bytes, o.messages));
         note_rate(kernel, kernel_stream(o.size_bytes, o.messages));
     }
     const Spread k_rtt = spread_of(kernel.rtt_us), k_rate = spread_of(kernel.rate);
     const unsigned spinning = iccs_spinning_threads(o.polling);
     const bool oversubscribed = spinning > cores;
     bool any_error = false;
-    Path* paths[] = {&memif, &udp, &kernel};
+    Path* paths[] = {&memif, &raw_memif, &udp, &raw_udp, &kernel};
     for (Path* p : paths) any_error |= !p->errors.empty();
 
     if (o.json) {
@@ -112,11 +126,20 @@ int bench_compare(const BenchCompareOptions& o) {
         bool first = true;
         for (Path* p : paths) {
             const Spread rt = spread_of(p->rtt_us), ra = spread_of(p->rate), dl = spread_of(p->delivered);
-            std::printf("%s\"%s\": {\"rtt_median_us\": %.3f, \"rtt_min_us\": %.3f, \"rtt_max_us\": %.3f, "
+            if (p->raw != nullptr) {  // ours against the same fabric with no stack
+                const Spread rrt = spread_of(p->raw->rtt_us), rra = spread_of(p->raw->rate);
+                std::printf("%s\"%s\": {\"raw_rtt_median_us\": %.3f, \"raw_rate_msgs_per_s\": %.0f, "
+                            "\"overhead_ratio\": %.3f, \"rate_overhead_ratio\": %.3f, ",
+                            first ? "" : ", ", p->key, rrt.median, rra.median, rrt.median > 0 ? rt.median / rrt.median : 0.0,
+                            ra.median > 0 ? rra.median / ra.median : 0.0);
+            } else {
+                std::printf("%s\"%s\": {", first ? "" : ", ", p->key);
+            }
+            std::printf("\"rtt_median_us\": %.3f, \"rtt_min_us\": %.3f, \"rtt_max_us\": %.3f, "
                         "\"rtt_ratio_to_kernel\": %.4f, \"rate_msgs_per_s\": %.0f, \"rate_min\": %.0f, \"rate_max\": "
                         "%.0f, \"rate_ratio_to_kernel\": %.4f, \"delivered_median\": %.0f, \"runs_ok\": %zu, "
                         "\"errors\": [",
-                        first ? "" : ", ", p->key, rt.median, rt.min, rt.max,
+                        rt.median, rt.min, rt.max,
                         k_rtt.median > 0 ? rt.median / k_rtt.median : 0.0, ra.median, ra.min, ra.max,
                         k_rate.median > 0 ? ra.median / k_rate.median : 0.0, dl.median,
                         std::min(p->rtt_us.size(), p->rate.size()));
@@ -148,6 +171,16 @@ int bench_compare(const BenchCompareOptions& o) {
     }
     const double delivered = spread_of(kernel.delivered).median;
     std::printf("  x kernel: below 1 for the round trip, above 1 for the rate: faster than the kernel sockets.\n");
+    for (Path* p : {&memif, &udp}) {
+        const double rt = spread_of(p->rtt_us).median, ra = spread_of(p->rate).median;
+        const double rrt = spread_of(p->raw->rtt_us).median, rra = spread_of(p->raw->rate).median;
+        std::printf("  ours / raw %-5s: round trip %.2f (%+.2f us), time per message %.2f (rate %s against %s)\n",
+                    p->key, rrt > 0 ? rt / rrt : 0.0, rt - rrt, ra > 0 ? rra / ra : 0.0, rate_text(ra).c_str(),
+                    rate_text(rra).c_str());
+    }
+    std::printf("  raw:    the same two pinned processes, frames of the size an iccs message makes (memif: %u B,\n"
+                "          udp: %u B datagrams), no stack, no reliability: what the fabric alone gives.\n",
+                raw_frame_bytes("memif", o.size_bytes), raw_frame_bytes("udp", o.size_bytes));
     std::printf("  memif:  DPDK net_memif shared-memory link under iccs's own eth/ipv4/udp stack.\n");
     std::printf("  udp:    the kernel does IP and UDP; %s.\n", io_udp.c_str());
     std::printf("  kernel: blocking sendto/recvfrom on loopback, 4 MiB socket buffers.\n");

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bench_paths.hpp"
+#include "bench_raw.hpp"
 #include "uring_udp.hpp"
 
 namespace iccs {
@@ -22,6 +23,11 @@ int bench_rtt(const BenchRttOptions& o) {
             std::fprintf(stderr, "iccs: %s\n", err.c_str());
             return 2;
         }
+    }
+    // The raw-fabric baseline runs in the same command: a fabric it cannot use stops it now.
+    if (const std::string why = raw_unavailable(o.fabric); !why.empty()) {
+        std::fprintf(stderr, "iccs: bench rtt: %s\n", why.c_str());
+        return 2;
     }
     if (!o.json)
         std::fprintf(stderr, "bench rtt: %u-byte messages, %llu samples each, fabric %s, host has %u cores\n",
@@ -50,10 +56,13 @@ int bench_rtt(const BenchRttOptions& o) {
                       ", \"auth_mode\": \"%s\", \"auth_rtt_median_us\": %.3f, \"auth_rtt_p99_us\": %.3f, "
                       "\"auth_overhead\": %.4f",
                       o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", au.median_us, au.p99_us, auth_overhead);
+    const RttStats raw = raw_rtt(o.fabric, o.size_bytes, o.samples);
     const RttStats k = kernel_rtt(o.size_bytes, o.samples);
     const RttStats fl = floor_rtt(o.samples);
     const double r_kernel = k.median_us > 0 ? ic.median_us / k.median_us : 0;
     const double r_floor = fl.median_us > 0 ? ic.median_us / fl.median_us : 0;
+    const double r_raw = raw.median_us > 0 ? ic.median_us / raw.median_us : 0;
+    const std::string error = !ic.error.empty() ? ic.error : raw.error;
     const unsigned spinning = iccs_spinning_threads(o.polling);
     const bool oversubscribed = spinning > cores;
     const std::string io = o.fabric == "udp" ? "udp (kernel sockets, io_uring)" : o.fabric + " (DPDK)";
@@ -61,11 +70,13 @@ int bench_rtt(const BenchRttOptions& o) {
         std::printf("{\"size_bytes\": %u, \"samples\": %llu, \"cores\": %u, \"fabric\": \"%s\", \"polling\": \"%s\", "
                     "\"oversubscribed\": %s, \"iccs_rtt_median_us\": %.3f, \"iccs_rtt_p99_us\": %.3f, "
                     "\"kernel_rtt_median_us\": %.3f, \"kernel_rtt_p99_us\": %.3f, \"floor_rtt_median_us\": %.3f, "
-                    "\"ratio_to_kernel\": %.4f, \"ratio_to_floor\": %.2f%s%s%s%s}\n",
+                    "\"ratio_to_kernel\": %.4f, \"ratio_to_floor\": %.2f, \"raw_rtt_median_us\": %.3f, "
+                    "\"raw_rtt_p99_us\": %.3f, \"raw_frame_bytes\": %u, \"overhead_ratio\": %.3f%s%s%s%s}\n",
                     o.size_bytes, static_cast<unsigned long long>(o.samples), cores, o.fabric.c_str(),
                     o.polling.c_str(), oversubscribed ? "true" : "false", ic.median_us, ic.p99_us, k.median_us,
-                    k.p99_us, fl.median_us, r_kernel, r_floor, auth_json, ic.error.empty() ? "" : ", \"error\": \"",
-                    ic.error.c_str(), ic.error.empty() ? "" : "\"");
+                    k.p99_us, fl.median_us, r_kernel, r_floor, raw.median_us, raw.p99_us,
+                    raw_frame_bytes(o.fabric, o.size_bytes), r_raw, auth_json, error.empty() ? "" : ", \"error\": \"",
+                    error.c_str(), error.empty() ? "" : "\"");
     } else {
         std::printf("bench rtt: %u-byte messages, one in flight, %llu samples each; host has %u cores\n",
                     o.size_bytes, static_cast<unsigned long long>(o.samples), cores);
@@ -77,20 +88,32 @@ int bench_rtt(const BenchRttOptions& o) {
                         o.encrypt ? "  the same, every datagram authenticated + encrypted (AES-128-GCM)"
                                   : "  the same, every datagram authenticated (AES-128-GCM MAC)",
                         au.median_us, au.p99_us, auth_overhead);
+        const std::string raw_label = o.fabric == "udp"
+                                          ? "raw udp: the same io_uring loop, bare " +
+                                                std::to_string(raw_frame_bytes(o.fabric, o.size_bytes)) +
+                                                "-byte datagrams, no stack"
+                                          : "raw " + o.fabric + ": DPDK rx/tx bursts of " +
+                                                std::to_string(raw_frame_bytes(o.fabric, o.size_bytes)) +
+                                                "-byte frames, no stack";
+        std::printf("  %-70s %10.2f %10.2f\n", raw_label.c_str(), raw.median_us, raw.p99_us);
         std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets", k.median_us,
                     k.p99_us);
         std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
                     fl.p99_us);
         std::printf("  ratio to kernel %.3f (target <= 0.05 with inline polling over memif), ratio to floor %.1f\n",
                     r_kernel, r_floor);
+        std::printf("  ours / raw fabric %.2f (target <= 1.3 with inline polling): iccs = the fabric + %.2f us of "
+                    "software per round trip\n",
+                    r_raw, ic.median_us - raw.median_us);
         if (oversubscribed)
             std::printf("  note: %u spinning threads on %u cores: this is an oversubscribed figure, not a "
                         "dedicated-core one\n",
                         spinning, cores);
         if (!ic.error.empty()) std::printf("  iccs: %s\n", ic.error.c_str());
         if (!au.error.empty()) std::printf("  iccs with --key: %s\n", au.error.c_str());
+        if (!raw.error.empty()) std::printf("  raw: %s\n", raw.error.c_str());
     }
-    return ic.error.empty() && au.error.empty() ? 0 : 1;
+    return error.empty() && au.error.empty() ? 0 : 1;
 }
 
 }  // namespace iccs

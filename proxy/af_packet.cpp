@@ -28,7 +28,7 @@ namespace iccs {
 // options but no fanout, dup2()ed onto the PMD's descriptor. Must run after Port::open and
 // before the first rx_burst/tx_burst (the PMD's ring indices are still 0).
 bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes, unsigned frame_bytes,
-                                  unsigned frames, std::string& err) {
+                                  unsigned frames, int& sock_fd, std::string& err) {
     const unsigned kAfpBlock = block_bytes, kAfpFrame = frame_bytes, kAfpFrames = frames;
     const unsigned ifindex = if_nametoindex(iface.c_str());
     if (ifindex == 0) {
@@ -109,6 +109,7 @@ bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes
         return false;
     }
     close(fd);
+    sock_fd = old_fd;
     return true;
 }
 

@@ -12,8 +12,9 @@
 namespace iccs {
 
 // Call after the port is started and before its first rx/tx burst. block_bytes, frame_bytes and
-// frames are the ring geometry the PMD was given (blocksz, framesz, framecnt devargs).
+// frames are the ring geometry the PMD was given (blocksz, framesz, framecnt devargs). sock_fd:
+// the PMD's socket descriptor (now the new socket): poll() on it wakes when a frame arrives.
 bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes, unsigned frame_bytes,
-                                  unsigned frames, std::string& err);
+                                  unsigned frames, int& sock_fd, std::string& err);
 
 }  // namespace iccs

@@ -62,7 +62,15 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
         const unsigned block = static_cast<unsigned>(std::stoul(arg("blocksz", std::to_string(getpagesize()))));
         const unsigned frame = static_cast<unsigned>(std::stoul(arg("framesz", "2048")));
         const unsigned count = static_cast<unsigned>(std::stoul(arg("framecnt", "512")));
-        if (!af_packet_undo_kernel_defrag(arg("iface", ""), block, frame, count, err)) return false;
+        if (!af_packet_undo_kernel_defrag(arg("iface", ""), block, frame, count, rx_wait_fd_, err)) return false;
+    }
+    // Wake on arrival (issue 21): does the driver have RX interrupts? (The queue was configured
+    // without them, so a driver that has the operation may still refuse; the answer is for the
+    // start-up line, which says how a sleeping proxy is woken.)
+    if (const int ir = rte_eth_dev_rx_intr_enable(port_id_, 0); ir != 0) {
+        rx_intr_missing_ = rte_strerror(-ir);
+    } else {
+        rte_eth_dev_rx_intr_disable(port_id_, 0);
     }
     rte_eth_promiscuous_enable(port_id_);  // the stack filters by its own MAC
     rte_ether_addr a;

@@ -50,6 +50,12 @@ class Port {
     const MacAddr& mac() const { return mac_; }
     const std::string& name() const { return name_; }
     const PortCounters& counters() const { return ctr_; }
+    // Whether the driver offers RX interrupts (rte_eth_dev_rx_intr_enable, probed at open): ""
+    // when it does, else why not ("Operation not supported": DPDK 22.11's memif and af_packet).
+    const std::string& rx_intr_missing() const { return rx_intr_missing_; }
+    // A descriptor that poll() reports readable when a frame arrives (af_packet: its packet
+    // socket, whose RX ring the kernel fills), or -1.
+    int rx_wait_fd() const { return rx_wait_fd_; }
 
    private:
     uint16_t port_id_ = UINT16_MAX;
@@ -59,6 +65,8 @@ class Port {
     rte_mempool* desc_pool_ = nullptr;
     RxMbufPool rx_owner_;
     PortCounters ctr_;
+    std::string rx_intr_missing_;
+    int rx_wait_fd_ = -1;
 };
 
 }  // namespace iccs

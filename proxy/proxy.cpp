@@ -1,8 +1,10 @@
 // proxy.cpp: see proxy.hpp.
 #include "proxy.hpp"
+#include "slidwin_auth.hpp"
 
 #include <rte_ring.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -59,6 +61,9 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
     last_heard_ns_.assign(routes_.size(), 0);
+    open_.resize(routes_.size());
+    // A bundle is one datagram within the MTU: IPv4 and UDP headers, slidwin's header, then it.
+    bundle_limit_ = cfg_.stack.mtu_bytes - 20 - 8 - kSlidwinHdrLen;
     if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, monotonic_ns());
 }
 
@@ -94,12 +99,73 @@ bool Proxy::add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::stri
     if (!udp_) return false;
     // The endpoint moves from the stack to the socket (no sub-connection is open yet).
     ep_ = std::make_unique<SlidwinEndpoint>(*udp_, wheel_, udp_->port(), cfg_.slidwin, *this);
+    if (cfg_.polling == Polling::kAdaptive) {  // wake on arrival: sleep in the ring (issue 21)
+        const int efd = udp_->wake_fd(err);
+        if (efd < 0) return false;
+        rings_.proxy_waker(cfg_.index).use_eventfd(efd);
+        udp_wait_ = true;
+    }
     return true;
 }
 
 std::string Proxy::io_path() const {
     if (udp_) return udp_->describe();
     return "DPDK ethdev rx/tx bursts, " + std::to_string(ports_.size()) + (ports_.size() == 1 ? " port" : " ports");
+}
+
+bool Proxy::sleep_on_doorbell(const std::string& path, std::string& err) {
+    bell_ = Doorbell::open(path, err);
+    if (!bell_) return false;
+    rings_.proxy_waker(cfg_.index).share(bell_->word());
+    return true;
+}
+
+bool Proxy::ring_on_tx(size_t port, const std::string& peer_path, std::string& err) {
+    if (port >= ports_.size()) {
+        err = "ring_on_tx: no port " + std::to_string(port);
+        return false;
+    }
+    port_bells_.resize(ports_.size());
+    port_bells_[port] = Doorbell::open(peer_path, err);
+    return port_bells_[port] != nullptr;
+}
+
+bool Proxy::sleep_in_poll(std::string& err) {
+    std::vector<pollfd> fds;
+    for (const auto& p : ports_) {
+        if (p->rx_wait_fd() < 0) return false;
+        fds.push_back(pollfd{p->rx_wait_fd(), POLLIN, 0});
+    }
+    const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) {
+        err = std::string("eventfd: ") + std::strerror(errno);
+        return false;
+    }
+    fds.push_back(pollfd{efd, POLLIN, 0});
+    rings_.proxy_waker(cfg_.index).use_eventfd(efd);
+    poll_fds_ = std::move(fds);
+    return true;
+}
+
+std::string Proxy::wake_path() const {
+    if (cfg_.polling != Polling::kAdaptive) return {};
+    if (udp_wait_)
+        return "woken on arrival: a blocking io_uring CQE wait with time-out (longest sleep " +
+               std::to_string(cfg_.woken_sleep_us) + " us; compute threads end it through an eventfd)";
+    if (!poll_fds_.empty())
+        return "woken on arrival: ppoll() on the af_packet sockets (the kernel fills their RX rings) and an "
+               "eventfd for compute threads (longest sleep " + std::to_string(cfg_.woken_sleep_us) + " us)";
+    if (bell_)
+        return "woken on arrival by the peers' doorbells (longest sleep " + std::to_string(cfg_.woken_sleep_us) +
+               " us)";
+    std::string why;
+    for (const auto& p : ports_)
+        if (!p->rx_intr_missing().empty()) {
+            why = p->name() + " has no RX interrupts: " + p->rx_intr_missing();
+            break;
+        }
+    return "NOT woken on arrival (" + (why.empty() ? std::string("no doorbell") : why) + "): fallback, a bounded sleep of " +
+           std::to_string(cfg_.sleep_us) + " us";
 }
 
 bool Proxy::wait_links(uint32_t timeout_ms, std::string& err) {
@@ -314,8 +380,18 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
             ++ctr_.msgs_tx;
             ctr_.bytes_tx += m->pkt_len;
             if (trace_) [[unlikely]] trace_msg(m, static_cast<uint16_t>(t), false, now_ns);
+            if (cfg_.combine_max_bytes > 0 && m->pkt_len <= cfg_.combine_max_bytes) {
+                if (combine(dst, m)) continue;
+                flush_bundle(dst, now_ns);  // m cannot join: what is open goes first (order)
+                if (combine(dst, m)) continue;
+            } else if (open_[dst].b != nullptr) {
+                flush_bundle(dst, now_ns);
+            }
             route_send(dst, m, now_ns);
         }
+        // The end of the burst: every bundle goes now (never held for more).
+        for (const uint16_t c : open_list_) flush_bundle(c, now_ns);
+        open_list_.clear();
         work += n;
         if (n > 0) {
             backlog = 0;
@@ -339,8 +415,132 @@ void Proxy::on_peer_restarted(SubConnection& sc, uint64_t new_token) {
     }
 }
 
+// Headroom the layers below need in front of a bundle: eth, IPv4, UDP, slidwin (and, with a
+// [security] key, its auth block: see combine()).
+constexpr uint32_t kBelowHeadroom = 14 + 20 + 8 + kSlidwinHdrLen;
+
+bool Proxy::combine(uint16_t cluster, PktBuf* m) {
+    Bundle& o = open_[cluster];
+    if (o.b == nullptr) {
+        o.b = m;
+        o.n = 1;
+        open_list_.push_back(cluster);
+        return true;
+    }
+    if (o.b->pkt_len + kBundleRecLen + m->pkt_len > bundle_limit_) return false;
+    if (o.n == 1) {
+        // The first message becomes the bundle, in its own buffer: the outer header and its
+        // record's length go in front (its headroom), the others are copied behind it. Only a
+        // buffer that is ours alone, in one segment, with room both ways.
+        PktBuf* f = o.b;
+        // With a key, slidwin also prepends its auth block: a buffer without room for it stays
+        // alone (the headroom of a compute thread's buffer leaves none, so authenticated runs
+        // send one message per datagram).
+        const uint32_t below = kBelowHeadroom + (cfg_.auth ? kSlidwinAuthLen : 0);
+        if (f->nb_segs != 1 || pkt_shared(f) || f->data_off < kConvHdrLen + kBundleRecLen + below ||
+            f->buf_len - f->data_off - f->data_len < kBundleRecLen + m->pkt_len)
+            return false;
+        const uint16_t len = static_cast<uint16_t>(f->pkt_len);
+        const ConvHdr inner = load_hdr<ConvHdr>(f->data());
+        uint8_t* at = pkt_prepend(f, kConvHdrLen + kBundleRecLen);
+        ConvHdr h{};
+        h.src_cluster = inner.src_cluster;
+        h.dst_cluster = inner.dst_cluster;
+        h.type = static_cast<uint8_t>(ConvType::kBundle);
+        h.piece_cnt.set(1);
+        h.msg_len.set(1);
+        std::memcpy(at, &h, sizeof h);
+        const be16 rl = be16::of(len);
+        std::memcpy(at + kConvHdrLen, &rl, kBundleRecLen);
+    }
+    uint8_t* w = pkt_append(o.b, kBundleRecLen + m->pkt_len);
+    if (w == nullptr) return false;  // no room left in the buffer: m goes on its own
+    const be16 rl = be16::of(static_cast<uint16_t>(m->pkt_len));
+    std::memcpy(w, &rl, kBundleRecLen);
+    pkt_read(m, 0, m->pkt_len, w + kBundleRecLen);
+    pkt_free(m);
+    ++o.n;
+    const be32 cnt = be32::of(o.n);
+    std::memcpy(o.b->data() + offsetof(ConvHdr, msg_len), &cnt, 4);
+    return true;
+}
+
+void Proxy::flush_bundle(uint16_t cluster, uint64_t now_ns) {
+    Bundle& o = open_[cluster];
+    if (o.b == nullptr) return;
+    if (o.n > 1) {
+        ++ctr_.combined_dgrams;
+        ctr_.combined_msgs += o.n;
+    }
+    PktBuf* b = o.b;
+    o = Bundle{};
+    route_send(cluster, b, now_ns);
+}
+
 bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
     if (msg->data_len < kConvHdrLen) {  // the header is in the first segment, or it is not ours
+        ++ctr_.bad_dst;
+        pkt_free(msg);
+        return true;
+    }
+    uint8_t* h = msg->data();
+    if (h[offsetof(ConvHdr, type)] != static_cast<uint8_t>(ConvType::kBundle)) return on_one(sc, msg);
+    // A bundle: each record becomes a message of its own, a view into the bundle's buffer (no
+    // copy). conn_seq keeps how far it got: a full ring stops it (false: slidwin offers the
+    // bundle again later, and it goes on from there).
+    uint32_t off = load_be32(h + offsetof(ConvHdr, conn_seq));
+    if (off == 0) {
+        off = kConvHdrLen;
+        ++ctr_.bundles_rx;
+    }
+    while (off < msg->pkt_len) {
+        uint8_t lb[kBundleRecLen];
+        const uint8_t* l = pkt_contig(msg, off, kBundleRecLen, lb);
+        const uint32_t len = l == nullptr ? 0 : load_be16(l);
+        uint8_t tb[1];
+        const uint8_t* t = len >= kConvHdrLen ? pkt_contig(msg, off + kBundleRecLen + offsetof(ConvHdr, type), 1, tb)
+                                              : nullptr;
+        if (t == nullptr || off + kBundleRecLen + len > msg->pkt_len || *t == 0 || *t > kConvTypeMax ||
+            *t == static_cast<uint8_t>(ConvType::kBundle)) {
+            ++ctr_.bad_bundle;  // bounded parse: a bad record ends the bundle
+            break;
+        }
+        // Stopped here (a full ring, no buffer for the view): keep the place, and have the
+        // bundle offered again by the next iterations (blocked_), as deliver() does.
+        auto stop = [&] {
+            const be32 at = be32::of(off);
+            std::memcpy(h + offsetof(ConvHdr, conn_seq), &at, 4);
+            if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
+            return false;
+        };
+        PktBuf* one = pkt_slice(pool_, msg, off + kBundleRecLen, len, 0);
+        if (one == nullptr) {
+            ++ctr_.bundle_nobuf;
+            return stop();
+        }
+        // the view's header must be in its first segment, as for any message
+        if (one->data_len < kConvHdrLen) {
+            PktBuf* c = pkt_copy(pool_, one, 0);
+            pkt_free(one);
+            if (c == nullptr) {
+                ++ctr_.bundle_nobuf;
+                return stop();
+            }
+            one = c;
+        }
+        if (!on_one(sc, one)) {
+            pkt_free(one);
+            return stop();
+        }
+        ++ctr_.bundle_msgs_rx;
+        off += kBundleRecLen + len;
+    }
+    pkt_free(msg);
+    return true;
+}
+
+bool Proxy::on_one(SubConnection& sc, PktBuf* msg) {
+    if (msg->data_len < kConvHdrLen) {
         ++ctr_.bad_dst;
         pkt_free(msg);
         return true;
@@ -469,13 +669,23 @@ void Proxy::flush_tx() {
     // ... then give each port as much as its TX ring takes; the rest waits for the next round.
     for (size_t p = 0; p < nports; ++p) {
         std::deque<PktBuf*>& q = txq_[p];
+        uint32_t sent_any = 0;
         while (!q.empty()) {
             PktBuf* burst[kBurst];
             const uint32_t k = static_cast<uint32_t>(std::min<size_t>(q.size(), kBurst));
             std::copy(q.begin(), q.begin() + k, burst);
             const uint32_t sent = port_tx(p, burst, k);
+            sent_any += sent;
             q.erase(q.begin(), q.begin() + sent);
             if (sent < k) break;
+        }
+        // Wake the receiving proxy if it sleeps (doorbell.hpp): the frames are in the driver's
+        // ring; the fence orders that before the look at its word. Once per port and flush.
+        if (sent_any > 0 && p < port_bells_.size() && port_bells_[p]) {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            const uint64_t before = port_bells_[p]->rings();
+            port_bells_[p]->ring();
+            ctr_.bell_rings += port_bells_[p]->rings() - before;
         }
     }
 }
@@ -590,13 +800,40 @@ void Proxy::run() {
             waker.cancel_sleep();
             continue;
         }
-        uint64_t sleep_ns = uint64_t{cfg_.sleep_us} * 1000;
+        // With a doorbell, look at the ports once more after saying we sleep: a peer that sent
+        // before it could see our word did not ring (doorbell.hpp, ordering).
+        if ((bell_ || !poll_fds_.empty()) && poll_once(monotonic_ns()) > 0) {
+            waker.cancel_sleep();
+            last_work = now;
+            continue;
+        }
+        // Woken on arrival, the long sleep is safe only while all our work comes with a wake:
+        // a compute thread's ring that was full (blocked_) drains without telling us, and a
+        // port's TX ring frees slots as the peer reads. Then the short sleep, as without wakes.
+        bool waits_unwoken = !blocked_.empty();
+        for (const auto& q : txq_) waits_unwoken |= !q.empty();
+        const bool long_sleep = (bell_ || udp_wait_ || !poll_fds_.empty()) && !waits_unwoken;
+        uint64_t sleep_ns = uint64_t{long_sleep ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
         if (sleep_ns >= 1000) {
             ++ctr_.sleeps;
-            waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+            if (udp_wait_) {
+                udp_->wait(sleep_ns);
+                waker.cancel_sleep();
+            } else if (!poll_fds_.empty()) {
+                const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
+                                  static_cast<long>(sleep_ns % 1'000'000'000)};
+                ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);
+                waker.cancel_sleep();
+                if (poll_fds_.back().revents & POLLIN) {  // a compute thread's wake: consume it
+                    uint64_t v;
+                    [[maybe_unused]] const ssize_t r = read(poll_fds_.back().fd, &v, sizeof v);
+                }
+            } else {
+                waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+            }
         } else {
             waker.cancel_sleep();
         }

@@ -11,6 +11,8 @@
 // UDP socket of the kernel driven by io_uring (uring_udp.hpp), polled in the same places.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "msg_trace.hpp"
+#include "doorbell.hpp"
 #include "pcapng.hpp"
 #include "polling.hpp"
 #include "port.hpp"
@@ -63,7 +66,14 @@ struct ProxyConfig {
     Polling polling = Polling::kAdaptive;
     uint32_t spin_before_sleep_us = 50; // adaptive: idle time before sleeping [us]
     uint32_t sleep_us = 50;             // adaptive: longest sleep before polling the ports again [us]
-                                        // (port RX wakes nobody: this bounds the latency it adds)
+                                        // when nothing wakes the proxy on arrival (the fallback:
+                                        // this bounds the latency it adds)
+    uint32_t woken_sleep_us = 10'000;   // adaptive with wake on arrival (doorbells, io_uring wait):
+                                        // longest sleep [us] (timers due earlier end it sooner)
+    // Message combining (issue 21): messages of at most this many bytes (convergence header
+    // included) that meet in one ring burst for the same remote cluster travel in one datagram
+    // (a kBundle message, conv_hdr.hpp) up to the MTU, sent at the end of the burst; 0 = off.
+    uint32_t combine_max_bytes = 256;
     RxImpairment impair;
     // Liveness: a status message goes to every other cluster each keepalive period (and at once
     // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
@@ -126,6 +136,13 @@ struct WanView {
     X(total_ns, "time the loop ran [ns]")                                       \
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
     X(sleeps, "adaptive sleeps")                                                \
+    X(bell_rings, "doorbells rung: a peer proxy woken after a TX burst to it")  \
+    X(combined_dgrams, "bundles sent: datagrams carrying several messages")     \
+    X(combined_msgs, "messages sent in bundles (per bundle: combined_msgs / combined_dgrams)") \
+    X(bundles_rx, "bundles received")                                           \
+    X(bundle_msgs_rx, "messages unpacked from received bundles")                \
+    X(bad_bundle, "bundles with a malformed record (the rest of the bundle dropped)") \
+    X(bundle_nobuf, "bundle unpacking stopped for want of a buffer for a view (resumed later)") \
     X(msg_time_count, "messages timed from the sender's enqueue to delivery")   \
     X(msg_time_sum_ns, "their summed message time [ns]")
 
@@ -168,6 +185,18 @@ class Proxy final : public SlidwinSink {
     bool add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* desc_pool,
                   const std::vector<MacAddr>& reaches, uint32_t start_timeout_ms, std::string& err);
     bool wait_links(uint32_t timeout_ms, std::string& err);
+    // Wake on arrival for adaptive polling over a host-local fabric (doorbell.hpp): this proxy
+    // sleeps on the doorbell at path (its compute threads' wakes go there too) ...
+    bool sleep_on_doorbell(const std::string& path, std::string& err);
+    // ... and after a TX burst on port `port` it rings the doorbell of the proxy that port reaches.
+    bool ring_on_tx(size_t port, const std::string& peer_path, std::string& err);
+    // Wake on arrival where every port has a descriptor the kernel makes readable when a frame
+    // arrives (af_packet): sleep in ppoll() on them and on an eventfd the compute threads' Waker
+    // writes. True when set up; false (and the bounded sleep stays) when some port has none.
+    bool sleep_in_poll(std::string& err);
+    size_t port_count() const { return ports_.size(); }
+    // How a sleeping proxy is woken (adaptive polling), for the start-up line.
+    std::string wake_path() const;
     // fabric udp: the sub-connections use a kernel UDP socket bound to uc.ip:uc.port, driven by
     // io_uring, instead of ports and the stack. Received datagrams are copied into rx_pool. Call
     // before open_subconnections(); false with err (io_uring refused, address taken, ...).
@@ -228,6 +257,13 @@ class Proxy final : public SlidwinSink {
         std::deque<PktBuf*> backlog;  // accepted from rings, waiting for the send window
     };
     void drain_rings(uint64_t now_ns, uint32_t& work);
+    // Combining: add m to the bundle open for `cluster` (or open one with m); false when m cannot
+    // join (then send the open one first, and m alone).
+    bool combine(uint16_t cluster, PktBuf* m);
+    // Send the bundle open for `cluster` (a single message goes as it is).
+    void flush_bundle(uint16_t cluster, uint64_t now_ns);
+    // A message from a sub-connection: a bundle is unpacked into on_one() per record.
+    bool on_one(SubConnection& sc, PktBuf* msg);
     // Send m on the route to `cluster`, behind its backlog. Consumes m.
     void route_send(uint16_t cluster, PktBuf* m, uint64_t now_ns);
     // Answer a kConnect for a port nobody bound with a kRefuse (consumes connect).
@@ -260,10 +296,14 @@ class Proxy final : public SlidwinSink {
     // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
     // ARP) may be RX mbufs that return through their port.
     std::vector<std::unique_ptr<Port>> ports_;
+    std::unique_ptr<Doorbell> bell_;                     // ours (null: no wake on arrival by doorbell)
+    std::vector<std::unique_ptr<Doorbell>> port_bells_;  // by port: the peer's (null: none)
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
     std::unique_ptr<MsgTrace_st> trace_;  // --trace; null when off (the hot path's one branch)
     void trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns);  // out of line: cold
+    bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait)
+    std::vector<pollfd> poll_fds_;       // sleep_in_poll: the ports' descriptors, then the eventfd
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;
     TimerWheel wheel_;
@@ -271,6 +311,13 @@ class Proxy final : public SlidwinSink {
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
+    struct Bundle {
+        PktBuf* b = nullptr;  // the first message, then (2+ messages) the bundle built in its buffer
+        uint32_t n = 0;       // messages in it
+    };
+    std::vector<Bundle> open_;          // by cluster id: what this ring burst combines
+    std::vector<uint16_t> open_list_;   // clusters with an open bundle
+    uint32_t bundle_limit_ = 0;         // largest bundle [bytes]: one datagram within the MTU
     std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it
     std::vector<std::pair<uint16_t, PktBuf*>> refusals_;  // (cluster, kRefuse) to send after input
     uint64_t last_status_ns_ = 0;

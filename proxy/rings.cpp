@@ -12,14 +12,21 @@ namespace iccs {
 
 void Waker::sleep(uint32_t timeout_us) {
     timespec ts{static_cast<time_t>(timeout_us / 1'000'000), static_cast<long>(timeout_us % 1'000'000) * 1000};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&sleeping_), FUTEX_WAIT_PRIVATE, 1, &ts, nullptr, 0);
-    sleeping_.store(0, std::memory_order_relaxed);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word_), shared_ ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, 1, &ts, nullptr,
+            0);
+    word_->store(0, std::memory_order_relaxed);
 }
 
 void Waker::wake() {
-    if (sleeping_.load(std::memory_order_seq_cst) == 0) return;
-    if (sleeping_.exchange(0, std::memory_order_seq_cst) == 1)
-        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&sleeping_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    if (word_->load(std::memory_order_seq_cst) == 0) return;
+    if (word_->exchange(0, std::memory_order_seq_cst) != 1) return;
+    if (efd_ >= 0) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t w = write(efd_, &one, sizeof one);
+    } else {
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(word_), shared_ ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1, nullptr,
+                nullptr, 0);
+    }
 }
 
 bool ClusterRings::port_bind(uint16_t port, uint16_t thread) {

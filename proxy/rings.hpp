@@ -28,15 +28,30 @@ namespace iccs {
 // it is about to sleep, re-checks its work, then sleeps; a producer wakes it only when it said so.
 class Waker {
    public:
+    Waker() = default;
+    Waker(const Waker&) = delete;
+    Waker& operator=(const Waker&) = delete;
     // Sleep at most timeout_us unless woken; call after prepare_sleep() and a re-check.
     void sleep(uint32_t timeout_us);
-    void prepare_sleep() { sleeping_.store(1, std::memory_order_seq_cst); }
-    void cancel_sleep() { sleeping_.store(0, std::memory_order_relaxed); }
+    void prepare_sleep() { word_->store(1, std::memory_order_seq_cst); }
+    void cancel_sleep() { word_->store(0, std::memory_order_relaxed); }
     // Wake the sleeper if it is asleep (cheap when it is not: one load).
     void wake();
+    // Sleep on a word in memory other processes share (a proxy's doorbell, doorbell.hpp), so
+    // they can wake the sleeper too. Before the sleeper's first sleep.
+    void share(std::atomic<uint32_t>* word) {
+        word_ = word;
+        shared_ = true;
+    }
+    // The sleeper sleeps elsewhere (an io_uring wait that a read of this eventfd ends): wake()
+    // writes the eventfd instead of a futex wake. Before the sleeper's first sleep.
+    void use_eventfd(int fd) { efd_ = fd; }
 
    private:
     alignas(64) std::atomic<uint32_t> sleeping_{0};
+    std::atomic<uint32_t>* word_ = &sleeping_;
+    bool shared_ = false;  // word_ is process-shared: FUTEX_WAIT/WAKE, not the _PRIVATE ones
+    int efd_ = -1;
 };
 
 class ClusterRings {

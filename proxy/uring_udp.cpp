@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ constexpr uint64_t kTagTx = 1ull << kTagShift;       // | slot index
 constexpr uint64_t kTagRxMulti = 2ull << kTagShift;
 constexpr uint64_t kTagRxBatch = 3ull << kTagShift;  // | slot index
 constexpr uint64_t kTagCancel = 4ull << kTagShift;
+constexpr uint64_t kTagWake = 5ull << kTagShift;  // the read of the wake eventfd
 constexpr uint16_t kBufGroup = 1;
 constexpr uint32_t kMaxIov = 64;  // segments of one datagram: 64 KiB in 2 KiB segments is 33
 
@@ -299,6 +301,7 @@ UringUdpPort::~UringUdpPort() {
         if (s.p != nullptr) pkt_free(s.p);
     if (ring_up_) io_uring_queue_exit(&ring_);
     if (fd_ >= 0) close(fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
     if (buf_ring_ != nullptr) munmap(buf_ring_, buf_ring_bytes_);
     if (rx_mem_ != nullptr) munmap(rx_mem_, rx_mem_bytes_);
 }
@@ -455,6 +458,32 @@ uint32_t UringUdpPort::flush() {
     return io_uring_cq_ready(&ring_);
 }
 
+int UringUdpPort::wake_fd(std::string& err) {
+    if (wake_fd_ < 0) {
+        wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (wake_fd_ < 0) err = std::string("eventfd: ") + std::strerror(errno);
+    }
+    return wake_fd_;
+}
+
+void UringUdpPort::wait(uint64_t timeout_ns) {
+    if (!wake_armed_ && wake_fd_ >= 0) {
+        if (io_uring_sqe* sqe = get_sqe()) {
+            io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
+            io_uring_sqe_set_data64(sqe, kTagWake);
+            wake_armed_ = true;
+        }
+    }
+    __kernel_timespec ts{static_cast<long long>(timeout_ns / 1'000'000'000),
+                         static_cast<long long>(timeout_ns % 1'000'000'000)};
+    io_uring_cqe* cqe = nullptr;
+    const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    ++ctr_.submits;
+    ++ctr_.waits;
+    if (r > 0) ctr_.sqes += static_cast<uint64_t>(r);
+    want_events_ = false;
+}
+
 void UringUdpPort::sample_kernel_drops(uint64_t now_ns) {
     if (now_ns - drops_sampled_ns_ < 50'000'000) return;
     drops_sampled_ns_ = now_ns;
@@ -553,6 +582,7 @@ uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
         if (tag == kTagTx) complete_tx(cqe);
         else if (tag == kTagRxMulti) p = complete_rx_multishot(cqe, bufs_back);
         else if (tag == kTagRxBatch) p = complete_rx_batched(cqe);
+        else if (tag == kTagWake) wake_armed_ = false, ++ctr_.wake_reads;
         if (p != nullptr) out[n++] = p;
     }
     io_uring_cq_advance(&ring_, seen);

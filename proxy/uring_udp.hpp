@@ -94,7 +94,9 @@ inline constexpr uint32_t kDgramAddrLen = sizeof(DgramAddrHdr);
     X(tx_drop_too_big, "datagrams over 65507 bytes or with more segments than an iovec array")     \
     X(tx_drop_queue_full, "datagrams dropped: tx_queue_limit datagrams already waited")            \
     X(tx_waits, "flushes that left datagrams waiting for a free send slot")                        \
-    X(submits, "system calls: io_uring_submit / io_uring_get_events")                              \
+    X(submits, "system calls: io_uring_submit / io_uring_get_events / the waits below")            \
+    X(waits, "blocking waits for a completion (adaptive polling's sleep)")                         \
+    X(wake_reads, "waits ended by the wake eventfd (a compute thread had work)")                   \
     X(sqes, "SQEs submitted")                                                                      \
     X(submit_errors, "io_uring_submit calls that failed (the SQEs are retried)")
 
@@ -152,6 +154,13 @@ class UringUdpPort final : public DatagramService {
     // runs pending completion work if the kernel asked for it. At most one system call; returns
     // the completions it left ready for the next rx_burst (work for the loop: do not sleep).
     uint32_t flush();
+    // Wake on arrival (adaptive polling, issue 21): the eventfd whose write ends a wait() (the
+    // proxy's Waker writes it for its compute threads); created on the first call, -1 with err.
+    int wake_fd(std::string& err);
+    // Sleep until a completion (a datagram, a send done, a write to wake_fd) or timeout_ns: the
+    // wake read is armed when it is not, then one io_uring_submit_and_wait_timeout. Call after
+    // flush(); completions go to the next rx_burst.
+    void wait(uint64_t timeout_ns);
     // Nothing queued and no send in flight.
     bool tx_idle() const { return txq_count_ == 0 && tx_inflight_ == 0; }
     // Reads the kernel's drop count of the socket into rx_kernel_drops, at most every 50 ms (one
@@ -206,7 +215,10 @@ class UringUdpPort final : public DatagramService {
     uint16_t port_ = 0;
     UringRxMode mode_ = UringRxMode::kAuto;
     bool coop_ = false;
-    bool want_events_ = false;  // the kernel has completion work for us: run it with the next call
+    bool want_events_ = false;
+    int wake_fd_ = -1;          // eventfd: a write ends wait()
+    bool wake_armed_ = false;   // a read of it is in flight
+    uint64_t wake_buf_ = 0;     // where that read goes  // the kernel has completion work for us: run it with the next call
     uint64_t drops_sampled_ns_ = 0;
     // receive
     bool rx_armed_ = false;     // multishot: armed and not ended

@@ -35,8 +35,13 @@ enum class ConvType : uint8_t {
     kClose = 5,        // either side: I send and take no more; msg_len = messages I sent; payload ConvCreditBody
     kCredit = 6,       // receiver -> sender: payload be64 bytes consumed, be32 messages consumed
     kProxyStatus = 7,  // proxy -> proxy: keepalive and cluster state (flags kStatusDone)
+    kBundle = 8,       // proxy -> proxy: combined messages (issue 21): records of be16 length + one
+                       // whole convergence message each; msg_len = the record count, conn_seq = 0
+                       // (the receiving proxy keeps its unpacking progress there)
 };
-inline constexpr uint8_t kConvTypeMax = 7;
+inline constexpr uint8_t kConvTypeMax = 8;
+// A bundle's record: this length prefix, then the message (ConvHdr + payload).
+inline constexpr uint32_t kBundleRecLen = 2;
 
 // flags
 inline constexpr uint8_t kConvOrdered = 0x01;   // kConnect/kAccept/kData: the connection is ordered

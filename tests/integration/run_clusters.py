@@ -16,6 +16,9 @@ and the proxies' own "msgs tx" counters):
   --with-key [encrypt]    issue 17: a fresh random key file (mode 0600) as [security] key_file
                           (and encrypt = true): every cluster must say its datagrams are
                           authenticated (and encrypted); delivery is checked as for every run
+  --expect-combined       message combining (issue 21): every proxy sent and received bundles (the
+                          report's "combining C.P:" line), none malformed
+  --expect-not-combined   combining off ([cluster] combine_max_bytes = 0): no proxy sent a bundle
   --expect-wan-dropped    WAN loss (issue 10): every emulated link with loss > 0 in the run's
                           report ("wan C.P: link A->B ... dropped N (loss P)") dropped frames, and
                           there is at least one such link (delivery is checked as for every run)
@@ -71,7 +74,8 @@ def main():
         if a == "--program":
             program = rest[i + 1]
             i += 2
-        elif a in ("--expect-fixed", "--expect-all-proxies", "--expect-wan-dropped"):
+        elif a in ("--expect-fixed", "--expect-all-proxies", "--expect-wan-dropped", "--expect-combined",
+                   "--expect-not-combined"):
             checks[a] = True
             i += 1
         elif a == "--expect-less-on":
@@ -154,6 +158,19 @@ def main():
             print(f"thread {c}.{t}: {per}, slowed proxy {slow} got {share:.0%}")
             if share >= 0.45:
                 failures.append(f"thread {c}.{t}: slowed proxy {slow} got {share:.0%} of the messages (want < 45%)")
+    if "--expect-combined" in checks or "--expect-not-combined" in checks:
+        comb = re.findall(r"^  combining (\d+\.\d+): sent (\d+) messages in (\d+) bundles \(([\d.]+) per datagram\), "
+                          r"received (\d+) messages in (\d+) bundles, bad bundles (\d+)", out, re.M)
+        for proxy, sent, bundles, per, got, got_bundles, bad in comb:
+            print(f"combining proxy {proxy}: sent {sent} messages in {bundles} bundles ({per} per datagram), "
+                  f"received {got} in {got_bundles}, bad {bad}")
+            if int(bad) != 0:
+                failures.append(f"proxy {proxy}: {bad} bad bundles")
+        if "--expect-combined" in checks:
+            if not comb or not all(int(c[1]) > 0 and int(c[4]) > 0 for c in comb):
+                failures.append("message combining is on but some proxy sent or received no bundle")
+        elif comb:
+            failures.append("message combining is off but bundles went out")
     if "--expect-wan-dropped" in checks:
         links = re.findall(r"^  wan (\d+\.\d+): link (\d+->\d+) msgs (\d+) bytes \d+ dropped (\d+) \(loss ([\d.e+-]+)\)",
                            out, re.M)

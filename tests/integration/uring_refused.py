@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Integration test: fabric "udp" where io_uring is refused. ICCS_URING_DISABLE=1 makes the
 io_uring probe fail as a kernel that refuses io_uring_queue_init (EPERM: seccomp, or
-kernel.io_uring_disabled) would. `run alltoall --fabric udp` and `bench rtt --fabric udp` must stop
+kernel.io_uring_disabled) would. `run alltoall --fabric udp` and `bench rtt --fabric udp` and `bench compare` must stop
 at once, before any cluster starts, with the one line that says so and names the alternatives,
 exit non-zero, and leave nothing behind.
 
@@ -22,7 +22,8 @@ def main():
     env = dict(os.environ, ICCS_URING_DISABLE="1")
     failures = []
     for args in (["run", "alltoall", "--fabric", "udp", "--clusters", "2", "--messages", "10"],
-                 ["bench", "rtt", "--fabric", "udp", "--samples", "100"]):
+                 ["bench", "rtt", "--fabric", "udp", "--samples", "100"],
+                 ["bench", "compare", "--runs", "1", "--samples", "100", "--messages", "1000"]):
         cmd = [cli] + args
         print("$ ICCS_URING_DISABLE=1", " ".join(cmd), flush=True)
         start = time.time()

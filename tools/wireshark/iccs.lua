@@ -63,7 +63,7 @@ iccs.experts = { e_retx_flag, e_retx_seen, e_version }
 
 -- convergence (stack/conv_hdr.hpp)
 local conv_types = { [1] = "DATA", [2] = "CONNECT", [3] = "ACCEPT", [4] = "REFUSE", [5] = "CLOSE",
-                     [6] = "CREDIT", [7] = "PROXY-STATUS" }
+                     [6] = "CREDIT", [7] = "PROXY-STATUS", [8] = "BUNDLE" }
 local refuse_reasons = { [1] = "no listener", [2] = "backlog full or ports in use" }
 local c = conv.fields
 c.src_cluster = ProtoField.uint16("iccs.conv.src_cluster", "Source cluster", base.DEC)
@@ -86,13 +86,18 @@ c.bytes_consumed = ProtoField.uint64("iccs.conv.bytes_consumed", "Bytes consumed
 c.msgs_consumed = ProtoField.uint32("iccs.conv.msgs_consumed", "Messages consumed", base.DEC)
 c.refuse_reason = ProtoField.uint32("iccs.conv.refuse_reason", "Refuse reason", base.DEC, refuse_reasons)
 c.payload = ProtoField.bytes("iccs.conv.payload", "Payload")
+-- BUNDLE (message combining): records of a 2-byte length and one whole convergence message
+c.bundle_msgs = ProtoField.uint32("iccs.conv.bundle.msgs", "Messages in the bundle", base.DEC)
+c.bundle_len = ProtoField.uint16("iccs.conv.bundle.len", "Record length [bytes]", base.DEC)
 local e_type = ProtoExpert.new("iccs.conv.type.expert", "Unknown convergence type",
                                expert.group.MALFORMED, expert.severity.ERROR)
 local e_piece = ProtoExpert.new("iccs.conv.piece.expert", "Piece index not below piece count",
                                 expert.group.MALFORMED, expert.severity.ERROR)
 local e_short = ProtoExpert.new("iccs.conv.short.expert", "Data datagram shorter than a convergence header",
                                 expert.group.MALFORMED, expert.severity.ERROR)
-conv.experts = { e_type, e_piece, e_short }
+local e_bundle = ProtoExpert.new("iccs.conv.bundle.expert", "Bundle record malformed (short, past the end, or nested)",
+                                 expert.group.MALFORMED, expert.severity.ERROR)
+conv.experts = { e_type, e_piece, e_short, e_bundle }
 
 -- Retransmission detection: per direction and sub-connection, the first frame of every seq (first
 -- pass only; later passes read the result kept per frame).
@@ -106,7 +111,31 @@ end
 local ip_src_f = Field.new("ip.src")
 local ip_dst_f = Field.new("ip.dst")
 
-local function dissect_conv(tvb, pinfo, tree)
+local dissect_conv
+
+-- A BUNDLE's records, each a convergence message of its own (in a subtree of the bundle).
+local function dissect_bundle(tvb, pinfo, t)
+    local off, n, first = 40, 0, nil
+    while off < tvb:len() do
+        if off + 2 > tvb:len() then
+            t:add_proto_expert_info(e_bundle)
+            break
+        end
+        local len = tvb(off, 2):uint()
+        if len < 40 or off + 2 + len > tvb:len() or tvb(off + 2 + 8, 1):uint() == 8 then
+            t:add(c.bundle_len, tvb(off, 2)):add_proto_expert_info(e_bundle)
+            break
+        end
+        t:add(c.bundle_len, tvb(off, 2))
+        local inner = dissect_conv(tvb(off + 2, len):tvb(), pinfo, t)
+        first = first or inner
+        n = n + 1
+        off = off + 2 + len
+    end
+    return n, first or ""
+end
+
+dissect_conv = function(tvb, pinfo, tree)
     local t = tree:add(conv, tvb(0, 40))
     local ty = tvb(8, 1):uint()
     local idx, cnt = tvb(24, 2):uint(), tvb(26, 2):uint()
@@ -127,6 +156,11 @@ local function dissect_conv(tvb, pinfo, tree)
     t:add(c.msg_len, tvb(28, 4))
     t:add(c.enq_ns, tvb(32, 8))
     local body = tvb:len() - 40
+    if ty == 8 then
+        t:add(c.bundle_msgs, tvb(28, 4))
+        local n, first = dissect_bundle(tvb, pinfo, t)
+        return string.format(" | BUNDLE of %d%s", n, first)
+    end
     if (ty == 2 or ty == 3) and body >= 8 then
         t:add(c.window_bytes, tvb(40, 4))
         t:add(c.window_msgs, tvb(44, 4))
