@@ -84,6 +84,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     RtExchangeOptions ex;
     RtPingOptions po;
     group::CollectivesRunOptions co;
+    bool segment_given = false;  // else [group] segment_bytes
     group::OrderedRunOptions oo;
     uint32_t timeout_s = 300;
 
@@ -141,6 +142,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             co.rounds = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
         } else if (a == "--segment-bytes" && program == "collectives") {
             co.segment_bytes = static_cast<uint32_t>(parse_u64(a, v, 64, 1u << 20));
+            segment_given = true;
         } else if (a == "--bad" && program == "collectives") {
             if (v != "root" && v != "size" && v != "missing")
                 usage_error("bad value '" + v + "' for --bad: allowed values are root, size, missing");
@@ -222,6 +224,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             std::fprintf(stderr, "iccs run: %s\n", err.c_str());
             return 2;
         }
+        if (!segment_given) co.segment_bytes = group::options_from_config(cfg).segment_bytes;
     }
     RtLaunch base;
     base.spec.clusters = static_cast<uint16_t>(cfg.machine.clusters);

@@ -1124,7 +1124,7 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
         const SlidwinCounters& w = s.slidwin;
         if (w.drop_token + w.drop_out_of_window + w.drop_unsynced + w.drop_unknown_subconn + w.drop_auth +
                 w.restart_challenges + s.proxy.peers_restarted != 0)
-            std::printf("  foreign %u.%zu: drop_token %llu, drop_out_of_window %llu, drop_unsynced %llu, "
+            std::fprintf(out, "  foreign %u.%zu: drop_token %llu, drop_out_of_window %llu, drop_unsynced %llu, "
                         "drop_unknown_subconn %llu, drop_auth %llu, restart_challenges %llu, peers_restarted %llu\n",
                         plan.cluster_id, i, static_cast<unsigned long long>(w.drop_token),
                         static_cast<unsigned long long>(w.drop_out_of_window),
@@ -1134,7 +1134,7 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                         static_cast<unsigned long long>(w.restart_challenges),
                         static_cast<unsigned long long>(s.proxy.peers_restarted));
         if (s.proxy.combined_dgrams + s.proxy.bundles_rx + s.proxy.bad_bundle > 0)  // message combining
-            std::printf("  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
+            std::fprintf(out, "  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
                         "messages in %llu bundles, bad bundles %llu\n",
                         plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.combined_msgs),
                         static_cast<unsigned long long>(s.proxy.combined_dgrams),
@@ -1143,7 +1143,9 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                         static_cast<unsigned long long>(s.proxy.bundle_msgs_rx),
                         static_cast<unsigned long long>(s.proxy.bundles_rx),
                         static_cast<unsigned long long>(s.proxy.bad_bundle));
-        if (s.proxy.bundle_nobuf > 0) std::printf("  combining %u.%zu: unpacking waited for buffers %llu times\n", plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.bundle_nobuf));
+        if (s.proxy.bundle_nobuf > 0)
+            std::fprintf(out, "  combining %u.%zu: unpacking waited for buffers %llu times\n", plan.cluster_id, i,
+                         static_cast<unsigned long long>(s.proxy.bundle_nobuf));
         if (!plan.pcap_dir.empty()) {
             const std::string file = pcap_path(plan, plan.cluster_id, static_cast<uint16_t>(i));
             std::fprintf(out, "  capture %u.%zu: %s: %llu frames", plan.cluster_id, i, file.c_str(),

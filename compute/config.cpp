@@ -57,6 +57,8 @@ std::string_view to_string(Fabric f) {
     return "?";
 }
 
+const char* to_string(CollFamily f) { return f == CollFamily::kFlat ? "flat" : "hier"; }
+
 std::string_view to_string(Polling p) {
     switch (p) {
         case Polling::kBusy: return "busy";
@@ -631,7 +633,7 @@ Key udp_addresses_key() {
 }
 
 constexpr std::string_view kSections[] = {"machine", "cluster", "slidwin", "reassembly", "convergence", "test", "wan",
-                                          "runtime", "security"};
+                                          "runtime", "security", "group"};
 
 Key security_key_file_key() {
     Key k{"security", "key_file", Kind::kString, "a file path, or \"\" for none",
@@ -784,6 +786,13 @@ std::vector<Key> make_keys() {
     // [security]
     t.push_back(security_key_file_key());
     t.push_back(security_encrypt_key());
+    // [group]
+    t.push_back(enum_key("group", "family", &M::group, &GroupSection::family,
+                         {{"hier", CollFamily::kHier}, {"flat", CollFamily::kFlat}},
+                         "collectives of group/ that name no family: hier (MagPIe: threads of a cluster, clusters of "
+                         "a site, one coordinator per site over the WAN) or flat (binomial, recursive doubling, ring)"));
+    t.push_back(int_key("group", "segment_bytes", &M::group, &GroupSection::segment_bytes, 64, 1 << 20,
+                        "collective messages longer than this travel as segments of this size [bytes]"));
     return t;
 }
 

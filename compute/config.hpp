@@ -166,6 +166,16 @@ struct SecuritySection {
     friend bool operator==(const SecuritySection&, const SecuritySection&) = default;
 };
 
+// group/'s collectives (group/README.md): the family a call that names none uses, and the segment
+// size of long messages. group::options_from_config() turns this into group::Options.
+enum class CollFamily : uint8_t { kHier, kFlat };
+const char* to_string(CollFamily f);  // "hier" | "flat"
+struct GroupSection {
+    CollFamily family = CollFamily::kHier;  // "hier" (MagPIe: cluster, site, WAN) | "flat" (grid-unaware)
+    uint32_t segment_bytes = 64u << 10;     // longer messages go as segments of this size [bytes]
+    friend bool operator==(const GroupSection&, const GroupSection&) = default;
+};
+
 struct MachineConfig {
     MachineSection machine;
     ClusterSection cluster;
@@ -176,6 +186,7 @@ struct MachineConfig {
     WanSection wan;
     RuntimeSection runtime;
     SecuritySection security;
+    GroupSection group;
     friend bool operator==(const MachineConfig&, const MachineConfig&) = default;
 };
 

@@ -87,6 +87,13 @@ bool make_topology(uint16_t clusters, uint16_t threads, const std::vector<uint16
     return true;
 }
 
+Options options_from_config(const MachineConfig& cfg) {
+    Options o;
+    o.family = cfg.group.family == CollFamily::kFlat ? Family::kFlat : Family::kHier;
+    o.segment_bytes = cfg.group.segment_bytes;
+    return o;
+}
+
 bool topology_from_config(const MachineConfig& cfg, Topology& out, std::string& err) {
     uint32_t sites = 0;
     const std::vector<uint16_t> s = wan_sites(cfg, sites);

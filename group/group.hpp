@@ -80,6 +80,9 @@ struct Options {
     uint16_t handler_base = 190;         // runtime handler ids used: handler_base, handler_base + 1
 };
 
+// The machine file's [group] section (family, segment_bytes) over the defaults above.
+Options options_from_config(const MachineConfig& cfg);
+
 enum class Op : uint8_t { kSum, kMin, kMax, kProd };
 const char* to_string(Op o);
 // A user reduction: inout[i] = inout[i] (op) in[i] for i < count.

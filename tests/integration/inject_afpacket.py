@@ -131,7 +131,10 @@ def main():
         old = [f for f in pcapng_frames(os.path.join(work, "cap", "cluster0-proxy0.pcapng")) if is_0_to_1(f)]
         check(len(old) > 100, f"{len(old)} frames of cluster 0 to cluster 1 captured in the first run")
 
-        proc = subprocess.Popen([cli] + base + ["--messages", "150000", "--max-size", "100"],
+        # Long enough to be running through the injection and the reads around it: one message a
+        # datagram (message combining would finish 150,000 small messages before the reads).
+        proc = subprocess.Popen([cli] + base + ["--messages", "150000", "--max-size", "100",
+                                                "--set", "cluster.combine_max_bytes=0"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         run = proc.pid
         # Sniff where cluster 0's proxy meets the bridge (its veth's bridge end), send on the

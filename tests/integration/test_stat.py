@@ -87,7 +87,10 @@ def main():
             rc, clusters, err = stat_json(repo, run_id)
             ready = (clusters is not None and len(clusters) == 2
                      and all(c.get("state") == "running" and c.get("proxies") for c in clusters)
-                     and any(p.get("msgs_tx", 0) > 0 for c in clusters for p in c["proxies"]))
+                     and any(p.get("msgs_tx", 0) > 0 for c in clusters for p in c["proxies"])
+                     # every proxy has published a measured interval (an adaptive proxy sleeping
+                     # through the start has none yet: no utilization to show)
+                     and all(p.get("total_ns", 0) > 0 for c in clusters for p in c["proxies"]))
             if ready or time.monotonic() > deadline or proc.poll() is not None:
                 break
             time.sleep(0.3)

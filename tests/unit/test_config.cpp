@@ -199,7 +199,7 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:1: unknown section [clustr] (did you mean [cluster]?)");
         CHECK(error_of("[machine]\nclusters = 2\n[network]\nmtu = 1500\n") ==
               "config error: iccs.toml:3: unknown section [network] (sections are [machine], [cluster], [slidwin], "
-              "[reassembly], [convergence], [test], [wan], [runtime], [security])");
+              "[reassembly], [convergence], [test], [wan], [runtime], [security], [group])");
         CHECK_THAT(error_of("[[cluster]]\ncompute_threads = 2\n"),
                    Catch::Contains("[[cluster]]: [cluster] is a single section, not an array"));
     }
@@ -457,6 +457,8 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"runtime.delay_us", "36"},
         {"security.key_file", "/etc/iccs/key"},
         {"security.encrypt", "true"},
+        {"group.family", "flat"},
+        {"group.segment_bytes", "4096"},
     };
     std::set<std::pair<std::string, std::string>> flagged;
     MachineConfig c;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coll_check.hpp"
+#include "config.hpp"
 #include "group.hpp"
 #include "loopback_runtime.hpp"
 
@@ -75,6 +76,21 @@ TEST_CASE("group: topology from [wan] sites", "[group]") {
     CHECK(t.sites == 3);
     CHECK_FALSE(make_topology(3, 1, {0, 1}, t, err));
     CHECK(err.find("names 2 clusters") != std::string::npos);
+}
+
+TEST_CASE("group: the machine file's [group] section gives the default family and segment size", "[group]") {
+    const ConfigResult dflt = configure("", {});
+    REQUIRE(dflt.ok());
+    CHECK(options_from_config(*dflt.config).family == Family::kHier);
+    CHECK(options_from_config(*dflt.config).segment_bytes == 65536);
+    const ConfigResult flat = load_config("[group]\nfamily = \"flat\"\nsegment_bytes = 4096\n", "g.toml");
+    REQUIRE(flat.ok());
+    CHECK(options_from_config(*flat.config).family == Family::kFlat);
+    CHECK(options_from_config(*flat.config).segment_bytes == 4096);
+    const ConfigResult bad = load_config("[group]\nfamily = \"tree\"\n", "g.toml");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error.find("[group] family = \"tree\"") != std::string::npos);
+    CHECK(bad.error.find("hier, flat") != std::string::npos);
 }
 
 TEST_CASE("group: every collective equals the sequential reference, both families, several shapes", "[group]") {
