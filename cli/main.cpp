@@ -52,6 +52,22 @@ uint64_t parse_u64(const std::string& flag, const char* v, uint64_t lo, uint64_t
     return iccs::cli::parse_u64("bench", flag, v, lo, hi);
 }
 
+// `--key FILE` and `--encrypt` of bench stack and bench rtt: true when `a` was one of them (`i`
+// moved past a value it took).
+bool key_flag(const std::string& a, const char* v, std::string& key_file, bool& encrypt, int& i) {
+    if (a == "--key") {
+        if (v == nullptr) usage_error("--key needs a key file (>= 16 random bytes, mode 0600)");
+        key_file = v;
+        ++i;
+        return true;
+    }
+    if (a == "--encrypt") {
+        encrypt = true;
+        return true;
+    }
+    return false;
+}
+
 int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
@@ -168,12 +184,7 @@ int cmd_bench(int argc, char** argv) {
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
                 ++i;
-            } else if (a == "--key") {
-                if (v == nullptr) usage_error("--key needs a key file (>= 16 random bytes, mode 0600)");
-                o.key_file = v;
-                ++i;
-            } else if (a == "--encrypt") {
-                o.encrypt = true;
+            } else if (key_flag(a, v, o.key_file, o.encrypt, i)) {
             } else if (a == "--json") {
                 o.json = true;
             } else {
@@ -311,12 +322,7 @@ int cmd_bench(int argc, char** argv) {
         } else if (a == "--runs") {
             o.runs = static_cast<uint32_t>(parse_u64(a, v, 1, 100));
             ++i;
-        } else if (a == "--key") {
-            if (v == nullptr) usage_error("--key needs a key file (>= 16 random bytes, mode 0600)");
-            o.key_file = v;
-            ++i;
-        } else if (a == "--encrypt") {
-            o.encrypt = true;
+        } else if (key_flag(a, v, o.key_file, o.encrypt, i)) {
         } else if (a == "--json") {
             o.json = true;
         } else {
