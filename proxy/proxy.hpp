@@ -73,7 +73,7 @@ struct ProxyConfig {
     // Message combining (issue 21): messages of at most this many bytes (convergence header
     // included) that meet in one ring burst for the same remote cluster travel in one datagram
     // (a kBundle message, conv_hdr.hpp) up to the MTU, sent at the end of the burst; 0 = off.
-    uint32_t combine_max_bytes = 256;
+    uint32_t combine_max_bytes = 0;
     RxImpairment impair;
     // Liveness: a status message goes to every other cluster each keepalive period (and at once
     // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
