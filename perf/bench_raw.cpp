@@ -404,59 +404,59 @@ std::string raw_unavailable(const std::string& fabric, const RawOptions& o) {
     return "raw baseline: fabric \"" + fabric + "\" has none (memif and udp do)";
 }
 
+// One measurement: refuses with the reason where the fabric or the frame size is not there, runs
+// the pair of processes on `j` (set by `setup`) and reads the shared page's results (`read`).
+// Returns the error ("" on success).
+template <typename Setup, typename Read>
+std::string run_raw(const std::string& fabric, uint32_t size, const RawOptions& o, Setup setup, Read read) {
+    if (std::string why = raw_unavailable(fabric, o); !why.empty()) return why;
+    if (fabric == "memif" && raw_frame_bytes(fabric, size) > 9014)
+        return "raw memif baseline: a frame of " + std::to_string(raw_frame_bytes(fabric, size)) +
+               " bytes is over the largest memif buffer the cluster runs use (MTU 9000)";
+    Shared* sh = shared_page();
+    if (sh == nullptr) return "mmap failed";
+    Job j = job_for(fabric, size, o);
+    setup(j);
+    std::string err;
+    if (run_pair(fabric, j, sh, err)) read(*sh, err);
+    munmap(sh, 4096);
+    return err;
+}
+
 RttStats raw_rtt(const std::string& fabric, uint32_t size, uint64_t samples, const RawOptions& o) {
     RttStats s;
-    if (std::string why = raw_unavailable(fabric, o); !why.empty()) {
-        s.error = why;
-        return s;
-    }
-    if (fabric == "memif" && raw_frame_bytes(fabric, size) > 9014) {
-        s.error = "raw memif baseline: a frame of " + std::to_string(raw_frame_bytes(fabric, size)) +
-                  " bytes is over the largest memif buffer the cluster runs use (MTU 9000)";
-        return s;
-    }
-    Shared* sh = shared_page();
-    if (sh == nullptr) {
-        s.error = "mmap failed";
-        return s;
-    }
-    Job j = job_for(fabric, size, o);
-    j.rtt = true;
-    j.warmup = samples / 10;
-    j.count = samples + j.warmup;
-    if (run_pair(fabric, j, sh, s.error)) {
-        s.median_us = static_cast<double>(sh->median_ns.load()) / 1000.0;
-        s.p99_us = static_cast<double>(sh->p99_ns.load()) / 1000.0;
-        s.n = sh->samples.load();
-    }
-    munmap(sh, 4096);
+    s.error = run_raw(
+        fabric, size, o,
+        [samples](Job& j) {
+            j.rtt = true;
+            j.warmup = samples / 10;
+            j.count = samples + j.warmup;
+        },
+        [&s](const Shared& sh, std::string&) {
+            s.median_us = static_cast<double>(sh.median_ns.load()) / 1000.0;
+            s.p99_us = static_cast<double>(sh.p99_ns.load()) / 1000.0;
+            s.n = sh.samples.load();
+        });
     return s;
 }
 
 RateStats raw_stream(const std::string& fabric, uint32_t size, uint64_t messages, const RawOptions& o) {
     RateStats s;
-    if (std::string why = raw_unavailable(fabric, o); !why.empty()) {
-        s.error = why;
-        return s;
-    }
-    Shared* sh = shared_page();
-    if (sh == nullptr) {
-        s.error = "mmap failed";
-        return s;
-    }
-    Job j = job_for(fabric, size, o);
-    j.rtt = false;
-    j.count = messages;
-    if (run_pair(fabric, j, sh, s.error)) {
-        s.sent = sh->sent.load();
-        s.delivered = sh->delivered.load();
-        const uint64_t t0 = sh->t0_ns.load(), last = sh->last_ns.load();
-        if (s.delivered > 0 && last > t0)
-            s.msgs_per_s = static_cast<double>(s.delivered) * 1e9 / static_cast<double>(last - t0);
-        else
-            s.error = "raw " + fabric + " stream: nothing arrived";
-    }
-    munmap(sh, 4096);
+    s.error = run_raw(
+        fabric, size, o,
+        [messages](Job& j) {
+            j.rtt = false;
+            j.count = messages;
+        },
+        [&s, &fabric](const Shared& sh, std::string& err) {
+            s.sent = sh.sent.load();
+            s.delivered = sh.delivered.load();
+            const uint64_t t0 = sh.t0_ns.load(), last = sh.last_ns.load();
+            if (s.delivered > 0 && last > t0)
+                s.msgs_per_s = static_cast<double>(s.delivered) * 1e9 / static_cast<double>(last - t0);
+            else
+                err = "raw " + fabric + " stream: nothing arrived";
+        });
     return s;
 }
 
