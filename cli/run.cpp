@@ -3,6 +3,7 @@
 #include "run.hpp"
 #include "run_app.hpp"
 #include "run_rt.hpp"
+#include "run_widearea.hpp"
 
 #include <unistd.h>
 
@@ -165,6 +166,11 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::fputs(kRunHelp, argc < 1 ? stderr : stdout);
             return argc < 1 ? 2 : 0;
         }
+        if (std::strcmp(argv[0], "--list-widearea") == 0) {
+            print_widearea_list();
+            return 0;
+        }
+        if (is_widearea_name(argv[0])) return cmd_run_widearea(argc, argv);
         if (is_app_name(argv[0])) return cmd_run_app(argc, argv);
         if (std::strchr(argv[0], '/') != nullptr) return cmd_run_path(argc, argv);
         if (is_rt_program(argv[0])) return cmd_run_rt(argc, argv);
@@ -172,7 +178,8 @@ int cmd_run(int argc, char** argv, bool demo) {
             std::strcmp(argv[0], "pingpong") != 0)
             usage_error(std::string("unknown program '") + argv[0] +
                         "' (built-in programs: alltoall, errors, pingpong, exchange, ping, collectives, ordered; applications: jacobi, "
-                        "matmul, gauss, fft, tsp, water, barnes, unstructured; or a path to a program)");
+                        "matmul, gauss, fft, tsp, water, barnes, unstructured; wide-area programs: iccs run "
+                        "--list-widearea; or a path to a program)");
         program = argv[0];
         i = 1;
     }

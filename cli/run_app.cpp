@@ -324,7 +324,8 @@ std::string jstr(const std::string& s) {
     return j + "\"";
 }
 
-// The run's shape as JSON members (each with its leading comma).
+}  // namespace
+
 std::string shape_members_json(const RtRunInfo& in) {
     std::string j = ",\"threads\":" + std::to_string(unsigned(in.clusters) * in.threads);
     j += ",\"clusters\":" + std::to_string(in.clusters) + ",\"cluster_size\":" + std::to_string(in.threads);
@@ -335,6 +336,8 @@ std::string shape_members_json(const RtRunInfo& in) {
     j += ",\"polling\":\"" + in.polling + "\",\"fabric\":\"" + in.fabric + "\"";
     return j;
 }
+
+namespace {
 
 // The members every report has after the run's verdict: the host's load, and the runtime's,
 // proxies' and DSM's counters of every cluster.

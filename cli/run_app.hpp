@@ -61,6 +61,10 @@ void run_reported(const std::string& bin, const std::vector<std::string>& run_fl
 // is the program's.
 int cmd_run_path(int argc, char** argv);
 
+// The run's shape as JSON members, each with its leading comma: threads, clusters, cluster_size,
+// proxies_per_cluster, proxies_auto, dispatch, transport, delay_us, polling, fabric.
+std::string shape_members_json(const RtRunInfo& in);
+
 // A value of AppOutcome for a table: "%.3f", or "-" when no source gave it (< 0).
 std::string fmt3(double v);
 

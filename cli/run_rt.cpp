@@ -72,7 +72,9 @@ bool is_rt_program(const char* name) {
 
 int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
-    const bool builtin = program == "exchange" || program == "ping" || program == "collectives" || program == "ordered";
+    const bool external = info != nullptr && info->builtin;  // a program of the caller's (wide-area)
+    const bool builtin =
+        external || program == "exchange" || program == "ping" || program == "collectives" || program == "ordered";
     if (!builtin) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
@@ -197,7 +199,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             delay_ns = static_cast<uint64_t>(std::llround(us * 1000));
         }
     }
-    if (cfg.machine.clusters < 2 && builtin) {
+    if (cfg.machine.clusters < 2 && builtin && !external) {
         std::fprintf(stderr, "iccs run: %s needs at least 2 clusters ([machine] clusters = %u)\n", program.c_str(),
                      cfg.machine.clusters);
         return 2;
@@ -218,7 +220,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
     }
     group::Topology topo;
-    if (program == "collectives" || program == "ordered") {
+    if (program == "collectives" || program == "ordered" || external) {
         std::string err;
         if (!group::topology_from_config(cfg, topo, err)) {
             std::fprintf(stderr, "iccs run: %s\n", err.c_str());
@@ -240,7 +242,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     base.overrides = overrides;
     base.timeout_s = timeout_s;
     auto program_of = [&](RtLaunch& l) {
-        if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
+        if (external)
+            l.builtin = [fn = info->builtin, topo](std::unique_ptr<Runtime> rt) { return fn(std::move(rt), topo); };
+        else if (program == "exchange") l.builtin = [ex](std::unique_ptr<Runtime> rt) { return rt_program_exchange(std::move(rt), ex); };
         else if (program == "ping") l.builtin = [po](std::unique_ptr<Runtime> rt) { return rt_program_ping(std::move(rt), po); };
         else if (program == "ordered")
             l.builtin = [oo, topo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };

@@ -2,9 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace iccs {
+
+class Runtime;
+namespace group {
+struct Topology;
+}
 
 // Whether `iccs run NAME` is a runtime program: exchange, ping, or a path to a binary.
 bool is_rt_program(const char* name);
@@ -12,6 +19,9 @@ bool is_rt_program(const char* name);
 struct RtRunInfo {
     bool app = false;  // in: an application run: no closing PASS/FAIL line (the caller prints its own)
     bool report_to_file = false;  // in: `--report FILE`: the launcher prints no lines of its own
+    // in: a built-in program given by the caller (`iccs run <wide-area program>`): run in every
+    // forked cluster process with the run's topology ([wan] sites); one cluster is allowed.
+    std::function<int(std::unique_ptr<Runtime>, const group::Topology&)> builtin;
     bool resolved = false;  // out: the fields below are set (false: a usage error stopped it first)
     std::string transport, dispatch, polling, fabric;
     uint16_t clusters = 0, threads = 0;
