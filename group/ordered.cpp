@@ -74,21 +74,30 @@ struct OrderedBcast::Impl {
     std::deque<Msg> pending;
 
     std::atomic<uint64_t> c_sent{0}, c_wan_msgs{0}, c_wan_bytes{0}, c_passes{0}, c_reqs{0}, c_seq{0};
+    // per destination site: WAN messages, bytes, and of those the sequenced ones (msgs, bytes)
+    std::unique_ptr<std::atomic<uint64_t>[]> c_link;
 
     uint16_t coord(uint16_t s) const { return topo.clusters_of[s].front(); }
     uint16_t sequencer_cluster() const { return pol == Sequencer::kCentral ? 0 : coord(site); }
-    void count(uint16_t dst_cluster, size_t bytes) {
-        if (topo.site_of[dst_cluster] != site) {
+    void count(uint16_t dst_cluster, size_t bytes, bool sequenced = false) {
+        const uint16_t ds = topo.site_of[dst_cluster];
+        if (ds != site) {
             c_wan_msgs.fetch_add(1, std::memory_order_relaxed);
             c_wan_bytes.fetch_add(bytes, std::memory_order_relaxed);
+            c_link[4 * ds].fetch_add(1, std::memory_order_relaxed);
+            c_link[4 * ds + 1].fetch_add(bytes, std::memory_order_relaxed);
+            if (sequenced) {
+                c_link[4 * ds + 2].fetch_add(1, std::memory_order_relaxed);
+                c_link[4 * ds + 3].fetch_add(bytes, std::memory_order_relaxed);
+            }
         }
     }
     // A handler's send (service thread). A failure cannot be handed back to anyone: it is kept
     // (send_failures, last_send_error) and named by the time-out of every thread that waits.
     std::atomic<uint64_t> send_failures{0};
     std::string last_send_error;  // under mu
-    RtStatus send(RtEndpoint& ep, uint16_t dst, uint16_t h, RtBytes a, RtBytes b = {}) {
-        count(dst, size_t{a.len} + b.len);
+    RtStatus send(RtEndpoint& ep, uint16_t dst, uint16_t h, RtBytes a, RtBytes b = {}, bool sequenced = false) {
+        count(dst, size_t{a.len} + b.len, sequenced);
         const RtStatus st = ep.send(RtAddr{dst, kRtService}, h, a, b);
         if (st != RtStatus::kOk) {
             send_failures.fetch_add(1);
@@ -159,7 +168,7 @@ struct OrderedBcast::Impl {
         const OrdHdr h{seq, from.cluster, from.thread, 1};
         const RtBytes body{data.data(), static_cast<uint32_t>(data.size())};
         for (uint16_t s = 0; s < topo.sites; ++s)
-            if (s != site) send(self, coord(s), hb + 1, RtBytes{&h, sizeof h}, body);
+            if (s != site) send(self, coord(s), hb + 1, RtBytes{&h, sizeof h}, body, true);
         on_ord(self, h, data);  // this site: its coordinator is the sequencer's cluster
     }
     bool outstanding() const {
@@ -271,6 +280,8 @@ OrderedBcast::OrderedBcast(Runtime& rt, const Topology& topo, Sequencer policy, 
     I.applied_from = std::make_unique<std::atomic<uint64_t>[]>(topo.threads);
     I.served.assign(topo.sites, 0);
     I.wanted.assign(topo.sites, 0);
+    I.c_link = std::make_unique<std::atomic<uint64_t>[]>(size_t{4} * topo.sites);
+    for (size_t i = 0; i < size_t{4} * topo.sites; ++i) I.c_link[i] = 0;
     I.have_token = policy != Sequencer::kCentral && I.me == I.coord(0);  // site 0's sequencer starts with it
     rt.set_handler(handler_base, on_data, &I);
     rt.set_handler(handler_base + 1, on_ord, &I);
@@ -353,6 +364,10 @@ OrderedCounters OrderedBcast::counters() const {
     c.token_passes = I.c_passes.load();
     c.requests = I.c_reqs.load();
     c.sequenced_here = I.c_seq.load();
+    c.to_site.resize(I.topo.sites);
+    for (uint16_t d = 0; d < I.topo.sites; ++d)
+        c.to_site[d] = {I.c_link[4 * d].load(), I.c_link[4 * d + 1].load(), I.c_link[4 * d + 2].load(),
+                        I.c_link[4 * d + 3].load()};
     return c;
 }
 

@@ -50,6 +50,13 @@ struct OrderedCounters {
     uint64_t wan_msgs = 0, wan_bytes = 0;      // sent from this cluster to another site
     uint64_t token_passes = 0, requests = 0;   // rotating / migrating
     uint64_t sequenced_here = 0;               // numbers given by this cluster's sequencer
+    // Per destination site index (topology's): the WAN messages and bytes this cluster sent there,
+    // and of those the sequenced messages (a broadcast's fan-out to that site's coordinator); the
+    // rest are messages to a sequencer, requests and token passes.
+    struct ToSite {
+        uint64_t msgs = 0, bytes = 0, sequenced_msgs = 0, sequenced_bytes = 0;
+    };
+    std::vector<ToSite> to_site;
 };
 
 class OrderedBcast {

@@ -1,6 +1,7 @@
 // net.cpp: the counted messaging of the wide-area programs (widearea.hpp, Net and Traffic).
 #include <algorithm>
 
+#include "ordered.hpp"
 #include "widearea.hpp"
 
 namespace iccs::widearea {
@@ -156,6 +157,26 @@ void Net::add_rpcs(uint16_t from_site, uint16_t to_site, uint64_t rpcs, uint64_t
     l.rpc_bytes += bytes;
     t.wan_rpcs += rpcs;
     t.wan_rpc_bytes += bytes;
+}
+
+void Net::add_ordered(const group::OrderedCounters& c) {
+    Traffic& t = slots_.back();
+    const uint16_t src = site_of(rt_.cluster());
+    t.msgs += c.sent + c.wan_msgs;
+    t.bytes += c.wan_bytes;
+    for (uint16_t d = 0; d < c.to_site.size() && d < topo_.sites; ++d) {
+        if (d == src) continue;
+        const auto& x = c.to_site[d];
+        LinkTraffic& l = t.link[size_t{src} * topo_.sites + d];
+        l.rpcs += x.msgs - x.sequenced_msgs;
+        l.rpc_bytes += x.bytes - x.sequenced_bytes;
+        t.wan_rpcs += x.msgs - x.sequenced_msgs;
+        t.wan_rpc_bytes += x.bytes - x.sequenced_bytes;
+        l.bcasts += x.sequenced_msgs;
+        l.bcast_bytes += x.sequenced_bytes;
+        t.wan_bcast_bytes += x.sequenced_bytes;
+    }
+    if (topo_.sites > 1) t.wan_bcasts += c.sequenced_here;
 }
 
 Traffic Net::traffic() const {

@@ -5,6 +5,8 @@
 namespace iccs::widearea {
 
 std::unique_ptr<Instance> make_sor(const Setup& s);
+std::unique_ptr<Instance> make_asp(const Setup& s);
+std::unique_ptr<Instance> make_tsp_wa(const Setup& s);
 
 namespace {
 
@@ -12,7 +14,15 @@ constexpr Program kPrograms[] = {
     {"sor",
      "red/black successive over-relaxation, row blocks, neighbour row exchange; optimized: inter-site rows only "
      "every 3rd iteration, 6 deep (the halo updated locally meanwhile), and the convergence test every 3rd",
-     "test: 130x130 grid; paper: 386x386 grid", make_sor},
+     "test: 130x130 grid; paper: 770x770 grid", make_sor},
+    {"asp",
+     "all-pairs shortest paths (Floyd), row k broadcast at step k through the totally ordered broadcast; "
+     "optimized: the sequencer migrates to the sending site instead of the central one",
+     "test: 128 nodes; paper: 2048 nodes", make_asp},
+    {"tsp-wa",
+     "travelling salesman, branch and bound with a fixed bound over a job queue (an RPC per job); optimized: "
+     "one queue per site, jobs dealt to the sites statically",
+     "test: 12 cities, 110 jobs; paper: 14 cities, 1716 jobs", make_tsp_wa},
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ struct SorParams {
     uint32_t max_iter;  // a bound (never reached at these sizes; the check would tell)
     uint32_t k;         // optimized: inter-site exchanges (2k rows deep) and the reduction every k-th iteration
 };
-SorParams params_of(Size s) { return s == Size::kTest ? SorParams{130, 1e-6, 100000, 3} : SorParams{386, 1e-6, 100000, 3}; }
+SorParams params_of(Size s) { return s == Size::kTest ? SorParams{130, 1e-6, 100000, 3} : SorParams{770, 1e-6, 100000, 3}; }
 
 double omega_of(uint32_t n) { return 2.0 / (1.0 + std::sin(M_PI / double(n - 1))); }
 

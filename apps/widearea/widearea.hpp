@@ -29,6 +29,10 @@
 #include "group.hpp"
 #include "runtime.hpp"
 
+namespace iccs::group {
+struct OrderedCounters;
+}
+
 namespace iccs::widearea {
 
 enum class Variant : uint8_t { kOriginal, kOptimized };
@@ -87,6 +91,11 @@ public:
     // broadcast carried as RPCs: added to this process's part.
     void add_group(const group::Counters& c);
     void add_rpcs(uint16_t from_site, uint16_t to_site, uint64_t rpcs, uint64_t bytes);
+    // group/'s totally ordered broadcast (OrderedBcast::counters() of this process): the sequenced
+    // messages to other sites' coordinators are the broadcasts (one per link each; in the totals,
+    // each number this cluster's sequencer gave, once); the other WAN messages (to a sequencer,
+    // requests, token passes) are RPCs.
+    void add_ordered(const group::OrderedCounters& c);
 
     // This process's counters (every slot summed; read when the threads are between calls).
     Traffic traffic() const;
