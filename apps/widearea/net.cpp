@@ -89,6 +89,11 @@ RtStatus Net::reply(RtEndpoint& from, const ReplyToken& to, RtBytes a, RtBytes b
     return from.reply(to, a, b);
 }
 
+RtStatus Net::send_reply(RtEndpoint& from, RtAddr dst, uint16_t handler, RtBytes a, RtBytes b) {
+    count(slot(from), rt_.cluster(), dst.cluster, uint64_t{a.len} + b.len, false);
+    return from.send(dst, handler, a, b);
+}
+
 RtStatus Net::bcast(RtEndpoint& from, uint16_t handler, RtBytes a, RtBytes b) {
     Traffic& s = slot(from);
     const uint64_t n = uint64_t{a.len} + b.len;

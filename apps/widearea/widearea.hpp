@@ -81,6 +81,9 @@ public:
     RtStatus request(RtEndpoint& from, RtAddr dst, uint16_t handler, RtBytes a, RtBytes b,
                      std::vector<uint8_t>& reply, uint64_t timeout_us = kRtForever);
     RtStatus reply(RtEndpoint& from, const ReplyToken& to, RtBytes a, RtBytes b = {});
+    // A one-way message that answers an earlier one (a fetch answered by a send): its bytes count
+    // with the RPCs', but it is no RPC of its own.
+    RtStatus send_reply(RtEndpoint& from, RtAddr dst, uint16_t handler, RtBytes a, RtBytes b = {});
     // One logical broadcast from `from` to every compute thread of every cluster but `from`
     // itself (one message to each: the flat broadcast of the original programs).
     RtStatus bcast(RtEndpoint& from, uint16_t handler, RtBytes a, RtBytes b = {});
