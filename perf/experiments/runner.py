@@ -24,13 +24,15 @@ from exp_dispatch import Dispatch  # noqa: E402
 from exp_latency import Latency  # noqa: E402
 from exp_scaling import Scaling  # noqa: E402
 from exp_wan import Wan  # noqa: E402
+from exp_widearea import Widearea  # noqa: E402
 from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progress, fmt_s, host_cores,  # noqa: E402
                        out_dir, write_csv, write_json)
 
 # The experiments, by name: a class with name, figure, title, columns, add_options, check,
 # threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
 # their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
-EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Calibrate())}
+EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Widearea(),
+                                           Calibrate())}
 LATER = {}
 
 
@@ -158,6 +160,7 @@ def main(argv):
     try:
         args = ap.parse_args(argv[1:])
         args.explicit = {a.lstrip("-").split("=")[0].replace("-", "_") for a in argv[1:] if a.startswith("--")}
+        args._cli = cli  # experiments that ask the build what it has (widearea: the program registry)
         exp.check(args)
     except ArgError as e:
         print(f"iccs experiment {name}: {e} (see ./iccs experiment {name} --help)", file=sys.stderr)
