@@ -203,7 +203,7 @@ class Widearea:
             if ok:
                 row["time_s"] = round(median([x["time_s"] for x in ok]), 6)
                 base = median(seq.get(app, []))
-                row["speedup"] = round(base / row["time_s"], 3) if base else None
+                row["speedup"] = float(f"{base / row['time_s']:.4g}") if base else None
                 for k in ("wan_rpcs", "wan_rpc_bytes", "wan_bcasts", "wan_bcast_bytes"):
                     row[k] = int(median([x[k] for x in ok]))
             rows.append(row)

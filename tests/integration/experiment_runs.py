@@ -25,7 +25,9 @@ Counters: hardware counters are null (unavailable) or numbers, never a made-up 0
 whose probe said unavailable.
   model      calibrate --quick, then scaling and apps --quick --model with its cost file (issue 22):
              the measured/modeled rows, the replays' measured_* columns, the projected layouts.
-Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|app-errors|
+  widearea   `--quick` over every wide-area program of the registry: four rows each, all PASS, the CSV's
+             columns exactly the issue's, widearea-traffic.csv beside it.
+Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|widearea|app-errors|
        app-failures|model
 """
 import csv
@@ -274,6 +276,47 @@ def wan(out):
     check(all(x is not None and x < 1 for x in ten), f"wan: at 10 ms the speedup is below 1 ({ten})")
 
 
+WIDEAREA_COLUMNS = ["app", "variant", "clusters", "processes", "time_s", "speedup", "wan_rpcs", "wan_rpc_bytes",
+                    "wan_bcasts", "wan_bcast_bytes", "result"]
+
+
+def widearea(out):
+    """widearea --quick: every program of the registry at test size, 1 and 2 clusters: four rows per
+    program (1 cluster of N/2; 2 sites original and optimized; 1 cluster of N), all PASS, the CSV's
+    columns exactly the issue's, Tables 4/5 beside it, no WAN traffic on one cluster."""
+    p = run("widearea", [], out)
+    check(p.returncode == 0, "widearea: exit status 0")
+    check("left" in p.stdout and "results: " in p.stdout, "widearea: progress and where the results are")
+    names = [ln.split("\t")[0] for ln in subprocess.run([CLI, "run", "--list-widearea"], stdout=subprocess.PIPE,
+                                                         text=True).stdout.splitlines() if ln.strip()]
+    check(len(names) >= 1, f"widearea: the registry lists programs ({names})")
+    paths = files(out, "widearea")
+    if not os.path.isfile(paths["csv"]):
+        return
+    meta, rows = read_csv(paths["csv"])
+    check(list(rows[0].keys()) == WIDEAREA_COLUMNS if rows else False, "widearea: CSV columns exactly " +
+          ", ".join(WIDEAREA_COLUMNS))
+    check(any(l.startswith("# threads:") for l in meta), "widearea: CSV metadata says the compute threads")
+    for a in names:
+        rs = [r for r in rows if r["app"] == a]
+        check(len(rs) == 4, f"widearea: {a}: 4 rows ({len(rs)})")
+        check(all(r["result"] == "PASS" and fnum(r["speedup"]) and fnum(r["speedup"]) > 0 for r in rs),
+              f"widearea: {a}: every bar PASS with a speedup")
+        single = [r for r in rs if r["clusters"] == "1"]
+        check(len(single) == 2 and all(r["variant"] == "original" and r["wan_rpcs"] == "0" and r["wan_bcasts"] == "0"
+                                       for r in single), f"widearea: {a}: the two single-cluster bounds, no WAN traffic")
+        check(sorted(r["variant"] for r in rs if r["clusters"] == "2") == ["optimized", "original"],
+              f"widearea: {a}: original and optimized on 2 sites")
+    tpath = os.path.join(os.path.dirname(paths["csv"]), "widearea-traffic.csv")
+    check(os.path.isfile(tpath), "widearea: widearea-traffic.csv (Tables 4/5) written")
+    if os.path.isfile(tpath):
+        _, trows = read_csv(tpath)
+        check(sorted(r["app"] for r in trows) == sorted(names), "widearea: a traffic row per program")
+    with open(paths["json"]) as f:
+        j = json.load(f)
+    check_json_common(j, "widearea")
+
+
 def app_errors(out):
     for args, want in ((["apps", "nosuchapp"], "nosuchapp"), (["apps", "--threads", "3"], "--threads 3"),
                        (["apps", "--threads", "64"], "--oversubscribe"), (["apps", "--polling", "inline"], "inline"),
@@ -376,7 +419,7 @@ def main():
     out = tempfile.mkdtemp(prefix="iccs-exp-test-")
     try:
         {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
-         "dispatch": dispatch, "wan": wan, "app-errors": app_errors, "app-failures": app_failures,
+         "dispatch": dispatch, "wan": wan, "widearea": widearea, "app-errors": app_errors, "app-failures": app_failures,
          "model": model}[WHAT](out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
