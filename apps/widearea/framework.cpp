@@ -87,6 +87,11 @@ std::string result_json(const Program& p, const Options& o, Variant v, const Var
     j += ",\"wan_rpcs\":" + std::to_string(t.wan_rpcs) + ",\"wan_rpc_bytes\":" + std::to_string(t.wan_rpc_bytes);
     j += ",\"wan_bcasts\":" + std::to_string(t.wan_bcasts) + ",\"wan_bcast_bytes\":" + std::to_string(t.wan_bcast_bytes);
     j += ",\"msgs\":" + std::to_string(t.msgs) + ",\"msg_bytes\":" + std::to_string(t.bytes);
+    // The keys of the applications' run contract (apps/README.md) that the experiments read, so
+    // `iccs experiment wan` takes these programs too: the parallel section, the messages.
+    j += ",\"parallel_s\":" + jnum(r.time_s) + ",\"rt\":{\"msgs\":" + std::to_string(t.msgs) + ",\"bytes\":" +
+         std::to_string(t.bytes) + ",\"mean_msg_bytes\":" + (t.msgs ? jnum(double(t.bytes) / double(t.msgs)) : "null") +
+         "},\"iccs\":null,\"dsm\":null";
     j += ",\"sites\":" + std::to_string(topo.sites) + ",\"wan_links\":[";
     bool first = true;
     for (uint16_t a = 0; a < t.sites; ++a)

@@ -49,11 +49,12 @@ def add_app_options(ap, apps_nargs, default_apps_text):
                     help="seconds one run may take before it is stopped (default 900)")
 
 
-def check_apps(args, default):
+def check_apps(args, default, more=()):
+    """args.app_list from the positional APPs (or `default`), each one of APPS or of `more`."""
     apps = list(args.apps) if args.apps else list(default)
     for a in apps:
-        if a not in APPS:
-            raise ExperimentError(f"APP '{a}': allowed values are {', '.join(APPS)}")
+        if a not in APPS and a not in more:
+            raise ExperimentError(f"APP '{a}': allowed values are {', '.join(APPS + list(more))}")
     args.app_list = list(dict.fromkeys(apps))
     if args.reps is None:
         args.reps = 1 if args.quick else 3

@@ -15,9 +15,10 @@ path: the time-left estimate is re-made after every run from the local runs' mes
 the WAN runs finished so far (see reestimate), and --timeout bounds one run (recorded, the sweep
 goes on).
 """
-from app_runs import (COMM_BOUND, STARTUP_S, add_app_options, check_apps, fail_counts, rt_stats, save_fig, threads_total,
+from app_runs import (APPS, COMM_BOUND, STARTUP_S, add_app_options, check_apps, fail_counts, rt_stats, save_fig, threads_total,
                       times)
 from exp_apps import AppExperiment, parse_float_list
+from exp_widearea import registry
 from framework import ExperimentError, median
 
 BANDWIDTHS_MB_S = [10, 3, 1, 0.3, 0.1, 0.03]
@@ -53,13 +54,18 @@ class Wan(AppExperiment):
         ap.add_argument("--sites", type=int, help="sites (= clusters), each its own site (default 4, the study's; "
                                                   "2 when fewer than 4 compute threads)")
         ap.add_argument("--proxies", type=int, default=1, help="proxies per cluster (default 1)")
+        ap.add_argument("--variant", choices=["original", "optimized"], default="optimized",
+                        help="the wide-area programs' variant (APP one of `iccs-cli run --list-widearea`; default "
+                             "optimized, as Plaat et al. ran them)")
         ap.add_argument("--bandwidths", help="comma-separated wide-area bandwidths [MB/s, 10^6 bytes] (default "
                                              f"{','.join(map(str, BANDWIDTHS_MB_S))})")
         ap.add_argument("--latencies", help="comma-separated one-way wide-area latencies [ms] (default "
                                             f"{','.join(map(str, LATENCIES_MS))})")
 
     def check(self, args):
-        check_apps(args, ["water"] if args.quick else COMM_BOUND)
+        wide = registry(args._cli) if any(a not in APPS for a in args.apps) else []
+        check_apps(args, ["water"] if args.quick else COMM_BOUND, wide)
+        self.widearea = set(wide) & set(args.app_list)
         self.timeout = args.timeout
         args.bw_list = parse_float_list(args.bandwidths, "--bandwidths") if args.bandwidths else \
             (QUICK_BW if args.quick else BANDWIDTHS_MB_S)
@@ -104,6 +110,9 @@ class Wan(AppExperiment):
                                                "--wan-latency-ms", f"{lat:g}",
                                                "--wan-bandwidth", str(int(round(bw * 1e6)))],
                                         id=f"{app} {bw:g} MB/s {lat:g} ms rep {rep + 1}/{args.reps}"))
+        for c in out:  # the wide-area programs: the variant
+            if c["app"] in self.widearea:
+                c["extra"] = c["extra"] + ["--variant", args.variant]
         return out
 
     def run_one(self, cfg, ctx):
