@@ -29,6 +29,16 @@ inline uint64_t parse_u64(const std::string& who, const std::string& flag, const
     return x;
 }
 
+// --cluster-size and --threads name one key ([cluster] compute_threads): keeps what each said and
+// stops with a usage error when both are given with different values.
+inline void note_cluster_size(const std::string& who, const std::string& flag, const std::string& v,
+                              std::string& cluster_size, std::string& threads) {
+    (flag == "--cluster-size" ? cluster_size : threads) = v;
+    if (!cluster_size.empty() && !threads.empty() && cluster_size != threads)
+        usage_error(who, "--cluster-size " + cluster_size + " and --threads " + threads +
+                             " disagree (both are the compute threads per cluster)");
+}
+
 // The flags of `iccs run` (every program, built in or PATH) that set one configuration key each.
 inline constexpr std::pair<const char*, const char*> kRunConfigFlags[] = {
     {"--clusters", "machine.clusters"},   {"--threads", "cluster.compute_threads"},

@@ -310,19 +310,6 @@ namespace {
 const char* kDsmKeys[] = {"read_faults", "write_faults", "page_fetches", "diffs_sent", "diff_bytes", "invalidations"};
 const char* kDsmSeconds[] = {"lock_wait_s", "barrier_wait_s"};
 
-// A JSON string literal of `s`.
-std::string jstr(const std::string& s) {
-    std::string j = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') j += '\\', j += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            j += b;
-        } else j += c;
-    }
-    return j + "\"";
-}
 
 }  // namespace
 
@@ -593,8 +580,8 @@ int cmd_run_path(int argc, char** argv) {
         std::remove(report.c_str());
         return o.rc == 0 ? 2 : o.rc;
     }
-    std::string j = "{\"program\":" + jstr(program) + ",\"args\":[";
-    for (size_t k = 0; k < prog_args.size(); ++k) j += (k ? "," : "") + jstr(prog_args[k]);
+    std::string j = "{\"program\":" + json_quote(program) + ",\"args\":[";
+    for (size_t k = 0; k < prog_args.size(); ++k) j += (k ? "," : "") + json_quote(prog_args[k]);
     j += "]" + shape_members_json(o.info);
     j += std::string(",\"result\":\"") + (o.rc == 0 ? "PASS" : "FAIL") + "\"";
     j += ",\"exit_status\":" + std::to_string(o.rc);
@@ -644,11 +631,7 @@ int cmd_run_app(int argc, char** argv) {
         } else if (a == "--report") {
             report = v;
         } else if (a == "--cluster-size" || a == "--threads") {
-            std::string& slot = a == "--cluster-size" ? cluster_size : threads;
-            slot = v;
-            if (!cluster_size.empty() && !threads.empty() && cluster_size != threads)
-                usage_error("--cluster-size " + cluster_size + " and --threads " + threads +
-                            " disagree (both are the compute threads per cluster)");
+            cli::note_cluster_size("run", a, v, cluster_size, threads);
             run_flags.push_back("--threads");
             run_flags.push_back(v);
         } else if (a.rfind("--", 0) == 0) {

@@ -124,11 +124,7 @@ int cmd_run_widearea(int argc, char** argv) {
         } else if (a == "--wait-timeout-ms") {
             o.timeout_ms = cli::parse_u64("run", a, v.c_str(), 100, 86'400'000);
         } else if (a == "--cluster-size" || a == "--threads") {
-            std::string& slot = a == "--cluster-size" ? cluster_size : threads;
-            slot = v;
-            if (!cluster_size.empty() && !threads.empty() && cluster_size != threads)
-                usage_error("--cluster-size " + cluster_size + " and --threads " + threads +
-                            " disagree (both are the compute threads per cluster)");
+            cli::note_cluster_size("run", a, v, cluster_size, threads);
             flags.insert(flags.end(), {"--threads", v});
         } else if (a.rfind("--", 0) == 0) {
             if (a == "--seed") o.seed = cli::parse_u64("run", a, v.c_str(), 0, UINT64_MAX);

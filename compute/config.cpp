@@ -122,11 +122,7 @@ ConvConfig to_conv_config(const MachineConfig& m) {
     return c;
 }
 
-namespace {
-
-// ---- values as text ----------------------------------------------------------------------------
-
-std::string quote(std::string_view s) {
+std::string json_quote(std::string_view s) {
     std::string out = "\"";
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
@@ -143,6 +139,12 @@ std::string quote(std::string_view s) {
     }
     return out + "\"";
 }
+
+namespace {
+
+// ---- values as text ----------------------------------------------------------------------------
+
+std::string quote(std::string_view s) { return json_quote(s); }
 
 std::string double_text(double v) {
     char buf[64];

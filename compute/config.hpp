@@ -280,6 +280,9 @@ inline Ipv4Addr udp_socket_ip(const std::vector<Ipv4Addr>& addresses, uint32_t c
 // (their errors name file and line). `out` stays null when the stage is off (see WanSection).
 // Reads files: start-up only. False with err.
 bool to_wan_config(const MachineConfig& c, std::shared_ptr<const WanConfig>& out, std::string& err);
+// `s` as a JSON (and TOML basic) string literal: quotes, backslashes and control characters escaped.
+std::string json_quote(std::string_view s);
+
 // The site of every cluster ([wan] sites, or the cluster id), and the number of sites.
 std::vector<uint16_t> wan_sites(const MachineConfig& c, uint32_t& sites);
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "config.hpp"
 #include "group_programs.hpp"
 #include "widearea.hpp"
 
@@ -16,19 +17,6 @@ namespace {
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string jstr(const std::string& s) {
-    std::string j = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') j += '\\', j += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            j += b;
-        } else j += c;
-    }
-    return j + "\"";
 }
 
 std::string jnum(double v) {
@@ -73,15 +61,15 @@ bool decode(const std::vector<uint8_t>& b, bool& ok, double& error, Traffic& tr,
 }
 
 std::string result_json(const Program& p, const Options& o, Variant v, const VariantResult& r, const group::Topology& topo) {
-    std::string j = "{\"app\":" + jstr(p.name) + ",\"variant\":\"" + to_string(v) + "\",\"size\":\"" +
+    std::string j = "{\"app\":" + json_quote(p.name) + ",\"variant\":\"" + to_string(v) + "\",\"size\":\"" +
                     to_string(o.size) + "\"";
     j += std::string(",\"result\":\"") + (r.ok ? "PASS" : "FAIL") + "\"";
     j += ",\"time_s\":" + jnum(r.time_s) + ",\"seq_s\":" + jnum(r.seq_s);
     j += ",\"speedup\":" + (r.time_s > 0 && r.seq_s > 0 ? jnum(r.seq_s / r.time_s) : std::string("null"));
-    j += ",\"check\":" + (r.check.empty() ? std::string("null") : jstr(r.check));
-    if (!r.ok) j += ",\"failure\":" + jstr(r.failure.empty() ? "no failure recorded" : r.failure);
+    j += ",\"check\":" + (r.check.empty() ? std::string("null") : json_quote(r.check));
+    if (!r.ok) j += ",\"failure\":" + json_quote(r.failure.empty() ? "no failure recorded" : r.failure);
     j += ",\"error\":" + jnum(r.error);
-    j += ",\"problem\":" + jstr(r.problem);
+    j += ",\"problem\":" + json_quote(r.problem);
     j += std::string(",\"inject_error\":") + (o.inject_error ? "true" : "false");
     const Traffic& t = r.traffic;
     j += ",\"wan_rpcs\":" + std::to_string(t.wan_rpcs) + ",\"wan_rpc_bytes\":" + std::to_string(t.wan_rpc_bytes);
