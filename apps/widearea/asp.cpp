@@ -54,6 +54,8 @@ public:
               s.ordered_base) {
         init_ = asp_graph(n_, s.opt.seed);
         ts_.resize(s.rt.threads());
+        if (s.topo.ranks() > n_)
+            s.refuse = "asp: " + std::to_string(s.topo.ranks()) + " ranks for " + std::to_string(n_) + " rows";
     }
 
     bool run(Ctx& c) override {

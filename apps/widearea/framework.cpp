@@ -142,6 +142,7 @@ int run_cluster(std::unique_ptr<Runtime> rt, const group::Topology& topo, const 
     const uint16_t T = rt->threads(), me = rt->cluster(), C = rt->clusters();
     const size_t V = o.variants.size();
     std::shared_ptr<void> shared;
+    std::string refused;
     std::vector<std::unique_ptr<Net>> nets;
     std::vector<std::unique_ptr<Instance>> insts;
     for (size_t v = 0; v < V; ++v) {
@@ -155,8 +156,14 @@ int run_cluster(std::unique_ptr<Runtime> rt, const group::Topology& topo, const 
                       static_cast<uint16_t>(140 + 2 * v),
                       static_cast<uint16_t>(150 + 4 * v),
                       static_cast<uint16_t>(160 + 4 * v),
-                      shared};
+                      shared,
+                      refused};
         insts.push_back(p.make(s));
+    }
+    if (!refused.empty()) {  // the same decision in every cluster: nobody waits for anybody
+        if (me == 0) std::printf("%s: cannot run this shape: %s\n", p.name, refused.c_str());
+        std::fflush(stdout);
+        return runtime_finish(std::move(rt), false);
     }
     std::vector<VariantResult> res(V);
     const std::string err = group::on_every_thread(T, [&](uint16_t t, const group::FailFn& failed) {

@@ -96,6 +96,9 @@ public:
             for (auto& side : t.in)
                 for (auto& b : side) b.assign(size_t{2} * p_.k * p_.n, 0.0);
         s.rt.set_handler(h_, &Sor::on_row, this);
+        if (s.topo.ranks() > p_.n - 2)
+            s.refuse = "sor: " + std::to_string(s.topo.ranks()) + " ranks for " + std::to_string(p_.n - 2) +
+                       " rows (at most one rank a row)";
     }
 
     bool run(Ctx& c) override {

@@ -76,6 +76,7 @@ public:
     explicit WaterWa(const Setup& s)
         : rt_(s.rt), topo_(s.topo), net_(s.net), variant_(s.variant), shared_(s.shared), p_(water_params(s.opt.size)),
           h_(s.handler_base), me_(s.rt.cluster()), T_(s.rt.threads()), P_(s.topo.ranks()), seed_(s.opt.seed) {
+        if (P_ > p_.mols) s.refuse = "water-wa: more ranks than molecules";
         const Start st = start_of(p_.mols, s.opt.seed);
         pos_ = st.x;
         vel_ = st.v;

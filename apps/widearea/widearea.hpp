@@ -136,6 +136,9 @@ struct Setup {
     // The same slot for every variant of this process: a program may keep its sequential
     // reference here (computed once, shared by `--variant both`).
     std::shared_ptr<void>& shared;
+    // A shape the program cannot run (more ranks than rows, ...): say why here; every cluster
+    // decides the same from the same inputs, and the run ends before it starts (FAIL, exit 1).
+    std::string& refuse;
 };
 
 // Thread t's view of the run, given to Instance::run.
