@@ -4,7 +4,11 @@ another site held until its emulated arrival from the link's latency, bandwidth 
 over bandwidth 10, 3, 1, 0.3, 0.1, 0.03 MB/s (1 MB = 10^6 bytes) and one-way latency 0.1, 0.3,
 1, 3, 10, 30, 100, 300 ms; speedup relative to the same run with all links local (every cluster
 in one site, nothing emulated): T_local / T_wan (1 = the WAN costs nothing). Their Figure 2:
-speedup against latency, a line per bandwidth, and against bandwidth, a line per latency.
+speedup against latency, a line per bandwidth, and against bandwidth, a line per latency. Their
+Figure 3: the share of the run time spent on WAN communication, (T_wan - T_local) / T_wan (column
+wan_share, the PNG's third panel), and the WAN traffic per cluster (wan_bytes_per_cluster: the
+wide-area programs of apps/widearea count it; empty for the DSM applications). APP may also be a
+wide-area program (`iccs-cli run --list-widearea`), run as --variant (default optimized).
 
 Scaled to the host (app_runs.py): 4 sites (the study's) of T/4 compute threads each, 1 proxy per
 cluster (--proxies), transport iccs; with fewer than 4 compute threads (T = 2 on a 2-core host
@@ -43,11 +47,11 @@ def _plot_family(ax, rows, line_key, line_values, x_key, style, unit, cmap, top,
 
 class Wan(AppExperiment):
     name = "wan"
-    figure = "Plaat, Bal, Hofman 1998, Figure 2"
+    figure = "Plaat, Bal, Hofman 1998, Figures 2 and 3"
     title = "WAN sensitivity: speedup (T_local / T_wan) against wide-area latency and bandwidth"
     columns = ["app", "sites", "threads", "cluster_size", "proxies_per_cluster", "bandwidth_mb_s", "latency_ms",
                "time_s", "time_min_s", "time_max_s", "reps", "local_time_s", "speedup", "msgs", "mean_msg_bytes",
-               "threads_total", "oversubscribed", "timeouts", "failures"]
+               "threads_total", "oversubscribed", "timeouts", "failures", "wan_share", "wan_bytes_per_cluster"]
 
     def add_options(self, ap):
         add_app_options(ap, "*", f"{', '.join(COMM_BOUND)}; --quick: water")
@@ -173,6 +177,13 @@ class Wan(AppExperiment):
                 row.update(times(ok))
                 row.update(rt_stats(ok))
                 row["speedup"] = round(local[app] / row["time_s"], 4) if local.get(app) else None
+                # Plaat et al. Figure 3: the share of the run time spent on WAN communication, and
+                # (wide-area programs: their counters) the WAN bytes per cluster
+                if local.get(app) and bw is not None:
+                    row["wan_share"] = round((row["time_s"] - local[app]) / row["time_s"], 4)
+                wb = [(o.get("wan_rpc_bytes") or 0) + (o.get("wan_bcast_bytes") or 0) for o in ok if "wan_rpc_bytes" in o]
+                if wb:
+                    row["wan_bytes_per_cluster"] = int(median(wb) / c["clusters"])
             rows.append(row)
         rows.sort(key=lambda r: (r["app"], r["bandwidth_mb_s"] is not None, -(r["bandwidth_mb_s"] or 0),
                                  r["latency_ms"] or 0))
@@ -188,7 +199,7 @@ class Wan(AppExperiment):
     def plot(self, plt, rows, extra, meta, path):
         over = ""  # the runner's label in figure_title says which rows were oversubscribed
         apps = list(dict.fromkeys(r["app"] for r in rows))
-        fig, axes = plt.subplots(len(apps), 2, figsize=(11, 3.6 * len(apps)), squeeze=False)
+        fig, axes = plt.subplots(len(apps), 3, figsize=(16, 3.6 * len(apps)), squeeze=False)
         cmap = plt.get_cmap("viridis")
         for i, app in enumerate(apps):
             rs = [r for r in rows if r["app"] == app and r["bandwidth_mb_s"] is not None and r.get("speedup")]
@@ -201,6 +212,11 @@ class Wan(AppExperiment):
             _plot_family(axes[i][1], rs, "latency_ms", lats, "bandwidth_mb_s", "s-", "ms", cmap, top,
                          "wide-area bandwidth [MB/s]", "speedup vs all-local",
                          f"{app}: against bandwidth, a line per latency")
+            # Plaat et al. Figure 3: the share of the run time on WAN communication
+            sh = [dict(r, speedup=max(0.0, r["wan_share"])) for r in rs if r.get("wan_share") is not None]
+            _plot_family(axes[i][2], sh, "bandwidth_mb_s", bws, "latency_ms", "^-", "MB/s", cmap, 1.05,
+                         "one-way wide-area latency [ms]", "(T_wan - T_local) / T_wan",
+                         f"{app}: share of the run time on WAN communication (Fig. 3)")
         fig.suptitle(f"{meta['figure_title']}{over}\n{extra['sites']} sites", fontsize=9)
         save_fig(fig, path)
         plt.close(fig)
