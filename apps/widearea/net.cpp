@@ -109,26 +109,14 @@ RtStatus Net::bcast(RtEndpoint& from, uint16_t handler, RtBytes a, RtBytes b) {
             reached[site_of(c)] = true;
             st = from.send(dst, handler, a, b);
         }
-    const uint16_t src = site_of(me.cluster);
-    bool any = false;
-    for (uint16_t d = 0; d < topo_.sites; ++d) {
-        if (d == src || !reached[d]) continue;
-        LinkTraffic& l = s.link[size_t{src} * topo_.sites + d];
-        ++l.bcasts;
-        l.bcast_bytes += n;
-        s.wan_bcast_bytes += n;
-        any = true;
-    }
-    if (any) ++s.wan_bcasts;
+    count_bcast(s, site_of(me.cluster), reached, n);
     return st;
 }
 
-void Net::note_bcast(RtEndpoint& from, uint64_t bytes) {
-    Traffic& s = slot(from);
-    const uint16_t src = site_of(from.self().cluster);
+void Net::count_bcast(Traffic& s, uint16_t src, const std::vector<bool>& reached, uint64_t bytes) {
     bool any = false;
     for (uint16_t d = 0; d < topo_.sites; ++d) {
-        if (d == src) continue;
+        if (d == src || !reached[d]) continue;
         LinkTraffic& l = s.link[size_t{src} * topo_.sites + d];
         ++l.bcasts;
         l.bcast_bytes += bytes;
@@ -136,6 +124,10 @@ void Net::note_bcast(RtEndpoint& from, uint64_t bytes) {
         any = true;
     }
     if (any) ++s.wan_bcasts;
+}
+
+void Net::note_bcast(RtEndpoint& from, uint64_t bytes) {
+    count_bcast(slot(from), site_of(from.self().cluster), std::vector<bool>(topo_.sites, true), bytes);
 }
 
 void Net::add_group(const group::Counters& c) {

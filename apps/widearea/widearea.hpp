@@ -106,6 +106,8 @@ public:
 private:
     Traffic& slot(const RtEndpoint& from);
     void count(Traffic& s, uint16_t from_cluster, uint16_t to_cluster, uint64_t bytes, bool rpc);
+    // One logical broadcast from site `src` that reached the sites marked in `reached`.
+    void count_bcast(Traffic& s, uint16_t src, const std::vector<bool>& reached, uint64_t bytes);
     Runtime& rt_;
     const group::Topology& topo_;
     std::vector<Traffic> slots_;  // threads() compute slots, then the service's, then add_*'s

@@ -124,29 +124,17 @@ def run_app(ctx, app, clusters, cluster_size, transport, proxies=None, dispatch=
     if transport == "delay":
         args += ["--delay-us", str(delay_us if delay_us is not None else "auto")]
     args += list(extra)
-    cmd = [ctx.cli] + args
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    done = ctx.counters_for_run(p.pid)
-    try:
-        out, err = p.communicate(timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        done()
-        raise RunTimeout(f"{' '.join(args)}: no end after {a.timeout} s (--timeout)")
-    counters = done()
-    took = time.monotonic() - t0
+    rc, out, err, took, counters = launch(ctx, args)
     line = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "")
-    if p.returncode == 2:
+    if rc == 2:
         raise ExperimentError(f"iccs-cli {' '.join(args)}: usage error (exit 2): {err.strip()[-1500:]}")
     try:
         j = json.loads(line)
     except ValueError:
-        raise ExperimentError(f"iccs-cli {' '.join(args)} (exit {p.returncode}) printed no JSON object on stdout "
+        raise ExperimentError(f"iccs-cli {' '.join(args)} (exit {rc}) printed no JSON object on stdout "
                               f"(does this build have `run APP --json`?):\nstdout: {out[-800:]}\nstderr: {err[-1500:]}")
-    if p.returncode != 0 or j.get("result") != "PASS":
-        raise RunFailed(f"iccs-cli {' '.join(args)}: result {j.get('result')} (exit {p.returncode}): "
+    if rc != 0 or j.get("result") != "PASS":
+        raise RunFailed(f"iccs-cli {' '.join(args)}: result {j.get('result')} (exit {rc}): "
                               f"{j.get('failure') or ''}\nstderr: {err[-1500:]}")
     missing = [k for k in REQUIRED_KEYS if k not in j]
     if missing:
@@ -154,6 +142,23 @@ def run_app(ctx, app, clusters, cluster_size, transport, proxies=None, dispatch=
     if not isinstance(j["parallel_s"], (int, float)) or j["parallel_s"] <= 0:
         raise ExperimentError(f"iccs-cli {' '.join(args)}: parallel_s = {j['parallel_s']!r}, expected seconds > 0")
     return j, took, counters
+
+
+def launch(ctx, args):
+    """Runs `iccs-cli ARGS` with the experiment's hardware counters and --timeout; returns (exit
+    status, stdout, stderr, seconds, thread counters); RunTimeout when it ran past --timeout."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([ctx.cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = ctx.counters_for_run(p.pid)
+    try:
+        out, err = p.communicate(timeout=ctx.args.timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        done()
+        raise RunTimeout(f"{' '.join(args)}: no end after {ctx.args.timeout} s (--timeout)")
+    counters = done()
+    return p.returncode, out, err, time.monotonic() - t0, counters
 
 
 class RunTimeout(ExperimentError):

@@ -25,9 +25,8 @@ import csv
 import json
 import os
 import subprocess
-import time
 
-from app_runs import HostLayout, save_fig
+from app_runs import HostLayout, RunTimeout, launch, save_fig
 from framework import ExperimentError, median
 
 # Bal et al. 1998, Tables 4/5 (64 processes, 4 clusters): inter-cluster RPCs and bytes before/after.
@@ -147,34 +146,26 @@ class Widearea:
                 "--variant", cfg["variant"], "--json", "--set", "cluster.peer_timeout_ms=30000"]
         if cfg["clusters"] > 1:
             args += ["--wan-latency-ms", str(a.wan_latency_ms), "--wan-bandwidth", str(a.wan_bandwidth)]
-        t0 = time.monotonic()
-        p = subprocess.Popen([ctx.cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        done = ctx.counters_for_run(p.pid)
         rec = {"cfg": {k: v for k, v in cfg.items() if k != "cost"}}
         try:
-            out, err = p.communicate(timeout=a.timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            done()
-            rec["timeout"] = f"iccs-cli {' '.join(args)}: no end after {a.timeout} s"
+            rc, out, err, took, cnt = launch(ctx, args)
+        except RunTimeout as e:
+            rec["timeout"] = str(e)
             return rec, float(a.timeout), None
-        cnt = done()
-        took = time.monotonic() - t0
-        if p.returncode == 2:
+        if rc == 2:
             raise ExperimentError(f"iccs-cli {' '.join(args)}: usage error: {err.strip()[-1500:]}")
         line = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "")
         try:
             j = json.loads(line)
         except ValueError:
-            raise ExperimentError(f"iccs-cli {' '.join(args)} (exit {p.returncode}) printed no JSON:\n{err[-1500:]}")
+            raise ExperimentError(f"iccs-cli {' '.join(args)} (exit {rc}) printed no JSON:\n{err[-1500:]}")
         runs = j.get("runs") or [j]
         rec["runs"] = [{k: r.get(k) for k in ("variant", "result", "time_s", "seq_s", "wan_rpcs", "wan_rpc_bytes",
                                                "wan_bcasts", "wan_bcast_bytes", "msgs", "msg_bytes", "failure")}
                        for r in runs]
         rec["took_s"] = round(took, 3)
-        if p.returncode != 0 or j.get("result") != "PASS":
-            rec["error"] = f"iccs-cli {' '.join(args)}: {j.get('result')} (exit {p.returncode}): " + \
+        if rc != 0 or j.get("result") != "PASS":
+            rec["error"] = f"iccs-cli {' '.join(args)}: {j.get('result')} (exit {rc}): " + \
                            "; ".join(str(r.get("failure")) for r in runs if r.get("failure"))
             print(f"run failed (recorded; the sweep goes on): {rec['error'][:2000]}", flush=True)
         return rec, took, cnt
