@@ -10,7 +10,7 @@
 //            rows itself as the halo shrinks by a row per sweep (the same updates on the same
 //            inputs as the owner's, so nothing is stale), and the reduction runs every k-th
 //            iteration: it stops at the first multiple of k at or after the sequential's stopping
-//            iteration. (Stale "chaotic" rows were measured first: at the optimal omega they cost
+//            iteration, and equals the sequential iteration at that count bit for bit. (Stale "chaotic" rows were measured first: at the optimal omega they cost
 //            2-3x the iterations, so they sent more, README.md.)
 #include <algorithm>
 #include <cinttypes>
@@ -77,9 +77,12 @@ double row_residual(const double* row, const double* up, const double* down, uin
 }
 
 struct Reference {
-    std::vector<double> grid;
+    std::vector<double> grid;  // when the stopping rule held: after `iterations` iterations
     uint32_t iterations = 0;
     double residual = 0;
+    // The grid after iterations + 1 .. iterations + k - 1: the optimized variant tests the rule
+    // only every k-th iteration, so it stops up to k - 1 iterations later, on one of these.
+    std::vector<std::vector<double>> after;
 };
 
 class Sor final : public Instance {
@@ -205,6 +208,14 @@ public:
         ref->iterations = it;
         for (uint32_t i = 1; i + 1 < n; ++i)
             ref->residual = std::max(ref->residual, row_residual(g + size_t{i} * n, g + size_t{i - 1} * n, g + size_t{i + 1} * n, n));
+        std::vector<double> w = ref->grid;
+        for (uint32_t e = 1; e < p_.k; ++e) {
+            for (uint32_t col = 0; col < 2; ++col)
+                for (uint32_t i = 1; i + 1 < n; ++i)
+                    sweep_row(w.data() + size_t{i} * n, w.data() + size_t{i - 1} * n, w.data() + size_t{i + 1} * n, n, i, col,
+                              omega_);
+            ref->after.push_back(w);
+        }
         ref_ = ref;
         shared_ = ref;
     }
@@ -212,19 +223,24 @@ public:
     Check check() override {
         Check ck;
         const uint32_t n = p_.n;
-        const bool exact = variant_ == Variant::kOriginal;
+        const uint32_t its = ts_[0].iterations;
+        // The sequential iteration at the same count when there is one (the original's, and the
+        // optimized's when it stopped within k - 1 of it): bit for bit. Otherwise (the change
+        // rose above the tolerance again at a k-th iteration) the final solutions, within eps * n.
+        const std::vector<double>* target = &ref_->grid;
+        if (its > ref_->iterations && its - ref_->iterations <= ref_->after.size())
+            target = &ref_->after[its - ref_->iterations - 1];
+        const bool exact = variant_ == Variant::kOriginal || its == ref_->iterations || target != &ref_->grid;
         const double agree_tol = exact ? 0.0 : agree_tolerance();
         const double res_tol = residual_tolerance();
         double maxdiff = 0, maxres = 0;
         uint32_t at_i = 0, at_j = 0;
         double at_v = 0, at_ref = 0;
-        uint32_t its = 0;
         for (const Thread& me : ts_) {
             const uint32_t rows = me.r1 - me.r0;
-            its = me.iterations;
             for (uint32_t r = 1; r <= rows; ++r) {
                 const double* pr = me.local.data() + size_t{r + 2 * p_.k - 1} * n;
-                const double* rr = ref_->grid.data() + size_t{me.r0 + r - 1} * n;
+                const double* rr = target->data() + size_t{me.r0 + r - 1} * n;
                 for (uint32_t j = 0; j < n; ++j) {
                     const double e = std::fabs(pr[j] - rr[j]);
                     if (e > maxdiff || std::isnan(e)) {
@@ -237,10 +253,11 @@ public:
         }
         char b[512];
         std::snprintf(b, sizeof b,
-                      "grid: max |parallel - sequential| %.3g (tolerance %.3g%s); residual max %.3g (tolerance %.3g; "
-                      "sequential %.3g); iterations %u (sequential %u%s)",
-                      maxdiff, agree_tol, exact ? ": bit for bit" : "", maxres, res_tol, ref_->residual, its,
-                      ref_->iterations, exact ? ", must be equal" : "");
+                      "grid: max |parallel - sequential after %u iterations| %.3g (tolerance %.3g%s); residual max %.3g "
+                      "(tolerance %.3g; sequential %.3g); iterations %u (the sequential stopped after %u%s)",
+                      its, maxdiff, agree_tol, exact ? ": bit for bit" : ": the final solutions", maxres, res_tol,
+                      ref_->residual, its, ref_->iterations,
+                      variant_ == Variant::kOriginal ? ", must be equal" : "; the rule is tested every 3rd iteration");
         ck.what = b;
         ck.error = maxdiff;
         if (maxdiff > agree_tol) {
@@ -252,7 +269,7 @@ public:
             ck.ok = false;
             std::snprintf(b, sizeof b, "residual %.3g exceeds the tolerance %.3g", maxres, res_tol);
             ck.failure = b;
-        } else if (exact && its != ref_->iterations) {
+        } else if (variant_ == Variant::kOriginal && its != ref_->iterations) {
             ck.ok = false;
             ck.failure = "stopped after " + std::to_string(its) + " iterations, the sequential after " +
                          std::to_string(ref_->iterations);
