@@ -5,6 +5,7 @@
 namespace iccs::widearea {
 
 std::unique_ptr<Instance> make_sor(const Setup& s);
+std::unique_ptr<Instance> make_atpg(const Setup& s);
 
 namespace {
 
@@ -13,6 +14,7 @@ constexpr Program kPrograms[] = {
      "red/black successive over-relaxation, row blocks, neighbour row exchange; optimized: chaotic relaxation "
      "(inter-site row exchanges and the convergence test only every 3rd iteration)",
      "test: 130x130 grid; paper: 386x386 grid", make_sor},
+    {"atpg", "test pattern generation, faults static over the threads, a shared counter on rank 0 updated by RPC per detected fault; optimized: sums per cluster, one RPC a cluster", "test: 1500 gates, 3064 faults, 3072 shared vectors; paper: 3000 gates, 6096 faults, 3072 shared vectors", make_atpg},
 };
 
 }  // namespace
