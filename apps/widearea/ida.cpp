@@ -34,7 +34,7 @@ struct IdaParams {
     uint32_t walk;  // the instance: this many random moves from the goal
     uint64_t seed_salt;
 };
-IdaParams params_of(Size s) { return s == Size::kTest ? IdaParams{70, 15841} : IdaParams{110, 3}; }
+IdaParams params_of(Size s) { return s == Size::kTest ? IdaParams{70, 15841} : IdaParams{110, 7922}; }
 
 uint8_t g_md[16][16];  // Manhattan distance of tile t at position p (t = 0, the blank: 0)
 const bool g_md_ready = [] {
