@@ -16,6 +16,15 @@
 //            of that cluster (its thread 0), which hands each update to its owner (its own, or
 //            into the owner thread's inbox in shared memory); updates to another thread of the
 //            same cluster are combined per thread.
+// grid:      (issue 20, Awari on a grid, Verstoep et al.) the optimized variant with five changes,
+//            each switchable (--grid-opts): tree-sync: the round's synchronization (and
+//            termination test) by a tree (group/ hierarchical), else flat; rings: a send ring
+//            per destination (the runtime's own), else one shared ring, emulated: a batch to
+//            another cluster is a request that holds this thread until that cluster took it;
+//            polling: poll for arrivals every kPollEvery updates while resolving, else only at
+//            the synchronization; grain: 8 KiB batches, else 4 KiB; autoflush: flush partly
+//            filled buffers at the round's end by itself, else only when the sync message
+//            arrives (a barrier first). The optimized variant is tree-sync,rings,autoflush.
 // Check: every position this cluster owns has the sequential analysis's value (byte-exact).
 #include <cinttypes>
 #include <cstdio>
@@ -28,7 +37,8 @@ namespace iccs::widearea {
 
 namespace {
 
-constexpr uint32_t kBatch = 1024;  // updates in a combined message (4 KiB)
+constexpr uint32_t kBatch = 1024;     // updates in a combined message (4 KiB; grid with grain: 8 KiB)
+constexpr uint32_t kPollEvery = 256;  // grid, polling: updates between two polls
 enum Value : uint8_t { kDrawn = 0, kWon = 1, kLost = 2 };
 constexpr uint32_t kLostBit = 0x80000000u;  // in an update: the successor was lost (else won)
 
@@ -66,7 +76,11 @@ std::shared_ptr<Graph> make_graph(uint32_t n, uint64_t seed) {
 class Ra final : public Instance {
 public:
     explicit Ra(const Setup& s)
-        : rt_(s.rt), variant_(s.variant), shared_(s.shared), h_(s.handler_base),
+        : rt_(s.rt), net_(s.net), variant_(s.variant), shared_(s.shared), h_(s.handler_base),
+          combine_(s.variant != Variant::kOriginal),
+          opts_(s.variant == Variant::kGrid ? s.opt.grid_opts : uint32_t{kGridTreeSync | kGridRings | kGridAutoflush}),
+          batch_(opts_ & kGridGrain ? 2 * kBatch : kBatch),
+          fam_(opts_ & kGridTreeSync ? group::Family::kHier : group::Family::kFlat),
           world_(s.rt, s.topo, group::Options{group::Family::kHier, 64u << 10, s.opt.timeout_ms, s.group_base}) {
         if (!shared_) shared_ = make_graph(positions_of(s.opt.size), s.opt.seed);
         g_ = std::static_pointer_cast<Graph>(shared_);
@@ -77,8 +91,8 @@ public:
         // Now, not in run(): a faster cluster's batch may arrive while this thread is still in the
         // barrier before run().
         for (Thread& t : ts_) {
-            t.out.assign(s.variant == Variant::kOptimized ? ranks_ : 0, {});
-            for (auto& b : t.out) b.reserve(kBatch);
+            t.out.assign(combine_ ? ranks_ : 0, {});
+            for (auto& b : t.out) b.reserve(batch_);
             t.split.assign(s.rt.threads(), {});
         }
         s.rt.set_handler(h_, &Ra::on_updates, this);
@@ -98,17 +112,28 @@ public:
         uint64_t expected = 0, gen = 0;
         for (;; ++me.rounds) {
             std::fill(counts.begin(), counts.end(), 0);
+            uint32_t since_poll = 0;
             for (uint32_t p : frontier) {
                 const uint32_t flag = value_[p] == kLost ? kLostBit : 0;
                 for (uint32_t k = g_->off[p]; k < g_->off[p + 1]; ++k)
                     if (!route(c, me, g_->pred[k] | flag, counts)) return false;
+                // grid, polling: take arrivals while resolving (their batches forwarded early, a
+                // waiting sender answered), every kPollEvery updates (a poll costs about as much).
+                if ((opts_ & kGridPolling) && (since_poll += g_->off[p + 1] - g_->off[p]) >= kPollEvery) {
+                    since_poll = 0;
+                    c.ep.poll();
+                }
             }
-            if (c.optimized())
+            if (combine_) {
+                // Without autoflush the partly filled buffers go out only when the sync message
+                // arrives (a barrier first): one more synchronization per round.
+                if (!(opts_ & kGridAutoflush) && !g.barrier(fam_)) return c.fail("ra: barrier: " + g.last_error());
                 for (uint32_t r = 0; r < c.ranks; ++r)
                     if (!flush(c, me, r, counts)) return false;
+            }
             counts[c.ranks] = frontier.size();
             frontier.clear();
-            if (!g.allreduce(std::span<const uint64_t>(counts), std::span<uint64_t>(sums), group::Op::kSum))
+            if (!g.allreduce(std::span<const uint64_t>(counts), std::span<uint64_t>(sums), group::Op::kSum, fam_))
                 return c.fail("ra: allreduce: " + g.last_error());
             if (sums[c.ranks] == 0) break;
             expected += sums[c.rank];
@@ -117,7 +142,7 @@ public:
             // is then applied in a later round: the values do not depend on the order). In the
             // last round nothing is sent, so the count of the round before it is exact.
             if (!c.wait([&] { return me.received >= expected; }, "this round's updates")) return false;
-            if (c.optimized()) {
+            if (combine_) {
                 // Every thread 0 of this cluster has handed out its batches: take this thread's.
                 if (!sync_.arrive(c, gen, "the cluster's threads after the round")) return false;
                 std::vector<uint32_t> in;
@@ -201,20 +226,23 @@ public:
         char b[256];
         std::snprintf(b, sizeof b,
                       "\"positions\":%u,\"moves\":%zu,\"won\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"drawn\":%" PRIu64
-                      ",\"rounds\":%" PRIu64 ",\"batch\":%u",
-                      g_->n, g_->pred.size(), w, l, g_->n - w - l, ts_[0].rounds, kBatch);
+                      ",\"rounds\":%" PRIu64 ",\"batch\":%u,\"grid_opts\":\"%s\"",
+                      g_->n, g_->pred.size(), w, l, g_->n - w - l, ts_[0].rounds, combine_ ? batch_ : 1,
+                      variant_ == Variant::kGrid ? grid_opts_string(opts_).c_str() : "");
         return b;
     }
 
     std::string problem() const override {
-        char b[320];
+        char b[400];
+        const std::string grid = "Awari's grid changes: " + grid_opts_string(opts_);
         std::snprintf(b, sizeof b,
-                      "RA: retrograde analysis of a game of %u positions and %zu moves, positions owned by hash; "
-                      "%s",
+                      "RA: retrograde analysis of a game of %u positions and %zu moves, positions owned by hash; %s%s",
                       g_->n, g_->pred.size(),
-                      variant_ == Variant::kOptimized
-                          ? "updates combined per destination cluster (up to 1024 a message) through its thread 0"
-                          : "one message per update to its owner");
+                      combine_ ? "updates combined per destination cluster through its thread 0, up to "
+                               : "one message per update to its owner",
+                      combine_ ? (std::to_string(batch_) + " a message" + (variant_ == Variant::kGrid ? "; " + grid : ""))
+                                     .c_str()
+                               : "");
         return b;
     }
 
@@ -227,6 +255,7 @@ private:
         std::mutex inbox_mu;
         std::vector<uint32_t> inbox;  // updates handed over by the cluster's thread 0
         std::vector<std::vector<uint32_t>> split;  // thread 0: a batch's updates by owner thread
+        std::vector<uint8_t> ack;                  // grid without rings: the (empty) answer to a batch
     };
 
     uint32_t owner(uint32_t p) const { return uint32_t((mix64(p ^ 0x5EED0000ull) >> 32) * ranks_ >> 32); }
@@ -250,14 +279,14 @@ private:
             apply(me, u);
             return true;
         }
-        if (!c.optimized()) {
+        if (!combine_) {
             ++counts[o];
             const RtStatus st = c.send(c.addr_of(o), h_, RtBytes{&u, sizeof u});
             return st == RtStatus::kOk || c.fail("ra: update to rank " + std::to_string(o) + ": " + iccs::to_string(st));
         }
         const uint32_t dst = o / c.threads == c.cluster ? o : o / c.threads * c.threads;  // remote: its thread 0
         me.out[dst].push_back(u);
-        return me.out[dst].size() < kBatch || flush(c, me, dst, counts);
+        return me.out[dst].size() < batch_ || flush(c, me, dst, counts);
     }
 
     bool flush(Ctx& c, Thread& me, uint32_t dst, std::vector<uint64_t>& counts) {
@@ -265,7 +294,13 @@ private:
         if (b.empty()) return true;
         ++counts[dst];
         const bool remote = dst / c.threads != c.cluster;
-        const RtStatus st = c.send(c.addr_of(dst), remote ? h_ + 1 : h_, RtBytes{b.data(), uint32_t(4 * b.size())});
+        const RtBytes bytes{b.data(), uint32_t(4 * b.size())};
+        // grid without rings: one send ring shared by all destinations, emulated: a batch to another
+        // cluster holds it until that cluster's thread 0 took it (a request answered on arrival),
+        // so a slow WAN destination stalls every other send of this thread.
+        const RtStatus st = !remote                     ? c.send(c.addr_of(dst), h_, bytes)
+                            : (opts_ & kGridRings) != 0 ? c.send(c.addr_of(dst), h_ + 1, bytes)
+                                                        : c.request(c.addr_of(dst), h_ + 1, bytes, {}, me.ack);
         b.clear();
         return st == RtStatus::kOk || c.fail("ra: batch to rank " + std::to_string(dst) + ": " + iccs::to_string(st));
     }
@@ -311,12 +346,18 @@ private:
             }
             me.split[k].clear();
         }
+        if (m.req_id != 0) a->net_.reply(self, m.token(), {});  // grid without rings: the sender waits for this
     }
 
     Runtime& rt_;
+    Net& net_;
     Variant variant_;
     std::shared_ptr<void>& shared_;
     uint16_t h_;
+    bool combine_;       // optimized and grid: combined per destination cluster
+    uint32_t opts_;      // GridOpt bits in effect (original and optimized: tree-sync, rings, autoflush)
+    uint32_t batch_;     // updates in a combined message
+    group::Family fam_;  // of the round's synchronization
     group::World world_;
     std::shared_ptr<Graph> g_;
     std::vector<uint8_t> value_;  // by position; written by its owner thread only
