@@ -92,6 +92,7 @@ int cmd_run_widearea(int argc, char** argv) {
     std::vector<std::string> flags = {argv[0]};
     bool json = false;
     std::string report, cluster_size, threads, variant = "original";
+    bool grid_opts_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -129,6 +130,7 @@ int cmd_run_widearea(int argc, char** argv) {
         } else if (a == "--grid-opts") {
             std::string err;
             if (!widearea::parse_grid_opts(v, o.grid_opts, err)) usage_error("--grid-opts: " + err);
+            grid_opts_given = true;
         } else if (a == "--size") {
             if (v == "test") o.size = widearea::Size::kTest;
             else if (v == "paper") o.size = widearea::Size::kPaper;
@@ -152,6 +154,7 @@ int cmd_run_widearea(int argc, char** argv) {
             usage_error("unexpected argument '" + a + "' (see iccs run " + prog->name + " --help)");
         }
     }
+    if (grid_opts_given && variant != "grid") usage_error("--grid-opts applies to --variant grid only");
     FILE* rep = nullptr;
     if (!report.empty() && (rep = std::fopen(report.c_str(), "w")) == nullptr)
         usage_error("--report " + report + ": " + std::strerror(errno));
