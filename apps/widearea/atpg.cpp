@@ -157,6 +157,7 @@ public:
         for (uint32_t f = c.rank; f < circ_.faults(); f += c.ranks) {
             const FaultResult r = solve(f, scratch, good, in);
             res_[f] = r;
+            if (c.thread == 0) c.ep.poll();  // rank 0's counter (and a cluster's sums) served as it goes
             if (r.first < 0) continue;
             if (!c.optimized()) {
                 if (c.rank == 0) {
