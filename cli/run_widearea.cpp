@@ -25,7 +25,8 @@ namespace {
 
 void print_help(const widearea::Program* only) {
     std::printf(
-        "usage: iccs run NAME [--variant original|optimized|both] [--size test|paper] [--json]\n"
+        "usage: iccs run NAME [--variant original|optimized|both|grid] [--grid-opts LIST]\n"
+        "                     [--size test|paper] [--json]\n"
         "                     [--report FILE] [--inject-error] [--clusters C] [--cluster-size S]\n"
         "                     [--sites LIST] [--wan-latency-ms X] [--wan-bandwidth BPS] [--wan-loss P]\n"
         "                     [--transport iccs|direct|delay] [--delay-us N] [other run options]\n"
@@ -43,7 +44,10 @@ void print_help(const widearea::Program* only) {
     }
     std::printf(
         "options:\n"
-        "  --variant V          original (default), optimized (cluster-aware), or both (in one launch)\n"
+        "  --variant V          original (default), optimized (cluster-aware), or both (in one launch);\n"
+        "                       grid: a third variant, alone (ra: Awari's grid changes, issue 20)\n"
+        "  --grid-opts LIST     the grid variant's changes: any of tree-sync,rings,polling,grain,autoflush,\n"
+        "                       or all (default), none\n"
         "  --size test|paper    problem size (default test)\n"
         "  --json               stdout is one JSON object on one line (everything else to stderr): app,\n"
         "                       variant, size, result, time_s, seq_s, speedup, check, problem, wan_rpcs,\n"
@@ -88,6 +92,7 @@ int cmd_run_widearea(int argc, char** argv) {
     std::vector<std::string> flags = {argv[0]};
     bool json = false;
     std::string report, cluster_size, threads, variant = "original";
+    bool grid_opts_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -112,8 +117,20 @@ int cmd_run_widearea(int argc, char** argv) {
             if (v == "original") o.variants = {widearea::Variant::kOriginal};
             else if (v == "optimized") o.variants = {widearea::Variant::kOptimized};
             else if (v == "both") o.variants = {widearea::Variant::kOriginal, widearea::Variant::kOptimized};
-            else usage_error("bad value '" + v + "' for --variant: allowed values are original, optimized, both");
+            else if (v == "grid" && prog->grid) o.variants = {widearea::Variant::kGrid};
+            else if (v == "grid") {
+                std::string with;
+                for (const widearea::Program& p : widearea::programs())
+                    if (p.grid) with += std::string(with.empty() ? "" : ", ") + p.name;
+                usage_error(std::string(prog->name) + " has no grid variant (programs with one: " +
+                            (with.empty() ? "none" : with) + ")");
+            }
+            else usage_error("bad value '" + v + "' for --variant: allowed values are original, optimized, both, grid");
             variant = v;
+        } else if (a == "--grid-opts") {
+            std::string err;
+            if (!widearea::parse_grid_opts(v, o.grid_opts, err)) usage_error("--grid-opts: " + err);
+            grid_opts_given = true;
         } else if (a == "--size") {
             if (v == "test") o.size = widearea::Size::kTest;
             else if (v == "paper") o.size = widearea::Size::kPaper;
@@ -133,6 +150,7 @@ int cmd_run_widearea(int argc, char** argv) {
             usage_error("unexpected argument '" + a + "' (see iccs run " + prog->name + " --help)");
         }
     }
+    if (grid_opts_given && variant != "grid") usage_error("--grid-opts applies to --variant grid only");
     FILE* rep = nullptr;
     if (!report.empty() && (rep = std::fopen(report.c_str(), "w")) == nullptr)
         usage_error("--report " + report + ": " + std::strerror(errno));

@@ -6,7 +6,43 @@
 
 namespace iccs::widearea {
 
-const char* to_string(Variant v) { return v == Variant::kOriginal ? "original" : "optimized"; }
+const char* to_string(Variant v) {
+    return v == Variant::kOriginal ? "original" : v == Variant::kOptimized ? "optimized" : "grid";
+}
+
+namespace {
+constexpr const char* kGridNames[] = {"tree-sync", "rings", "polling", "grain", "autoflush"};
+}
+
+bool parse_grid_opts(const std::string& s, uint32_t& out, std::string& err) {
+    if (s == "all" || s == "none") {
+        out = s == "all" ? uint32_t{kGridAll} : 0u;
+        return true;
+    }
+    out = 0;
+    size_t at = 0;
+    while (at <= s.size()) {
+        const size_t end = std::min(s.find(',', at), s.size());
+        const std::string w = s.substr(at, end - at);
+        uint32_t bit = 0;
+        for (uint32_t k = 0; k < 5; ++k)
+            if (w == kGridNames[k]) bit = 1u << k;
+        if (bit == 0) {
+            err = "unknown grid option '" + w + "' (allowed: tree-sync, rings, polling, grain, autoflush, or all, none)";
+            return false;
+        }
+        out |= bit;
+        at = end + 1;
+    }
+    return true;
+}
+
+std::string grid_opts_string(uint32_t opts) {
+    std::string r;
+    for (uint32_t k = 0; k < 5; ++k)
+        if (opts & (1u << k)) r += std::string(r.empty() ? "" : ",") + kGridNames[k];
+    return r.empty() ? "none" : r;
+}
 const char* to_string(Size s) { return s == Size::kTest ? "test" : "paper"; }
 
 void Traffic::add(const Traffic& o) {

@@ -35,8 +35,10 @@ struct OrderedCounters;
 
 namespace iccs::widearea {
 
-enum class Variant : uint8_t { kOriginal, kOptimized };
-const char* to_string(Variant v);  // "original" | "optimized"
+// kGrid: a third variant of the programs whose Program::grid is set (issue 20: RA with Awari's
+// grid changes, each switchable by Options::grid_opts); run alone (`--variant grid`).
+enum class Variant : uint8_t { kOriginal, kOptimized, kGrid };
+const char* to_string(Variant v);  // "original" | "optimized" | "grid"
 enum class Size : uint8_t { kTest, kPaper };
 const char* to_string(Size s);     // "test" | "paper"
 
@@ -115,6 +117,15 @@ private:
 
 // ---- programs ----------------------------------------------------------------------------------
 
+// The grid variant's changes (`--grid-opts`), a bit each.
+enum GridOpt : uint32_t {
+    kGridTreeSync = 1, kGridRings = 2, kGridPolling = 4, kGridGrain = 8, kGridAutoflush = 16, kGridAll = 31
+};
+// "tree-sync,rings,polling,grain,autoflush" (any subset, any order), "all" or "none"; false with
+// `err` naming the bad word.
+bool parse_grid_opts(const std::string& s, uint32_t& out, std::string& err);
+std::string grid_opts_string(uint32_t opts);  // "tree-sync,rings,..." or "none"
+
 struct Options {
     std::vector<Variant> variants{Variant::kOriginal};  // --variant original|optimized|both
     Size size = Size::kTest;
@@ -122,6 +133,7 @@ struct Options {
     uint64_t seed = 1;             // inputs are generated from it, the same in every cluster
     uint64_t timeout_ms = 120'000; // a wait (message, barrier) longer than this fails the run
     std::string result_file;       // cluster 0 writes one JSON object per variant, one a line
+    uint32_t grid_opts = kGridAll; // the grid variant's changes (GridOpt bits)
 };
 
 // What a program's factory gets (per cluster process and variant). Handler ids: the program's
@@ -210,6 +222,7 @@ struct Program {
     const char* help;   // one line: the communication pattern and the optimization
     const char* sizes;  // one line: test and paper sizes
     std::unique_ptr<Instance> (*make)(const Setup& s);
+    bool grid = false;  // has the third variant, Variant::kGrid
 };
 
 // The registered programs (registry.cpp), in table order.

@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hwcounters  # noqa: E402
 from exp_apps import Apps  # noqa: E402
+from exp_awari import Awari  # noqa: E402
 from exp_breakdown import Breakdown  # noqa: E402
 from exp_calibrate import Calibrate  # noqa: E402
 from exp_dispatch import Dispatch  # noqa: E402
@@ -32,7 +33,7 @@ from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progre
 # threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
 # their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
 EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Widearea(),
-                                           Calibrate())}
+                                   Calibrate(), Awari())}
 LATER = {}
 
 
