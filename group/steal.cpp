@@ -40,7 +40,7 @@ void StealCounters::add(const StealCounters& o) {
 void StealCounters::to_words(uint64_t* w) const {
     const uint64_t v[kWords] = {jobs_spawned, jobs_run,    local_attempts,        local_successes,   wan_attempts,
                                 wan_successes, idle_ns,    max_outstanding_wan,   wan_steals_cluster_busy,
-                                wan_steals_traced, result_msgs, result_bytes, stolen_job_bytes, 0};
+                                wan_steals_traced, result_msgs, result_bytes, stolen_job_bytes, failed_threads};
     std::memcpy(w, v, sizeof v);
 }
 
@@ -48,6 +48,7 @@ void StealCounters::from_words(const uint64_t* w) {
     jobs_spawned = w[0], jobs_run = w[1], local_attempts = w[2], local_successes = w[3], wan_attempts = w[4];
     wan_successes = w[5], idle_ns = w[6], max_outstanding_wan = w[7], wan_steals_cluster_busy = w[8];
     wan_steals_traced = w[9], result_msgs = w[10], result_bytes = w[11], stolen_job_bytes = w[12];
+    failed_threads = w[13];
 }
 
 namespace {
@@ -121,7 +122,7 @@ struct Stealer::Impl {
     uint16_t me = 0, T = 0;
     std::unique_ptr<Shared[]> sh;
     std::vector<Own> own;
-    std::atomic<bool> done{false}, failed{false};
+    std::atomic<bool> done{false}, failed{false}, abort_sent{false};
     std::atomic<uint32_t> any_next{0};  // CHS requests: thread to start looking at
     mutable std::mutex err_mu;
     std::string err;
@@ -243,8 +244,14 @@ struct Stealer::Impl {
         };
         RtEndpoint& ep = rt.endpoint(t);
         uint32_t polls = 0;
+        const uint64_t since = now_ns();
         while (!all_done()) {
             if (failed.load(std::memory_order_relaxed)) return false;
+            if (now_ns() - since > o.timeout_ms * 1'000'000) {
+                fail("thread " + std::to_string(t) + " waited " + std::to_string(o.timeout_ms) +
+                     " ms in sync for its stolen jobs");
+                return false;
+            }
             Job j;
             if (pop_bottom(t, depth, j)) {
                 if ((++polls & 63) == 0) ep.poll();  // asynchronous replies and notifications
@@ -468,8 +475,15 @@ struct Stealer::Impl {
         im->rt.endpoint(hdr.owner_thread).notify();
     }
 
-    static void on_done(RtEndpoint&, const AmMsg&, void* ctx) {
+    // Empty: the run is over. Otherwise an abort: another cluster failed, the reason follows.
+    static void on_done(RtEndpoint&, const AmMsg& msg, void* ctx) {
         auto* im = static_cast<Impl*>(ctx);
+        if (!msg.data.empty()) {
+            const size_t n = std::min<size_t>(msg.data.size(), 512);
+            im->abort_sent.store(true);  // it came from the cluster that failed: no need to pass it on
+            return im->fail("cluster " + std::to_string(msg.src.cluster) + " failed: " +
+                            std::string(reinterpret_cast<const char*>(msg.data.data()), n));
+        }
         im->done.store(true);
         for (uint16_t t = 0; t < im->T; ++t) im->rt.endpoint(t).notify();
     }
@@ -545,6 +559,12 @@ bool Stealer::run(uint16_t t, uint16_t root_kind, std::span<const uint8_t> root_
     // An outstanding asynchronous request is always answered: wait for it, so no reply comes to a
     // thread that left.
     ep.wait_until([&] { return m.async_out == 0 || im.failed.load(); }, o_.timeout_ms * 1000);
+    if (im.failed.load() && !im.abort_sent.exchange(true)) {  // tell the others, so none waits for us
+        const std::string why = error();
+        for (uint16_t c = 0; c < topo_.clusters; ++c)
+            if (c != im.me)
+                (void)ep.send(RtAddr{c, kRtService}, im.h(4), RtBytes{why.data(), static_cast<uint32_t>(why.size())});
+    }
     return !im.failed.load();
 }
 
@@ -595,13 +615,14 @@ const std::vector<uint8_t>& Worker::result(Handle h) const { return s_.impl_->ow
 uint16_t Worker::cluster() const { return s_.impl_->me; }
 
 bool gather_steal_counters(RtEndpoint& ep, const Stealer& s, StealCounters& sum, std::string& err) {
-    const StealCounters& mine = s.counters(ep.self().thread);
+    StealCounters mine = s.counters(ep.self().thread);
+    mine.failed_threads = s.error().empty() ? 0 : 1;
     std::vector<uint8_t> b(StealCounters::kWords * 8);
     uint64_t w[StealCounters::kWords];
     mine.to_words(w);
     std::memcpy(b.data(), w, b.size());
     std::vector<std::vector<uint8_t>> by;
-    if (ep.barrier_gather(b, by) != RtStatus::kOk) {
+    if (ep.barrier_gather(b, by, s.timeout_ms() * 1000) != RtStatus::kOk) {
         err = "barrier_gather of the steal counters: " + ep.last_error();
         return false;
     }

@@ -26,7 +26,9 @@
 // Termination: thread 0 of cluster 0 runs the root job; every job syncs its children before it
 // returns (an implicit sync), so when the root returns no job exists anywhere; only then does
 // cluster 0 tell every cluster's service endpoint that the run is over, and only then does a thread
-// leave its stealing loop (after its outstanding asynchronous request was answered).
+// leave its stealing loop (after its outstanding asynchronous request was answered). A failure
+// (a bad message, a peer down, a time-out) is sent to every other cluster as an abort, so every
+// thread of the run returns false instead of waiting for a result that will not come.
 //
 // Runtime handler ids: handler_base .. handler_base + 4 (default 120..124: between the DSM's
 // 100-115 and group/'s 130-191).
@@ -60,6 +62,7 @@ struct StealCounters {
     uint64_t wan_steals_traced = 0;                    // CHS trace: WAN steals whose cluster state was recorded
     uint64_t result_msgs = 0, result_bytes = 0;        // results sent back to another cluster
     uint64_t stolen_job_bytes = 0;                     // argument bytes of jobs that came from another cluster
+    uint64_t failed_threads = 0;                       // gather_steal_counters: threads whose run failed
     static constexpr size_t kWords = 14;
     void add(const StealCounters& o);
     void to_words(uint64_t* w) const;
@@ -121,6 +124,7 @@ public:
     std::string error() const;
     const Topology& topology() const { return topo_; }
     StealPolicy policy() const { return o_.policy; }
+    uint64_t timeout_ms() const { return o_.timeout_ms; }
 
     struct Impl;
 
@@ -131,7 +135,8 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// Every thread calls it after run(): the counters of every cluster summed (a barrier_gather).
+// Every thread calls it after run(), also when run() failed: the counters of every cluster summed
+// (a barrier_gather, within the run's time-out); failed_threads > 0 when any thread's run failed.
 bool gather_steal_counters(RtEndpoint& ep, const Stealer& s, StealCounters& sum, std::string& err);
 
 }  // namespace iccs::group

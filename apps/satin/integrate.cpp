@@ -76,7 +76,7 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
 struct Size {
     double b, eps, grain;
 };
-Size size_of(bool paper) { return paper ? Size{4000.0, 1e-7, 4.0} : Size{400.0, 1e-6, 8.0}; }
+Size size_of(bool paper) { return paper ? Size{4000.0, 2e-12, 4.0} : Size{400.0, 1e-10, 8.0}; }
 
 std::vector<uint8_t> root_args(bool paper, uint64_t) {
     const Size z = size_of(paper);

@@ -60,7 +60,7 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     result = bytes(sum);
 }
 
-Args root(bool paper) { return paper ? Args{14, 0, 0, 0, 0, 4} : Args{12, 0, 0, 0, 0, 3}; }
+Args root(bool paper) { return paper ? Args{15, 0, 0, 0, 0, 4} : Args{14, 0, 0, 0, 0, 3}; }
 
 std::vector<uint8_t> root_args(bool paper, uint64_t) {
     std::vector<uint8_t> b;

@@ -161,7 +161,7 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     }
 }
 
-Args root(bool paper) { return paper ? Args{0, 0, 384, 384, 384, 384, 16, 2} : Args{0, 0, 128, 128, 128, 128, 16, 1}; }
+Args root(bool paper) { return paper ? Args{0, 0, 640, 640, 640, 640, 16, 4} : Args{0, 0, 256, 256, 256, 256, 16, 3}; }
 
 std::vector<uint8_t> root_args(bool paper, uint64_t) {
     std::vector<uint8_t> b;

@@ -49,10 +49,11 @@ int program(std::unique_ptr<Runtime> rt, const group::Topology& topo, const RunO
     group::StealCounters sum;
     const std::string err = group::on_every_thread(T, [&](uint16_t t, const group::FailFn& failed) {
         const bool ok = st.run(t, app->kind, root, me == 0 && t == 0 ? &result : nullptr, &elapsed_ns);
-        if (!ok) return failed(st.error());
-        std::string why;
+        if (!ok) failed(st.error());
+        std::string why;  // also after a failure: every thread meets in the gather
         group::StealCounters s;
         if (!group::gather_steal_counters(rt->endpoint(t), st, s, why)) return failed(why);
+        if (s.failed_threads != 0) failed(std::to_string(s.failed_threads) + " threads of the run failed");
         if (t == 0) sum = s;
     });
     bool ok = err.empty();

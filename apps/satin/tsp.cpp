@@ -1,12 +1,13 @@
 // tsp.cpp: travelling salesman by branch and bound (`iccs run satin-tsp`). Satin's version: every
 // job carries the whole distance table as a parameter (n*n 32-bit distances after its header), so
 // a stolen job brings its table along. A job fixes the next city of its partial tour for each
-// unvisited one (nearest first) and spawns the rest while the tour is shorter than `spawn_depth`;
+// unvisited one and spawns (farthest first, so its own thread runs the nearest first) the rest while the tour is shorter than `spawn_depth`;
 // deeper, a sequential search. Pruning: the length so far plus each remaining city's shortest
 // outgoing edge against the best tour known (the job's bound, or a better one found in this
 // process). The result is the optimum, an integer: it must equal the sequential search's.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -130,7 +131,7 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     uint8_t next[kMaxCities];
     const uint32_t k = s.order(cur, visited, next);
     const std::span<const uint8_t> table = args.subspan(sizeof h);
-    for (uint32_t i = 0; i < k; ++i) {
+    for (uint32_t i = k; i-- > 0;) {  // farthest first: the owner pops the nearest (bottom) first
         Hdr c = h;
         c.path[c.count++] = next[i];
         c.len = h.len + d[cur * h.n + next[i]];
@@ -151,7 +152,7 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
 struct Size {
     uint32_t n, spawn_depth;
 };
-Size size_of(bool paper) { return paper ? Size{15, 4} : Size{12, 3}; }
+Size size_of(bool paper) { return paper ? Size{15, 4} : Size{13, 3}; }
 
 // Cities at random points of a 1000 x 1000 square, distances rounded Euclidean; the first tour
 // bound is the nearest-neighbour tour + 1 (so the optimum, <= it, is always found).
@@ -185,7 +186,11 @@ std::vector<uint8_t> root_args(bool paper, uint64_t seed) {
     h.path[0] = 0;
     h.bound = nn + 1;
     h.spawn_depth = z.spawn_depth;
-    h.nonce = static_cast<uint32_t>((seed + 1) * 0x9E3779B9u) ^ (n << 24);  // one instance, one nonce
+    // One nonce per run (not per instance): the process's best of an earlier run of the same
+    // instance would prune the optimum away (a tour is taken only when strictly shorter).
+    static std::atomic<uint32_t> runs{0};
+    h.nonce = static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 2654435761u +
+              runs.fetch_add(1) + 1;
     std::vector<uint8_t> b;
     put(b, h);
     b.resize(sizeof h + d.size() * 4);

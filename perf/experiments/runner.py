@@ -22,6 +22,7 @@ from exp_breakdown import Breakdown  # noqa: E402
 from exp_calibrate import Calibrate  # noqa: E402
 from exp_dispatch import Dispatch  # noqa: E402
 from exp_latency import Latency  # noqa: E402
+from exp_satin import Satin  # noqa: E402
 from exp_scaling import Scaling  # noqa: E402
 from exp_wan import Wan  # noqa: E402
 from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progress, fmt_s, host_cores,  # noqa: E402
@@ -30,7 +31,7 @@ from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progre
 # The experiments, by name: a class with name, figure, title, columns, add_options, check,
 # threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
 # their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
-EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Calibrate())}
+EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Satin(), Calibrate())}
 LATER = {}
 
 
