@@ -114,7 +114,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
             usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
-                        "pingpong, exchange, ping, collectives, ordered)");
+                        "pingpong, exchange, ping, collectives, ordered, integrate, nqueens, raytrace, satin-tsp)");
     }
     std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
     std::vector<std::pair<std::string, std::string>> overrides;
