@@ -44,23 +44,16 @@ double seq(const Args& x) {
     return seq(Args{x.a, s.m, x.fa, s.fm, s.l, x.eps, x.grain}) + seq(Args{s.m, x.b, s.fm, x.fb, s.r, x.eps, x.grain});
 }
 
-std::vector<uint8_t> bytes(double v) {
-    std::vector<uint8_t> b;
-    put(b, v);
-    return b;
-}
-
 void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& result) {
     Args x;
-    size_t off = 0;
-    if (!get(args, off, x)) return;
+    if (!read_one(args, x)) return;
     if (x.b - x.a < x.grain) {
-        result = bytes(seq(x));
+        result = bytes_of(seq(x));
         return;
     }
     const Step s = step(x);
     if (s.done) {
-        result = bytes(s.l + s.r);
+        result = bytes_of(s.l + s.r);
         return;
     }
     const Args l{x.a, s.m, x.fa, s.fm, s.l, x.eps, x.grain}, r{s.m, x.b, s.fm, x.fb, s.r, x.eps, x.grain};
@@ -68,9 +61,8 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     const auto hr = w.spawn(kIntegrate, std::span(reinterpret_cast<const uint8_t*>(&r), sizeof r));
     if (!w.sync()) return;
     double vl = 0, vr = 0;
-    size_t o1 = 0, o2 = 0;
-    if (!get(std::span(w.result(hl)), o1, vl) || !get(std::span(w.result(hr)), o2, vr)) return;
-    result = bytes(vl + vr);
+    if (!read_one(std::span(w.result(hl)), vl) || !read_one(std::span(w.result(hr)), vr)) return;
+    result = bytes_of(vl + vr);
 }
 
 struct Size {
@@ -88,15 +80,13 @@ std::vector<uint8_t> root_args(bool paper, uint64_t) {
 
 std::vector<uint8_t> sequential(std::span<const uint8_t> args) {
     Args x;
-    size_t off = 0;
-    if (!get(args, off, x)) return {};
-    return bytes(seq(x));
+    if (!read_one(args, x)) return {};
+    return bytes_of(seq(x));
 }
 
 std::string describe(std::span<const uint8_t> r) {
     double v = 0;
-    size_t off = 0;
-    if (!get(r, off, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
+    if (!read_one(r, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
     char s[64];
     std::snprintf(s, sizeof s, "integral %.17g", v);
     return s;

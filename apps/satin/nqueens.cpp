@@ -25,18 +25,11 @@ uint64_t count(uint32_t n, uint32_t row, uint32_t cols, uint32_t d1, uint32_t d2
     return c;
 }
 
-std::vector<uint8_t> bytes(uint64_t v) {
-    std::vector<uint8_t> b;
-    put(b, v);
-    return b;
-}
-
 void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& result) {
     Args x;
-    size_t off = 0;
-    if (!get(args, off, x) || x.n == 0 || x.n > 30) return;
+    if (!read_one(args, x) || x.n == 0 || x.n > 30) return;
     if (x.row >= x.spawn_rows || x.row == x.n) {
-        result = bytes(count(x.n, x.row, x.cols, x.d1, x.d2));
+        result = bytes_of(count(x.n, x.row, x.cols, x.d1, x.d2));
         return;
     }
     const uint32_t all = (1u << x.n) - 1;
@@ -53,32 +46,27 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     uint64_t sum = 0;
     for (uint32_t k = 0; k < kids; ++k) {
         uint64_t v = 0;
-        size_t o = 0;
-        if (!get(std::span(w.result(k)), o, v)) return;
+        if (!read_one(std::span(w.result(k)), v)) return;
         sum += v;
     }
-    result = bytes(sum);
+    result = bytes_of(sum);
 }
 
 Args root(bool paper) { return paper ? Args{15, 0, 0, 0, 0, 4} : Args{14, 0, 0, 0, 0, 3}; }
 
 std::vector<uint8_t> root_args(bool paper, uint64_t) {
-    std::vector<uint8_t> b;
-    put(b, root(paper));
-    return b;
+    return bytes_of(root(paper));
 }
 
 std::vector<uint8_t> sequential(std::span<const uint8_t> args) {
     Args x;
-    size_t off = 0;
-    if (!get(args, off, x) || x.n == 0 || x.n > 30) return {};
-    return bytes(count(x.n, x.row, x.cols, x.d1, x.d2));
+    if (!read_one(args, x) || x.n == 0 || x.n > 30) return {};
+    return bytes_of(count(x.n, x.row, x.cols, x.d1, x.d2));
 }
 
 std::string describe(std::span<const uint8_t> r) {
     uint64_t v = 0;
-    size_t off = 0;
-    if (!get(r, off, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
+    if (!read_one(r, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
     return std::to_string(v) + " solutions";
 }
 

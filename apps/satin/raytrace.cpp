@@ -128,8 +128,7 @@ bool valid(const Args& a) {
 
 void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& result) {
     Args a;
-    size_t off = 0;
-    if (!get(args, off, a) || !valid(a)) return;
+    if (!read_one(args, a) || !valid(a)) return;
     if (a.w <= a.tile && a.h <= a.tile) return render(a, result);
     Args p = a, q = a;
     const bool split_x = a.w >= a.h;
@@ -164,15 +163,12 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
 Args root(bool paper) { return paper ? Args{0, 0, 640, 640, 640, 640, 16, 4} : Args{0, 0, 256, 256, 256, 256, 16, 3}; }
 
 std::vector<uint8_t> root_args(bool paper, uint64_t) {
-    std::vector<uint8_t> b;
-    put(b, root(paper));
-    return b;
+    return bytes_of(root(paper));
 }
 
 std::vector<uint8_t> sequential(std::span<const uint8_t> args) {
     Args a;
-    size_t off = 0;
-    if (!get(args, off, a) || !valid(a)) return {};
+    if (!read_one(args, a) || !valid(a)) return {};
     std::vector<uint8_t> out;
     render(a, out);
     return out;
@@ -197,8 +193,7 @@ std::string problem(bool paper) {
 bool write_ppm(const std::string& path, std::span<const uint8_t> root_args, std::span<const uint8_t> pixels,
                std::string& err) {
     Args a;
-    size_t off = 0;
-    if (!get(root_args, off, a) || pixels.size() != size_t{3} * a.w * a.h) {
+    if (!read_one(root_args, a) || pixels.size() != size_t{3} * a.w * a.h) {
         err = "no image to write (" + std::to_string(pixels.size()) + " bytes)";
         return false;
     }

@@ -58,4 +58,17 @@ bool get(std::span<const uint8_t> b, size_t& off, T& v) {
     return true;
 }
 
+// A value's bytes (a result, root arguments), and one value read from the start of `b`.
+template <class T>
+std::vector<uint8_t> bytes_of(const T& v) {
+    std::vector<uint8_t> b;
+    put(b, v);
+    return b;
+}
+template <class T>
+bool read_one(std::span<const uint8_t> b, T& v) {
+    size_t off = 0;
+    return get(b, off, v);
+}
+
 }  // namespace iccs::satin

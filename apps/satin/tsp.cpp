@@ -95,19 +95,12 @@ struct Search {
 };
 
 bool parse(std::span<const uint8_t> args, Hdr& h, const uint32_t*& d) {
-    size_t off = 0;
-    if (!get(args, off, h) || h.n < 2 || h.n > kMaxCities || h.count < 1 || h.count > h.n) return false;
+    if (!read_one(args, h) || h.n < 2 || h.n > kMaxCities || h.count < 1 || h.count > h.n) return false;
     if (args.size() != sizeof h + size_t{4} * h.n * h.n) return false;
     for (uint32_t i = 0; i < h.count; ++i)
         if (h.path[i] >= h.n) return false;
     d = reinterpret_cast<const uint32_t*>(args.data() + sizeof h);  // vector storage: aligned
     return true;
-}
-
-std::vector<uint8_t> bytes(uint32_t v) {
-    std::vector<uint8_t> b;
-    put(b, v);
-    return b;
 }
 
 void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& result) {
@@ -121,11 +114,11 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     const uint32_t cur = h.path[h.count - 1];
     uint32_t bound = std::min(h.bound, process_best(h.nonce));
     if (h.count >= h.spawn_depth || h.count == h.n) {
-        result = bytes(s.dfs(cur, visited, h.count, h.len, bound));
+        result = bytes_of(s.dfs(cur, visited, h.count, h.len, bound));
         return;
     }
     if (s.lower(cur, visited, h.len) >= bound) {
-        result = bytes(kNone);
+        result = bytes_of(kNone);
         return;
     }
     uint8_t next[kMaxCities];
@@ -142,11 +135,10 @@ void job(group::Worker& w, std::span<const uint8_t> args, std::vector<uint8_t>& 
     uint32_t best = kNone;
     for (uint32_t i = 0; i < k; ++i) {
         uint32_t v = 0;
-        size_t o = 0;
-        if (!get(std::span(w.result(i)), o, v)) return;
+        if (!read_one(std::span(w.result(i)), v)) return;
         best = std::min(best, v);
     }
-    result = bytes(best);
+    result = bytes_of(best);
 }
 
 struct Size {
@@ -206,13 +198,12 @@ std::vector<uint8_t> sequential(std::span<const uint8_t> args) {
     Search s{h.n, d, {}, 0, false};
     s.init();
     uint32_t bound = h.bound;
-    return bytes(s.dfs(h.path[0], 1u << h.path[0], 1, 0, bound));
+    return bytes_of(s.dfs(h.path[0], 1u << h.path[0], 1, 0, bound));
 }
 
 std::string describe(std::span<const uint8_t> r) {
     uint32_t v = 0;
-    size_t off = 0;
-    if (!get(r, off, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
+    if (!read_one(r, v)) return "no result (" + std::to_string(r.size()) + " bytes)";
     return "shortest tour " + std::to_string(v);
 }
 
