@@ -159,7 +159,7 @@ struct Stealer::Impl {
             if (s.dq.empty()) continue;
             out = std::move(s.dq.front());
             s.dq.pop_front();
-            s.queued.store(static_cast<uint32_t>(s.dq.size()), std::memory_order_relaxed);
+            s.queued.store(static_cast<uint32_t>(s.dq.size()));  // seq_cst: after the thief's idle flag (cluster_idle)
             if (remote) s.lent.emplace(out.child_id, out.child);
             return true;
         }
@@ -171,9 +171,10 @@ struct Stealer::Impl {
         if (s.queued.load(std::memory_order_relaxed) == 0) return false;
         std::lock_guard<std::mutex> lk(s.mu);
         if (s.dq.empty() || s.dq.back().depth != depth) return false;
+        sh[t].idle.store(false);  // before the job leaves the deque: cluster_idle never sees it nowhere
         out = std::move(s.dq.back());
         s.dq.pop_back();
-        s.queued.store(static_cast<uint32_t>(s.dq.size()), std::memory_order_relaxed);
+        s.queued.store(static_cast<uint32_t>(s.dq.size()));
         return true;
     }
 
@@ -306,7 +307,10 @@ struct Stealer::Impl {
     // the answer.
     bool steal_sync(uint16_t t, uint16_t c, uint16_t v, Job& j) {
         if (c == me) {
+            // Not idle while it may hold a job it took (before the deque shows it gone).
+            const bool was_idle = sh[t].idle.exchange(false);
             const bool ok = take_top(v, false, j);
+            if (!ok && was_idle) sh[t].idle.store(true);
             count_attempt(t, c, ok);
             return ok;
         }
@@ -393,13 +397,19 @@ struct Stealer::Impl {
         return false;
     }
 
-    // Every other thread of this cluster idle and every deque empty (thread t is idle, its deque too).
+    // Every other thread of this cluster idle and every deque empty (thread t is idle, its deque
+    // too). A thread clears its idle flag before it takes a job out of a deque, so reading the flags,
+    // then the deques, then the flags again finds a job that moved meanwhile in one of the reads.
     bool cluster_idle(uint16_t t) const {
-        for (uint16_t x = 0; x < T; ++x) {
+        auto all_idle = [&] {
+            for (uint16_t x = 0; x < T; ++x)
+                if (x != t && !sh[x].idle.load()) return false;
+            return true;
+        };
+        if (!all_idle()) return false;
+        for (uint16_t x = 0; x < T; ++x)
             if (sh[x].queued.load() != 0) return false;
-            if (x != t && !sh[x].idle.load()) return false;
-        }
-        return true;
+        return all_idle();
     }
 
     // ---- handlers
