@@ -137,6 +137,18 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             for (++i; i < argc; ++i) args.emplace_back(argv[i]);
             break;
         }
+        if (is_satin && (a == "--help" || a == "-h")) {
+            std::printf("usage: iccs run %s --policy rs|chs|crs [--size test|paper] [--json] [--inject-error]%s\n"
+                        "       [--seed N] [--timeout S] [--clusters C] [--threads T] [--transport iccs|direct|delay]\n"
+                        "       [--sites LIST] [--wan-latency-ms X] [--wan-bandwidth BPS] [--wan-script FILE]\n"
+                        "       [--wan-series FILE] [--set SECTION.KEY=V] [run options: iccs run --help]\n"
+                        "Satin's divide-and-conquer program on group/'s work stealing, checked byte for byte against\n"
+                        "the sequential computation in the same run (PASS/FAIL, exit 0/1); apps/satin/README.md.\n"
+                        "WAN scenarios 1-9 of the Satin study on 4 clusters: --wan-script perf/wan_scenarios/sN.wan\n"
+                        "(N = 1..8), --wan-series perf/wan_scenarios/s9.series.\n",
+                        program.c_str(), program == "raytrace" ? " [--image FILE]" : "");
+            return 0;
+        }
         if (is_satin && (a == "--json" || a == "--inject-error")) {
             (a == "--json" ? json : so.inject_error) = true;
             continue;
