@@ -12,7 +12,10 @@ each other on this host's cores: OVERSUBSCRIBED when the compute threads exceed 
 labelled so. The WAN scenarios keep the study's latencies (10-300 ms) and bandwidths (1 KB/s -
 1 MB/s), so at these problem sizes (about 0.1-2 s of work) a WAN round trip is a large share of a
 run: the figures show the policies' WAN behaviour, not the study's absolute speedups.
---quick: every program and policy at test size, scenarios 1, 4 and 6.
+--quick: every program and policy at test size, scenarios 1, 4 and 6 (48 runs, about 5 min).
+The full default is 120 runs at paper size; in scenarios 4, 5 and 8 a stolen part of the ray
+tracer's screen (up to 614 KB) may cross a link at 1-10 KB/s: such a run can reach --timeout
+(600 s), is recorded as a FAIL row with its error, and the sweep goes on (exit status 1).
 """
 import json
 import os
