@@ -29,6 +29,8 @@ const char* kRunHelp =
     "usage: iccs run alltoall|errors|pingpong [options]\n"
     "       iccs run exchange|ping [--transport iccs|direct|delay] [--delay-us N|auto] [options]\n"
     "       iccs run collectives|ordered [--transport ...] [options]\n"
+    "       iccs run integrate|nqueens|raytrace|satin-tsp --policy rs|chs|crs [--size test|paper] [--json]\n"
+    "            [--inject-error] [--image FILE] [--transport ...] [options]\n"
     "       iccs run PATH [--transport ...] [--report FILE] [options] [-- ARGS]\n"
     "       iccs run APP [--clusters C] [--cluster-size S] [--transport ...] [--size test|paper] [--json]\n"
     "            APP: jacobi matmul gauss fft tsp water barnes unstructured, across clusters on the\n"
@@ -122,6 +124,20 @@ const char* kRunHelp =
     "            (default 60) one at a time from senders in phases of 10; then --writes N (default 20)\n"
     "            per thread to a replicated object, which must end identical on every cluster.\n"
     "            --sequencer central|rotating|migrating|all (default all).\n"
+    "  integrate, nqueens, raytrace, satin-tsp  Satin's divide-and-conquer programs on group/'s work\n"
+    "            stealing (adaptive integration; N-queens; a ray tracer sending image segments back;\n"
+    "            TSP with the distance table in every job), checked byte for byte against the\n"
+    "            sequential computation in the same run (PASS/FAIL, exit 0/1). One cluster is allowed.\n"
+    "            --policy rs|chs|crs (default crs): random stealing; cluster-hierarchical (a cluster\n"
+    "            steals over the WAN only when all its threads are idle); cluster-aware random (at\n"
+    "            most one asynchronous WAN steal per thread, synchronous steals inside the site).\n"
+    "            --size test|paper (default test), --json (one object: time_s, sequential_s, the\n"
+    "            steal counters summed: local_attempts, local_steals, wan_attempts, wan_steals,\n"
+    "            max_outstanding_wan, idle_s, jobs_spawned, jobs_run, chs_wan_steals_traced,\n"
+    "            chs_wan_steals_cluster_busy, ...; result), --inject-error (corrupt the result: must\n"
+    "            FAIL), --image FILE (raytrace: the image as PPM), --seed N (TSP's cities), --timeout S.\n"
+    "            WAN: --sites, --wan-latency-ms, --wan-bandwidth, or Satin's scenarios on 4 clusters:\n"
+    "            --wan-script perf/wan_scenarios/sN.wan (N = 1..8), --wan-series .../s9.series.\n"
     "  PATH      any program linked with the runtime (runtime_dep): one process per cluster, exec'd\n"
     "            with ICCS_CLUSTER, ICCS_CLUSTERS, ICCS_CONFIG, ICCS_OVERRIDES, ICCS_RUN_ID,\n"
     "            ICCS_TRANSPORT, ICCS_DELAY_NS; it calls runtime_from_env() and ends with\n"
@@ -181,7 +197,7 @@ int cmd_run(int argc, char** argv, bool demo) {
         if (std::strcmp(argv[0], "alltoall") != 0 && std::strcmp(argv[0], "errors") != 0 &&
             std::strcmp(argv[0], "pingpong") != 0)
             usage_error(std::string("unknown program '") + argv[0] +
-                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping, collectives, ordered; applications: jacobi, "
+                        "' (built-in programs: alltoall, errors, pingpong, exchange, ping, collectives, ordered, integrate, nqueens, raytrace, satin-tsp; applications: jacobi, "
                         "matmul, gauss, fft, tsp, water, barnes, unstructured; wide-area programs: iccs run "
                         "--list-widearea; or a path to a program)");
         program = argv[0];

@@ -17,6 +17,7 @@
 #include "args.hpp"
 #include "config.hpp"
 #include "group_programs.hpp"
+#include "satin.hpp"
 #include "runtime_launch.hpp"
 #include "uring_udp.hpp"
 
@@ -61,11 +62,45 @@ uint64_t read_rtt_median(const std::string& file) {
     return med;
 }
 
+// `iccs run <satin program>`: the verdict from cluster 0's result file, as text or one JSON object.
+int satin_report(const satin::RunOptions& so, int rc, bool json, const std::string& transport, uint16_t clusters,
+                 uint16_t threads, const group::Topology& topo, const MachineConfig& cfg) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    if (FILE* in = std::fopen(so.result_file.c_str(), "r")) {
+        char k[64], v[64];
+        while (std::fscanf(in, "%63s %63s", k, v) == 2) kv.emplace_back(k, v);
+        std::fclose(in);
+    }
+    std::remove(so.result_file.c_str());
+    std::string verdict = "FAIL";
+    for (const auto& [k, v] : kv)
+        if (k == "result") verdict = rc == 0 ? v : "FAIL";
+    if (json) {
+        std::string s = "{\"app\": \"" + so.app + "\", \"policy\": \"" + group::to_string(so.policy) +
+                        "\", \"size\": \"" + (so.paper ? "paper" : "test") + "\", \"clusters\": " +
+                        std::to_string(clusters) + ", \"threads\": " + std::to_string(threads) +
+                        ", \"processes\": " + std::to_string(clusters * threads) + ", \"sites\": " +
+                        std::to_string(topo.sites) + ", \"transport\": \"" + transport +
+                        "\", \"wan_latency_ms\": " + std::to_string(cfg.wan.latency_ms) +
+                        ", \"wan_bandwidth_bytes_per_s\": " + std::to_string(cfg.wan.bandwidth_bytes_per_s) +
+                        ", \"wan_script\": \"" + cfg.wan.script + "\", \"wan_series\": \"" + cfg.wan.series +
+                        "\", \"exit_status\": " + std::to_string(rc) + ", \"inject_error\": " +
+                        (so.inject_error ? "true" : "false");
+        for (const auto& [k, v] : kv)
+            if (k != "result") s += ", \"" + k + "\": " + v;
+        s += ", \"result\": \"" + verdict + "\"}";
+        std::printf("%s\n", s.c_str());
+    } else {
+        std::printf("%s\n", verdict == "PASS" ? "PASS: the parallel result equals the sequential one" : "FAIL");
+    }
+    return rc != 0 ? rc : verdict == "PASS" ? 0 : 1;
+}
+
 }  // namespace
 
 bool is_rt_program(const char* name) {
     if (std::strcmp(name, "exchange") == 0 || std::strcmp(name, "ping") == 0 || std::strcmp(name, "collectives") == 0 ||
-        std::strcmp(name, "ordered") == 0)
+        std::strcmp(name, "ordered") == 0 || satin::is_program(name))
         return true;
     return std::strchr(name, '/') != nullptr;  // a path: ./prog, build/x/y, /abs/prog
 }
@@ -73,13 +108,14 @@ bool is_rt_program(const char* name) {
 int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     const std::string program = argv[0];
     const bool external = info != nullptr && info->builtin;  // a program of the caller's (wide-area)
-    const bool builtin =
-        external || program == "exchange" || program == "ping" || program == "collectives" || program == "ordered";
+    const bool is_satin = satin::is_program(program);
+    const bool builtin = external || program == "exchange" || program == "ping" || program == "collectives" ||
+                         program == "ordered" || is_satin;
     if (!builtin) {
         struct stat st {};
         if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
             usage_error("program '" + program + "' is not an executable file (built-in programs: alltoall, errors, "
-                        "pingpong, exchange, ping, collectives, ordered)");
+                        "pingpong, exchange, ping, collectives, ordered, integrate, nqueens, raytrace, satin-tsp)");
     }
     std::string config_path, transport_s, delay_s;  // "": [runtime] transport / delay_us
     std::vector<std::pair<std::string, std::string>> overrides;
@@ -88,6 +124,9 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     group::CollectivesRunOptions co;
     bool segment_given = false;  // else [group] segment_bytes
     group::OrderedRunOptions oo;
+    satin::RunOptions so;
+    so.app = program;
+    bool json = false;
     uint32_t timeout_s = 300;
 
     std::vector<std::string> args;
@@ -98,6 +137,22 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             if (builtin) usage_error("'--' passes arguments to a program given by path; " + program + " is built in");
             for (++i; i < argc; ++i) args.emplace_back(argv[i]);
             break;
+        }
+        if (is_satin && (a == "--help" || a == "-h")) {
+            std::printf("usage: iccs run %s --policy rs|chs|crs [--size test|paper] [--json] [--inject-error]%s\n"
+                        "       [--seed N] [--timeout S] [--clusters C] [--threads T] [--transport iccs|direct|delay]\n"
+                        "       [--sites LIST] [--wan-latency-ms X] [--wan-bandwidth BPS] [--wan-script FILE]\n"
+                        "       [--wan-series FILE] [--set SECTION.KEY=V] [run options: iccs run --help]\n"
+                        "Satin's divide-and-conquer program on group/'s work stealing, checked byte for byte against\n"
+                        "the sequential computation in the same run (PASS/FAIL, exit 0/1); apps/satin/README.md.\n"
+                        "WAN scenarios 1-9 of the Satin study on 4 clusters: --wan-script perf/wan_scenarios/sN.wan\n"
+                        "(N = 1..8), --wan-series perf/wan_scenarios/s9.series.\n",
+                        program.c_str(), program == "raytrace" ? " [--image FILE]" : "");
+            return 0;
+        }
+        if (is_satin && (a == "--json" || a == "--inject-error")) {
+            (a == "--json" ? json : so.inject_error) = true;
+            continue;
         }
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
@@ -122,7 +177,15 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             messages_set = true;
         } else if (a == "--min-size") ex.min_size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
         else if (a == "--max-size") ex.max_size = static_cast<uint32_t>(parse_u64(a, v, 0, (1u << 20) - 8));
-        else if (a == "--size") {
+        else if (a == "--size" && is_satin) {
+            if (v != "test" && v != "paper") usage_error("bad value '" + v + "' for --size: allowed values are test, paper");
+            so.paper = v == "paper";
+        } else if (a == "--policy" && is_satin) {
+            if (!group::parse_steal_policy(v, so.policy))
+                usage_error("bad value '" + v + "' for --policy: allowed values are rs, chs, crs");
+        } else if (a == "--image" && program == "raytrace") {
+            so.image_file = v;
+        } else if (a == "--size") {
             po.size = static_cast<uint32_t>(parse_u64(a, v, 0, 1u << 20));
             oo.size = std::max<uint32_t>(8, std::min<uint32_t>(po.size, (1u << 20) - 64));
 
@@ -199,7 +262,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             delay_ns = static_cast<uint64_t>(std::llround(us * 1000));
         }
     }
-    if (cfg.machine.clusters < 2 && builtin && !external) {
+    if (cfg.machine.clusters < 2 && builtin && !external && !is_satin) {
         std::fprintf(stderr, "iccs run: %s needs at least 2 clusters ([machine] clusters = %u)\n", program.c_str(),
                      cfg.machine.clusters);
         return 2;
@@ -220,7 +283,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
     }
     group::Topology topo;
-    if (program == "collectives" || program == "ordered" || external) {
+    if (program == "collectives" || program == "ordered" || external || is_satin) {
         std::string err;
         if (!group::topology_from_config(cfg, topo, err)) {
             std::fprintf(stderr, "iccs run: %s\n", err.c_str());
@@ -250,6 +313,8 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             l.builtin = [oo, topo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };
         else if (program == "collectives")
             l.builtin = [co, topo](std::unique_ptr<Runtime> rt) { return group::program_collectives(std::move(rt), topo, co); };
+        else if (is_satin)
+            l.builtin = [so, topo](std::unique_ptr<Runtime> rt) { return satin::program(std::move(rt), topo, so); };
         else {
             l.argv = {program};
             l.argv.insert(l.argv.end(), args.begin(), args.end());
@@ -269,7 +334,13 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     // The launcher's own lines: a built-in program's output is this report; a program given by path
     // owns standard output (as under mpirun), so ours go to standard error, and nowhere with
     // --report FILE (the report file holds them).
-    FILE* lout = builtin ? stdout : (info != nullptr && info->report_to_file) ? nullptr : stderr;
+    FILE* lout = builtin && !json ? stdout : (info != nullptr && info->report_to_file) ? nullptr : stderr;
+    if (is_satin) {
+        so.seed = cfg.test.seed;
+        so.timeout_ms = uint64_t{timeout_s} * 1000;
+        so.quiet = json;
+        so.result_file = "/tmp/iccs-satin-" + std::to_string(getpid());
+    }
     auto say = [lout](const char* fmt, auto... a) {
         if (lout != nullptr) std::fprintf(lout, fmt, a...);
     };
@@ -349,6 +420,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
     if (info != nullptr && transport == RtTransport::kDelay) info->delay_us = double(delay_ns) / 1e3;
     const int rc = rt_launch(run);
     if (info != nullptr && info->app) return rc;
+    if (is_satin) return satin_report(so, rc, json, transport_s, base.spec.clusters, base.spec.threads, topo, cfg);
     say("%s\n", rc != 0 ? "FAIL"
                         : program == "exchange"
                             ? "PASS: every message arrived exactly once, intact and in order per source; every reply "

@@ -23,6 +23,7 @@ from exp_breakdown import Breakdown  # noqa: E402
 from exp_calibrate import Calibrate  # noqa: E402
 from exp_dispatch import Dispatch  # noqa: E402
 from exp_latency import Latency  # noqa: E402
+from exp_satin import Satin  # noqa: E402
 from exp_scaling import Scaling  # noqa: E402
 from exp_wan import Wan  # noqa: E402
 from exp_widearea import Widearea  # noqa: E402
@@ -33,7 +34,7 @@ from framework import (REPO, STUDY_COMPUTE_THREADS, ExperimentError, Fit, Progre
 # threads_wanted, plan, run_one, summarize, plot; optionally host_layout (the app experiments fit
 # their own thread layout, app_runs.HostLayout) and reestimate (re-costs the pending runs).
 EXPERIMENTS = {e.name: e for e in (Latency(), Breakdown(), Apps(), Scaling(), Dispatch(), Wan(), Widearea(),
-                                   Calibrate(), Awari())}
+                                   Satin(), Calibrate(), Awari())}
 LATER = {}
 
 

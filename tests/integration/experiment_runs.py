@@ -27,8 +27,10 @@ whose probe said unavailable.
              the measured/modeled rows, the replays' measured_* columns, the projected layouts.
   widearea   `--quick` over every wide-area program of the registry: four rows each, all PASS, the CSV's
              columns exactly the issue's, widearea-traffic.csv beside it.
+  satin      (issue 20) --quick on nqueens, RS and CRS, scenario 6: the CSV's exact columns, the
+             speedup against the single-cluster RS run, PASS rows; a bad --policies exits 2.
 Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|widearea|app-errors|
-       app-failures|model
+       app-failures|model|satin
 """
 import csv
 import json
@@ -317,6 +319,39 @@ def widearea(out):
     check_json_common(j, "widearea")
 
 
+def satin(out):
+    """experiment satin --quick on a subset (nqueens, RS and CRS, scenario 6): the CSV's columns
+    exactly as the issue names them, one single-cluster row per policy and one row per scenario,
+    speedup = the RS single-cluster time / the row's time, every row PASS; a bad option exits 2."""
+    p = run("satin", ["--apps", "nqueens", "--policies", "rs,crs", "--scenarios", "6"], out)
+    check(p.returncode == 0, "satin: exit status 0")
+    check("OVERSUBSCRIBED" in p.stdout or "scaled" in p.stdout, "satin: says how it was scaled to the host")
+    paths = files(out, "satin")
+    if not os.path.isfile(paths["csv"]):
+        return
+    meta, rows = read_csv(paths["csv"])
+    cols = ["app", "policy", "scenario", "clusters", "processes", "time_s", "speedup", "wan_steals", "local_steals",
+            "result"]
+    check(rows and list(rows[0].keys()) == cols, f"satin: CSV columns exactly {cols}")
+    keys = sorted((r["policy"], r["scenario"]) for r in rows)
+    check(keys == [("crs", "6"), ("crs", "single"), ("rs", "6"), ("rs", "single")], f"satin: rows {keys}")
+    base = [fnum(r["time_s"]) for r in rows if r["policy"] == "rs" and r["scenario"] == "single"]
+    for r in rows:
+        t, sp = fnum(r["time_s"]), fnum(r["speedup"])
+        check(r["result"] == "PASS", f"satin: {r['policy']} {r['scenario']} PASS")
+        check(t and sp and base and abs(sp - base[0] / t) < 0.01 * sp + 1e-3,
+              f"satin: {r['policy']} {r['scenario']}: speedup = single-cluster RS time / time ({sp})")
+        check(r["clusters"] == ("1" if r["scenario"] == "single" else "4") and r["processes"] == "8",
+              f"satin: {r['policy']} {r['scenario']}: clusters {r['clusters']}, processes {r['processes']}")
+    with open(paths["json"]) as f:
+        j = json.load(f)
+    check_json_common(j, "satin")
+    check("load1" in j.get("summary", {}), "satin: JSON summary has the host's load average")
+    q = subprocess.run([sys.executable, RUNNER, "--cli", CLI, "satin", "--policies", "rs,xx"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    check(q.returncode == 2 and "--policies" in q.stdout, f"satin: a bad --policies exits 2 naming it ({q.returncode})")
+
+
 def app_errors(out):
     for args, want in ((["apps", "nosuchapp"], "nosuchapp"), (["apps", "--threads", "3"], "--threads 3"),
                        (["apps", "--threads", "64"], "--oversubscribe"), (["apps", "--polling", "inline"], "inline"),
@@ -420,7 +455,7 @@ def main():
     try:
         {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
          "dispatch": dispatch, "wan": wan, "widearea": widearea, "app-errors": app_errors, "app-failures": app_failures,
-         "model": model}[WHAT](out)
+         "model": model, "satin": satin}[WHAT](out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     for f in failures:
