@@ -1,6 +1,7 @@
 // bundle.cpp: building and unpacking BUNDLE messages (bundle.hpp).
 #include "bundle.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -74,14 +75,22 @@ BundleStep bundle_take(PktPool& pool, const PktBuf* b, uint32_t off, PktBuf*& ou
     if (t == nullptr || off + kBundleRecLen + len > b->pkt_len || *t == 0 || *t > kConvTypeMax ||
         *t == static_cast<uint8_t>(ConvType::kBundle))
         return BundleStep::kBad;
-    PktBuf* one = pkt_slice(pool, b, off + kBundleRecLen, len, 0);
+    // A copy, not a view (bundle.hpp): the message goes to another thread.
+    PktBuf* one = pool.seg_alloc(kPktHeadroom);
     if (one == nullptr) return BundleStep::kNoBuf;
-    // the view's header must be in its first segment, as for any message
-    if (one->data_len < kConvHdrLen) {
-        PktBuf* c = pkt_copy(pool, one, 0);
-        pkt_free(one);
-        if (c == nullptr) return BundleStep::kNoBuf;
-        one = c;
+    if (one->tailroom() >= len) {  // the common case: small records, one segment
+        pkt_read(b, off + kBundleRecLen, len, pkt_append(one, len));
+    } else {
+        uint8_t chunk[256];
+        for (uint32_t done = 0; done < len;) {
+            const uint32_t k = std::min<uint32_t>(len - done, sizeof chunk);
+            pkt_read(b, off + kBundleRecLen + done, k, chunk);
+            if (!pkt_write(one, pool, chunk, k)) {
+                pkt_free(one);
+                return BundleStep::kNoBuf;
+            }
+            done += k;
+        }
     }
     out = one;
     next = off + kBundleRecLen + len;

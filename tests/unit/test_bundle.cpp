@@ -243,3 +243,24 @@ TEST_CASE("bundle: malformed records end it", "[bundle]") {
     REQUIRE(bad([&](PktBuf* b) { REQUIRE(pkt_trim_to(b, b->pkt_len - 1)); }) == BundleStep::kBad);
     REQUIRE(pool.in_use() == 0);
 }
+
+TEST_CASE("bundle: a record longer than a buffer of the pool comes out as a chain, header first", "[bundle]") {
+    HeapPktPool pool(8, 2048);
+    HeapPktPool small(16, kPktHeadroom + 64);
+    std::vector<std::vector<uint8_t>> want;
+    PktBuf* b = pack(pool, {300, 2}, want);
+    bool first = false;
+    uint32_t off = bundle_resume(b, first);
+    for (const auto& w : want) {
+        PktBuf* m = nullptr;
+        uint32_t next = 0;
+        REQUIRE(bundle_take(small, b, off, m, next) == BundleStep::kMsg);
+        REQUIRE(m->data_len >= kConvHdrLen);
+        REQUIRE(bytes_of(m) == w);
+        pkt_free(m);
+        off = next;
+    }
+    pkt_free(b);
+    REQUIRE(pool.in_use() == 0);
+    REQUIRE(small.in_use() == 0);
+}
