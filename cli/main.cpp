@@ -11,6 +11,7 @@
 #include "bench_compare.hpp"
 #include "bench_collectives.hpp"
 #include "bench_dsm.hpp"
+#include "bench_paths.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "bench_stripe.hpp"
@@ -73,11 +74,11 @@ int cmd_bench(int argc, char** argv) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
-            "                      [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
+            "                      [--combine BYTES] [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
             "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
-            "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
+            "                          [--polling inline|adaptive|busy] [--combine BYTES] [--pcap DIR] [--json]\n"
             "       iccs bench dsm [--rounds N] [--runs N] [--json]\n"
             "       iccs bench collectives [--sites S] [--clusters C] [--cluster-size T] [--wan-latency-ms L]\n"
             "                              [--wan-bandwidth B] [--size N] [--reps R] [--layout block|cyclic]\n"
@@ -156,11 +157,13 @@ int cmd_bench(int argc, char** argv) {
             "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
             "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
+            "  --combine BYTES  rtt, compare: message combining in the iccs runs, as [cluster]\n"
+            "                 combine_max_bytes (0 = off, at most 1400; default: that key's default, %u)\n"
             "  --pcap DIR     rtt, stripe, compare: every proxy of each cluster run writes its frames to\n"
             "                 DIR/<measurement>-<fabric>-<n>/cluster<C>-proxy<P>.pcapng (as iccs run --pcap;\n"
             "                 n counts the runs); memif only (with --fabric udp it is refused; compare\n"
             "                 captures its memif runs only); the iccs figures then include the capture's cost\n"
-            "  --json         one JSON object instead of the table\n");
+            "  --json         one JSON object instead of the table\n", iccs::bench_combine());
         return argc < 1 ? 2 : 0;
     }
     const std::string which = argv[0];
@@ -183,6 +186,9 @@ int cmd_bench(int argc, char** argv) {
                 ++i;
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
+                ++i;
+            } else if (a == "--combine") {
+                iccs::bench_set_combine(static_cast<uint32_t>(parse_u64(a, v, 0, 1400)));
                 ++i;
             } else if (key_flag(a, v, o.key_file, o.encrypt, i)) {
             } else if (a == "--json") {
@@ -217,6 +223,9 @@ int cmd_bench(int argc, char** argv) {
                 ++i;
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
+                ++i;
+            } else if (a == "--combine") {
+                iccs::bench_set_combine(static_cast<uint32_t>(parse_u64(a, v, 0, 1400)));
                 ++i;
             } else if (a == "--json") {
                 o.json = true;
