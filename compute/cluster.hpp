@@ -56,6 +56,7 @@ struct ClusterPlan {
     uint32_t mtu_bytes = 1500;
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
     uint16_t udp_port = 9410;                   // fabric udp: proxy p of cluster c binds udp_port + 64*c + p
+    bool udp_sqpoll = false;                    // fabric udp: SQPOLL rings ([machine] udp_sqpoll)
     std::vector<Ipv4Addr> udp_addresses;        // fabric udp: [] (127.0.0.1), per cluster, or per proxy
     SlidwinConfig slidwin;
     ReassemblyConfig reass;

@@ -61,9 +61,16 @@ bool env_set(const char* name) {
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
-// A ring with cooperative task running if the kernel has it (5.19+), else a plain one.
-int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool& coop) {
+// A ring with cooperative task running if the kernel has it (5.19+), else a plain one; or an
+// SQPOLL ring (its kernel thread idles 10 ms before it sleeps).
+int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool sqpoll, bool& coop) {
     io_uring_params p{};
+    if (sqpoll) {
+        p.flags = IORING_SETUP_SQPOLL;
+        p.sq_thread_idle = 10;
+        coop = false;
+        return io_uring_queue_init_params(entries, &ring, &p);
+    }
     if (want_coop) {
         p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
         const int r = io_uring_queue_init_params(entries, &ring, &p);
@@ -154,7 +161,7 @@ bool uring_probe(UringCaps& caps, std::string& err) {
     }
     io_uring ring{};
     bool coop = false;
-    const int r = ring_init(8, ring, true, coop);
+    const int r = ring_init(8, ring, true, false, coop);
     if (r < 0) {
         err = refused("io_uring_queue_init", -r);
         return false;
@@ -253,7 +260,12 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
            setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
 
     // The ring, the socket as a fixed file.
-    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, coop_);
+    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, c.sqpoll, coop_);
+    if (r < 0 && c.sqpoll) {
+        err = std::string("io_uring refused an SQPOLL ring ([machine] udp_sqpoll = true): ") + std::strerror(-r) +
+              "; set udp_sqpoll = false";
+        return false;
+    }
     if (r < 0) {
         err = refused("io_uring_queue_init", -r);
         return false;
@@ -733,6 +745,7 @@ std::string UringUdpPort::describe() const {
     if (gro_) s += ", UDP GRO";
     if (fixed_file_) s += ", fixed file";
     if (coop_) s += ", cooperative task run";
+    if (cfg_.sqpoll) s += ", SQPOLL";
     return s;
 }
 

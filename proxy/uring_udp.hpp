@@ -72,6 +72,10 @@ struct UringUdpConfig {
     // UDP GRO (multishot receive only): the kernel may hand over several datagrams of one sender
     // in one buffer (a GSO send over loopback arrives so); they are cut apart here.
     bool gro = true;
+    // SQPOLL ([machine] udp_sqpoll): a kernel thread polls the submission queue, so submitting
+    // needs no system call while it is awake (it sleeps after 10 ms idle); it busies a core of
+    // its own. Without cooperative task running (the kernel refuses the two together).
+    bool sqpoll = false;
 };
 
 // Not on any wire: a received datagram's addresses, in front of its payload from rx_burst to
