@@ -11,6 +11,7 @@
 #include "bench_compare.hpp"
 #include "bench_collectives.hpp"
 #include "bench_dsm.hpp"
+#include "bench_paths.hpp"
 #include "bench_rtt.hpp"
 #include "bench_stack.hpp"
 #include "bench_stripe.hpp"
@@ -73,11 +74,11 @@ int cmd_bench(int argc, char** argv) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
-            "                      [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
+            "                      [--combine BYTES] [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
             "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
-            "                          [--polling inline|adaptive|busy] [--pcap DIR] [--json]\n"
+            "                          [--polling inline|adaptive|busy] [--combine BYTES] [--pcap DIR] [--json]\n"
             "       iccs bench dsm [--rounds N] [--runs N] [--json]\n"
             "       iccs bench collectives [--sites S] [--clusters C] [--cluster-size T] [--wan-latency-ms L]\n"
             "                              [--wan-bandwidth B] [--size N] [--reps R] [--layout block|cyclic]\n"
@@ -106,7 +107,8 @@ int cmd_bench(int argc, char** argv) {
             "           paths.raw_memif, paths.udp, paths.raw_udp, paths.kernel, each with rtt_median_us,\n"
             "           rtt_ratio_to_kernel, rate_msgs_per_s, rate_ratio_to_kernel, min/max; memif and udp\n"
             "           also raw_rtt_median_us, raw_rate_msgs_per_s, overhead_ratio (round trip, ours / raw),\n"
-            "           rate_overhead_ratio (time per message, ours / raw); cores, oversubscribed.\n"
+            "           rate_overhead_ratio (time per message, ours / raw); cores, oversubscribed,\n"
+            "           combine_max_bytes (--combine).\n"
             "  stripe   what striping buys: throughput of 1 MiB messages between two clusters (processes)\n"
             "           over one parallel connection with 1, 2 and 4 proxies per cluster, against a kernel\n"
             "           TCP loopback stream of the same messages in the same run; and the message rate of\n"
@@ -156,11 +158,13 @@ int cmd_bench(int argc, char** argv) {
             "  --size N       payload bytes (default 100; stack 1..1400, rtt and compare 1..9000)\n"
             "  --messages N   stack: messages per run (default 2000000)\n"
             "  --runs N       runs; the median is reported (default 5)\n"
+            "  --combine BYTES  rtt, compare: message combining in the iccs runs, as [cluster]\n"
+            "                 combine_max_bytes (0 = off, at most 1400; default: that key's default, %u)\n"
             "  --pcap DIR     rtt, stripe, compare: every proxy of each cluster run writes its frames to\n"
             "                 DIR/<measurement>-<fabric>-<n>/cluster<C>-proxy<P>.pcapng (as iccs run --pcap;\n"
             "                 n counts the runs); memif only (with --fabric udp it is refused; compare\n"
             "                 captures its memif runs only); the iccs figures then include the capture's cost\n"
-            "  --json         one JSON object instead of the table\n");
+            "  --json         one JSON object instead of the table\n", iccs::bench_combine());
         return argc < 1 ? 2 : 0;
     }
     const std::string which = argv[0];
@@ -183,6 +187,9 @@ int cmd_bench(int argc, char** argv) {
                 ++i;
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
+                ++i;
+            } else if (a == "--combine") {
+                iccs::bench_set_combine(static_cast<uint32_t>(parse_u64(a, v, 0, 1400)));
                 ++i;
             } else if (key_flag(a, v, o.key_file, o.encrypt, i)) {
             } else if (a == "--json") {
@@ -217,6 +224,9 @@ int cmd_bench(int argc, char** argv) {
                 ++i;
             } else if (a == "--pcap") {
                 o.pcap_dir = pcap_arg(v);
+                ++i;
+            } else if (a == "--combine") {
+                iccs::bench_set_combine(static_cast<uint32_t>(parse_u64(a, v, 0, 1400)));
                 ++i;
             } else if (a == "--json") {
                 o.json = true;

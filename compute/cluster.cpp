@@ -817,6 +817,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     UringUdpConfig uc;
                     uc.ip = udp_ip(plan, me, p);
                     uc.port = udp_port(plan, me, p);
+                    uc.sqpoll = plan.udp_sqpoll;
                     if (!px->add_udp_socket(uc, *stack_pools.back(), err))
                         return fail("proxy " + std::to_string(me) + "." + std::to_string(p) + ": " + err);
                     proxies.push_back(std::move(px));

@@ -49,13 +49,14 @@ struct ClusterPlan {
     Polling polling = Polling::kAdaptive;
     ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
     uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)
-    uint32_t combine_max_bytes = 0;             // message combining (ProxyConfig); 0 = off
+    uint32_t combine_max_bytes = 256;           // message combining (ProxyConfig); 0 = off
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
                                                 // | udp (kernel UDP sockets via io_uring: no DPDK port)
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all
     uint32_t mtu_bytes = 1500;
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
     uint16_t udp_port = 9410;                   // fabric udp: proxy p of cluster c binds udp_port + 64*c + p
+    bool udp_sqpoll = false;                    // fabric udp: SQPOLL rings ([machine] udp_sqpoll)
     std::vector<Ipv4Addr> udp_addresses;        // fabric udp: [] (127.0.0.1), per cluster, or per proxy
     SlidwinConfig slidwin;
     ReassemblyConfig reass;

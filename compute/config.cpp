@@ -308,6 +308,25 @@ Key int_key(std::string_view section, std::string_view name, SectionOf<S> sec, T
     return k;
 }
 
+// true / false (a TOML boolean, or the string from --set SECTION.NAME=true).
+template <class S>
+Key bool_key(std::string_view section, std::string_view name, SectionOf<S> sec, bool S::*field, std::string_view doc) {
+    Key k{section, name, Kind::kEnum, "true, false", doc, {}, {}, {}};
+    k.set = [k, sec, field](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
+        if (const auto b = n.as_boolean()) {
+            (c.*sec).*field = b->get();
+            return std::nullopt;
+        }
+        if (const auto v = n.as_string(); v && (v->get() == "true" || v->get() == "false")) {
+            (c.*sec).*field = v->get() == "true";
+            return std::nullopt;
+        }
+        return k.wrong(n);
+    };
+    k.put = [name, sec, field](const MachineConfig& c, toml::table& t) { t.insert_or_assign(name, (c.*sec).*field); };
+    return k;
+}
+
 template <class S, class E>
 Key enum_key(std::string_view section, std::string_view name, SectionOf<S> sec, E S::*field,
              std::vector<std::pair<std::string_view, E>> values, std::string_view doc) {
@@ -652,24 +671,6 @@ Key security_key_file_key() {
     return k;
 }
 
-Key security_encrypt_key() {
-    Key k{"security", "encrypt", Kind::kEnum, "true, false",
-          "with a key: encrypt payloads too (AES-GCM), not only authenticate them", {}, {}, {}};
-    k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
-        if (const auto b = n.as_boolean()) {
-            c.security.encrypt = b->get();
-            return std::nullopt;
-        }
-        if (const auto s = n.as_string(); s && (s->get() == "true" || s->get() == "false")) {  // --set security.encrypt=true
-            c.security.encrypt = s->get() == "true";
-            return std::nullopt;
-        }
-        return k.wrong(n);
-    };
-    k.put = [](const MachineConfig& c, toml::table& t) { t.insert_or_assign("encrypt", c.security.encrypt); };
-    return k;
-}
-
 std::vector<Key> make_keys() {
     using M = MachineConfig;
     std::vector<Key> t;
@@ -689,6 +690,9 @@ std::vector<Key> make_keys() {
                         "UDP port the proxies' stacks use; fabric udp: proxy p of cluster c binds "
                         "udp_port + 64*c + p"));
     t.push_back(udp_addresses_key());
+    t.push_back(bool_key("machine", "udp_sqpoll", &M::machine, &MachineSection::udp_sqpoll,
+                         "fabric udp: a kernel thread polls each proxy's io_uring (IORING_SETUP_SQPOLL), "
+                         "so sends need no system call; it takes a core of its own while busy"));
     t.push_back(pci_addresses_key());
     t.push_back(pcap_dir_key());
     t.push_back(int_key("machine", "pcap_max_bytes", &M::machine, &MachineSection::pcap_max_bytes, 65536,
@@ -787,7 +791,8 @@ std::vector<Key> make_keys() {
                         "transport delay: every message is held this long before its handler runs [us]"));
     // [security]
     t.push_back(security_key_file_key());
-    t.push_back(security_encrypt_key());
+    t.push_back(bool_key("security", "encrypt", &M::security, &SecuritySection::encrypt,
+                         "with a key: encrypt payloads too (AES-GCM), not only authenticate them"));
     // [group]
     t.push_back(enum_key("group", "family", &M::group, &GroupSection::family,
                          {{"hier", CollFamily::kHier}, {"flat", CollFamily::kFlat}},

@@ -63,6 +63,7 @@ struct MachineSection {
                                                // proxy p of cluster c binds udp_port + 64*c + p
     std::vector<Ipv4Addr> udp_addresses{};     // fabric udp: socket addresses: none (127.0.0.1), one per
                                                // cluster, or one per proxy of all clusters; else ignored
+    bool udp_sqpoll = false;                   // fabric udp: SQPOLL rings (a kernel thread polls each; needs a spare core)
     std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
     std::string pcap_dir{};                    // capture every proxy's frames to DIR/cluster<C>-proxy<P>.pcapng
                                                // ("" = off; DPDK fabrics only, not udp)
@@ -80,9 +81,8 @@ struct ClusterSection {
     uint32_t ring_entries = 1024;           // each compute-thread <-> proxy ring [entries] (2^n, 64..65536)
     uint32_t mempool_mbufs = 8192;          // packet buffers per proxy [mbufs] (1024..1048576)
     uint32_t peer_timeout_ms = 5000;        // a cluster silent this long is reported down [ms] (0 = never)
-    uint32_t combine_max_bytes = 0;         // messages up to this size (header included) that meet in a
-                                            // ring burst for the same remote proxy share a datagram (0 = off:
-                                            // the default until a stall seen once with it is explained)
+    uint32_t combine_max_bytes = 256;       // messages up to this size (header included) that meet in a
+                                            // ring burst for the same remote proxy share a datagram (0 = off)
     friend bool operator==(const ClusterSection&, const ClusterSection&) = default;
 };
 

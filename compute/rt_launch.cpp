@@ -141,6 +141,7 @@ bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& p
     plan.mtu_bytes = cfg.machine.mtu_bytes;
     plan.base_ip = cfg.machine.base_ip.v;
     plan.udp_port = cfg.machine.udp_port;
+    plan.udp_sqpoll = cfg.machine.udp_sqpoll;
     plan.udp_addresses = cfg.machine.udp_addresses;
     plan.slidwin = to_slidwin_config(cfg.slidwin);
     if (!load_security(cfg, plan, err)) return false;

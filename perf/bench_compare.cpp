@@ -119,10 +119,10 @@ int bench_compare(const BenchCompareOptions& o) {
         std::printf("{\"size_bytes\": %u, \"runs\": %u, \"rtt_samples_per_run\": %llu, "
                     "\"rate_messages_per_run\": %llu, "
                     "\"cores\": %u, \"polling\": \"%s\", \"pinning\": \"sender/pinger core 0, receiver/echo core 1\", "
-                    "\"spinning_threads\": %u, \"oversubscribed\": %s, \"udp_io\": %s, \"paths\": {",
+                    "\"spinning_threads\": %u, \"oversubscribed\": %s, \"udp_io\": %s, \"combine_max_bytes\": %u, \"paths\": {",
                     o.size_bytes, o.runs, static_cast<unsigned long long>(o.samples),
                     static_cast<unsigned long long>(o.messages), cores, o.polling.c_str(), spinning,
-                    oversubscribed ? "true" : "false", json_str(io_udp).c_str());
+                    oversubscribed ? "true" : "false", json_str(io_udp).c_str(), bench_combine());
         bool first = true;
         for (Path* p : paths) {
             const Spread rt = spread_of(p->rtt_us), ra = spread_of(p->rate), dl = spread_of(p->delivered);
@@ -153,9 +153,10 @@ int bench_compare(const BenchCompareOptions& o) {
     }
 
     std::printf("bench compare: %u-byte messages, host has %u cores; every path on the same 2 threads, one process "
-                "each,\n  pinned to cores 0 (sender, pinger) and 1 (receiver, echo); iccs polling %s; medians of %u "
-                "runs [min .. max]\n",
-                o.size_bytes, cores, o.polling.c_str(), o.runs);
+                "each,\n  pinned to cores 0 (sender, pinger) and 1 (receiver, echo); iccs polling %s, combining %s; medians "
+                "of %u runs [min .. max]\n",
+                o.size_bytes, cores, o.polling.c_str(),
+                bench_combine() == 0 ? "off" : ("up to " + std::to_string(bench_combine()) + " bytes").c_str(), o.runs);
     std::printf("  %-31s | %-34s | %-34s\n", "", "round trip, one message in flight",
                 "one-way rate, one sender thread");
     std::printf("  %-31s | %9s %-15s %8s | %9s %-15s %8s\n", "path", "median us", "[min .. max]", "x kernel",

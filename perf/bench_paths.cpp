@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cluster.hpp"
+#include "config.hpp"
 
 namespace iccs {
 
@@ -81,6 +82,7 @@ ClusterPlan two_clusters(const std::string& fabric, const std::string& polling, 
     plan.polling = polling == "busy" ? Polling::kBusy : polling == "adaptive" ? Polling::kAdaptive : Polling::kInline;
     plan.min_size = plan.max_size = size;
     plan.pool_segments = 8192;
+    plan.combine_max_bytes = bench_combine();
     plan.quiet = true;
     plan.result_file = "/tmp/iccs-bench-" + std::to_string(getpid()) + ".txt";
     std::remove(plan.result_file.c_str());
@@ -94,6 +96,12 @@ std::string bench_capture_dir(const std::string& base, const std::string& what, 
     if (base.empty() || fabric == "udp") return {};
     return base + "/" + what + "-" + fabric + "-" + std::to_string(++runs);
 }
+
+namespace {
+uint32_t combine_bytes = ClusterSection{}.combine_max_bytes;
+}  // namespace
+void bench_set_combine(uint32_t max_bytes) { combine_bytes = max_bytes; }
+uint32_t bench_combine() { return combine_bytes; }
 
 uint16_t bench_udp_port() { return static_cast<uint16_t>(20000 + (getpid() % 48) * 256); }
 

@@ -55,6 +55,11 @@ RateStats iccs_stream(const std::string& fabric, const std::string& polling, uin
                       const std::string& pcap_base = {});
 RateStats kernel_stream(uint32_t size, uint64_t messages);
 
+// Message combining in the benchmarks' cluster runs ([cluster] combine_max_bytes; until set, the
+// configuration's default): --combine BYTES of bench rtt and bench compare.
+void bench_set_combine(uint32_t max_bytes);
+uint32_t bench_combine();
+
 // Threads that spin in an iccs run with this polling mode (2 compute threads; adaptive and busy
 // add a proxy per cluster), for the "oversubscribed" note.
 unsigned iccs_spinning_threads(const std::string& polling);

@@ -420,60 +420,25 @@ void Proxy::on_peer_restarted(SubConnection& sc, uint64_t new_token) {
 constexpr uint32_t kBelowHeadroom = 14 + 20 + 8 + kSlidwinHdrLen;
 
 bool Proxy::combine(uint16_t cluster, PktBuf* m) {
-    Bundle& o = open_[cluster];
-    if (o.b == nullptr) {
-        o.b = m;
-        o.n = 1;
-        open_list_.push_back(cluster);
-        return true;
-    }
-    if (o.b->pkt_len + kBundleRecLen + m->pkt_len > bundle_limit_) return false;
-    if (o.n == 1) {
-        // The first message becomes the bundle, in its own buffer: the outer header and its
-        // record's length go in front (its headroom), the others are copied behind it. Only a
-        // buffer that is ours alone, in one segment, with room both ways.
-        PktBuf* f = o.b;
-        // With a key, slidwin also prepends its auth block: a buffer without room for it stays
-        // alone (the headroom of a compute thread's buffer leaves none, so authenticated runs
-        // send one message per datagram).
-        const uint32_t below = kBelowHeadroom + (cfg_.auth ? kSlidwinAuthLen : 0);
-        if (f->nb_segs != 1 || pkt_shared(f) || f->data_off < kConvHdrLen + kBundleRecLen + below ||
-            f->buf_len - f->data_off - f->data_len < kBundleRecLen + m->pkt_len)
-            return false;
-        const uint16_t len = static_cast<uint16_t>(f->pkt_len);
-        const ConvHdr inner = load_hdr<ConvHdr>(f->data());
-        uint8_t* at = pkt_prepend(f, kConvHdrLen + kBundleRecLen);
-        ConvHdr h{};
-        h.src_cluster = inner.src_cluster;
-        h.dst_cluster = inner.dst_cluster;
-        h.type = static_cast<uint8_t>(ConvType::kBundle);
-        h.piece_cnt.set(1);
-        h.msg_len.set(1);
-        std::memcpy(at, &h, sizeof h);
-        const be16 rl = be16::of(len);
-        std::memcpy(at + kConvHdrLen, &rl, kBundleRecLen);
-    }
-    uint8_t* w = pkt_append(o.b, kBundleRecLen + m->pkt_len);
-    if (w == nullptr) return false;  // no room left in the buffer: m goes on its own
-    const be16 rl = be16::of(static_cast<uint16_t>(m->pkt_len));
-    std::memcpy(w, &rl, kBundleRecLen);
-    pkt_read(m, 0, m->pkt_len, w + kBundleRecLen);
-    pkt_free(m);
-    ++o.n;
-    const be32 cnt = be32::of(o.n);
-    std::memcpy(o.b->data() + offsetof(ConvHdr, msg_len), &cnt, 4);
+    OpenBundle& o = open_[cluster];
+    const bool opens = o.b == nullptr;
+    // With a key, slidwin also prepends its auth block: a buffer without room for it stays alone
+    // (the headroom of a compute thread's buffer leaves none, so authenticated runs send one
+    // message per datagram).
+    if (!bundle_add(o, m, bundle_limit_, kBelowHeadroom + (cfg_.auth ? kSlidwinAuthLen : 0))) return false;
+    if (opens) open_list_.push_back(cluster);
     return true;
 }
 
 void Proxy::flush_bundle(uint16_t cluster, uint64_t now_ns) {
-    Bundle& o = open_[cluster];
+    OpenBundle& o = open_[cluster];
     if (o.b == nullptr) return;
     if (o.n > 1) {
         ++ctr_.combined_dgrams;
         ctr_.combined_msgs += o.n;
     }
     PktBuf* b = o.b;
-    o = Bundle{};
+    o = OpenBundle{};
     route_send(cluster, b, now_ns);
 }
 
@@ -483,57 +448,32 @@ bool Proxy::on_message(SubConnection& sc, PktBuf* msg) {
         pkt_free(msg);
         return true;
     }
-    uint8_t* h = msg->data();
-    if (h[offsetof(ConvHdr, type)] != static_cast<uint8_t>(ConvType::kBundle)) return on_one(sc, msg);
-    // A bundle: each record becomes a message of its own, a view into the bundle's buffer (no
-    // copy). conn_seq keeps how far it got: a full ring stops it (false: slidwin offers the
-    // bundle again later, and it goes on from there).
-    uint32_t off = load_be32(h + offsetof(ConvHdr, conn_seq));
-    if (off == 0) {
-        off = kConvHdrLen;
-        ++ctr_.bundles_rx;
-    }
-    while (off < msg->pkt_len) {
-        uint8_t lb[kBundleRecLen];
-        const uint8_t* l = pkt_contig(msg, off, kBundleRecLen, lb);
-        const uint32_t len = l == nullptr ? 0 : load_be16(l);
-        uint8_t tb[1];
-        const uint8_t* t = len >= kConvHdrLen ? pkt_contig(msg, off + kBundleRecLen + offsetof(ConvHdr, type), 1, tb)
-                                              : nullptr;
-        if (t == nullptr || off + kBundleRecLen + len > msg->pkt_len || *t == 0 || *t > kConvTypeMax ||
-            *t == static_cast<uint8_t>(ConvType::kBundle)) {
+    if (!is_bundle(msg)) return on_one(sc, msg);
+    // A bundle: each record becomes a message of its own (bundle.hpp). A full ring, or no buffer
+    // for a record, stops it: its place is kept in the bundle, slidwin offers the bundle again
+    // (the sub-connection is retried by the next iterations: blocked_, as deliver() does), and it
+    // goes on from there.
+    bool first = false;
+    uint32_t off = bundle_resume(msg, first);
+    if (first) ++ctr_.bundles_rx;
+    for (;;) {
+        PktBuf* one = nullptr;
+        uint32_t next = 0;
+        const BundleStep st = bundle_take(pool_, msg, off, one, next);
+        if (st == BundleStep::kDone) break;
+        if (st == BundleStep::kBad) {
             ++ctr_.bad_bundle;  // bounded parse: a bad record ends the bundle
             break;
         }
-        // Stopped here (a full ring, no buffer for the view): keep the place, and have the
-        // bundle offered again by the next iterations (blocked_), as deliver() does.
-        auto stop = [&] {
-            const be32 at = be32::of(off);
-            std::memcpy(h + offsetof(ConvHdr, conn_seq), &at, 4);
+        if (st == BundleStep::kNoBuf) ++ctr_.bundle_nobuf;
+        if (st == BundleStep::kNoBuf || !on_one(sc, one)) {
+            if (one != nullptr) pkt_free(one);
+            bundle_keep(msg, off);
             if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
             return false;
-        };
-        PktBuf* one = pkt_slice(pool_, msg, off + kBundleRecLen, len, 0);
-        if (one == nullptr) {
-            ++ctr_.bundle_nobuf;
-            return stop();
-        }
-        // the view's header must be in its first segment, as for any message
-        if (one->data_len < kConvHdrLen) {
-            PktBuf* c = pkt_copy(pool_, one, 0);
-            pkt_free(one);
-            if (c == nullptr) {
-                ++ctr_.bundle_nobuf;
-                return stop();
-            }
-            one = c;
-        }
-        if (!on_one(sc, one)) {
-            pkt_free(one);
-            return stop();
         }
         ++ctr_.bundle_msgs_rx;
-        off += kBundleRecLen + len;
+        off = next;
     }
     pkt_free(msg);
     return true;

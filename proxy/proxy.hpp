@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle.hpp"
 #include "msg_trace.hpp"
 #include "doorbell.hpp"
 #include "pcapng.hpp"
@@ -311,11 +312,7 @@ class Proxy final : public SlidwinSink {
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
-    struct Bundle {
-        PktBuf* b = nullptr;  // the first message, then (2+ messages) the bundle built in its buffer
-        uint32_t n = 0;       // messages in it
-    };
-    std::vector<Bundle> open_;          // by cluster id: what this ring burst combines
+    std::vector<OpenBundle> open_;          // by cluster id: what this ring burst combines
     std::vector<uint16_t> open_list_;   // clusters with an open bundle
     uint32_t bundle_limit_ = 0;         // largest bundle [bytes]: one datagram within the MTU
     std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it

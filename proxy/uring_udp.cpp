@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <linux/sock_diag.h>
+#include <netinet/udp.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
@@ -26,6 +27,11 @@ constexpr uint64_t kTagCancel = 4ull << kTagShift;
 constexpr uint64_t kTagWake = 5ull << kTagShift;  // the read of the wake eventfd
 constexpr uint16_t kBufGroup = 1;
 constexpr uint32_t kMaxIov = 64;  // segments of one datagram: 64 KiB in 2 KiB segments is 33
+// GSO: datagrams per send (the kernel's UDP_MAX_SEGMENTS is at least 64), the largest datagram
+// (one Ethernet frame of 1500 bytes: a non-loopback path refuses larger segments), bytes per send.
+constexpr uint32_t kMaxGsoSegs = 64;
+constexpr uint32_t kMaxGsoSize = 1472;
+constexpr uint32_t kMaxGsoBytes = 65000;
 
 const char* const kAlternative = "use fabric = \"memif\" or \"af_packet\"";
 
@@ -44,14 +50,27 @@ void* map_anon(size_t bytes) {
     return p == MAP_FAILED ? nullptr : p;
 }
 
+// NAME=0 in the environment: a default-on feature off (measurements, tests).
+bool env_off(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
 bool env_set(const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
-// A ring with cooperative task running if the kernel has it (5.19+), else a plain one.
-int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool& coop) {
+// A ring with cooperative task running if the kernel has it (5.19+), else a plain one; or an
+// SQPOLL ring (its kernel thread idles 10 ms before it sleeps).
+int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool sqpoll, bool& coop) {
     io_uring_params p{};
+    if (sqpoll) {
+        p.flags = IORING_SETUP_SQPOLL;
+        p.sq_thread_idle = 10;
+        coop = false;
+        return io_uring_queue_init_params(entries, &ring, &p);
+    }
     if (want_coop) {
         p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
         const int r = io_uring_queue_init_params(entries, &ring, &p);
@@ -142,7 +161,7 @@ bool uring_probe(UringCaps& caps, std::string& err) {
     }
     io_uring ring{};
     bool coop = false;
-    const int r = ring_init(8, ring, true, coop);
+    const int r = ring_init(8, ring, true, false, coop);
     if (r < 0) {
         err = refused("io_uring_queue_init", -r);
         return false;
@@ -233,9 +252,20 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
     socklen_t al = sizeof a;
     getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &al);
     port_ = ntohs(a.sin_port);
+    // GSO: the socket option with size 0 (per-send sizes come in a cmsg) tells whether the kernel
+    // has it (4.18+). GRO: only with the multishot receive (its buffers take the cmsg).
+    const int zero = 0, one = 1;
+    gso_ = c.gso && !env_off("ICCS_URING_GSO") && setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+    gro_ = c.gro && !env_off("ICCS_URING_GRO") && mode_ == UringRxMode::kMultishot &&
+           setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
 
     // The ring, the socket as a fixed file.
-    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, coop_);
+    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, c.sqpoll, coop_);
+    if (r < 0 && c.sqpoll) {
+        err = std::string("io_uring refused an SQPOLL ring ([machine] udp_sqpoll = true): ") + std::strerror(-r) +
+              "; set udp_sqpoll = false";
+        return false;
+    }
     if (r < 0) {
         err = refused("io_uring_queue_init", -r);
         return false;
@@ -245,8 +275,9 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
 
     // Receive buffers: out header + source address + payload, cache-line strided.
     const uint32_t nbuf = mode_ == UringRxMode::kMultishot ? c.rx_buffers : c.rx_batch;
-    rx_stride_ = static_cast<uint32_t>((sizeof(io_uring_recvmsg_out) + sizeof(sockaddr_in) + c.rx_buffer_bytes + 63) &
-                                       ~size_t{63});
+    const uint32_t ctrl = gro_ ? static_cast<uint32_t>(CMSG_SPACE(sizeof(int))) : 0;
+    rx_stride_ = static_cast<uint32_t>(
+        (sizeof(io_uring_recvmsg_out) + sizeof(sockaddr_in) + ctrl + c.rx_buffer_bytes + 63) & ~size_t{63});
     rx_mem_bytes_ = page_round(size_t{nbuf} * rx_stride_);
     rx_mem_ = static_cast<uint8_t*>(map_anon(rx_mem_bytes_));
     if (rx_mem_ == nullptr) {
@@ -272,6 +303,7 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
                                   mask, static_cast<int>(i));
         io_uring_buf_ring_advance(buf_ring_, static_cast<int>(nbuf));
         rx_msg_.msg_namelen = sizeof(sockaddr_in);
+        rx_msg_.msg_controllen = ctrl;
     } else {
         rx_slots_.resize(nbuf);
         for (uint32_t i = 0; i < nbuf; ++i) {
@@ -284,8 +316,9 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
     // Send slots and the queue in front of them.
     tx_slots_.resize(c.tx_slots);
     tx_iov_.reset(new iovec[size_t{c.tx_slots} * kMaxIov]);
+    tx_pkts_.reset(new PktBuf*[size_t{c.tx_slots} * kMaxGsoSegs]);
     for (uint32_t i = 0; i < c.tx_slots; ++i) {
-        tx_slots_[i].p = nullptr;
+        tx_slots_[i].n = 0;
         tx_slots_[i].next_free = i + 1 < c.tx_slots ? i + 1 : UINT32_MAX;
     }
     tx_free_ = 0;
@@ -297,8 +330,8 @@ UringUdpPort::~UringUdpPort() {
     drain_for_close();
     for (uint32_t i = 0; i < txq_count_; ++i) pkt_free(txq_[(txq_head_ + i) & (txq_.size() - 1)].p);
     txq_count_ = 0;
-    for (TxSlot& s : tx_slots_)
-        if (s.p != nullptr) pkt_free(s.p);
+    for (size_t i = 0; i < tx_slots_.size(); ++i)
+        for (uint32_t j = 0; j < tx_slots_[i].n; ++j) pkt_free(tx_pkts_[i * kMaxGsoSegs + j]);
     if (ring_up_) io_uring_queue_exit(&ring_);
     if (fd_ >= 0) close(fd_);
     if (wake_fd_ >= 0) close(wake_fd_);
@@ -406,15 +439,32 @@ bool UringUdpPort::udp_output(PktBuf* p, uint16_t /*src_port*/, Ipv4Addr dst, ui
     return true;
 }
 
-bool UringUdpPort::prep_send(const TxPending& d) {
-    if (tx_free_ == UINT32_MAX || io_uring_sq_space_left(&ring_) == 0) return false;
+uint32_t UringUdpPort::prep_send() {
+    if (tx_free_ == UINT32_MAX || io_uring_sq_space_left(&ring_) == 0) return 0;
+    const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
+    const TxPending& d = txq_[txq_head_];
     const uint32_t i = tx_free_;
     TxSlot& s = tx_slots_[i];
     tx_free_ = s.next_free;
     iovec* iov = &tx_iov_[size_t{i} * kMaxIov];
-    uint32_t k = 0;
-    for (PktBuf* seg = d.p; seg != nullptr && k < kMaxIov; seg = seg->next)
-        if (seg->data_len > 0) iov[k++] = iovec{seg->data(), seg->data_len};
+    PktBuf** pkts = &tx_pkts_[size_t{i} * kMaxGsoSegs];
+    uint32_t k = 0, n = 0, bytes = 0;
+    // The head datagram, then (GSO) those behind it to the same peer of the same length; a
+    // shorter one ends the send, as the kernel wants (every segment full but the last).
+    const uint32_t size = d.p->pkt_len;
+    const bool gso = gso_ && size > 0 && size <= kMaxGsoSize;
+    for (;;) {
+        const TxPending& e = txq_[(txq_head_ + n) & qmask];
+        for (PktBuf* seg = e.p; seg != nullptr; seg = seg->next)
+            if (seg->data_len > 0) iov[k++] = iovec{seg->data(), seg->data_len};
+        pkts[n++] = e.p;
+        bytes += e.p->pkt_len;
+        if (!gso || e.p->pkt_len < size || n == txq_count_ || n == kMaxGsoSegs) break;
+        const TxPending& f = txq_[(txq_head_ + n) & qmask];
+        if (f.dst.v != d.dst.v || f.dst_port != d.dst_port || f.p->pkt_len > size || f.p->pkt_len == 0 ||
+            k + f.p->nb_segs > kMaxIov || bytes + f.p->pkt_len > kMaxGsoBytes)
+            break;
+    }
     s.dst = sockaddr_in{};
     s.dst.sin_family = AF_INET;
     s.dst.sin_addr.s_addr = htonl(d.dst.v);
@@ -424,20 +474,32 @@ bool UringUdpPort::prep_send(const TxPending& d) {
     s.msg.msg_namelen = sizeof s.dst;
     s.msg.msg_iov = iov;
     s.msg.msg_iovlen = k;
-    s.p = d.p;
+    if (n > 1) {
+        s.msg.msg_control = s.ctrl;
+        s.msg.msg_controllen = sizeof s.ctrl;
+        cmsghdr* cm = CMSG_FIRSTHDR(&s.msg);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const auto g = static_cast<uint16_t>(size);
+        std::memcpy(CMSG_DATA(cm), &g, sizeof g);
+    }
+    s.n = n;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     io_uring_prep_sendmsg(sqe, fd_, &s.msg, 0);
     set_fd(sqe);
     io_uring_sqe_set_data64(sqe, kTagTx | i);
     ++tx_inflight_;
-    return true;
+    return n;
 }
 
 uint32_t UringUdpPort::flush() {
     const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
-    while (txq_count_ > 0 && prep_send(txq_[txq_head_])) {
-        txq_head_ = (txq_head_ + 1) & qmask;
-        --txq_count_;
+    while (txq_count_ > 0) {
+        const uint32_t n = prep_send();
+        if (n == 0) break;
+        txq_head_ = (txq_head_ + n) & qmask;
+        txq_count_ -= n;
     }
     if (txq_count_ > 0) ++ctr_.tx_waits;
     // Completion work the kernel deferred to us (cooperative task running), or CQEs it could
@@ -452,10 +514,10 @@ uint32_t UringUdpPort::flush() {
         io_uring_get_events(&ring_);
         ++ctr_.submits;
     } else {
-        return 0;
+        return gro_rx_.active ? 1 : 0;  // datagrams of a GRO buffer wait for the next rx_burst
     }
     want_events_ = false;
-    return io_uring_cq_ready(&ring_);
+    return io_uring_cq_ready(&ring_) + (gro_rx_.active ? 1 : 0);
 }
 
 int UringUdpPort::wake_fd(std::string& err) {
@@ -516,13 +578,24 @@ void UringUdpPort::complete_tx(const io_uring_cqe* cqe) {
     const uint32_t i = static_cast<uint32_t>(cqe->user_data);
     TxSlot& s = tx_slots_[i];
     if (cqe->res < 0) {
-        ++ctr_.tx_errors;
+        ctr_.tx_errors += s.n;
+        // A GSO send the kernel will not take (a device without checksum offload: EIO; a path
+        // whose MTU is below the segment: EINVAL): GSO off for good; slidwin resends these.
+        if (s.n > 1 && (cqe->res == -EIO || cqe->res == -EINVAL)) {
+            ++ctr_.tx_gso_refused;
+            gso_ = false;
+        }
     } else {
-        ++ctr_.tx_datagrams;
+        ctr_.tx_datagrams += s.n;
         ctr_.tx_bytes += static_cast<uint64_t>(cqe->res);
+        if (s.n > 1) {
+            ++ctr_.tx_gso_sends;
+            ctr_.tx_gso_datagrams += s.n;
+        }
     }
-    pkt_free(s.p);
-    s.p = nullptr;
+    PktBuf** pkts = &tx_pkts_[size_t{i} * kMaxGsoSegs];
+    for (uint32_t j = 0; j < s.n; ++j) pkt_free(pkts[j]);
+    s.n = 0;
     s.next_free = tx_free_;
     tx_free_ = i;
     --tx_inflight_;
@@ -546,8 +619,24 @@ PktBuf* UringUdpPort::complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& b
     } else {
         sockaddr_in from;
         std::memcpy(&from, io_uring_recvmsg_name(o), sizeof from);
-        p = copy_in(static_cast<const uint8_t*>(io_uring_recvmsg_payload(o, &rx_msg_)),
-                    io_uring_recvmsg_payload_length(o, cqe->res, &rx_msg_), from);
+        const auto* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(o, &rx_msg_));
+        const uint32_t len = io_uring_recvmsg_payload_length(o, cqe->res, &rx_msg_);
+        uint32_t seg = 0;  // GRO: the length of each datagram in the buffer (the last may be shorter)
+        if (gro_)
+            for (cmsghdr* cm = io_uring_recvmsg_cmsg_firsthdr(o, &rx_msg_); cm != nullptr;
+                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &rx_msg_, cm))
+                if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                    int g;
+                    std::memcpy(&g, CMSG_DATA(cm), sizeof g);
+                    seg = g > 0 ? static_cast<uint32_t>(g) : 0;
+                }
+        if (seg > 0 && len > seg) {
+            // Several datagrams: cut apart by rx_burst (gro_drain), the buffer kept until then.
+            ++ctr_.rx_gro_buffers;
+            gro_rx_ = GroPending{true, bid, payload, len, 0, seg, from};
+            return nullptr;
+        }
+        p = copy_in(payload, len, from);
     }
     // The buffer goes back to the ring at once (made visible when the burst ends).
     io_uring_buf_ring_add(buf_ring_, buf, rx_stride_, bid, io_uring_buf_ring_mask(cfg_.rx_buffers),
@@ -570,12 +659,30 @@ PktBuf* UringUdpPort::complete_rx_batched(const io_uring_cqe* cqe) {
     return p;
 }
 
+uint32_t UringUdpPort::gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_back) {
+    GroPending& g = gro_rx_;
+    uint32_t n = 0;
+    while (g.off < g.len && n < room) {
+        const uint32_t k = std::min(g.seg, g.len - g.off);
+        if (PktBuf* p = copy_in(g.payload + g.off, k, g.from)) out[n++] = p;
+        ++ctr_.rx_gro_datagrams;
+        g.off += k;
+    }
+    if (g.off == g.len) {  // all out: the buffer goes back to the ring
+        io_uring_buf_ring_add(buf_ring_, rx_mem_ + size_t{g.bid} * rx_stride_, rx_stride_, g.bid,
+                              io_uring_buf_ring_mask(cfg_.rx_buffers), static_cast<int>(bufs_back++));
+        g.active = false;
+    }
+    return n;
+}
+
 uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
     uint32_t n = 0, seen = 0, bufs_back = 0;
+    if (gro_rx_.active) n = gro_drain(out, max, bufs_back);
     unsigned head;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&ring_, head, cqe) {
-        if (n == max) break;
+        if (n == max || gro_rx_.active) break;
         ++seen;
         const uint64_t tag = cqe->user_data & ~((1ull << kTagShift) - 1);
         PktBuf* p = nullptr;
@@ -584,6 +691,7 @@ uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
         else if (tag == kTagRxBatch) p = complete_rx_batched(cqe);
         else if (tag == kTagWake) wake_armed_ = false, ++ctr_.wake_reads;
         if (p != nullptr) out[n++] = p;
+        if (gro_rx_.active) n += gro_drain(out + n, max - n, bufs_back);
     }
     io_uring_cq_advance(&ring_, seen);
     if (bufs_back > 0) io_uring_buf_ring_advance(buf_ring_, static_cast<int>(bufs_back));
@@ -633,8 +741,11 @@ std::string UringUdpPort::describe() const {
     else
         s += "batched recvmsg (" + std::to_string(cfg_.rx_batch) + " in flight)";
     s += ", batched sendmsg (" + std::to_string(cfg_.tx_slots) + " in flight)";
+    if (gso_) s += ", UDP GSO";
+    if (gro_) s += ", UDP GRO";
     if (fixed_file_) s += ", fixed file";
     if (coop_) s += ", cooperative task run";
+    if (cfg_.sqpoll) s += ", SQPOLL";
     return s;
 }
 

@@ -66,6 +66,16 @@ struct UringUdpConfig {
     uint32_t tx_slots = 256;              // sendmsg SQEs in flight at once [SQEs] (1..sq_entries/2)
     uint32_t tx_queue_limit = 8192;       // datagrams waiting for a free slot before drops [datagrams]
     uint32_t socket_buffer_bytes = 4u << 20;  // SO_RCVBUF/SO_SNDBUF asked for [bytes]
+    // UDP GSO (UDP_SEGMENT): consecutive queued datagrams to one peer of one length (the last may
+    // be shorter), up to 1472 bytes each, go as one sendmsg the kernel cuts into datagrams.
+    bool gso = true;
+    // UDP GRO (multishot receive only): the kernel may hand over several datagrams of one sender
+    // in one buffer (a GSO send over loopback arrives so); they are cut apart here.
+    bool gro = true;
+    // SQPOLL ([machine] udp_sqpoll): a kernel thread polls the submission queue, so submitting
+    // needs no system call while it is awake (it sleeps after 10 ms idle); it busies a core of
+    // its own. Without cooperative task running (the kernel refuses the two together).
+    bool sqpoll = false;
 };
 
 // Not on any wire: a received datagram's addresses, in front of its payload from rx_burst to
@@ -90,7 +100,12 @@ inline constexpr uint32_t kDgramAddrLen = sizeof(DgramAddrHdr);
     X(rx_kernel_drops, "datagrams the kernel dropped for us: socket buffer full (SO_MEMINFO)")     \
     X(tx_datagrams, "datagrams the kernel took (sendmsg completed)")                               \
     X(tx_bytes, "their payload bytes")                                                             \
-    X(tx_errors, "sendmsg completions with an error (the datagram is lost; slidwin resends)")      \
+    X(tx_errors, "datagrams whose sendmsg completed with an error (lost; slidwin resends)")        \
+    X(tx_gso_sends, "sendmsg SQEs that carried several datagrams (UDP GSO)")                       \
+    X(tx_gso_datagrams, "datagrams sent in them")                                                  \
+    X(tx_gso_refused, "GSO sends the kernel refused (GSO is then off for this socket)")            \
+    X(rx_gro_buffers, "receive buffers that held several datagrams (UDP GRO)")                     \
+    X(rx_gro_datagrams, "datagrams cut out of them")                                               \
     X(tx_drop_too_big, "datagrams over 65507 bytes or with more segments than an iovec array")     \
     X(tx_drop_queue_full, "datagrams dropped: tx_queue_limit datagrams already waited")            \
     X(tx_waits, "flushes that left datagrams waiting for a free send slot")                        \
@@ -161,6 +176,9 @@ class UringUdpPort final : public DatagramService {
     // wake read is armed when it is not, then one io_uring_submit_and_wait_timeout. Call after
     // flush(); completions go to the next rx_burst.
     void wait(uint64_t timeout_ns);
+    // GSO / GRO in use on this socket (asked for in the config and taken by the kernel).
+    bool gso() const { return gso_; }
+    bool gro() const { return gro_; }
     // Nothing queued and no send in flight.
     bool tx_idle() const { return txq_count_ == 0 && tx_inflight_ == 0; }
     // Reads the kernel's drop count of the socket into rx_kernel_drops, at most every 50 ms (one
@@ -178,8 +196,17 @@ class UringUdpPort final : public DatagramService {
     struct TxSlot {
         msghdr msg;
         sockaddr_in dst;
-        PktBuf* p;
+        uint32_t n;  // datagrams in this send (their PktBufs: tx_pkts_), 0 when the slot is free
         uint32_t next_free;
+        alignas(cmsghdr) uint8_t ctrl[CMSG_SPACE(sizeof(uint16_t))];  // UDP_SEGMENT
+    };
+    // A receive buffer of several datagrams (GRO) being cut apart: what rx_burst had no room for.
+    struct GroPending {
+        bool active = false;
+        uint16_t bid = 0;
+        const uint8_t* payload = nullptr;
+        uint32_t len = 0, off = 0, seg = 0;
+        sockaddr_in from{};
     };
     struct TxPending {
         PktBuf* p;
@@ -197,7 +224,8 @@ class UringUdpPort final : public DatagramService {
     void set_fd(io_uring_sqe* sqe);
     void arm_multishot();
     void arm_batched(uint32_t slot);
-    bool prep_send(const TxPending& d);
+    uint32_t prep_send();  // datagrams taken from the queue head into one send (0: no slot)
+    uint32_t gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_back);
     PktBuf* copy_in(const uint8_t* payload, uint32_t len, const sockaddr_in& from);
     void complete_tx(const io_uring_cqe* cqe);
     PktBuf* complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& bufs_back);
@@ -215,6 +243,9 @@ class UringUdpPort final : public DatagramService {
     uint16_t port_ = 0;
     UringRxMode mode_ = UringRxMode::kAuto;
     bool coop_ = false;
+    bool gso_ = false;
+    bool gro_ = false;
+    GroPending gro_rx_;
     bool want_events_ = false;
     int wake_fd_ = -1;          // eventfd: a write ends wait()
     bool wake_armed_ = false;   // a read of it is in flight
@@ -234,6 +265,7 @@ class UringUdpPort final : public DatagramService {
     // send
     std::vector<TxSlot> tx_slots_;
     std::unique_ptr<iovec[]> tx_iov_;  // kMaxIov per slot
+    std::unique_ptr<PktBuf*[]> tx_pkts_;  // kMaxGsoSegs per slot
     uint32_t tx_free_ = UINT32_MAX;    // free list head
     uint32_t tx_inflight_ = 0;
     std::vector<TxPending> txq_;       // ring of tx_queue_limit (power of two)

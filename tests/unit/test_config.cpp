@@ -158,6 +158,8 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:2: [machine] fabric = \"dpdk\": allowed values are memif, af_packet, pci, udp");
         CHECK(error_of("[cluster]\ndispatch = 1\n") ==
               "config error: iccs.toml:2: [cluster] dispatch = 1: allowed values are fixed, round-robin, least-loaded");
+        CHECK(error_of("[machine]\nudp_sqpoll = \"yes\"\n") ==
+              "config error: iccs.toml:2: [machine] udp_sqpoll = \"yes\": allowed values are true, false");
     }
     SECTION("integer out of range") {
         CHECK(error_of("[machine]\nclusters = 0\n") ==
@@ -411,6 +413,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"machine.base_ip", "172.16.4.0"},
         {"machine.udp_port", "12345"},
         {"machine.udp_addresses", "10.1.0.1,10.1.0.2,10.1.0.3,10.1.0.4,10.1.0.5"},
+        {"machine.udp_sqpoll", "true"},
         {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
         {"machine.pcap_dir", "/tmp/iccs capture"},
         {"machine.pcap_max_bytes", "1048576"},
