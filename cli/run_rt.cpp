@@ -140,7 +140,7 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
         if (is_satin && (a == "--help" || a == "-h")) {
             std::printf("usage: iccs run %s --policy rs|chs|crs [--size test|paper] [--json] [--inject-error]%s\n"
-                        "       [--seed N] [--timeout S] [--clusters C] [--threads T] [--transport iccs|direct|delay]\n"
+                        "       [--seed N] [--timeout S] [--clusters C] [--threads|--cluster-size T] [--transport iccs|direct|delay]\n"
                         "       [--sites LIST] [--wan-latency-ms X] [--wan-bandwidth BPS] [--wan-script FILE]\n"
                         "       [--wan-series FILE] [--set SECTION.KEY=V] [run options: iccs run --help]\n"
                         "Satin's divide-and-conquer program on group/'s work stealing, checked byte for byte against\n"
@@ -156,6 +156,11 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
         }
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
+        // --cluster-size is --threads' other name (as for iccs run APP and the wide-area programs).
+        if (a == "--cluster-size") {
+            overrides.emplace_back("cluster.compute_threads", v);
+            continue;
+        }
         bool mapped = false;
         for (const auto& [flag, key] : cli::kRunConfigFlags)
             if (a == flag) {
