@@ -1,6 +1,6 @@
 // hello.cpp: the first program to read. Two clusters (two processes, each with its own proxies);
 // thread 0 of cluster 1 listens on port 7, thread 0 of cluster 0 connects, sends "hello" and a
-// 1 MiB message (striped over the proxies), and gets both back. Run: build/convergence/examples/iccs-hello
+// 1 MiB message (striped over the proxies), and gets both back. Run: build/compute/examples/iccs-hello
 #include <cstdio>
 #include <cstring>
 #include <vector>
