@@ -86,7 +86,7 @@ struct Verifier : SlidwinSink {
 };
 
 struct Pair {
-    HeapPktPool pool_a{16384, 2048}, pool_b{16384, 2048};
+    HeapPktPool pool_a, pool_b;
     Stack a{host(1), pool_a}, b{host(2), pool_b};
     MemWire wire;
     TimerWheel wheel_a{10'000, 1024, 0}, wheel_b{10'000, 1024, 0};
@@ -96,8 +96,13 @@ struct Pair {
     SubConnection* sb;
     uint64_t now = 0;
 
-    Pair(const WireImpairment& imp, const SlidwinConfig& cfg)
-        : wire(a, b, imp), ep_a(a, wheel_a, 9410, cfg, sink_a), ep_b(b, wheel_b, 9410, cfg, sink_b) {
+    // pool_bufs: buffers of each end's pool (the sweeps below build thousands of pairs).
+    Pair(const WireImpairment& imp, const SlidwinConfig& cfg, uint32_t pool_bufs = 16384)
+        : pool_a(pool_bufs, 2048),
+          pool_b(pool_bufs, 2048),
+          wire(a, b, imp),
+          ep_a(a, wheel_a, 9410, cfg, sink_a),
+          ep_b(b, wheel_b, 9410, cfg, sink_b) {
         a.arp().add_static(b.config().ip, b.config().mac);
         b.arp().add_static(a.config().ip, a.config().mac);
         sa = ep_a.open(0, b.config().ip, 9410, 0, 0);
@@ -394,7 +399,7 @@ uint64_t periodic_run(Pattern pat, uint32_t every, uint32_t phase, uint32_t wind
     SlidwinConfig cfg;
     cfg.snd_buf_datagrams = window;
     cfg.rcv_buf_datagrams = window;
-    Pair p(WireImpairment{}, cfg);
+    Pair p(WireImpairment{}, cfg, 4 * window + 512);
     p.handshake();
     WireImpairment imp;
     imp.drop_if = periodic_dropper(pat, every, phase);
