@@ -36,7 +36,10 @@ uint32_t MemWire::move(int dir, uint64_t now_ns, bool flush_held) {
             ++ctr_.frames;
             ctr_.bytes += f->pkt_len;
             int copies = 1;
-            if (impaired) {
+            if (imp_.drop_if && imp_.drop_if(dir, *f)) {
+                ++ctr_.dropped;
+                copies = 0;
+            } else if (impaired) {
                 if (unit_(rng_) < imp_.drop) {
                     ++ctr_.dropped;
                     copies = 0;

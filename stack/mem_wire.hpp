@@ -5,10 +5,11 @@
 // NIC would: the receiver gets its own copy in buffers of its own pool and the sender's frame is
 // freed. On the way it can drop, duplicate, reorder (hold up to `reorder_window` frames and let
 // them out in random order) and corrupt (flip one random bit) frames, from a seeded generator,
-// so every run is reproducible.
+// so every run is reproducible; a test can also drop by a rule of its own (`drop_if`).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct WireImpairment {
     double corrupt = 0.0;          // probability one bit of a frame is flipped
     uint32_t reorder_window = 0;   // frames held back and released in random order (0: FIFO)
     uint64_t seed = 1;
+    // The test's own loss pattern (deterministic droppers: every N-th frame, only acks, ...):
+    // asked about every frame, in wire order, before the random draws; true drops it (counted in
+    // `dropped`). dir 0: a -> b, 1: b -> a; the frame's data() is at its Ethernet header.
+    std::function<bool(int dir, const PktBuf& frame)> drop_if;
 };
 
 struct WireCounters {

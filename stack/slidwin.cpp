@@ -297,15 +297,29 @@ void SubConnection::on_rto(Timer& t, uint64_t now_ns) {
     ++sc.backoff_;
     // Resend what has waited a whole RTO, oldest first: at the tail of a stream no later
     // datagram will come to trigger fast retransmit, so the timer must cover every hole.
+    auto due = [&](const SendSlot& slot, uint32_t resent) {
+        return slot.p != nullptr && !slot.sacked && (resent == 0 || now_ns - slot.sent_ns >= stale_ns);
+    };
+    uint32_t burst = 0;
+    for (uint32_t s = sc.snd_una_; s != sc.snd_sent_ && burst < sc.cfg_.max_retx_burst; ++s)
+        burst += due(sc.snd_[s & sc.snd_mask_], burst) ? 1 : 0;
+    // While nothing moves, timeouts would repeat the same burst and the peer would answer each
+    // alike: the frames on the wire would recur with a fixed period (burst + answers), and a loss
+    // pattern of that period or a divisor that once took the hole, or the one ack answering the
+    // burst, would take it every time, for ever (every 11th frame against 32 datagrams + 1 ack:
+    // stack/README.md, "Periodic loss"). So every second timeout of a run sends one frame fewer
+    // (the burst's last datagram waits for the next timeout) or, when the burst is the hole alone,
+    // one more: a pure ack right after the hole, so that the peer's answer moves by one place too.
+    const bool vary = (sc.backoff_ & 1) == 0, alone = burst == 1;
+    if (vary && !alone && burst > 0) --burst;
     uint32_t resent = 0;
-    for (uint32_t s = sc.snd_una_; s != sc.snd_sent_ && resent < sc.cfg_.max_retx_burst; ++s) {
-        SendSlot& slot = sc.snd_[s & sc.snd_mask_];
-        if (slot.p == nullptr || slot.sacked) continue;
-        if (resent > 0 && now_ns - slot.sent_ns < stale_ns) continue;
+    for (uint32_t s = sc.snd_una_; s != sc.snd_sent_ && resent < burst; ++s) {
+        if (!due(sc.snd_[s & sc.snd_mask_], resent)) continue;
         ++sc.ctr_.tx_rto_retx;
         sc.transmit(s, now_ns, true);
         ++resent;
     }
+    if (vary && alone) sc.send_ack(now_ns, 0);
     if (sc.snd_una_ != sc.snd_sent_) sc.arm_rto(now_ns);
 }
 

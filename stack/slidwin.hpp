@@ -7,7 +7,9 @@
 // from Jacobson/Karels on echoed timestamps, with exponential backoff) or as soon as three later
 // datagrams are selectively acked (fast retransmit). Acks ride on data when there is data to
 // send (piggy-backing); otherwise they are delayed until every `ack_every` datagrams, a timer, or
-// the end of the input burst if something is out of order. A zero window is probed.
+// the end of the input burst if something is out of order. A zero window is probed. Consecutive
+// timeouts never send the same frames (one datagram fewer, or one pure ack more, every second
+// time), so a periodic loss pattern cannot take the hole at every timeout (README: periodic loss).
 //
 // Flow control is by datagrams: the receiver's buffer holds `rcv_buf_datagrams` messages between
 // the first one its user has not taken and the highest one it accepts, so a slow user shrinks

@@ -102,7 +102,10 @@ TEST_CASE("UDP over IP fragments: every size arrives intact at MTU 576, 1500 and
             Stack a(host(1, mtu), pa), b(host(2, mtu), pb);
             a.arp().add_static(b.config().ip, b.config().mac);
             b.arp().add_static(a.config().ip, a.config().mac);
-            MemWire wire(a, b, WireImpairment{0, 0, 0, 16, 7});  // fragments arrive out of order
+            WireImpairment imp;  // fragments arrive out of order
+            imp.reorder_window = 16;
+            imp.seed = 7;
+            MemWire wire(a, b, imp);
             Collect rx;
             b.bind(9, &rx);
             const std::vector<uint32_t> sizes = {0, 1, 1472, 1473, 2952, 2953, 8972, 8973, 65507};

@@ -414,6 +414,11 @@ TEST_CASE("uring: GSO sends runs to one peer in few sendmsg, GRO cuts them apart
 }
 
 TEST_CASE("uring: slidwin over GSO/GRO sockets with loss delivers every message once, in order", "[uring]") {
+    // Either loss: the second once stalled slidwin for good (its timeouts resent 32 datagrams and
+    // drew one ack, 33 frames each time; stack/README.md, "Periodic loss").
+    bool every_11th = false;
+    SECTION("2% pseudo-random loss") {}
+    SECTION("every 11th datagram, one count for both ways") { every_11th = true; }
     HeapPktPool pool(16384, 2048 + kPktHeadroom);
     {
         std::string err;
@@ -450,13 +455,13 @@ TEST_CASE("uring: slidwin over GSO/GRO sockets with loss delivers every message 
             }
             for (auto [u, w] : {std::pair{a.get(), &wa}, std::pair{b.get(), &wb}}) {
                 uint32_t n = u->rx_burst(got, 32);
-                // loss: 2% of the datagrams either way (a fixed pseudo-random draw), cut out of
-                // GRO buffers as any other
+                // loss: 2% of the datagrams either way (a fixed pseudo-random draw) or exactly
+                // every 11th, cut out of GRO buffers as any other
                 uint32_t kept = 0;
                 for (uint32_t j = 0; j < n; ++j) {
                     uint64_t z = ++seen * 0x9e3779b97f4a7c15ull;
                     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-                    if ((z >> 40) % 50 == 0) {
+                    if (every_11th ? seen % 11 == 0 : (z >> 40) % 50 == 0) {
                         pkt_free(got[j]);
                         ++dropped;
                     } else {
