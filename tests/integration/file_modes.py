@@ -57,7 +57,14 @@ def main():
         if not all(map(os.path.exists, socks)):
             print("FAILED: the run's telemetry sockets never appeared")
             return 1
-        time.sleep(0.5)  # the capture files are opened after the ports
+        # The capture files are opened after the ports, which on a loaded host can take seconds after
+        # the telemetry sockets appear: wait for them (a fixed pause flaked in a loaded CI run).
+        def captures():
+            return [n for n in os.listdir(cap) if n.endswith(".pcapng")] if os.path.isdir(cap) else []
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None and len(captures()) < 2:
+            time.sleep(0.1)
 
         def owner_only(path):
             st = os.lstat(path)
@@ -72,7 +79,7 @@ def main():
             for name in sorted(os.listdir(d)):
                 owner_only(os.path.join(d, name))
         check(any(n.endswith(".sock") for n in os.listdir(rundir)), f"{rundir} holds the memif sockets")
-        check(len([n for n in os.listdir(cap) if n.endswith(".pcapng")]) == 2, f"{cap} holds 2 capture files")
+        check(len(captures()) == 2, f"{cap} holds 2 capture files")
 
         setpriv = shutil.which("setpriv")
         if os.getuid() == 0 and setpriv:
