@@ -387,9 +387,13 @@ struct Stealer::Impl {
                 }
                 if (t != 0 || m.tree.empty() || !cluster_idle(t)) return false;
                 const uint16_t c = m.tree[m.chs_next++ % m.tree.size()];
-                if (site(c) != site(me)) {  // the trace check: the cluster's state when a WAN steal leaves
+                if (site(c) != site(me)) {  // the trace check: the cluster's deques when a WAN steal leaves
                     ++m.c.wan_steals_traced;
-                    if (!cluster_idle(t)) ++m.c.wan_steals_cluster_busy;
+                    // Busy = a job waiting in a deque of this cluster (work CHS must take locally first).
+                    // Not the idle flags: a thread waiting in sync resumes when a result arrives from
+                    // another cluster, legitimately, between the decision above and this read (a loaded
+                    // CI run counted one such steal as busy).
+                    if (!deques_empty()) ++m.c.wan_steals_cluster_busy;
                 }
                 return steal_sync(t, c, wire::kAnyThread, j);
             }
@@ -407,9 +411,13 @@ struct Stealer::Impl {
             return true;
         };
         if (!all_idle()) return false;
+        if (!deques_empty()) return false;
+        return all_idle();
+    }
+    bool deques_empty() const {
         for (uint16_t x = 0; x < T; ++x)
             if (sh[x].queued.load() != 0) return false;
-        return all_idle();
+        return true;
     }
 
     // ---- handlers
