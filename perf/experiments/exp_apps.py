@@ -10,6 +10,8 @@ T/2, ..., 1 clusters); the cluster size T is one cluster, no inter-cluster messa
 once (direct) as the reference point. The time is the application's parallel section
 (`parallel_s`), median over --reps runs; the runs go round-robin over the configurations (rep
 1 of every configuration, then rep 2, ...) so a burst of load on the shared host hits all alike.
+No delay must be a floor (floors.py): a configuration faster than it beyond noise is flagged, a
+`FLOOR BROKEN` note, CSV `below_floor`, JSON summary `floor_ok` and `floor_broken`.
 """
 from app_runs import (APPS, STARTUP_S, HostLayout, RunFailed, RunTimeout, add_app_options, check_apps, fail_counts,
                       iccs_stats, rt_stats, run_app, save_fig, threads_total, times)
