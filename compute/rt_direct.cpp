@@ -342,9 +342,12 @@ int DirectEp::pump(int max) {
 
 void DirectEp::block(uint64_t deadline_ns) {
     // delay: a message's due time is a futex time-out; the default 50 us timer slack would add
-    // that much to every hold, so this thread asks for 1 us (once).
+    // that much to every hold, so this thread asks for 1 us (once). Not on direct, which has no
+    // due times: the slack is the thread's, so every other short sleep of it would be cut to the
+    // bone too (the DSM's 20 us naps of a thread waiting for a local event woke every ~30 us
+    // instead of ~70 and preempted the cluster's working thread on a 2-core host: perf/README.md).
     static thread_local bool slack_set = false;
-    if (!slack_set) {
+    if (!slack_set && d_.delay_ns() != 0) {
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
         slack_set = true;
     }

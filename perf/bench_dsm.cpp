@@ -16,6 +16,7 @@
 
 #include "config.hpp"
 #include "dsm.hpp"
+#include "floor_check.hpp"
 #include "runtime_launch.hpp"
 
 namespace iccs {
@@ -205,15 +206,30 @@ int bench_dsm(const BenchDsmOptions& o) {
     };
     const TransportStats ic = combine(ics), di = combine(dis);
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    // direct must be a floor (perf/floor_check.hpp): per operation, the runs' medians of each side.
+    bool broken[kNumOps] = {};
+    int nbroken = 0;
+    for (int i = 0; i < kNumOps; i++) {
+        std::vector<double> d, c;
+        for (const auto& x : dis)
+            if (x.error.empty()) d.push_back(x.op[i].median_us);
+        for (const auto& x : ics)
+            if (x.error.empty()) c.push_back(x.op[i].median_us);
+        broken[i] = floor_broken(d, c);
+        nbroken += broken[i];
+    }
     if (o.json) {
         std::printf("{\"rounds\": %u, \"runs\": %u, \"cores\": %u, \"threads_iccs\": %u, \"threads_direct\": %u, \"oversubscribed\": %s, "
                     "\"page_bytes\": 4096",
                     o.rounds, o.runs, cores, threads_iccs, threads_direct, over ? "true" : "false");
         for (int i = 0; i < kNumOps; i++)
             std::printf(", \"%s\": {\"iccs_median_us\": %.3f, \"iccs_p99_us\": %.3f, \"direct_median_us\": %.3f, "
-                        "\"direct_p99_us\": %.3f, \"samples\": %llu, \"ratio_iccs_direct\": %.3f}",
+                        "\"direct_p99_us\": %.3f, \"samples\": %llu, \"ratio_iccs_direct\": %.3f, "
+                        "\"direct_slower\": %s}",
                         kOps[i], ic.op[i].median_us, ic.op[i].p99_us, di.op[i].median_us, di.op[i].p99_us,
-                        (unsigned long long)ic.op[i].n, ratio(ic.op[i].median_us, di.op[i].median_us));
+                        (unsigned long long)ic.op[i].n, ratio(ic.op[i].median_us, di.op[i].median_us),
+                        broken[i] ? "true" : "false");
+        std::printf(", \"floor_ok\": %s", nbroken == 0 ? "true" : "false");
         if (!ic.error.empty() || !di.error.empty())
             std::printf(", \"error\": \"%s%s%s\"", ic.error.c_str(), ic.error.empty() || di.error.empty() ? "" : "; ",
                         di.error.c_str());
@@ -229,6 +245,11 @@ int bench_dsm(const BenchDsmOptions& o) {
                         di.op[i].median_us, di.op[i].p99_us, ratio(ic.op[i].median_us, di.op[i].median_us));
         std::printf("  ratio = iccs median / direct median (direct: shared memory between the cluster processes, no "
                     "proxy, no stack)\n");
+        for (int i = 0; i < kNumOps; i++)
+            if (broken[i])
+                std::printf("  FLOOR BROKEN: %s: direct (the no-delay baseline) is slower than iccs beyond noise "
+                            "(median %.2f against %.2f us, more than %.0f%% over, and its best run slower too)\n",
+                            kOpNames[i], di.op[i].median_us, ic.op[i].median_us, kFloorTolerance * 100);
         if (over)
             std::printf("  note: %u threads over iccs (2 x compute, service, proxy) and %u over direct on %u cores: "
                         "oversubscribed (adaptive polling), not a dedicated-core figure\n",

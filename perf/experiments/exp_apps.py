@@ -10,9 +10,12 @@ T/2, ..., 1 clusters); the cluster size T is one cluster, no inter-cluster messa
 once (direct) as the reference point. The time is the application's parallel section
 (`parallel_s`), median over --reps runs; the runs go round-robin over the configurations (rep
 1 of every configuration, then rep 2, ...) so a burst of load on the shared host hits all alike.
+No delay must be a floor (floors.py): a configuration faster than it beyond noise is flagged, a
+`FLOOR BROKEN` note, CSV `below_floor`, JSON summary `floor_ok` and `floor_broken`.
 """
 from app_runs import (APPS, STARTUP_S, HostLayout, RunFailed, RunTimeout, add_app_options, check_apps, fail_counts,
                       iccs_stats, rt_stats, run_app, save_fig, threads_total, times)
+from floors import FLOOR_TOLERANCE, floor_broken
 from framework import ExperimentError
 import model_rows
 
@@ -85,7 +88,7 @@ class Apps(AppExperiment):
     columns = ["app", "threads", "cluster_size", "clusters", "config", "transport", "proxies_total",
                "proxies_per_cluster", "dispatch", "delay_us", "time_s", "time_min_s", "time_max_s", "reps",
                "slowdown", "msgs", "mean_msg_bytes", "msg_time_us", "queue_len", "proxy_util", "threads_total",
-               "oversubscribed", "timeouts", "failures"]
+               "oversubscribed", "below_floor", "timeouts", "failures"]
 
     def add_options(self, ap):
         add_app_options(ap, "*", "all eight; --quick: water")
@@ -163,9 +166,11 @@ class Apps(AppExperiment):
             c = r["cfg"]
             groups.setdefault((c["app"], c["cluster_size"], c["config"]), []).append(r)
         rows = []
+        per_run = {}  # (app, cluster size, config) -> the runs' parallel_s, for the floor check
         for (app, s, config), rs in groups.items():
             c = rs[0]["cfg"]
             ok = [r["run"] for r in rs if r["run"] is not None]
+            per_run[(app, s, config)] = [o["parallel_s"] for o in ok if o.get("parallel_s") is not None]
             row = {k: c.get(k) for k in ("app", "threads", "cluster_size", "clusters", "config", "transport",
                                          "proxies_total", "proxies_per_cluster", "dispatch")}
             row["timeouts"], row["failures"] = fail_counts(rs)
@@ -185,14 +190,29 @@ class Apps(AppExperiment):
         for r in rows:
             b = base.get((r["app"], r["cluster_size"]))
             r["slowdown"] = round(r["time_s"] / b, 3) if b and r.get("time_s") else None
+        # no delay must be a floor (floors.py): a run faster than it beyond noise is flagged.
+        broken = []
+        for r in rows:
+            if r["config"] in ("no delay", "1 cluster"):
+                continue
+            base_runs = per_run.get((r["app"], r["cluster_size"], "no delay"), [])
+            r["below_floor"] = floor_broken(base_runs, per_run.get((r["app"], r["cluster_size"], r["config"]), []))
+            if r["below_floor"]:
+                broken.append(r)
         order = {"1 cluster": 0, "no delay": 1, "no contention": 2}
         rows.sort(key=lambda r: (APPS.index(r["app"]), r["cluster_size"], order.get(r["config"], 3),
                                  r["proxies_total"] or 0))
         notes = [f"scaling: {self.layout.layout}",
                  "proxy totals kept: those giving 1..cluster-size proxies per cluster (the study's rule)"]
         notes += self.failure_notes(rows)
+        notes += [f"FLOOR BROKEN: {r['app']} S={r['cluster_size']}: no delay (direct) is slower than {r['config']} "
+                  f"beyond noise (slowdown {r['slowdown']}: median over {FLOOR_TOLERANCE:.0%} higher and its best run "
+                  f"slower too), so slowdowns against it understate the ICCS's cost (perf/README.md, issue 21)"
+                  for r in broken]
         summary = {"threads": self.layout.threads, "cluster_sizes": sorted({r["cluster_size"] for r in rows}),
-                   "slowdown_definition": "time_s / time_s of no delay (direct) at the same app and cluster size"}
+                   "slowdown_definition": "time_s / time_s of no delay (direct) at the same app and cluster size",
+                   "floor_ok": not broken,
+                   "floor_broken": [{k: r[k] for k in ("app", "cluster_size", "config", "slowdown")} for r in broken]}
         if args.model:
             rows, summary["model"], more = self.model(raw, args, rows)
             notes += more

@@ -201,6 +201,11 @@ def bench(cli):
                 fail(f"{op}.{k} is {o.get(k)}: every figure must be measured")
         if o["samples"] != 60 or o["iccs_p99_us"] < o["iccs_median_us"]:
             fail(f"{op}: {o}")
+        if not isinstance(o.get("direct_slower"), bool):
+            fail(f"{op}.direct_slower is {o.get('direct_slower')}: the floor check must say true or false")
+    # direct is the floor (perf/floor_check.hpp): floor_ok is true exactly when no operation broke it
+    if j.get("floor_ok") is not (not any(j[op]["direct_slower"] for op in ("fetch", "diff", "lock", "barrier"))):
+        fail(f"floor_ok is {j.get('floor_ok')}, not what the operations' direct_slower say")
     p = subprocess.run([cli, "bench", "dsm", "--rounds", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 2 or "--rounds" not in p.stderr:
         fail(f"--rounds 5 must be refused naming the flag (exit {p.returncode}): {p.stderr}")

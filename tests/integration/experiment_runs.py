@@ -214,6 +214,14 @@ def apps(out):
     check(all(fnum(r["time_s"]) and fnum(r["time_s"]) > 0 for r in rows), "apps: every time_s > 0")
     check(all(abs(fnum(r["slowdown"]) - 1) < 1e-9 for r in rows if r["config"] in ("no delay", "1 cluster")),
           "apps: slowdown of no delay is 1")
+    # the floor check (perf/experiments/floors.py): every row measured against no delay says whether
+    # it beat the floor beyond noise; the summary says whether any did, and a note names each one
+    check(all(r.get("below_floor") in ("True", "False") for r in rows if r["config"] not in ("no delay", "1 cluster")),
+          "apps: every row against no delay says below_floor")
+    broken = [r for r in rows if r.get("below_floor") == "True"]
+    check(j.get("summary", {}).get("floor_ok") is (not broken), "apps: summary floor_ok agrees with the rows")
+    check(len(j.get("summary", {}).get("floor_broken", [])) == len(broken), "apps: summary lists every broken floor")
+    check(sum(n.startswith("FLOOR BROKEN") for n in j.get("notes", [])) == len(broken), "apps: a note per broken floor")
     for r in rows:
         if r["config"] != "1 cluster":
             check(int(r["threads"]) == int(r["cluster_size"]) * int(r["clusters"]),
