@@ -124,6 +124,12 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t 
         pkt_free(p);
         return;
     }
+    write_ipv4_hdr(raw, total, dst, proto, id, frag_field);
+    eth_output(p, next_mac, kEtherTypeIpv4);
+}
+
+void Stack::write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
+                           uint16_t frag_field) const {
     // The header checksum from the field values (the sum of its ten 16-bit words, RFC 1071),
     // then the header as two words and a half (see be.hpp on why not a struct copy).
     const uint32_t src = cfg_.ip.v;
@@ -133,7 +139,6 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t 
     store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
     store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
     store_u32(raw + 16, __builtin_bswap32(dst.v));
-    eth_output(p, next_mac, kEtherTypeIpv4);
 }
 
 bool Stack::arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto) {

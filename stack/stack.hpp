@@ -108,6 +108,10 @@ class Stack final : public DatagramService {
     void ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t proto, uint16_t id,
                    uint16_t frag_field);
     void tx_push(PktBuf* frame);
+    // Header writers shared by the layered output path and udp_output's one-frame fast path.
+    void write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
+                        uint16_t frag_field) const;
+    void write_eth_hdr(uint8_t* raw, const MacAddr& dst, uint16_t ethertype) const;
     void arp_resolved(Ipv4Addr ip);  // ip's MAC was just learned: release what waits for it
 
     StackConfig cfg_;
