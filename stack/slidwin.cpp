@@ -82,8 +82,6 @@ SubConnection::~SubConnection() {
         if (rcv_[i].p != nullptr) pkt_free(rcv_[i].p);
 }
 
-uint32_t SubConnection::rcv_window() const { return cfg_.rcv_buf_datagrams - (rcv_nxt_ - rcv_user_); }
-
 std::string SubConnection::to_string() const {
     char s[300];
     std::snprintf(s, sizeof s,
