@@ -274,12 +274,14 @@ void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     const uint32_t right = ack + h.wnd;
     if (seq_lt(peer_right_, right)) peer_right_ = right;
     if (snd_una_ == snd_sent_) {
-        wheel_.cancel(rto_timer_);
+        if (rto_timer_.armed) wheel_.cancel(rto_timer_);
     } else if (advanced) {
         arm_rto(now_ns);
     }
     if (seq_lt(snd_sent_, peer_right_) && persist_timer_.armed) wheel_.cancel(persist_timer_);
-    push_new(now_ns);
+    // Every data datagram carries an ack: on a one-way stream the receiver's side has nothing
+    // waiting, and push_new would find nothing to do.
+    if (snd_sent_ != snd_nxt_) push_new(now_ns);
 }
 
 void SubConnection::on_rto(Timer& t, uint64_t now_ns) {
