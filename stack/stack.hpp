@@ -5,7 +5,8 @@
 // stripping it from the same buffer and handing the buffer up, or dropping it with a named
 // counter. The output path prepends into headroom: udp_output -> ipv4_output (fragmenting to
 // the MTU without copying payload) -> eth_output -> the TX queue, which the device owner
-// (proxy port, in-memory wire) drains in bursts with tx_take().
+// (proxy port, in-memory wire) drains in bursts with tx_take(). A datagram that fits one frame to
+// a resolved next hop takes a shortcut: udp_output writes all three headers at once (same bytes).
 //
 // The Stack is one DatagramService (datagram_service.hpp): slidwin sits on it, or on the kernel's
 // UDP socket when the fabric is "udp". It is final, so calls through a Stack& stay direct.
