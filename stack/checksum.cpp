@@ -3,9 +3,7 @@
 
 namespace iccs {
 
-uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum) {
-    // The common case, one segment: no lane bookkeeping.
-    if (head->next == nullptr && off + len <= head->data_len) return csum_add(sum, head->data() + off, len);
+uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum) {
     bool odd = false;  // has an odd number of bytes been summed so far?
     for (const PktBuf* s = head; s != nullptr && len > 0; s = s->next) {
         if (off >= s->data_len) {

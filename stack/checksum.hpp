@@ -24,52 +24,44 @@ inline uint16_t csum_fold(uint64_t sum) {
     return static_cast<uint16_t>(sum);
 }
 
-// Sums native-order 64-bit words (one's-complement addition commutes with byte order, RFC 1071
-// §2(B)): the caller byte-swaps the folded result once. The carries collect in the high half of
-// a 128-bit accumulator (add + adc per word, no dependency on a compare) and are folded back at
-// the end; words are loaded one by one so no load waits on a wider store.
+// Sums native-order 32-bit words into 64-bit sums (one's-complement addition commutes with byte
+// order, RFC 1071 §2(B)): the caller byte-swaps the folded result once. No carry is lost below
+// 2^32 words, and four independent sums let the loads and adds run in parallel: an add-with-carry
+// chain (or the 128-bit accumulator of an earlier version, which GCC spilled to the stack where
+// the sum was inlined) does one word per cycle at best.
 inline uint64_t csum_native(const uint8_t* p, size_t len) {
-    unsigned __int128 acc = 0;
     auto word = [](const uint8_t* q) {
-        uint64_t w;
-        std::memcpy(&w, q, 8);
-        return w;
+        uint32_t w;
+        std::memcpy(&w, q, 4);
+        return uint64_t{w};
     };
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     while (len >= 32) {
-        acc += word(p);
-        acc += word(p + 8);
-        acc += word(p + 16);
-        acc += word(p + 24);
+        s0 += word(p);
+        s1 += word(p + 4);
+        s2 += word(p + 8);
+        s3 += word(p + 12);
+        s0 += word(p + 16);
+        s1 += word(p + 20);
+        s2 += word(p + 24);
+        s3 += word(p + 28);
         p += 32;
         len -= 32;
     }
-    while (len >= 8) {
-        acc += word(p);
-        p += 8;
-        len -= 8;
-    }
-    // 0..7 bytes left: little-endian, so each keeps its lane in the low bytes of the word
-    uint64_t tail = 0;
-    if (len & 4) {
-        uint32_t w;
-        std::memcpy(&w, p, 4);
-        tail = w;
+    while (len >= 4) {
+        s0 += word(p);
         p += 4;
+        len -= 4;
     }
+    // 0..3 bytes left: little-endian, so each keeps its lane in the low bytes of the word
     if (len & 2) {
         uint16_t w;
         std::memcpy(&w, p, 2);
-        tail |= uint64_t{w} << ((len & 4) * 8);
+        s1 += w;
         p += 2;
     }
-    if (len & 1) tail |= uint64_t{*p} << ((len & 6) * 8);
-    acc += tail;
-    // end-around carry: fold the carries (high half) into the low 64 bits
-    uint64_t lo = static_cast<uint64_t>(acc);
-    const uint64_t hi = static_cast<uint64_t>(acc >> 64);
-    lo += hi;
-    lo += (lo < hi);
-    return lo;
+    if (len & 1) s2 += uint64_t{*p} << ((len & 2) * 8);
+    return (s0 + s1) + (s2 + s3);
 }
 
 // Add the 16-bit big-endian words of [p, p+len) to sum (an odd tail byte counts as its high byte).
@@ -81,7 +73,12 @@ inline uint64_t csum_add(uint64_t sum, const void* p, size_t len) {
 // One's-complement checksum as it goes on the wire: ~fold(sum), in host order.
 inline uint16_t csum_finish(uint64_t sum) { return static_cast<uint16_t>(~csum_fold(sum)); }
 
-// Partial sum of len bytes of a chain from offset off.
-uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum = 0);
+// Partial sum of len bytes of a chain from offset off (the one-segment case inline: every frame
+// the stack sends or receives below the MTU).
+uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum);
+inline uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum = 0) {
+    if (head->next == nullptr && off + len <= head->data_len) return csum_add(sum, head->data() + off, len);
+    return csum_chain_slow(head, off, len, sum);
+}
 
 }  // namespace iccs

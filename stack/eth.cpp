@@ -51,9 +51,7 @@ void Stack::eth_output(PktBuf* p, const MacAddr& dst, uint16_t ethertype) {
         pkt_free(p);
         return;
     }
-    std::memcpy(raw, dst.b.data(), 6);
-    std::memcpy(raw + 6, cfg_.mac.b.data(), 6);
-    store_u16(raw + 12, __builtin_bswap16(ethertype));
+    write_eth_hdr(raw, dst, ethertype);
     // IEEE 802.3 minimum frame: pad short frames with zeros (the receiver trims by IP length).
     if (p->pkt_len < kEthMinFrame) {
         const uint32_t pad = kEthMinFrame - p->pkt_len;
@@ -70,6 +68,12 @@ void Stack::eth_output(PktBuf* p, const MacAddr& dst, uint16_t ethertype) {
         }
     }
     tx_push(p);
+}
+
+void Stack::write_eth_hdr(uint8_t* raw, const MacAddr& dst, uint16_t ethertype) const {
+    std::memcpy(raw, dst.b.data(), 6);
+    std::memcpy(raw + 6, cfg_.mac.b.data(), 6);
+    store_u16(raw + 12, __builtin_bswap16(ethertype));
 }
 
 }  // namespace iccs

@@ -1,6 +1,8 @@
 // ipv4.cpp: IPv4 input (validation, then reassembly) and output (fragmentation) of the Stack.
 // All destinations are on-link: a cluster's proxies and its peers share one L2 segment, so the
 // next hop is the destination (there is no router in the fabric).
+#include <cstring>
+
 #include "checksum.hpp"
 #include "ipv4_frag.hpp"
 #include "stack.hpp"
@@ -18,9 +20,16 @@ void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    const Ipv4Hdr h = load_hdr<Ipv4Hdr>(raw);
-    const uint32_t hlen = h.hdr_len();
-    if ((h.ver_ihl >> 4) != 4) {
+    // The 20 fixed bytes as three words in registers: fields and checksum come from them (no
+    // copy of the header to the stack, no loop for the usual header without options).
+    uint64_t w0, w1;
+    uint32_t w2;
+    std::memcpy(&w0, raw, 8);
+    std::memcpy(&w1, raw + 8, 8);
+    std::memcpy(&w2, raw + 16, 4);
+    const uint8_t ver_ihl = static_cast<uint8_t>(w0);
+    const uint32_t hlen = (ver_ihl & 0x0fu) * 4u;
+    if ((ver_ihl >> 4) != 4) {
         ++ctr_.drop_ip_version;
         pkt_free(p);
         return;
@@ -31,31 +40,35 @@ void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    if (csum_fold(csum_add(0, p->data(), hlen)) != 0xffff) {
+    // Native-order 32-bit words (checksum.hpp): a sum that folds to all ones does so in either byte order.
+    uint64_t sum = (w0 & 0xffffffffu) + (w0 >> 32) + (w1 & 0xffffffffu) + (w1 >> 32) + w2;
+    if (hlen > kIpv4HdrLen) sum += csum_native(p->data() + kIpv4HdrLen, hlen - kIpv4HdrLen);
+    if (csum_fold(sum) != 0xffff) {
         ++ctr_.drop_ip_csum;
         pkt_free(p);
         return;
     }
-    const uint32_t total = h.total_len.get();
+    const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(w0 >> 16));
     if (total < hlen || total > p->pkt_len) {
         ++ctr_.drop_ip_len;
         pkt_free(p);
         return;
     }
     if (total < p->pkt_len) pkt_trim_to(p, total);  // Ethernet padding
-    const Ipv4Addr dst{h.dst.get()};
+    const Ipv4Addr dst{__builtin_bswap32(w2)};
     if (!(dst == cfg_.ip) && dst.v != 0xffffffffu) {
         ++ctr_.drop_ip_dst;
         pkt_free(p);
         return;
     }
-    if (h.proto != kIpProtoUdp) {
+    if (static_cast<uint8_t>(w1 >> 8) != kIpProtoUdp) {
         ++ctr_.drop_ip_proto;
         pkt_free(p);
         return;
     }
     uint32_t whole_hlen = hlen;
-    if (h.is_fragment()) {
+    const uint16_t frag = __builtin_bswap16(static_cast<uint16_t>(w0 >> 48));
+    if ((frag & (kIpFlagMF | kIpFragOffMask)) != 0) {
         ++ctr_.ip_frag_rx;
         p = reass_.ipv4_reassemble(p, now_ns, ctr_);
         if (p == nullptr) return;  // held, or dropped and counted
@@ -63,7 +76,7 @@ void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
         whole_hlen = (p->data()[0] & 0x0fu) * 4u;
     }
     pkt_adj(p, whole_hlen);
-    udp_input(p, Ipv4Addr{h.src.get()}, dst, now_ns);
+    udp_input(p, Ipv4Addr{__builtin_bswap32(static_cast<uint32_t>(w1 >> 32))}, dst, now_ns);
 }
 
 bool Stack::ipv4_output(PktBuf* p, Ipv4Addr dst, uint8_t proto) {
@@ -111,6 +124,12 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t 
         pkt_free(p);
         return;
     }
+    write_ipv4_hdr(raw, total, dst, proto, id, frag_field);
+    eth_output(p, next_mac, kEtherTypeIpv4);
+}
+
+void Stack::write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
+                           uint16_t frag_field) const {
     // The header checksum from the field values (the sum of its ten 16-bit words, RFC 1071),
     // then the header as two words and a half (see be.hpp on why not a struct copy).
     const uint32_t src = cfg_.ip.v;
@@ -120,7 +139,6 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t 
     store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
     store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
     store_u32(raw + 16, __builtin_bswap32(dst.v));
-    eth_output(p, next_mac, kEtherTypeIpv4);
 }
 
 bool Stack::arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto) {

@@ -57,10 +57,6 @@ void pkt_seg_put(PktBuf* s) {
     s->pool->seg_release(s);
 }
 
-void pkt_ref(PktBuf* head) {
-    for (PktBuf* s = head; s != nullptr; s = s->next) ++s->refcnt;
-}
-
 bool pkt_shared(const PktBuf* head) {
     for (const PktBuf* s = head; s != nullptr; s = s->next)
         if (s->refcnt > 1 || s->direct != nullptr) return true;

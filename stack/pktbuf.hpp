@@ -92,9 +92,11 @@ inline void pkt_free(PktBuf* head) {
     while (head != nullptr) {
         PktBuf* nx = head->next;
         // the common case inline: a direct segment whose last reference goes
-        if (head->refcnt == 1 && head->direct == nullptr) {
+        if (head->direct == nullptr && head->refcnt == 1) {
             head->refcnt = 0;
             head->pool->seg_release(head);
+        } else if (head->direct == nullptr) {  // another holder keeps it (a transmitted datagram slidwin holds)
+            --head->refcnt;
         } else {
             pkt_seg_put(head);
         }
@@ -102,7 +104,9 @@ inline void pkt_free(PktBuf* head) {
     }
 }
 // Take one more reference on every segment of the chain.
-void pkt_ref(PktBuf* head);
+inline void pkt_ref(PktBuf* head) {
+    for (PktBuf* s = head; s != nullptr; s = s->next) ++s->refcnt;
+}
 // True when some segment of the chain is shared (refcnt > 1 or indirect): writing to it would be
 // seen by another holder.
 bool pkt_shared(const PktBuf* head);

@@ -3,6 +3,7 @@
 #include "stamps.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <cstdio>
@@ -38,17 +39,11 @@ static uint32_t challenge_of(uint64_t secret, uint64_t token, uint32_t seq) {
 static inline bool seq_lt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 static inline bool seq_le(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
 
-static uint32_t pow2_at_least(uint32_t v) {
-    uint32_t n = 1;
-    while (n < v) n <<= 1;
-    return n;
-}
-
 SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel& wheel, SlidwinLink& link,
                              uint16_t local_id, uint16_t remote_id, uint64_t now_ns)
     : cfg_(cfg), pool_(pool), wheel_(wheel), link_(link), local_id_(local_id), remote_id_(remote_id) {
-    cfg_.snd_buf_datagrams = pow2_at_least(std::max<uint32_t>(cfg.snd_buf_datagrams, 1));
-    cfg_.rcv_buf_datagrams = pow2_at_least(std::clamp<uint32_t>(cfg.rcv_buf_datagrams, 1, 32768));
+    cfg_.snd_buf_datagrams = std::bit_ceil(std::max<uint32_t>(cfg.snd_buf_datagrams, 1));
+    cfg_.rcv_buf_datagrams = std::bit_ceil(std::clamp<uint32_t>(cfg.rcv_buf_datagrams, 1, 32768));
     if (cfg_.ack_every == 0) cfg_.ack_every = 1;
     snd_.reset(new SendSlot[cfg_.snd_buf_datagrams]);
     snd_mask_ = cfg_.snd_buf_datagrams - 1;
@@ -86,8 +81,6 @@ SubConnection::~SubConnection() {
     for (uint32_t i = 0; i <= rcv_mask_; ++i)
         if (rcv_[i].p != nullptr) pkt_free(rcv_[i].p);
 }
-
-uint32_t SubConnection::rcv_window() const { return cfg_.rcv_buf_datagrams - (rcv_nxt_ - rcv_user_); }
 
 std::string SubConnection::to_string() const {
     char s[300];
@@ -281,12 +274,14 @@ void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     const uint32_t right = ack + h.wnd;
     if (seq_lt(peer_right_, right)) peer_right_ = right;
     if (snd_una_ == snd_sent_) {
-        wheel_.cancel(rto_timer_);
+        if (rto_timer_.armed) wheel_.cancel(rto_timer_);
     } else if (advanced) {
         arm_rto(now_ns);
     }
     if (seq_lt(snd_sent_, peer_right_) && persist_timer_.armed) wheel_.cancel(persist_timer_);
-    push_new(now_ns);
+    // Every data datagram carries an ack: on a one-way stream the receiver's side has nothing
+    // waiting, and push_new would find nothing to do.
+    if (snd_sent_ != snd_nxt_) push_new(now_ns);
 }
 
 void SubConnection::on_rto(Timer& t, uint64_t now_ns) {

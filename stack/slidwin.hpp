@@ -150,7 +150,7 @@ class SubConnection {
     // Free send-buffer slots: how many more slidwin_send calls succeed now.
     uint32_t send_space() const { return cfg_.snd_buf_datagrams - (snd_nxt_ - snd_una_); }
     // The window this side advertises now (datagrams beyond rcv_nxt).
-    uint32_t rcv_window() const;
+    uint32_t rcv_window() const { return cfg_.rcv_buf_datagrams - (rcv_nxt_ - rcv_user_); }
     // Highest seq the peer allowed us to send, exclusive (ack + wnd of its last ack).
     uint32_t peer_right_edge() const { return peer_right_; }
     uint32_t snd_nxt() const { return snd_nxt_; }

@@ -2,18 +2,13 @@
 #include "stack.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace iccs {
 
-static uint32_t pow2_at_least(uint32_t v) {
-    uint32_t n = 1;
-    while (n < v) n <<= 1;
-    return n;
-}
-
 Stack::Stack(const StackConfig& cfg, PktPool& pool)
     : cfg_(cfg), pool_(pool), arp_(cfg.arp_entries), reass_(cfg.reass) {
-    cfg_.tx_queue_frames = pow2_at_least(std::max<uint32_t>(cfg.tx_queue_frames, 32));
+    cfg_.tx_queue_frames = std::bit_ceil(std::max<uint32_t>(cfg.tx_queue_frames, 32));
     tx_mask_ = cfg_.tx_queue_frames - 1;
     txq_.reset(new PktBuf*[cfg_.tx_queue_frames]);
 }

@@ -5,7 +5,8 @@
 // stripping it from the same buffer and handing the buffer up, or dropping it with a named
 // counter. The output path prepends into headroom: udp_output -> ipv4_output (fragmenting to
 // the MTU without copying payload) -> eth_output -> the TX queue, which the device owner
-// (proxy port, in-memory wire) drains in bursts with tx_take().
+// (proxy port, in-memory wire) drains in bursts with tx_take(). A datagram that fits one frame to
+// a resolved next hop takes a shortcut: udp_output writes all three headers at once (same bytes).
 //
 // The Stack is one DatagramService (datagram_service.hpp): slidwin sits on it, or on the kernel's
 // UDP socket when the fabric is "udp". It is final, so calls through a Stack& stay direct.
@@ -108,6 +109,10 @@ class Stack final : public DatagramService {
     void ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t proto, uint16_t id,
                    uint16_t frag_field);
     void tx_push(PktBuf* frame);
+    // Header writers shared by the layered output path and udp_output's one-frame fast path.
+    void write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
+                        uint16_t frag_field) const;
+    void write_eth_hdr(uint8_t* raw, const MacAddr& dst, uint16_t ethertype) const;
     void arp_resolved(Ipv4Addr ip);  // ip's MAC was just learned: release what waits for it
 
     StackConfig cfg_;

@@ -56,18 +56,34 @@ bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_
         pkt_free(p);
         return false;
     }
-    uint8_t* raw = pkt_prepend(p, kUdpHdrLen);
+    // The usual datagram: one frame (no fragments, no Ethernet padding) to a resolved next hop.
+    // The three headers go in at once, the bytes ipv4_output -> ipv4_emit -> eth_output would
+    // write, without their calls and checks per layer.
+    constexpr uint32_t kL2L3 = kEthHdrLen + kIpv4HdrLen;
+    const MacAddr* mac = nullptr;
+    if (len + kIpv4HdrLen <= cfg_.mtu_bytes && len + kL2L3 >= kEthMinFrame && dst.v != 0xffffffffu &&
+        p->data_off >= kL2L3 + kUdpHdrLen)
+        mac = arp_.lookup(dst);
+    uint8_t* raw = pkt_prepend(p, mac != nullptr ? kL2L3 + kUdpHdrLen : kUdpHdrLen);
     if (raw == nullptr) {
         ++ctr_.drop_ip_nobuf;
         pkt_free(p);
         return false;
     }
+    uint8_t* udp = mac != nullptr ? raw + kL2L3 : raw;
     // Header words summed from their values; the payload summed from memory (see be.hpp).
-    store_u64(raw, wire16(src_port) | wire16(dst_port) << 16 | wire16(static_cast<uint16_t>(len)) << 32);
     const uint64_t hdr_sum = udp_pseudo_sum(cfg_.ip, dst, len) + src_port + dst_port + len;
-    uint16_t c = csum_finish(csum_chain(p, kUdpHdrLen, len - kUdpHdrLen, hdr_sum));
+    uint16_t c = csum_finish(csum_chain(p, static_cast<uint32_t>(udp - raw) + kUdpHdrLen, len - kUdpHdrLen, hdr_sum));
     if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
-    store_u16(raw + 6, __builtin_bswap16(c));
+    store_u64(udp, wire16(src_port) | wire16(dst_port) << 16 | wire16(static_cast<uint16_t>(len)) << 32 |
+                       wire16(c) << 48);
+    if (mac != nullptr) {
+        stamps::stamp(stamps::kIpSend);
+        write_ipv4_hdr(raw + kEthHdrLen, len + kIpv4HdrLen, dst, kIpProtoUdp, next_ip_id_++, 0);
+        write_eth_hdr(raw, *mac, kEtherTypeIpv4);
+        tx_push(p);
+        return true;
+    }
     return ipv4_output(p, dst, kIpProtoUdp);
 }
 
