@@ -597,11 +597,14 @@ uint32_t UringUdpPort::flush() {
     // Completion work the kernel deferred to us (cooperative task running), or CQEs it could
     // not post (overflow): the one system call of this iteration runs it.
     if (coop_ && (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) want_events_ = true;
+    // Deferred task running: completions are posted only inside our own calls, and the kernel
+    // runs at most a batch of its deferred work per call (20 items on 6.13+), clearing the
+    // TASKRUN flag even when some is left: so every flush enters to collect them. Waiting for
+    // the flag instead, one run of clusters-3x2-udp in five stalled (its likely cause).
+    if (defer_) want_events_ = true;
     if (io_uring_cq_has_overflow(&ring_)) want_events_ = true;
     if (io_uring_sq_ready(&ring_) > 0) {
-        // Deferred task running: completions are posted only inside our own calls, so every
-        // submit also collects them.
-        submit(want_events_ || defer_);
+        submit(want_events_);
     } else if (want_events_) {
         if (!enabled_) [[unlikely]]
             enable_st();
