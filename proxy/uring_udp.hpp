@@ -16,14 +16,18 @@
 //    (the buffer goes straight back to the ring): a datagram may be 64 KiB, the pool's segments
 //    are 2 KiB, and slidwin may hold a datagram for long (out of order), so lending the kernel
 //    buffer itself would pin 64 KiB per held datagram.
-//  - registered with the kernel: the socket (a fixed file) and the provided-buffer ring. Send
-//    buffers are not: a fixed buffer needs send_zc, which costs a notification per datagram,
-//    takes one contiguous buffer (our datagrams are segment chains) and copies anyway on
-//    loopback; for the 100 B .. 9 KB datagrams of iccs it does not pay.
+//  - registered with the kernel: the socket (a fixed file) and the provided-buffer ring of the
+//    receive. Send buffers are not: a registered buffer serves only zero-copy sends, which over
+//    loopback the kernel copies all the same (it says so: tx_zc_copied) at the price of a second
+//    completion per send; measured slower (ICCS_URING_ZC=1 turns them on; perf/README.md).
 //  - completion work runs cooperatively (IORING_SETUP_COOP_TASKRUN + TASKRUN_FLAG, kernel
 //    5.19+): the kernel sets a flag instead of interrupting a polling thread, and the next
 //    iteration's one system call runs it. It runs in the thread that armed the receive, so the
 //    receive is armed by the first thread that polls (the proxy thread), not by the opener.
+//    A port that one thread polls for its whole life (single_issuer: a proxy with its own
+//    thread) goes further: deferred task running (SINGLE_ISSUER | DEFER_TASKRUN, 6.1+), the
+//    work runs only inside its flush/wait calls, each flush one io_uring_enter that submits and
+//    collects; the ring is created disabled and enabled by that thread.
 //
 // Received datagrams travel from rx_burst to input_burst with their addresses in front of the
 // payload (DgramAddrHdr), so the proxy's fault injection can hold, drop and copy them as it does
