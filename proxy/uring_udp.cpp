@@ -393,7 +393,9 @@ UringUdpPort::~UringUdpPort() {
 void UringUdpPort::drain_for_close() {
     if (!ring_up_ || !enabled_) return;  // a ring never enabled never had a request
     // Single issuer: only the owner may enter the ring. Another thread destroys the port after
-    // the owner ended, and the owner's exit cancelled its requests and waited for them.
+    // the owner stopped polling: deferred completion work (a send retried, a datagram copied
+    // into a buffer) runs only inside the owner's calls, so nothing touches our buffers any
+    // more, and io_uring_queue_exit cancels the rest.
     static thread_local const char me = 0;
     if (defer_ && owner_ != &me) return;
     // Cancel every request still in flight and wait (bounded) for their completions, so the
@@ -600,7 +602,7 @@ uint32_t UringUdpPort::flush() {
     // Deferred task running: completions are posted only inside our own calls, and the kernel
     // runs at most a batch of its deferred work per call (20 items on 6.13+), clearing the
     // TASKRUN flag even when some is left: so every flush enters to collect them. Waiting for
-    // the flag instead, one run of clusters-3x2-udp in five stalled (its likely cause).
+    // the flag instead, one run of clusters-3x2-udp in six stalled (the likely cause).
     if (defer_) want_events_ = true;
     if (io_uring_cq_has_overflow(&ring_)) want_events_ = true;
     if (io_uring_sq_ready(&ring_) > 0) {

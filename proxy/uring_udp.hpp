@@ -86,8 +86,10 @@ struct UringUdpConfig {
     // its own thread: busy or adaptive polling; not inline, where compute threads take turns):
     // the ring is created disabled and enabled by the first thread that calls rx_burst, flush or
     // wait, and the kernel refuses every other thread from then on. The opener may be another
-    // thread; the port must be destroyed by that polling thread or after it ended (its exit
-    // cancels and waits for its requests). ICCS_URING_DEFER=0 turns it off; a kernel that
+    // thread. Destroyed by another thread once the poller stopped polling (a DPDK lcore that
+    // returned), the port skips the cancel-and-wait (the kernel would refuse it): the kernel
+    // touches our buffers only inside the owner's calls (deferred completion work), and
+    // io_uring_queue_exit cancels what is left. ICCS_URING_DEFER=0 turns it off; a kernel that
     // refuses it gets the cooperative ring (describe() says which).
     bool single_issuer = false;
     // Zero-copy sends (IORING_OP_SENDMSG_ZC, 6.1+): opt-in by ICCS_URING_ZC=1 or this flag, for
