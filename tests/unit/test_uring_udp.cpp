@@ -2,8 +2,10 @@
 // byte with their addresses, in both receive modes; a multishot receive ended by ENOBUFS (a tiny
 // provided-buffer ring) is armed again and loses nothing; sends beyond the send slots wait and
 // go; oversize and truncated datagrams, and those the kernel dropped, are counted; a refused
-// io_uring gives the one clear line; slidwin runs unchanged over two ports. Every test ends with
-// a leak check.
+// io_uring gives the one clear line; slidwin runs unchanged over two ports (SlidwinPair); a
+// deferred-task-run ring opened by one thread works when another polls it; zero-copy sends
+// arrive whole (and are copied on loopback); a dry buffer ring under GRO and an empty RX pool
+// lose nothing uncounted. Every test ends with a leak check.
 #include <catch2/catch.hpp>
 
 #include <chrono>
