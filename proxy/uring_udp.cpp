@@ -80,6 +80,9 @@ bool env_set(const char* name) {
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
+// Its address tells threads apart (single issuer: which thread owns a ring).
+thread_local const char tl_thread_mark = 0;
+
 constexpr unsigned kDeferFlags =
     IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
 
@@ -396,8 +399,7 @@ void UringUdpPort::drain_for_close() {
     // the owner stopped polling: deferred completion work (a send retried, a datagram copied
     // into a buffer) runs only inside the owner's calls, so nothing touches our buffers any
     // more, and io_uring_queue_exit cancels the rest.
-    static thread_local const char me = 0;
-    if (defer_ && owner_ != &me) return;
+    if (defer_ && owner_ != &tl_thread_mark) return;
     // Cancel every request still in flight and wait (bounded) for their completions, so the
     // kernel is done with our buffers before they go.
     if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
@@ -457,8 +459,7 @@ int UringUdpPort::submit(bool get_events) {
 }
 
 void UringUdpPort::enable_st() {
-    static thread_local const char me = 0;
-    owner_ = &me;
+    owner_ = &tl_thread_mark;
     enabled_ = true;
     // liburing 2.3 declares io_uring_enable_rings but does not export it: the system call itself.
     if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) != 0)
