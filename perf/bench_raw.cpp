@@ -212,6 +212,7 @@ int udp_side(Shared* sh, int me, const Job& j) {
     HeapPktPool rx_pool(4096, 2048 + kPktHeadroom), tx_pool(1024, seg);
     UringUdpConfig uc;
     uc.port = 0;
+    uc.single_issuer = true;  // one thread polls each socket, as a busy or adaptive proxy's
     auto port = UringUdpPort::open(uc, rx_pool, tx_pool, err);
     if (!port) {
         fail(sh, "raw udp baseline: " + err);

@@ -95,7 +95,11 @@ bool Proxy::add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::stri
               ": a UDP socket replaces the ports, it does not join them";
         return false;
     }
-    udp_ = UringUdpPort::open(uc, rx_pool, pool_, err);
+    UringUdpConfig c = uc;
+    // Deferred task running needs one polling thread: the proxy's own, not inline polling's
+    // compute threads, which take turns.
+    c.single_issuer = cfg_.polling != Polling::kInline;
+    udp_ = UringUdpPort::open(c, rx_pool, pool_, err);
     if (!udp_) return false;
     // The endpoint moves from the stack to the socket (no sub-connection is open yet).
     ep_ = std::make_unique<SlidwinEndpoint>(*udp_, wheel_, udp_->port(), cfg_.slidwin, *this);

@@ -6,12 +6,14 @@
 #include <netinet/udp.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +34,23 @@ constexpr uint32_t kMaxIov = 64;  // segments of one datagram: 64 KiB in 2 KiB s
 constexpr uint32_t kMaxGsoSegs = 64;
 constexpr uint32_t kMaxGsoSize = 1472;
 constexpr uint32_t kMaxGsoBytes = 65000;
+// Zero-copy send (6.2+; liburing 2.3's header predates them): ask the notification to say
+// whether the kernel copied the data after all, and that bit of its result.
+constexpr uint16_t kZcReportUsage = 1u << 3;       // IORING_SEND_ZC_REPORT_USAGE
+constexpr uint32_t kNotifZcCopied = 1u << 31;      // IORING_NOTIF_USAGE_ZC_COPIED
+// A zero-copy send pins its pages as the fragments of one skb: at most MAX_SKB_FRAGS (17 by
+// default), else EMSGSIZE. A GSO run ends before its pages pass this; a longer datagram goes copied.
+constexpr uint32_t kZcMaxPages = 16;
+
+uint32_t pages_of(const PktBuf* p) {
+    uint32_t n = 0;
+    for (const PktBuf* seg = p; seg != nullptr; seg = seg->next)
+        if (seg->data_len > 0) {
+            const auto a = reinterpret_cast<uintptr_t>(seg->data());
+            n += static_cast<uint32_t>(((a + seg->data_len - 1) >> 12) - (a >> 12) + 1);
+        }
+    return n;
+}
 
 const char* const kAlternative = "use fabric = \"memif\" or \"af_packet\"";
 
@@ -61,15 +80,33 @@ bool env_set(const char* name) {
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
-// A ring with cooperative task running if the kernel has it (5.19+), else a plain one; or an
-// SQPOLL ring (its kernel thread idles 10 ms before it sleeps).
-int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool sqpoll, bool& coop) {
+// Its address tells threads apart (single issuer: which thread owns a ring).
+thread_local const char tl_thread_mark = 0;
+
+constexpr unsigned kDeferFlags =
+    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
+
+// A ring with deferred task running if asked for and the kernel has it (6.1+: created disabled,
+// enabled by the thread that will own it), else with cooperative task running if the kernel has
+// it (5.19+), else a plain one; or an SQPOLL ring (its kernel thread idles 10 ms before it sleeps).
+int ring_init(unsigned entries, io_uring& ring, bool want_coop, bool sqpoll, bool& coop, bool want_defer = false,
+              bool* defer = nullptr) {
     io_uring_params p{};
+    if (defer != nullptr) *defer = false;
     if (sqpoll) {
         p.flags = IORING_SETUP_SQPOLL;
         p.sq_thread_idle = 10;
         coop = false;
         return io_uring_queue_init_params(entries, &ring, &p);
+    }
+    if (want_defer) {
+        p.flags = kDeferFlags;
+        if (io_uring_queue_init_params(entries, &ring, &p) == 0) {
+            coop = true;  // the TASKRUN flag says when there is deferred work, as with coop
+            *defer = true;
+            return 0;
+        }
+        p = io_uring_params{};
     }
     if (want_coop) {
         p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
@@ -170,6 +207,7 @@ bool uring_probe(UringCaps& caps, std::string& err) {
     io_uring_probe* probe = io_uring_get_probe_ring(&ring);
     const bool ops = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_SENDMSG) &&
                      io_uring_opcode_supported(probe, IORING_OP_RECVMSG);
+    caps.send_zc = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_SENDMSG_ZC);
     if (probe != nullptr) io_uring_free_probe(probe);
     if (!ops) {
         utsname u{};
@@ -181,6 +219,12 @@ bool uring_probe(UringCaps& caps, std::string& err) {
     }
     caps.multishot_recvmsg = probe_multishot(ring);
     io_uring_queue_exit(&ring);
+    io_uring dr{};
+    bool dc = false, df = false;
+    if (ring_init(8, dr, false, false, dc, true, &df) == 0) {
+        caps.defer_taskrun = df;
+        io_uring_queue_exit(&dr);
+    }
     return true;
 }
 
@@ -259,8 +303,18 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
     gro_ = c.gro && !env_off("ICCS_URING_GRO") && mode_ == UringRxMode::kMultishot &&
            setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
 
+    zc_ = (c.zc_send || env_set("ICCS_URING_ZC")) && caps.send_zc;
+    if ((c.zc_send || env_set("ICCS_URING_ZC")) && !zc_) notes_ += " (zero-copy sendmsg refused by this kernel)";
+    if (zc_) notes_ += ", zero-copy sendmsg";
+
     // The ring, the socket as a fixed file.
-    const int r = ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, c.sqpoll, coop_);
+    const bool want_defer = c.single_issuer && !env_off("ICCS_URING_DEFER") && caps.defer_taskrun;
+    const int r =
+        ring_init(pow2_at_least(c.sq_entries), ring_, caps.coop_taskrun, c.sqpoll, coop_, want_defer, &defer_);
+    enabled_ = !defer_;
+    if (c.single_issuer && !c.sqpoll && !defer_)
+        notes_ += env_off("ICCS_URING_DEFER") ? " (deferred task run off: ICCS_URING_DEFER=0)"
+                                              : " (deferred task run refused by this kernel: cooperative instead)";
     if (r < 0 && c.sqpoll) {
         err = std::string("io_uring refused an SQPOLL ring ([machine] udp_sqpoll = true): ") + std::strerror(-r) +
               "; set udp_sqpoll = false";
@@ -340,7 +394,12 @@ UringUdpPort::~UringUdpPort() {
 }
 
 void UringUdpPort::drain_for_close() {
-    if (!ring_up_) return;
+    if (!ring_up_ || !enabled_) return;  // a ring never enabled never had a request
+    // Single issuer: only the owner may enter the ring. Another thread destroys the port after
+    // the owner stopped polling: deferred completion work (a send retried, a datagram copied
+    // into a buffer) runs only inside the owner's calls, so nothing touches our buffers any
+    // more, and io_uring_queue_exit cancels the rest.
+    if (defer_ && owner_ != &tl_thread_mark) return;
     // Cancel every request still in flight and wait (bounded) for their completions, so the
     // kernel is done with our buffers before they go.
     if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
@@ -377,12 +436,35 @@ void UringUdpPort::bind(uint16_t port, UdpHandler* h) {
 io_uring_sqe* UringUdpPort::get_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) {  // the SQ is full (never with the default sizes): hand it over now
-        const int r = io_uring_submit(&ring_);
-        ++ctr_.submits;
-        if (r < 0) ++ctr_.submit_errors; else ctr_.sqes += static_cast<uint64_t>(r);
+        submit(defer_);
         sqe = io_uring_get_sqe(&ring_);
     }
     return sqe;
+}
+
+int UringUdpPort::submit(bool get_events) {
+    if (!enabled_) [[unlikely]]
+        enable_st();
+    const int r = get_events ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
+    ++ctr_.submits;
+    if (r >= 0) {
+        ctr_.sqes += static_cast<uint64_t>(r);
+    } else if (++ctr_.submit_errors == 1 && r == -EEXIST) {
+        // A programming error, said once: a single-issuer ring polled by a second thread.
+        std::fprintf(stderr, "iccs: io_uring UDP port %u: polled by a thread other than its owner (single issuer: "
+                             "UringUdpConfig::single_issuer needs one polling thread; ICCS_URING_DEFER=0 turns it off)\n",
+                     static_cast<unsigned>(port_));
+    }
+    return r;
+}
+
+void UringUdpPort::enable_st() {
+    owner_ = &tl_thread_mark;
+    enabled_ = true;
+    // liburing 2.3 declares io_uring_enable_rings but does not export it: the system call itself.
+    if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) != 0)
+        std::fprintf(stderr, "iccs: io_uring UDP port %u: IORING_REGISTER_ENABLE_RINGS: %s\n",
+                     static_cast<unsigned>(port_), std::strerror(errno));
 }
 
 void UringUdpPort::set_fd(io_uring_sqe* sqe) {
@@ -453,6 +535,8 @@ uint32_t UringUdpPort::prep_send() {
     // shorter one ends the send, as the kernel wants (every segment full but the last).
     const uint32_t size = d.p->pkt_len;
     const bool gso = gso_ && size > 0 && size <= kMaxGsoSize;
+    uint32_t pages = zc_ ? pages_of(d.p) : 0;
+    const bool zc = zc_ && pages <= kZcMaxPages;
     for (;;) {
         const TxPending& e = txq_[(txq_head_ + n) & qmask];
         for (PktBuf* seg = e.p; seg != nullptr; seg = seg->next)
@@ -464,6 +548,10 @@ uint32_t UringUdpPort::prep_send() {
         if (f.dst.v != d.dst.v || f.dst_port != d.dst_port || f.p->pkt_len > size || f.p->pkt_len == 0 ||
             k + f.p->nb_segs > kMaxIov || bytes + f.p->pkt_len > kMaxGsoBytes)
             break;
+        if (zc) {
+            pages += pages_of(f.p);
+            if (pages > kZcMaxPages) break;
+        }
     }
     s.dst = sockaddr_in{};
     s.dst.sin_family = AF_INET;
@@ -485,8 +573,14 @@ uint32_t UringUdpPort::prep_send() {
         std::memcpy(CMSG_DATA(cm), &g, sizeof g);
     }
     s.n = n;
+    s.notif = false;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    io_uring_prep_sendmsg(sqe, fd_, &s.msg, 0);
+    if (zc) {
+        io_uring_prep_sendmsg_zc(sqe, fd_, &s.msg, 0);
+        sqe->ioprio |= kZcReportUsage;
+    } else {
+        io_uring_prep_sendmsg(sqe, fd_, &s.msg, 0);
+    }
     set_fd(sqe);
     io_uring_sqe_set_data64(sqe, kTagTx | i);
     ++tx_inflight_;
@@ -494,6 +588,7 @@ uint32_t UringUdpPort::prep_send() {
 }
 
 uint32_t UringUdpPort::flush() {
+    ++ctr_.flushes;
     const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
     while (txq_count_ > 0) {
         const uint32_t n = prep_send();
@@ -505,12 +600,17 @@ uint32_t UringUdpPort::flush() {
     // Completion work the kernel deferred to us (cooperative task running), or CQEs it could
     // not post (overflow): the one system call of this iteration runs it.
     if (coop_ && (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN)) want_events_ = true;
+    // Deferred task running: completions are posted only inside our own calls, and the kernel
+    // runs at most a batch of its deferred work per call (20 items on 6.13+), clearing the
+    // TASKRUN flag even when some is left: so every flush enters to collect them. Waiting for
+    // the flag instead, one run of clusters-3x2-udp in six stalled (the likely cause).
+    if (defer_) want_events_ = true;
     if (io_uring_cq_has_overflow(&ring_)) want_events_ = true;
     if (io_uring_sq_ready(&ring_) > 0) {
-        const int r = want_events_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
-        ++ctr_.submits;
-        if (r < 0) ++ctr_.submit_errors; else ctr_.sqes += static_cast<uint64_t>(r);
+        submit(want_events_);
     } else if (want_events_) {
+        if (!enabled_) [[unlikely]]
+            enable_st();
         io_uring_get_events(&ring_);
         ++ctr_.submits;
     } else {
@@ -529,6 +629,8 @@ int UringUdpPort::wake_fd(std::string& err) {
 }
 
 void UringUdpPort::wait(uint64_t timeout_ns) {
+    if (!enabled_) [[unlikely]]
+        enable_st();
     if (!wake_armed_ && wake_fd_ >= 0) {
         if (io_uring_sqe* sqe = get_sqe()) {
             io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
@@ -577,8 +679,15 @@ PktBuf* UringUdpPort::copy_in(const uint8_t* payload, uint32_t len, const sockad
 void UringUdpPort::complete_tx(const io_uring_cqe* cqe) {
     const uint32_t i = static_cast<uint32_t>(cqe->user_data);
     TxSlot& s = tx_slots_[i];
+    if (cqe->flags & IORING_CQE_F_NOTIF) {  // zero copy: the kernel is done with the buffers
+        if (static_cast<uint32_t>(cqe->res) & kNotifZcCopied) ++ctr_.tx_zc_copied;
+        release_tx(i);
+        return;
+    }
     if (cqe->res < 0) {
         ctr_.tx_errors += s.n;
+        // A zero-copy send the kernel will not take (6.1 has no usage report): plain sends from now on.
+        if (zc_ && cqe->res == -EINVAL && !(cqe->flags & IORING_CQE_F_MORE)) zc_ = false;
         // A GSO send the kernel will not take (a device without checksum offload: EIO; a path
         // whose MTU is below the segment: EINVAL): GSO off for good; slidwin resends these.
         if (s.n > 1 && (cqe->res == -EIO || cqe->res == -EINVAL)) {
@@ -593,6 +702,16 @@ void UringUdpPort::complete_tx(const io_uring_cqe* cqe) {
             ctr_.tx_gso_datagrams += s.n;
         }
     }
+    if (cqe->flags & IORING_CQE_F_MORE) {  // zero copy: the buffers wait for the notification
+        ++ctr_.tx_zc_sends;
+        s.notif = true;
+        return;
+    }
+    release_tx(i);
+}
+
+void UringUdpPort::release_tx(uint32_t i) {
+    TxSlot& s = tx_slots_[i];
     PktBuf** pkts = &tx_pkts_[size_t{i} * kMaxGsoSegs];
     for (uint32_t j = 0; j < s.n; ++j) pkt_free(pkts[j]);
     s.n = 0;
@@ -677,6 +796,8 @@ uint32_t UringUdpPort::gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_bac
 }
 
 uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
+    if (!enabled_) [[unlikely]]
+        enable_st();
     uint32_t n = 0, seen = 0, bufs_back = 0;
     if (gro_rx_.active) n = gro_drain(out, max, bufs_back);
     unsigned head;
@@ -746,6 +867,8 @@ std::string UringUdpPort::describe() const {
     if (fixed_file_) s += ", fixed file";
     if (coop_) s += ", cooperative task run";
     if (cfg_.sqpoll) s += ", SQPOLL";
+    if (defer_) s += ", deferred task run (single issuer)";
+    s += notes_;
     return s;
 }
 

@@ -16,14 +16,18 @@
 //    (the buffer goes straight back to the ring): a datagram may be 64 KiB, the pool's segments
 //    are 2 KiB, and slidwin may hold a datagram for long (out of order), so lending the kernel
 //    buffer itself would pin 64 KiB per held datagram.
-//  - registered with the kernel: the socket (a fixed file) and the provided-buffer ring. Send
-//    buffers are not: a fixed buffer needs send_zc, which costs a notification per datagram,
-//    takes one contiguous buffer (our datagrams are segment chains) and copies anyway on
-//    loopback; for the 100 B .. 9 KB datagrams of iccs it does not pay.
+//  - registered with the kernel: the socket (a fixed file) and the provided-buffer ring of the
+//    receive. Send buffers are not: a registered buffer serves only zero-copy sends, which over
+//    loopback the kernel copies all the same (it says so: tx_zc_copied) at the price of a second
+//    completion per send; measured slower (ICCS_URING_ZC=1 turns them on; perf/README.md).
 //  - completion work runs cooperatively (IORING_SETUP_COOP_TASKRUN + TASKRUN_FLAG, kernel
 //    5.19+): the kernel sets a flag instead of interrupting a polling thread, and the next
 //    iteration's one system call runs it. It runs in the thread that armed the receive, so the
 //    receive is armed by the first thread that polls (the proxy thread), not by the opener.
+//    A port that one thread polls for its whole life (single_issuer: a proxy with its own
+//    thread) goes further: deferred task running (SINGLE_ISSUER | DEFER_TASKRUN, 6.1+), the
+//    work runs only inside its flush/wait calls, each flush one io_uring_enter that submits and
+//    collects; the ring is created disabled and enabled by that thread.
 //
 // Received datagrams travel from rx_burst to input_burst with their addresses in front of the
 // payload (DgramAddrHdr), so the proxy's fault injection can hold, drop and copy them as it does
@@ -76,6 +80,22 @@ struct UringUdpConfig {
     // needs no system call while it is awake (it sleeps after 10 ms idle); it busies a core of
     // its own. Without cooperative task running (the kernel refuses the two together).
     bool sqpoll = false;
+    // Deferred task running (IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN, kernel 6.1+): completion
+    // work runs only inside this port's own io_uring_enter calls (flush, wait), in batches, never
+    // as an interruption. Only for a port that ONE thread polls for its whole life (a proxy with
+    // its own thread: busy or adaptive polling; not inline, where compute threads take turns):
+    // the ring is created disabled and enabled by the first thread that calls rx_burst, flush or
+    // wait, and the kernel refuses every other thread from then on. The opener may be another
+    // thread. Destroyed by another thread once the poller stopped polling (a DPDK lcore that
+    // returned), the port skips the cancel-and-wait (the kernel would refuse it): the kernel
+    // touches our buffers only inside the owner's calls (deferred completion work), and
+    // io_uring_queue_exit cancels what is left. ICCS_URING_DEFER=0 turns it off; a kernel that
+    // refuses it gets the cooperative ring (describe() says which).
+    bool single_issuer = false;
+    // Zero-copy sends (IORING_OP_SENDMSG_ZC, 6.1+): opt-in by ICCS_URING_ZC=1 or this flag, for
+    // measurements: over loopback the kernel copies every such datagram anyway (tx_zc_copied) and
+    // each send costs a second completion (the notification), so it loses here (perf/README.md).
+    bool zc_send = false;
 };
 
 // Not on any wire: a received datagram's addresses, in front of its payload from rx_burst to
@@ -109,6 +129,9 @@ inline constexpr uint32_t kDgramAddrLen = sizeof(DgramAddrHdr);
     X(tx_drop_too_big, "datagrams over 65507 bytes or with more segments than an iovec array")     \
     X(tx_drop_queue_full, "datagrams dropped: tx_queue_limit datagrams already waited")            \
     X(tx_waits, "flushes that left datagrams waiting for a free send slot")                        \
+    X(tx_zc_sends, "zero-copy sendmsg SQEs completed (ICCS_URING_ZC=1)")                           \
+    X(tx_zc_copied, "of them, sends the kernel copied anyway (loopback always does)")              \
+    X(flushes, "flush() calls: proxy loop iterations (submits / flushes = system calls per loop)") \
     X(submits, "system calls: io_uring_submit / io_uring_get_events / the waits below")            \
     X(waits, "blocking waits for a completion (adaptive polling's sleep)")                         \
     X(wake_reads, "waits ended by the wake eventfd (a compute thread had work)")                   \
@@ -131,6 +154,8 @@ struct UringUdpCounters {
 struct UringCaps {
     bool multishot_recvmsg = false;  // recvmsg multishot with a registered buffer ring (6.0+)
     bool coop_taskrun = false;       // IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG (5.19+)
+    bool defer_taskrun = false;      // IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (6.1+)
+    bool send_zc = false;            // IORING_OP_SENDMSG_ZC (6.1+)
 };
 
 // Checks at start that io_uring works here with what the port needs (sendmsg, recvmsg); fills
@@ -178,6 +203,9 @@ class UringUdpPort final : public DatagramService {
     void wait(uint64_t timeout_ns);
     // GSO / GRO in use on this socket (asked for in the config and taken by the kernel).
     bool gso() const { return gso_; }
+    // Deferred task running / zero-copy sends in use (asked for and taken by the kernel).
+    bool defer_taskrun() const { return defer_; }
+    bool zc_send() const { return zc_; }
     bool gro() const { return gro_; }
     // Nothing queued and no send in flight.
     bool tx_idle() const { return txq_count_ == 0 && tx_inflight_ == 0; }
@@ -197,6 +225,7 @@ class UringUdpPort final : public DatagramService {
         msghdr msg;
         sockaddr_in dst;
         uint32_t n;  // datagrams in this send (their PktBufs: tx_pkts_), 0 when the slot is free
+        bool notif;  // zero copy: the result came, the buffers wait for the kernel's notification
         uint32_t next_free;
         alignas(cmsghdr) uint8_t ctrl[CMSG_SPACE(sizeof(uint16_t))];  // UDP_SEGMENT
     };
@@ -228,9 +257,12 @@ class UringUdpPort final : public DatagramService {
     uint32_t gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_back);
     PktBuf* copy_in(const uint8_t* payload, uint32_t len, const sockaddr_in& from);
     void complete_tx(const io_uring_cqe* cqe);
+    void release_tx(uint32_t slot);
     PktBuf* complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& bufs_back);
     PktBuf* complete_rx_batched(const io_uring_cqe* cqe);
     void drain_for_close();
+    void enable_st();  // single issuer: the first polling thread enables the ring (and owns it)
+    int submit(bool get_events);
 
     UringUdpConfig cfg_;
     PktPool& rx_pool_;
@@ -243,13 +275,18 @@ class UringUdpPort final : public DatagramService {
     uint16_t port_ = 0;
     UringRxMode mode_ = UringRxMode::kAuto;
     bool coop_ = false;
+    bool defer_ = false;
+    bool enabled_ = true;       // false: created disabled (single issuer), enabled by enable_st()
+    bool zc_ = false;
+    std::string notes_;         // describe()'s tail: zero copy, and what the kernel or env refused
     bool gso_ = false;
     bool gro_ = false;
     GroPending gro_rx_;
-    bool want_events_ = false;
+    bool want_events_ = false;  // the kernel has completion work for us: run it with the next call
+    const void* owner_ = nullptr;  // single issuer: a thread-local address of the enabling thread
     int wake_fd_ = -1;          // eventfd: a write ends wait()
     bool wake_armed_ = false;   // a read of it is in flight
-    uint64_t wake_buf_ = 0;     // where that read goes  // the kernel has completion work for us: run it with the next call
+    uint64_t wake_buf_ = 0;     // where that read goes
     uint64_t drops_sampled_ns_ = 0;
     // receive
     bool rx_armed_ = false;     // multishot: armed and not ended

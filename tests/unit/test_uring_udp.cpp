@@ -2,14 +2,17 @@
 // byte with their addresses, in both receive modes; a multishot receive ended by ENOBUFS (a tiny
 // provided-buffer ring) is armed again and loses nothing; sends beyond the send slots wait and
 // go; oversize and truncated datagrams, and those the kernel dropped, are counted; a refused
-// io_uring gives the one clear line; slidwin runs unchanged over two ports. Every test ends with
-// a leak check.
+// io_uring gives the one clear line; slidwin runs unchanged over two ports (SlidwinPair); a
+// deferred-task-run ring opened by one thread works when another polls it; zero-copy sends
+// arrive whole (and are copied on loopback); a dry buffer ring under GRO and an empty RX pool
+// lose nothing uncounted. Every test ends with a leak check.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,13 +53,14 @@ struct Recorder : UdpHandler {
 };
 
 // Runs the ports' loops (reap, input, flush) at least once, then until done() or 5 s pass.
-bool pump(std::vector<UringUdpPort*> ports, const std::function<bool()>& done) {
+// max: datagrams per rx_burst (1..32).
+bool pump(std::vector<UringUdpPort*> ports, const std::function<bool()>& done, uint32_t max = 32) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     PktBuf* got[32];
     do {
         if (std::chrono::steady_clock::now() > end) return false;
         for (UringUdpPort* u : ports) {
-            const uint32_t n = u->rx_burst(got, 32);
+            const uint32_t n = u->rx_burst(got, max);
             if (n > 0) u->input_burst(got, n, 0);
             u->flush();
         }
@@ -75,6 +79,55 @@ std::vector<UringRxMode> modes() {
 }
 
 const char* mode_name(UringRxMode m) { return m == UringRxMode::kMultishot ? "multishot" : "batched"; }
+
+// Lengths that exercise GSO/GRO: runs of one length (longer than a send's 64 datagrams), a
+// shorter one ending a run, a longer one, lengths over the GSO limit, empty ones.
+std::vector<uint32_t> gso_mix() {
+    std::vector<uint32_t> sent;
+    auto run = [&](uint32_t count, uint32_t len) {
+        for (uint32_t j = 0; j < count; ++j) sent.push_back(len);
+    };
+    run(150, 100);
+    run(1, 37);
+    run(20, 1000);
+    run(3, 1472);
+    run(3, 1473);
+    run(2, 0);
+    run(70, 64);
+    run(1, 65);
+    run(5, 9000);
+    run(40, 1);
+    return sent;
+}
+
+// Datagram i of sent[i] bytes (pattern(i, k)) from a to b, each exactly once, in order.
+void check_received(const Recorder& rec, const std::vector<uint32_t>& sent, const UringUdpPort& a) {
+    REQUIRE(rec.payloads.size() == sent.size());
+    for (uint32_t i = 0; i < sent.size(); ++i) {
+        INFO("datagram " << i << " of " << sent[i] << " bytes");
+        REQUIRE(rec.payloads[i].size() == sent[i]);  // loopback keeps the order
+        bool same = true;
+        for (uint32_t k = 0; k < sent[i] && same; ++k) same = rec.payloads[i][k] == pattern(i, k);
+        REQUIRE(same);
+        CHECK(rec.metas[i].src_port == a.port());
+    }
+}
+
+// Sends sent[] from a to b and pumps both (rx_burst of at most max) until b has them all and a's
+// sends are done (a zero-copy send: its notification came too).
+void send_all(UringUdpPort& a, UringUdpPort& b, PktPool& pool, const std::vector<uint32_t>& sent,
+              const Recorder& rec, uint32_t max = 32) {
+    for (uint32_t i = 0; i < sent.size(); ++i)
+        REQUIRE(a.udp_output(make_dgram(pool, i, sent[i]), 0, kLoopback, b.port()));
+    const bool done = pump({&a, &b}, [&] { return rec.payloads.size() >= sent.size() && a.tx_idle(); }, max);
+    if (!done) {
+        std::string why;
+        a.counters().for_each([&](const char* n, const char*, uint64_t v) { if (v) why += std::string(n) + "=" + std::to_string(v) + " "; });
+        why += "| b: ";
+        b.counters().for_each([&](const char* n, const char*, uint64_t v) { if (v) why += std::string(n) + "=" + std::to_string(v) + " "; });
+        FAIL("received " << rec.payloads.size() << " of " << sent.size() << "; a: " << why);
+    }
+}
 
 }  // namespace
 
@@ -288,57 +341,80 @@ struct InOrderSink : SlidwinSink {
         return true;
     }
 };
+
+// Two io_uring UDP sockets with a slidwin endpoint each and one sub-connection a -> b (and its
+// reverse), stepped by hand: the set-up both slidwin tests share.
+struct SlidwinPair {
+    std::unique_ptr<UringUdpPort> a, b;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    TimerWheel wa{10'000, 1024, 0}, wb{10'000, 1024, 0};
+    InOrderSink sa, sb;
+    std::unique_ptr<SlidwinEndpoint> ea, eb;
+    SubConnection* ca = nullptr;
+
+    explicit SlidwinPair(PktPool& pool, const UringUdpConfig& cfg = UringUdpConfig{}) {
+        std::string err;
+        a = UringUdpPort::open(cfg, pool, pool, err);
+        REQUIRE(a);
+        b = UringUdpPort::open(cfg, pool, pool, err);
+        REQUIRE(b);
+        const SlidwinConfig sc;
+        ea = std::make_unique<SlidwinEndpoint>(*a, wa, a->port(), sc, sa);
+        eb = std::make_unique<SlidwinEndpoint>(*b, wb, b->port(), sc, sb);
+        ca = ea->open(0, kLoopback, b->port(), 0, 0);
+        eb->open(0, kLoopback, a->port(), 0, 0);
+        REQUIRE(ca != nullptr);
+    }
+    uint64_t now() const {
+        return static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+    // One loop iteration of each side (reap, input, timers, flush); lose(p) true: p was taken
+    // out (freed by it) before the endpoint saw it.
+    void step(uint64_t t, const std::function<bool(PktBuf*)>& lose = {}) {
+        PktBuf* got[32];
+        for (auto [u, w] : {std::pair{a.get(), &wa}, std::pair{b.get(), &wb}}) {
+            uint32_t n = u->rx_burst(got, 32), kept = 0;
+            for (uint32_t j = 0; j < n; ++j)
+                if (!lose || !lose(got[j])) got[kept++] = got[j];
+            n = kept;
+            if (n > 0) u->input_burst(got, n, t);
+            w->advance(t);
+            u->flush();
+        }
+    }
+    // The last sends complete before the sockets go.
+    void drain() { REQUIRE(pump({a.get(), b.get()}, [&] { return a->tx_idle() && b->tx_idle(); })); }
+};
 }  // namespace
 
 TEST_CASE("uring: slidwin runs unchanged over two io_uring UDP sockets", "[uring]") {
     HeapPktPool pool(16384, 2048 + kPktHeadroom);
     {
-        std::string err;
-        auto a = UringUdpPort::open(UringUdpConfig{}, pool, pool, err);
-        auto b = UringUdpPort::open(UringUdpConfig{}, pool, pool, err);
-        REQUIRE(a);
-        REQUIRE(b);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto now = [&] {
-            return static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-        };
-        TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
-        InOrderSink sa, sb;
-        SlidwinConfig cfg;
-        SlidwinEndpoint ea(*a, wa, a->port(), cfg, sa), eb(*b, wb, b->port(), cfg, sb);
-        SubConnection* ca = ea.open(0, kLoopback, b->port(), 0, 0);
-        eb.open(0, kLoopback, a->port(), 0, 0);
-        REQUIRE(ca != nullptr);
+        SlidwinPair s(pool);
         constexpr uint32_t kMsgs = 3000;
         uint32_t sent = 0;
         PktBuf* pending = nullptr;
-        PktBuf* got[32];
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while ((sb.next < kMsgs || ca->unacked() > 0) && std::chrono::steady_clock::now() < end) {
-            const uint64_t t = now();
+        while ((s.sb.next < kMsgs || s.ca->unacked() > 0) && std::chrono::steady_clock::now() < end) {
+            const uint64_t t = s.now();
             while (sent < kMsgs) {
                 if (pending == nullptr) {
                     const uint32_t len = 4 + (sent * 7919u) % 9000u;
                     pending = make_dgram(pool, sent, len);
                     std::memcpy(pending->data(), &sent, 4);
                 }
-                if (slidwin_send(*ca, pending, t) != SlidwinSendResult::kOk) break;
+                if (slidwin_send(*s.ca, pending, t) != SlidwinSendResult::kOk) break;
                 pending = nullptr;
                 ++sent;
             }
-            for (auto [u, w] : {std::pair{a.get(), &wa}, std::pair{b.get(), &wb}}) {
-                const uint32_t n = u->rx_burst(got, 32);
-                if (n > 0) u->input_burst(got, n, t);
-                w->advance(t);
-                u->flush();
-            }
+            s.step(t);
         }
-        CHECK(sb.next == kMsgs);
-        CHECK(sb.bad == 0);
-        CHECK(ca->unacked() == 0);
+        CHECK(s.sb.next == kMsgs);
+        CHECK(s.sb.bad == 0);
+        CHECK(s.ca->unacked() == 0);
         if (pending != nullptr) pkt_free(pending);
-        REQUIRE(pump({a.get(), b.get()}, [&] { return a->tx_idle() && b->tx_idle(); }));
+        s.drain();
     }
     CHECK(pool.in_use() == 0);
 }
@@ -361,34 +437,9 @@ TEST_CASE("uring: GSO sends runs to one peer in few sendmsg, GRO cuts them apart
                     Recorder rec;
                     b->bind(b->port(), &rec);
                     pump({b.get()}, [&] { return true; });
-                    // runs of one length (longer than a send's 64 datagrams), a shorter one ending
-                    // a run, a longer one, lengths over the GSO limit, empty ones
-                    std::vector<uint32_t> sent;
-                    auto run = [&](uint32_t count, uint32_t len) {
-                        for (uint32_t j = 0; j < count; ++j) sent.push_back(len);
-                    };
-                    run(150, 100);
-                    run(1, 37);
-                    run(20, 1000);
-                    run(3, 1472);
-                    run(3, 1473);
-                    run(2, 0);
-                    run(70, 64);
-                    run(1, 65);
-                    run(5, 9000);
-                    run(40, 1);
-                    for (uint32_t i = 0; i < sent.size(); ++i)
-                        REQUIRE(a->udp_output(make_dgram(pool, i, sent[i]), 0, kLoopback, b->port()));
-                    REQUIRE(pump({a.get(), b.get()},
-                                 [&] { return rec.payloads.size() == sent.size() && a->tx_idle(); }));
-                    for (uint32_t i = 0; i < sent.size(); ++i) {
-                        INFO("datagram " << i << " of " << sent[i] << " bytes");
-                        REQUIRE(rec.payloads[i].size() == sent[i]);
-                        bool same = true;
-                        for (uint32_t k = 0; k < sent[i] && same; ++k) same = rec.payloads[i][k] == pattern(i, k);
-                        REQUIRE(same);
-                        CHECK(rec.metas[i].src_port == a->port());
-                    }
+                    const std::vector<uint32_t> sent = gso_mix();
+                    send_all(*a, *b, pool, sent, rec);
+                    check_received(rec, sent, *a);
                     const UringUdpCounters& ta = a->counters();
                     const UringUdpCounters& rb = b->counters();
                     CHECK(ta.tx_datagrams == sent.size());
@@ -421,66 +472,40 @@ TEST_CASE("uring: slidwin over GSO/GRO sockets with loss delivers every message 
     SECTION("every 11th datagram, one count for both ways") { every_11th = true; }
     HeapPktPool pool(16384, 2048 + kPktHeadroom);
     {
-        std::string err;
-        auto a = UringUdpPort::open(UringUdpConfig{}, pool, pool, err);
-        auto b = UringUdpPort::open(UringUdpConfig{}, pool, pool, err);
-        REQUIRE(a);
-        REQUIRE(b);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto now = [&] {
-            return static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-        };
-        TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
-        InOrderSink sa, sb;
-        SlidwinConfig cfg;
-        SlidwinEndpoint ea(*a, wa, a->port(), cfg, sa), eb(*b, wb, b->port(), cfg, sb);
-        SubConnection* ca = ea.open(0, kLoopback, b->port(), 0, 0);
-        eb.open(0, kLoopback, a->port(), 0, 0);
-        REQUIRE(ca != nullptr);
+        SlidwinPair s(pool);
         constexpr uint32_t kMsgs = 20000;
         uint32_t sent = 0, seen = 0, dropped = 0;
-        PktBuf* got[32];
+        // loss: 2% of the datagrams either way (a fixed pseudo-random draw) or exactly every
+        // 11th, cut out of GRO buffers as any other
+        auto lose = [&](PktBuf* p) {
+            uint64_t z = ++seen * 0x9e3779b97f4a7c15ull;
+            z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+            if (!(every_11th ? seen % 11 == 0 : (z >> 40) % 50 == 0)) return false;
+            pkt_free(p);
+            ++dropped;
+            return true;
+        };
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while ((sb.next < kMsgs || ca->unacked() > 0) && std::chrono::steady_clock::now() < end) {
-            const uint64_t t = now();
+        while ((s.sb.next < kMsgs || s.ca->unacked() > 0) && std::chrono::steady_clock::now() < end) {
+            const uint64_t t = s.now();
             while (sent < kMsgs) {  // one length: runs that GSO sends together
                 PktBuf* m = make_dgram(pool, sent, 100);
                 std::memcpy(m->data(), &sent, 4);
-                if (slidwin_send(*ca, m, t) != SlidwinSendResult::kOk) {
+                if (slidwin_send(*s.ca, m, t) != SlidwinSendResult::kOk) {
                     pkt_free(m);
                     break;
                 }
                 ++sent;
             }
-            for (auto [u, w] : {std::pair{a.get(), &wa}, std::pair{b.get(), &wb}}) {
-                uint32_t n = u->rx_burst(got, 32);
-                // loss: 2% of the datagrams either way (a fixed pseudo-random draw) or exactly
-                // every 11th, cut out of GRO buffers as any other
-                uint32_t kept = 0;
-                for (uint32_t j = 0; j < n; ++j) {
-                    uint64_t z = ++seen * 0x9e3779b97f4a7c15ull;
-                    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-                    if (every_11th ? seen % 11 == 0 : (z >> 40) % 50 == 0) {
-                        pkt_free(got[j]);
-                        ++dropped;
-                    } else {
-                        got[kept++] = got[j];
-                    }
-                }
-                n = kept;
-                if (n > 0) u->input_burst(got, n, t);
-                w->advance(t);
-                u->flush();
-            }
+            s.step(t, lose);
         }
-        CHECK(sb.next == kMsgs);
-        CHECK(sb.bad == 0);
-        CHECK(ca->unacked() == 0);
+        CHECK(s.sb.next == kMsgs);
+        CHECK(s.sb.bad == 0);
+        CHECK(s.ca->unacked() == 0);
         CHECK(dropped > 0);
-        if (a->gso()) CHECK(a->counters().tx_gso_sends > 0);
-        if (a->gso() && b->gro()) CHECK(b->counters().rx_gro_datagrams > 0);
-        REQUIRE(pump({a.get(), b.get()}, [&] { return a->tx_idle() && b->tx_idle(); }));
+        if (s.a->gso()) CHECK(s.a->counters().tx_gso_sends > 0);
+        if (s.a->gso() && s.b->gro()) CHECK(s.b->counters().rx_gro_datagrams > 0);
+        s.drain();
     }
     CHECK(pool.in_use() == 0);
 }
@@ -514,4 +539,184 @@ TEST_CASE("uring: an SQPOLL ring sends and receives as the plain one", "[uring]"
         }
     }
     CHECK(pool.in_use() == 0);
+}
+
+TEST_CASE("uring: a deferred-task-run ring opened by one thread and polled by another, byte for byte", "[uring]") {
+    UringCaps caps;
+    std::string err;
+    REQUIRE(uring_probe(caps, err));
+    bool off = false, same_thread = false;
+    SECTION("on") {}
+    SECTION("on, polled and destroyed by the opener (cancels and waits at close)") { same_thread = true; }
+    SECTION("ICCS_URING_DEFER=0") { off = true; }
+    if (off) setenv("ICCS_URING_DEFER", "0", 1);
+    HeapPktPool pool(4096, 2048 + kPktHeadroom);
+    {
+        UringUdpConfig c;
+        c.single_issuer = true;
+        auto a = UringUdpPort::open(c, pool, pool, err);  // opened here, as the cluster's main thread does
+        REQUIRE(a);
+        auto b = UringUdpPort::open(c, pool, pool, err);
+        REQUIRE(b);
+        unsetenv("ICCS_URING_DEFER");
+        if (off) {
+            CHECK_FALSE(a->defer_taskrun());
+            CHECK_THAT(a->describe(), Catch::Contains("deferred task run off: ICCS_URING_DEFER=0"));
+        } else if (caps.defer_taskrun) {
+            CHECK(a->defer_taskrun());
+            CHECK_THAT(a->describe(), Catch::Contains("deferred task run (single issuer)"));
+        } else {
+            WARN("this kernel refused DEFER_TASKRUN: " << a->describe());
+            CHECK_THAT(a->describe(), Catch::Contains("refused by this kernel"));
+        }
+        Recorder rec;
+        b->bind(b->port(), &rec);
+        const std::vector<uint32_t> sent = gso_mix();
+        // the one polling thread (a proxy's): the first poll enables the rings and owns them
+        auto poll = [&] {
+            pump({b.get()}, [&] { return true; });
+            send_all(*a, *b, pool, sent, rec);
+        };
+        if (same_thread) {
+            poll();
+        } else {
+            std::thread poller(poll);
+            poller.join();
+        }
+        check_received(rec, sent, *a);
+        const UringUdpCounters& ca = a->counters();
+        CHECK(ca.submit_errors == 0);
+        CHECK(b->counters().submit_errors == 0);
+        CHECK(ca.tx_datagrams == sent.size());
+        // at most one system call per loop iteration
+        CHECK(ca.flushes > 0);
+        CHECK(ca.submits <= ca.flushes);
+        // destroyed here, after the poller ended (its exit cancelled what it had in flight)
+    }
+    CHECK(pool.in_use() == 0);
+}
+
+TEST_CASE("uring: zero-copy sends arrive byte for byte; over loopback the kernel copies them", "[uring]") {
+    UringCaps caps;
+    std::string err;
+    REQUIRE(uring_probe(caps, err));
+    for (const UringRxMode mode : modes()) {
+        SECTION(mode_name(mode)) {
+            HeapPktPool pool(4096, 2048 + kPktHeadroom);
+            {
+                UringUdpConfig ca, cb;
+                ca.zc_send = true;
+                cb.rx_mode = mode;
+                auto a = UringUdpPort::open(ca, pool, pool, err);
+                REQUIRE(a);
+                auto b = UringUdpPort::open(cb, pool, pool, err);
+                REQUIRE(b);
+                if (!caps.send_zc) {
+                    WARN("no IORING_OP_SENDMSG_ZC here: " << a->describe());
+                    CHECK_THAT(a->describe(), Catch::Contains("zero-copy sendmsg refused"));
+                    return;
+                }
+                CHECK_THAT(a->describe(), Catch::Contains("zero-copy sendmsg"));
+                Recorder rec;
+                b->bind(b->port(), &rec);
+                pump({b.get()}, [&] { return true; });
+                const std::vector<uint32_t> sent = gso_mix();
+                send_all(*a, *b, pool, sent, rec);
+                check_received(rec, sent, *a);
+                const UringUdpCounters& t = a->counters();
+                CHECK(a->zc_send());
+                CHECK(t.tx_errors == 0);
+                CHECK(t.tx_datagrams == sent.size());
+                CHECK(t.tx_zc_sends > 0);
+                // a send's buffers stay held until its notification: all are back (tx_idle above);
+                // over loopback the kernel copies every one (its notification says so)
+                CHECK(t.tx_zc_copied == t.tx_zc_sends);
+            }
+            CHECK(pool.in_use() == 0);
+        }
+    }
+}
+
+TEST_CASE("uring: a provided-buffer ring that runs out while GRO buffers are cut apart loses nothing", "[uring]") {
+    UringCaps caps;
+    std::string err;
+    REQUIRE(uring_probe(caps, err));
+    if (!caps.multishot_recvmsg) {
+        WARN("no multishot recvmsg on this kernel: nothing to test");
+        return;
+    }
+    HeapPktPool pool(4096, 2048 + kPktHeadroom);
+    {
+        UringUdpConfig ca, cb;
+        cb.rx_mode = UringRxMode::kMultishot;
+        cb.rx_buffers = 2;  // two buffers: a GRO buffer held while cut apart leaves one
+        auto a = UringUdpPort::open(ca, pool, pool, err);
+        auto b = UringUdpPort::open(cb, pool, pool, err);
+        REQUIRE(a);
+        REQUIRE(b);
+        Recorder rec;
+        b->bind(b->port(), &rec);
+        pump({b.get()}, [&] { return true; });
+        const std::vector<uint32_t> sent = gso_mix();
+        // all sent before b reaps anything: they wait in b's socket, the ring runs dry at once
+        for (uint32_t i = 0; i < sent.size(); ++i)
+            REQUIRE(a->udp_output(make_dgram(pool, i, sent[i]), 0, kLoopback, b->port()));
+        REQUIRE(pump({a.get()}, [&] { return a->tx_idle(); }));
+        // 3 datagrams per rx_burst: GRO buffers are cut apart over many bursts
+        REQUIRE(pump({a.get(), b.get()}, [&] { return rec.payloads.size() >= sent.size(); }, 3));
+        check_received(rec, sent, *a);
+        const UringUdpCounters& r = b->counters();
+        CHECK(r.rx_nobufs >= 1);  // counted, and the receive armed again
+        CHECK(r.rx_arms >= 2);
+        CHECK(r.rx_datagrams == sent.size());
+        CHECK(r.rx_errors == 0);
+        CHECK(r.rx_drop_nopool == 0);
+        if (a->gso() && b->gro()) CHECK(r.rx_gro_buffers > 0);
+        b->sample_kernel_drops(uint64_t{1} << 62);
+        CHECK(r.rx_kernel_drops == 0);
+    }
+    CHECK(pool.in_use() == 0);
+}
+
+TEST_CASE("uring: datagrams that find the RX pool empty are dropped and counted, never lost silently", "[uring]") {
+    for (const UringRxMode mode : modes()) {
+        SECTION(mode_name(mode)) {
+            HeapPktPool tx_pool(256, 2048 + kPktHeadroom), rx_pool(16, 2048 + kPktHeadroom);
+            std::vector<PktBuf*> held;
+            {
+                UringUdpConfig ca, cb;
+                cb.rx_mode = mode;
+                std::string err;
+                auto a = UringUdpPort::open(ca, tx_pool, tx_pool, err);
+                auto b = UringUdpPort::open(cb, rx_pool, rx_pool, err);
+                REQUIRE(a);
+                REQUIRE(b);
+                pump({b.get()}, [&] { return true; });
+                constexpr uint32_t kSent = 40;
+                for (uint32_t i = 0; i < kSent; ++i)
+                    REQUIRE(a->udp_output(make_dgram(tx_pool, i, 100), 0, kLoopback, b->port()));
+                // b holds what it receives: after 16 its pool is empty
+                PktBuf* got[32];
+                const UringUdpCounters& r = b->counters();
+                REQUIRE(pump({a.get()}, [&] {
+                    const uint32_t n = b->rx_burst(got, 32);
+                    held.insert(held.end(), got, got + n);
+                    b->flush();
+                    return r.rx_datagrams + r.rx_drop_nopool == kSent && a->tx_idle();
+                }));
+                CHECK(held.size() == 16);
+                CHECK(r.rx_datagrams == 16);
+                CHECK(r.rx_drop_nopool == kSent - 16);
+                for (uint32_t i = 0; i < held.size(); ++i) {  // the first 16, whole
+                    CHECK(held[i]->pkt_len == kDgramAddrLen + 100);
+                    uint8_t v = 0;
+                    pkt_read(held[i], kDgramAddrLen + 50, 1, &v);
+                    CHECK(v == pattern(i, 50));
+                }
+                for (PktBuf* p : held) pkt_free(p);
+            }
+            CHECK(tx_pool.in_use() == 0);
+            CHECK(rx_pool.in_use() == 0);
+        }
+    }
 }
