@@ -46,9 +46,11 @@ int bench_rtt(const BenchRttOptions& o) {
             return 2;
         }
     }
-    const RttStats ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
+    const bool all = o.only.empty();
+    RttStats ic;
+    if (all || o.only == "iccs") ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
     RttStats au;
-    if (key) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
+    if (key && all) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
     const double auth_overhead = key && ic.median_us > 0 ? au.median_us / ic.median_us : 0;
     char auth_json[256] = "";
     if (key)
@@ -56,9 +58,9 @@ int bench_rtt(const BenchRttOptions& o) {
                       ", \"auth_mode\": \"%s\", \"auth_rtt_median_us\": %.3f, \"auth_rtt_p99_us\": %.3f, "
                       "\"auth_overhead\": %.4f",
                       o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", au.median_us, au.p99_us, auth_overhead);
-    const RttStats raw = raw_rtt(o.fabric, o.size_bytes, o.samples);
-    const RttStats k = kernel_rtt(o.size_bytes, o.samples);
-    const RttStats fl = floor_rtt(o.samples);
+    const RttStats raw = all || o.only == "raw" ? raw_rtt(o.fabric, o.size_bytes, o.samples) : RttStats{};
+    const RttStats k = all ? kernel_rtt(o.size_bytes, o.samples) : RttStats{};
+    const RttStats fl = all ? floor_rtt(o.samples) : RttStats{};
     const double r_kernel = k.median_us > 0 ? ic.median_us / k.median_us : 0;
     const double r_floor = fl.median_us > 0 ? ic.median_us / fl.median_us : 0;
     const double r_raw = raw.median_us > 0 ? ic.median_us / raw.median_us : 0;
