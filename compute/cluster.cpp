@@ -974,6 +974,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 threads.emplace_back([&, t] {
                     if (!plan.compute_cores.empty())
                         pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
+                    const EalThreadScope eal_thread;  // mempool caches for this thread (dpdk_env.hpp)
                     Convergence conv(net, t, plan.conv);
                     ComputeEnv env{plan, t, conv, results[t], &rings};
                     if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";
