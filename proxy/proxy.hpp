@@ -336,6 +336,9 @@ class Proxy final : public SlidwinSink {
     ProxyCounters ctr_;
     std::mt19937_64 rng_;
     std::vector<PktBuf*> held_;  // reorder window of the fault injection
+    bool impair_on_ = false;     // some fault injection is configured (impair_burst runs)
+    uint32_t queue_sample_ = 0;  // iterations, for sampling the rings' occupancy
+    uint64_t queue_dt_ns_ = 0;   // time since the last occupancy sample
     std::atomic<bool> stop_{false};
     std::atomic<bool> inline_busy_{false};  // inline polling: a thread runs poll_once (a flag, not a mutex)
     bool clock_stale_ = false;              // this iteration's clock is a few polls old (fresh_clock)
