@@ -97,7 +97,7 @@ void eal_stop(const std::string& file_prefix) {
     eal_remove_runtime_dir(file_prefix);
 }
 
-EalThreadScope::EalThreadScope() { registered_ = rte_thread_register() == 0; }
+EalThreadScope::EalThreadScope(bool on) { registered_ = on && rte_thread_register() == 0; }
 
 EalThreadScope::~EalThreadScope() {
     if (!registered_) return;
