@@ -959,17 +959,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             }
             if (plan.polling == Polling::kInline)
                 net.poll_inline = [&proxies] {
-                    // One clock read per kInlineClockEvery idle polls (a read is 20-40 ns of a
-                    // ~100 ns spin); a poll that finds work reads it afresh itself, and the poll
-                    // after it starts fresh (Proxy::try_poll_inline).
-                    constexpr uint32_t kInlineClockEvery = 8;
-                    thread_local uint64_t now = 0;
-                    thread_local uint32_t polls = 0;
-                    const bool fresh = polls++ % kInlineClockEvery == 0;
-                    if (fresh) now = monotonic_ns();
-                    uint32_t work = 0;
-                    for (auto& px : proxies) work += px->try_poll_inline(now, fresh);
-                    if (work > 0) polls = 0;
+                    const uint64_t now = monotonic_ns();
+                    for (auto& px : proxies) px->try_poll_inline(now);
                 };
             const ComputeProgram program = plan.program ? plan.program
                                            : plan.workload == "pingpong" ? program_pingpong

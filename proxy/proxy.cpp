@@ -351,11 +351,10 @@ PktBuf* Proxy::impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra) {
     return f;
 }
 
-void Proxy::drain_rings(uint64_t& now_ns, uint32_t& work) {
+void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
     // Messages that waited for window go first, in order.
     size_t backlog = 0;
     for (Route& r : routes_) {
-        if (!r.backlog.empty()) fresh_clock(now_ns);
         while (!r.backlog.empty() && r.sc != nullptr && r.sc->send_space() > 0) {
             if (slidwin_send(*r.sc, r.backlog.front(), now_ns) != SlidwinSendResult::kOk) break;
             r.backlog.pop_front();
@@ -370,7 +369,6 @@ void Proxy::drain_rings(uint64_t& now_ns, uint32_t& work) {
     void* msgs[kBurst];
     for (uint32_t t = 0; t < rings_.threads(); ++t) {
         const unsigned n = rte_ring_sc_dequeue_burst(rings_.to_proxy(t, cfg_.index), msgs, kBurst, nullptr);
-        if (n > 0) fresh_clock(now_ns);
         for (unsigned i = 0; i < n; ++i) {
             PktBuf* m = static_cast<PktBuf*>(msgs[i]);
             const uint16_t dst = m->data_len >= kConvHdrLen ? load_be16(m->data() + offsetof(ConvHdr, dst_cluster))
@@ -643,10 +641,7 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     PktBuf* frames[kBurst * 2];
     for (size_t p = 0; p < ports_.size(); ++p) {
         uint32_t n = ports_[p]->rx_burst(frames, kBurst);
-        if (n > 0) {
-            stamps::stamp(stamps::kFabricRx);
-            fresh_clock(now_ns);
-        }
+        if (n > 0) stamps::stamp(stamps::kFabricRx);
         if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
         work += n;
         if (impair_on_) n = impair_burst(frames, n);
@@ -655,7 +650,6 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     }
     if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
         uint32_t n = udp_->rx_burst(frames, kBurst);
-        if (n > 0) fresh_clock(now_ns);
         work += n;
         if (impair_on_) n = impair_burst(frames, n);
         if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
@@ -713,14 +707,12 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     return work;
 }
 
-uint32_t Proxy::try_poll_inline(uint64_t now_ns, bool now_fresh) {
+uint32_t Proxy::try_poll_inline(uint64_t now_ns) {
     // One poller at a time. A test-and-set flag: a std::mutex's try-lock and unlock were 13% of
     // the inline spin (perf/README.md, issue 21).
     if (inline_busy_.load(std::memory_order_relaxed) || inline_busy_.exchange(true, std::memory_order_acquire))
         return 0;
-    clock_stale_ = !now_fresh;
     const uint32_t work = poll_once(now_ns);
-    clock_stale_ = false;
     inline_busy_.store(false, std::memory_order_release);
     return work;
 }

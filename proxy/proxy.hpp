@@ -37,8 +37,6 @@
 
 namespace iccs {
 
-uint64_t monotonic_ns();  // below
-
 // A proxy anywhere in the machine, as every proxy knows it (from the configuration).
 struct ProxyAddr {
     uint16_t cluster;
@@ -232,10 +230,8 @@ class Proxy final : public SlidwinSink {
     // The loop for a proxy thread, until stop() (busy or adaptive).
     void run();
     void stop() { stop_.store(true, std::memory_order_release); }
-    // inline polling: a compute thread runs one iteration if no other thread is. now_fresh
-    // false: now_ns was read a few polls ago (the inline caller reads the clock once per several
-    // idle polls); the iteration then reads it afresh once it finds work (once per burst).
-    uint32_t try_poll_inline(uint64_t now_ns, bool now_fresh = true);
+    // inline polling: a compute thread runs one iteration if no other thread is.
+    uint32_t try_poll_inline(uint64_t now_ns);
 
     // True when every sub-connection has nothing unacked and nothing waits to be sent.
     bool idle() const;
@@ -261,15 +257,7 @@ class Proxy final : public SlidwinSink {
         SubConnection* sc;  // the sub-connection this proxy uses for that cluster
         std::deque<PktBuf*> backlog;  // accepted from rings, waiting for the send window
     };
-    void drain_rings(uint64_t& now_ns, uint32_t& work);
-    // Under inline polling an iteration may start on a stale clock (try_poll_inline): the first
-    // burst of work reads it afresh into now_ns (and iter_now_ns_). No-op when it is fresh.
-    void fresh_clock(uint64_t& now_ns) {
-        if (!clock_stale_) return;
-        clock_stale_ = false;
-        now_ns = std::max(now_ns, monotonic_ns());
-        iter_now_ns_ = now_ns;
-    }
+    void drain_rings(uint64_t now_ns, uint32_t& work);
     // Combining: add m to the bundle open for `cluster` (or open one with m); false when m cannot
     // join (then send the open one first, and m alone).
     bool combine(uint16_t cluster, PktBuf* m);
@@ -341,7 +329,6 @@ class Proxy final : public SlidwinSink {
     uint64_t queue_dt_ns_ = 0;   // time since the last occupancy sample
     std::atomic<bool> stop_{false};
     std::atomic<bool> inline_busy_{false};  // inline polling: a thread runs poll_once (a flag, not a mutex)
-    bool clock_stale_ = false;              // this iteration's clock is a few polls old (fresh_clock)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads
