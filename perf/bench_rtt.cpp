@@ -83,8 +83,10 @@ int bench_rtt(const BenchRttOptions& o) {
         std::printf("bench rtt: %u-byte messages, one in flight, %llu samples each; host has %u cores\n",
                     o.size_bytes, static_cast<unsigned long long>(o.samples), cores);
         std::printf("  %-70s %10s %10s\n", "path", "median us", "p99 us");
-        std::printf("  %-70s %10.2f %10.2f\n", ("iccs: 2 clusters over " + io + ", polling " + o.polling).c_str(),
-                    ic.median_us, ic.p99_us);
+        const bool show_iccs = all || o.only == "iccs", show_raw = all || o.only == "raw";
+        if (show_iccs)
+            std::printf("  %-70s %10.2f %10.2f\n", ("iccs: 2 clusters over " + io + ", polling " + o.polling).c_str(),
+                        ic.median_us, ic.p99_us);
         if (key)
             std::printf("  %-70s %10.2f %10.2f   (auth/plain = %.3f)\n",
                         o.encrypt ? "  the same, every datagram authenticated + encrypted (AES-128-GCM)"
@@ -97,16 +99,20 @@ int bench_rtt(const BenchRttOptions& o) {
                                           : "raw " + o.fabric + ": DPDK rx/tx bursts of " +
                                                 std::to_string(raw_frame_bytes(o.fabric, o.size_bytes)) +
                                                 "-byte frames, no stack";
-        std::printf("  %-70s %10.2f %10.2f\n", raw_label.c_str(), raw.median_us, raw.p99_us);
-        std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets", k.median_us,
-                    k.p99_us);
-        std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
-                    fl.p99_us);
-        std::printf("  ratio to kernel %.3f (target <= 0.05 with inline polling over memif), ratio to floor %.1f\n",
-                    r_kernel, r_floor);
-        std::printf("  ours / raw fabric %.2f (target <= 1.3 with inline polling): iccs = the fabric + %.2f us of "
-                    "software per round trip\n",
-                    r_raw, ic.median_us - raw.median_us);
+        if (show_raw) std::printf("  %-70s %10.2f %10.2f\n", raw_label.c_str(), raw.median_us, raw.p99_us);
+        if (all) {
+            std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets",
+                        k.median_us, k.p99_us);
+            std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
+                        fl.p99_us);
+            std::printf("  ratio to kernel %.3f (target <= 0.05 with inline polling over memif), ratio to floor %.1f\n",
+                        r_kernel, r_floor);
+            std::printf("  ours / raw fabric %.2f (target <= 1.3 with inline polling): iccs = the fabric + %.2f us of "
+                        "software per round trip\n",
+                        r_raw, ic.median_us - raw.median_us);
+        } else {
+            std::printf("  --only %s: the other paths and the ratios were not measured\n", o.only.c_str());
+        }
         if (oversubscribed)
             std::printf("  note: %u spinning threads on %u cores: this is an oversubscribed figure, not a "
                         "dedicated-core one\n",
