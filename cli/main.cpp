@@ -74,7 +74,7 @@ int cmd_bench(int argc, char** argv) {
         std::printf(
             "usage: iccs bench stack [--size N] [--messages N] [--runs N] [--key FILE [--encrypt]] [--json]\n"
             "       iccs bench rtt [--size N] [--samples N] [--polling inline|adaptive|busy] [--fabric memif|udp]\n"
-            "                      [--combine BYTES] [--pcap DIR] [--key FILE [--encrypt]] [--json]\n"
+            "                      [--combine BYTES] [--pcap DIR] [--key FILE [--encrypt]] [--only iccs|raw] [--json]\n"
             "       iccs bench stripe [--runs N] [--messages N] [--polling inline|adaptive|busy]\n"
             "                         [--fabric memif|udp] [--pcap DIR] [--json]\n"
             "       iccs bench compare [--runs N] [--samples N] [--messages N] [--size N]\n"
@@ -97,6 +97,8 @@ int cmd_bench(int argc, char** argv) {
             "           --key FILE: the iccs round trip again with every datagram authenticated\n"
             "           ([security] key_file; --encrypt: and encrypted), beside the plain one:\n"
             "           auth_rtt_median_us, auth_rtt_p99_us, auth_overhead (auth / plain).\n"
+            "           --only iccs|raw: that path alone (to profile it: perf record sees nothing else);\n"
+            "           the other paths' figures and the ratios are then 0.\n"
             "  compare  the headline table: the same 100-byte round trip (median) and one-way message rate\n"
             "           (one sender thread) over memif (DPDK), udp (io_uring) and plain blocking kernel\n"
             "           sockets, all on the same two pinned threads, interleaved over --runs N runs (default\n"
@@ -192,6 +194,9 @@ int cmd_bench(int argc, char** argv) {
                 ++i;
             } else if (a == "--combine") {
                 iccs::bench_set_combine(static_cast<uint32_t>(parse_u64(a, v, 0, 1400)));
+                ++i;
+            } else if (a == "--only") {
+                o.only = one_of("--only", v, {"iccs", "raw"});
                 ++i;
             } else if (key_flag(a, v, o.key_file, o.encrypt, i)) {
             } else if (a == "--json") {

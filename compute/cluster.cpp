@@ -974,6 +974,11 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 threads.emplace_back([&, t] {
                     if (!plan.compute_cores.empty())
                         pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
+                    // Inline polling: the thread runs the proxies, so mempool caches of its own
+                    // (dpdk_env.hpp). Not otherwise: a thread that only frees received frames would
+                    // park up to 1.5 caches of every proxy's RX pool where no rx_burst draws on
+                    // them (a lossy 2-proxy memif run starved a port that way).
+                    const EalThreadScope eal_thread(plan.polling == Polling::kInline);
                     Convergence conv(net, t, plan.conv);
                     ComputeEnv env{plan, t, conv, results[t], &rings};
                     if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";

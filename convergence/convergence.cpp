@@ -26,6 +26,10 @@ constexpr uint32_t kMaxPieces = 65535;          // piece_cnt is 16 bits
 constexpr uint64_t kSpinNs = 20'000;            // spin (yielding) this long before sleeping
 constexpr uint32_t kSleepUs = 200;              // longest sleep; a proxy's delivery wakes us sooner
 constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit this often
+// Under inline polling recv's wait reads the clock for its deadline every kClockEvery passes
+// only: a pass of the spin is ~100 ns and a clock read 20-40 ns of it, so a time-out is noticed
+// at most a few microseconds late (perf/README.md, issue 21).
+constexpr uint32_t kClockEvery = 32;
 
 std::string ep(Endpoint e) { return "cluster " + std::to_string(e.cluster) + " port " + std::to_string(e.port); }
 
@@ -508,7 +512,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
     h.piece_cnt = be16::of(static_cast<uint16_t>(cnt));
     h.msg_len = be32::of(len);
     const auto* src = static_cast<const uint8_t*>(data);
-    const uint64_t start = now_ns();
+    uint64_t start = 0;  // read only if the pool runs empty
     for (uint32_t i = 0; i < cnt; ++i) {
         const uint32_t off = i * psize, plen = i + 1 == cnt ? len - off : psize;
         PktBuf* p = pkt_alloc(*net_.pool);
@@ -522,6 +526,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
         }
         if (p == nullptr) {  // pool empty: the proxies free buffers as acks arrive
             ++ctr_.pool_empty_waits;
+            if (start == 0) start = now_ns();
             progress();
             if (now_ns() >= dl || net_.rings->cluster_down(c->remote_.cluster)) {
                 for (uint32_t k = 0; k < i; ++k) pkt_free(pieces[k]);
@@ -550,7 +555,11 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
     if (c == nullptr) return fail(ConvError::kBadArgument, "no connection (nullptr)");
     if (c->state_ == Connection::State::kClosed)
         return fail(ConvError::kClosed, "the connection to " + ep(c->remote_) + " is closed");
-    const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    // One clock read per call; the deadline is looked at every kClockEvery passes of the wait.
+    const uint64_t start = now_ns();
+    const uint64_t dl = timeout_us < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_us) * 1000;
+    const uint32_t every = net_.poll_inline ? kClockEvery : 1;  // otherwise each pass may sleep anyway
+    uint32_t passes = 0;
     while (true) {
         progress();
         if (c->rx_.pop(out)) {
@@ -564,7 +573,7 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
         if (const ConvError e = check_open(c, false); e != ConvError::kOk) return e;
         if (c->state_ == Connection::State::kRefused)
             return fail(ConvError::kRefused, ep(c->remote_) + " refused the connection");
-        if (now_ns() >= dl)
+        if (timeout_us == 0 || (dl != UINT64_MAX && ++passes % every == 0 && now_ns() >= dl))
             return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message from " + ep(c->remote_) + " yet")
                                    : fail(ConvError::kTimeout, "no message from " + ep(c->remote_) + " within " +
                                                                    std::to_string(timeout_us) + " us");

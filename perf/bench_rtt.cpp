@@ -46,9 +46,11 @@ int bench_rtt(const BenchRttOptions& o) {
             return 2;
         }
     }
-    const RttStats ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
+    const bool all = o.only.empty();
+    RttStats ic;
+    if (all || o.only == "iccs") ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
     RttStats au;
-    if (key) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
+    if (key && all) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
     const double auth_overhead = key && ic.median_us > 0 ? au.median_us / ic.median_us : 0;
     char auth_json[256] = "";
     if (key)
@@ -56,9 +58,9 @@ int bench_rtt(const BenchRttOptions& o) {
                       ", \"auth_mode\": \"%s\", \"auth_rtt_median_us\": %.3f, \"auth_rtt_p99_us\": %.3f, "
                       "\"auth_overhead\": %.4f",
                       o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", au.median_us, au.p99_us, auth_overhead);
-    const RttStats raw = raw_rtt(o.fabric, o.size_bytes, o.samples);
-    const RttStats k = kernel_rtt(o.size_bytes, o.samples);
-    const RttStats fl = floor_rtt(o.samples);
+    const RttStats raw = all || o.only == "raw" ? raw_rtt(o.fabric, o.size_bytes, o.samples) : RttStats{};
+    const RttStats k = all ? kernel_rtt(o.size_bytes, o.samples) : RttStats{};
+    const RttStats fl = all ? floor_rtt(o.samples) : RttStats{};
     const double r_kernel = k.median_us > 0 ? ic.median_us / k.median_us : 0;
     const double r_floor = fl.median_us > 0 ? ic.median_us / fl.median_us : 0;
     const double r_raw = raw.median_us > 0 ? ic.median_us / raw.median_us : 0;
@@ -81,8 +83,10 @@ int bench_rtt(const BenchRttOptions& o) {
         std::printf("bench rtt: %u-byte messages, one in flight, %llu samples each; host has %u cores\n",
                     o.size_bytes, static_cast<unsigned long long>(o.samples), cores);
         std::printf("  %-70s %10s %10s\n", "path", "median us", "p99 us");
-        std::printf("  %-70s %10.2f %10.2f\n", ("iccs: 2 clusters over " + io + ", polling " + o.polling).c_str(),
-                    ic.median_us, ic.p99_us);
+        const bool show_iccs = all || o.only == "iccs", show_raw = all || o.only == "raw";
+        if (show_iccs)
+            std::printf("  %-70s %10.2f %10.2f\n", ("iccs: 2 clusters over " + io + ", polling " + o.polling).c_str(),
+                        ic.median_us, ic.p99_us);
         if (key)
             std::printf("  %-70s %10.2f %10.2f   (auth/plain = %.3f)\n",
                         o.encrypt ? "  the same, every datagram authenticated + encrypted (AES-128-GCM)"
@@ -95,16 +99,20 @@ int bench_rtt(const BenchRttOptions& o) {
                                           : "raw " + o.fabric + ": DPDK rx/tx bursts of " +
                                                 std::to_string(raw_frame_bytes(o.fabric, o.size_bytes)) +
                                                 "-byte frames, no stack";
-        std::printf("  %-70s %10.2f %10.2f\n", raw_label.c_str(), raw.median_us, raw.p99_us);
-        std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets", k.median_us,
-                    k.p99_us);
-        std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
-                    fl.p99_us);
-        std::printf("  ratio to kernel %.3f (target <= 0.05 with inline polling over memif), ratio to floor %.1f\n",
-                    r_kernel, r_floor);
-        std::printf("  ours / raw fabric %.2f (target <= 1.3 with inline polling): iccs = the fabric + %.2f us of "
-                    "software per round trip\n",
-                    r_raw, ic.median_us - raw.median_us);
+        if (show_raw) std::printf("  %-70s %10.2f %10.2f\n", raw_label.c_str(), raw.median_us, raw.p99_us);
+        if (all) {
+            std::printf("  %-70s %10.2f %10.2f\n", "kernel: UDP on loopback, 2 processes, blocking sockets",
+                        k.median_us, k.p99_us);
+            std::printf("  %-70s %10.2f %10.2f\n", "floor: one shared cache line, 2 pinned processes", fl.median_us,
+                        fl.p99_us);
+            std::printf("  ratio to kernel %.3f (target <= 0.05 with inline polling over memif), ratio to floor %.1f\n",
+                        r_kernel, r_floor);
+            std::printf("  ours / raw fabric %.2f (target <= 1.3 with inline polling): iccs = the fabric + %.2f us of "
+                        "software per round trip\n",
+                        r_raw, ic.median_us - raw.median_us);
+        } else {
+            std::printf("  --only %s: the other paths and the ratios were not measured\n", o.only.c_str());
+        }
         if (oversubscribed)
             std::printf("  note: %u spinning threads on %u cores: this is an oversubscribed figure, not a "
                         "dedicated-core one\n",

@@ -16,6 +16,9 @@ struct BenchRttOptions {
     std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
     std::string key_file;  // --key: the iccs round trip again with every datagram authenticated
     bool encrypt = false;  // --encrypt: ... and encrypted
+    // --only iccs|raw: measure that path alone (profiling one path: perf record sees nothing
+    // else); the other paths' figures are then absent (0, and no ratios). "" = every path.
+    std::string only;
 };
 
 int bench_rtt(const BenchRttOptions& o);

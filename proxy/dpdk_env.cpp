@@ -4,6 +4,8 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mempool.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -93,6 +95,18 @@ void eal_remove_runtime_dir(const std::string& file_prefix) {
 void eal_stop(const std::string& file_prefix) {
     rte_eal_cleanup();
     eal_remove_runtime_dir(file_prefix);
+}
+
+EalThreadScope::EalThreadScope(bool on) { registered_ = on && rte_thread_register() == 0; }
+
+EalThreadScope::~EalThreadScope() {
+    if (!registered_) return;
+    rte_mempool_walk(
+        [](rte_mempool* mp, void*) {
+            if (rte_mempool_cache* c = rte_mempool_default_cache(mp, rte_lcore_id())) rte_mempool_cache_flush(c, mp);
+        },
+        nullptr);
+    rte_thread_unregister();
 }
 
 }  // namespace iccs

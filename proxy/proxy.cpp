@@ -64,6 +64,7 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     open_.resize(routes_.size());
     // A bundle is one datagram within the MTU: IPv4 and UDP headers, slidwin's header, then it.
     bundle_limit_ = cfg_.stack.mtu_bytes - 20 - 8 - kSlidwinHdrLen;
+    impair_on_ = cfg_.impair.drop > 0 || cfg_.impair.duplicate > 0 || cfg_.impair.reorder_window > 0;
     if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, monotonic_ns());
 }
 
@@ -585,7 +586,7 @@ void Proxy::flush_tx() {
         }
         txq_[port].push_back(f);
     };
-    for (uint32_t n; (n = stack_.tx_take(frames, kBurst)) > 0;) {
+    for (uint32_t n; stack_.tx_queued() > 0 && (n = stack_.tx_take(frames, kBurst)) > 0;) {
         for (uint32_t i = 0; i < n; ++i) {
             PktBuf* f = frames[i];
             MacAddr dst;
@@ -647,14 +648,14 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         if (n > 0) stamps::stamp(stamps::kFabricRx);
         if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
         work += n;
-        n = impair_burst(frames, n);
+        if (impair_on_) n = impair_burst(frames, n);
         if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, false);
         if (n > 0) stack_.input_burst(frames, n, now_ns);
     }
     if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
         uint32_t n = udp_->rx_burst(frames, kBurst);
         work += n;
-        n = impair_burst(frames, n);
+        if (impair_on_) n = impair_burst(frames, n);
         if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
         if (n > 0) udp_->input_burst(frames, n, now_ns);
         udp_->sample_kernel_drops(now_ns);
@@ -683,14 +684,20 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         work += udp_->flush();  // one system call at most; completions it produced keep us awake
     else
         flush_tx();
-    // accounting: utilization and time-weighted ring occupancy
+    // accounting: utilization and time-weighted ring occupancy (the rings' occupancy sampled
+    // every 16th iteration, weighted by the time since the last sample: reading every ring's
+    // head and tail was a tenth of an idle iteration)
     if (last_iter_ns_ != 0) {
         const uint64_t dt = now_ns - last_iter_ns_;
         ctr_.total_ns += dt;
         if (work > 0) ctr_.busy_ns += dt;
-        uint64_t q = 0;
-        for (uint32_t t = 0; t < rings_.threads(); ++t) q += rte_ring_count(rings_.to_proxy(t, cfg_.index));
-        ctr_.queue_ns_sum += q * dt;
+        queue_dt_ns_ += dt;
+        if (++queue_sample_ % 16 == 0) {
+            uint64_t q = 0;
+            for (uint32_t t = 0; t < rings_.threads(); ++t) q += rte_ring_count(rings_.to_proxy(t, cfg_.index));
+            ctr_.queue_ns_sum += q * queue_dt_ns_;
+            queue_dt_ns_ = 0;
+        }
     }
     last_iter_ns_ = now_ns;
     if (work > 0 && cfg_.impair.slow_us > 0 && cfg_.impair.slow_proxy == cfg_.index) {
@@ -705,9 +712,13 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
 }
 
 uint32_t Proxy::try_poll_inline(uint64_t now_ns) {
-    std::unique_lock<std::mutex> lock(inline_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return 0;
-    return poll_once(now_ns);
+    // One poller at a time. A test-and-set flag: a std::mutex's try-lock and unlock were 13% of
+    // the inline spin (perf/README.md, issue 21).
+    if (inline_busy_.load(std::memory_order_relaxed) || inline_busy_.exchange(true, std::memory_order_acquire))
+        return 0;
+    const uint32_t work = poll_once(now_ns);
+    inline_busy_.store(false, std::memory_order_release);
+    return work;
 }
 
 void Proxy::run() {

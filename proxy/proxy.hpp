@@ -324,8 +324,11 @@ class Proxy final : public SlidwinSink {
     ProxyCounters ctr_;
     std::mt19937_64 rng_;
     std::vector<PktBuf*> held_;  // reorder window of the fault injection
+    bool impair_on_ = false;     // some fault injection is configured (impair_burst runs)
+    uint32_t queue_sample_ = 0;  // iterations, for sampling the rings' occupancy
+    uint64_t queue_dt_ns_ = 0;   // time since the last occupancy sample
     std::atomic<bool> stop_{false};
-    std::mutex inline_mu_;
+    std::atomic<bool> inline_busy_{false};  // inline polling: a thread runs poll_once (a flag, not a mutex)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads

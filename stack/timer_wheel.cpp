@@ -10,6 +10,7 @@ TimerWheel::TimerWheel(uint64_t tick_ns, uint32_t nslots, uint64_t now_ns)
     mask_ = n - 1;
     slots_.reset(new Timer*[n]());
     cur_tick_ = now_ns / tick_ns_;
+    tick_end_ns_ = (cur_tick_ + 1) * tick_ns_;
 }
 
 void TimerWheel::arm(Timer& t, uint64_t expires_ns) {
@@ -41,7 +42,11 @@ void TimerWheel::cancel(Timer& t) {
 }
 
 uint32_t TimerWheel::advance(uint64_t now_ns) {
-    const uint64_t now_tick = now_ns / tick_ns_;
+    // Most calls (a poller's every iteration) fall in the current tick: no division then, and
+    // nothing to do when its slot is empty.
+    const bool same_tick = now_ns < tick_end_ns_;
+    if (same_tick && slots_[cur_tick_ & mask_] == nullptr) return 0;
+    const uint64_t now_tick = same_tick ? cur_tick_ : now_ns / tick_ns_;
     if (now_tick < cur_tick_) return 0;
     uint32_t fired = 0;
     // Visit each elapsed slot once (at most one full turn), including the current one.
@@ -62,6 +67,7 @@ uint32_t TimerWheel::advance(uint64_t now_ns) {
         }
     }
     cur_tick_ = now_tick;
+    tick_end_ns_ = (cur_tick_ + 1) * tick_ns_;
     return fired;
 }
 

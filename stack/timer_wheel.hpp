@@ -42,6 +42,7 @@ class TimerWheel {
     uint64_t tick_ns_;
     uint32_t mask_;
     uint64_t cur_tick_;  // every slot before this tick has been processed
+    uint64_t tick_end_ns_;  // (cur_tick_ + 1) * tick_ns_: where the current tick ends
     uint32_t armed_ = 0;
     std::unique_ptr<Timer*[]> slots_;
 };

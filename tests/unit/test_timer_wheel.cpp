@@ -72,3 +72,29 @@ TEST_CASE("an overdue arm fires at the next advance", "[timer]") {
     w.advance(10'000);
     REQUIRE(count == 1);
 }
+
+TEST_CASE("advance within the current tick still fires what is due in it", "[timer]") {
+    // advance() skips the division while now stays in the current tick (a poller's usual call):
+    // a timer due in the middle of that tick must still fire on time, and one a whole turn later
+    // in the same slot must not.
+    fired.clear();
+    TimerWheel w(1000, 8, 0);  // ticks of 1 us, one turn = 8 us
+    Timer t[2];
+    for (int i = 0; i < 2; ++i) {
+        t[i].fn = record;
+        t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
+    }
+    REQUIRE(w.advance(100) == 0);  // empty slot: the fast return
+    w.arm(t[0], 600);              // tick 0, the current one
+    w.arm(t[1], 8'300);            // tick 8: the same slot, one turn later
+    REQUIRE(w.advance(599) == 0);
+    REQUIRE(w.advance(600) == 1);
+    REQUIRE(fired == std::vector<int>{0});
+    REQUIRE(w.advance(999) == 0);    // still tick 0: t[1] shares the slot and waits
+    REQUIRE(w.advance(8'299) == 0);  // tick 8, the same slot, not yet due
+    REQUIRE(w.advance(8'300) == 1);
+    REQUIRE(fired == std::vector<int>{0, 1});
+    w.arm(t[0], 8'100);  // overdue within the current tick: fires at the next call
+    REQUIRE(w.advance(8'301) == 1);
+    REQUIRE(w.armed_count() == 0);
+}
