@@ -59,7 +59,6 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
       wheel_(10'000, 4096, monotonic_ns()),
       rng_(cfg.impair.seed + cfg.cluster * 1000 + cfg.index) {
     cfg_.slidwin.auth = cfg_.auth.get();
-    if (const char* e = std::getenv("ICCS_SPIN_US")) cfg_.spin_before_sleep_us = static_cast<uint32_t>(std::atoi(e));  // EXPERIMENT
     ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
@@ -753,11 +752,11 @@ void Proxy::run() {
             give_poller();
             continue;
         }
-        // Spin while there was work lately, ours or an assisting compute thread's, unless a
-        // compute thread watches: it polls our work itself, so we sleep and leave it the core.
-        // (An assist's clock may be ahead of ours: compare sums, never differences.)
+        // Spin while our own iterations found work lately, unless a compute thread watches: it
+        // polls our work itself, so we sleep and leave it the core (a spinning proxy thread on
+        // the waiting thread's core is what a round trip waited for).
         const bool watched = waker.watchers() > 0;
-        if (!watched && std::max(last_work, assist_spin_ ? last_assist_ns_ : 0) + spin_ns > now) {
+        if (!watched && now - last_work < spin_ns) {
             give_poller();
             // Adaptive spin: let a thread that was just woken on this core run now, instead of
             // after our time slice (CFS would not preempt us for it).

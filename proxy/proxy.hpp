@@ -17,7 +17,6 @@
 #include <poll.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -350,7 +349,6 @@ class Proxy final : public SlidwinSink {
     void give_poller() { poller_.store(false, std::memory_order_release); }
     uint32_t owned_iteration(uint64_t now_ns, bool assist);  // poll_once by a taker, then give
     uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
-    bool assist_spin_ = std::getenv("ICCS_ASSIST_SPIN") != nullptr;  // EXPERIMENT
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads
