@@ -809,14 +809,11 @@ void Proxy::run() {
             continue;
         }
         ++ctr_.sleeps;
-        // The sleep itself runs unowned, so compute threads can poll meanwhile; with fabric udp
-        // the wait's submission (the wake read) is made first, owned.
-        const bool udp_owned_wait = udp_wait_ && !udp_->can_wait_armed();
-        if (udp_wait_ && !udp_owned_wait) udp_->arm_wait();
-        if (udp_owned_wait) udp_->wait(sleep_ns);
+        // The sleep runs unowned, so compute threads can poll meanwhile; except with fabric udp,
+        // whose wait submits to the ring (no assist there: compute/cluster.cpp).
+        if (udp_wait_) udp_->wait(sleep_ns);
         give_poller();
         if (udp_wait_) {
-            if (!udp_owned_wait) udp_->wait_armed(sleep_ns);
             waker.cancel_sleep();
         } else if (!poll_fds_.empty()) {
             const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),

@@ -546,35 +546,6 @@ void UringUdpPort::wait(uint64_t timeout_ns) {
     want_events_ = false;
 }
 
-void UringUdpPort::arm_wait() {
-    if (!wake_armed_ && wake_fd_ >= 0) {
-        if (io_uring_sqe* sqe = get_sqe()) {
-            io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
-            io_uring_sqe_set_data64(sqe, kTagWake);
-            wake_armed_ = true;
-        }
-    }
-    if (io_uring_sq_ready(&ring_) > 0) {
-        const int r = io_uring_submit(&ring_);
-        ++ctr_.submits;
-        if (r > 0) ctr_.sqes += static_cast<uint64_t>(r);
-    }
-    ++ctr_.waits;
-    want_events_ = false;
-}
-
-void UringUdpPort::wait_armed(uint64_t timeout_ns) {
-    // GETEVENTS with a time-out argument (EXT_ARG, Linux 5.11): nothing submitted, and the CQ is
-    // only looked at by the kernel (the next rx_burst, by whoever polls, reaps what came).
-    __kernel_timespec ts{static_cast<long long>(timeout_ns / 1'000'000'000),
-                         static_cast<long long>(timeout_ns % 1'000'000'000)};
-    io_uring_getevents_arg arg{};
-    arg.ts = reinterpret_cast<uint64_t>(&ts);
-    io_uring_enter2(static_cast<unsigned>(ring_.ring_fd), 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                    reinterpret_cast<sigset_t*>(&arg),
-                    sizeof arg);
-}
-
 void UringUdpPort::sample_kernel_drops(uint64_t now_ns) {
     if (now_ns - drops_sampled_ns_ < 50'000'000) return;
     drops_sampled_ns_ = now_ns;

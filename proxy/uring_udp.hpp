@@ -176,13 +176,6 @@ class UringUdpPort final : public DatagramService {
     // wake read is armed when it is not, then one io_uring_submit_and_wait_timeout. Call after
     // flush(); completions go to the next rx_burst.
     void wait(uint64_t timeout_ns);
-    // wait() in two halves, for a ring that compute threads also poll (adaptive polling's
-    // assist, proxy.hpp): arm_wait() writes the submission queue (the wake read, and anything
-    // prepared), so the caller must own the proxy's polling; wait_armed() only enters the kernel
-    // to wait for a completion or timeout_ns, touching neither queue, so it runs unowned.
-    void arm_wait();
-    void wait_armed(uint64_t timeout_ns);
-    bool can_wait_armed() const { return (ring_.features & IORING_FEAT_EXT_ARG) != 0; }  // else wait()
     // GSO / GRO in use on this socket (asked for in the config and taken by the kernel).
     bool gso() const { return gso_; }
     bool gro() const { return gro_; }
