@@ -144,12 +144,12 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
         net_.poll_inline();
         return;
     }
-    if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
-        if (!watching_) set_watching(true);
-        if (net_.poll_assist(-1) > 0) return;  // this thread ran a proxy: look again
-    }
     const uint64_t now = now_ns();
     if (now - started_ns < kSpinNs) {
+        if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
+            if (!watching_) set_watching(true);
+            if (net_.poll_assist(-1) > 0) return;  // this thread ran a proxy: look again
+        }
         sched_yield();  // a proxy woken on this core runs now
         return;
     }
