@@ -965,7 +965,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
             // thread that armed it, the proxy thread, so a compute thread cannot take a datagram
             // before that thread ran, and the assist measured no faster there (perf/README.md).
-            if (plan.polling == Polling::kAdaptive && plan.fabric != "udp") {
+            if (plan.polling == Polling::kAdaptive && plan.assist && plan.fabric != "udp") {
                 net.poll_assist = [&proxies](int32_t p) -> uint32_t {
                     const uint64_t now = monotonic_ns();
                     if (p >= 0) return proxies[static_cast<size_t>(p)]->try_poll_inline(now);
