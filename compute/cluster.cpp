@@ -962,6 +962,19 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     const uint64_t now = monotonic_ns();
                     for (auto& px : proxies) px->try_poll_inline(now);
                 };
+            // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
+            // thread that armed it, the proxy thread, so a compute thread cannot take a datagram
+            // before that thread ran, and the assist measured no faster there (perf/README.md).
+            if (plan.polling == Polling::kAdaptive && plan.assist && plan.fabric != "udp") {
+                net.poll_assist = [&proxies](int32_t p) -> uint32_t {
+                    const uint64_t now = monotonic_ns();
+                    if (p >= 0) return proxies[static_cast<size_t>(p)]->try_poll_inline(now);
+                    uint32_t work = 0;
+                    for (auto& px : proxies) work += px->try_poll_inline(now);
+                    return work;
+                };
+                net.poll_leaving = [&proxies](uint32_t p) -> uint32_t { return proxies[p]->poll_leaving(); };
+            }
             const ComputeProgram program = plan.program ? plan.program
                                            : plan.workload == "pingpong" ? program_pingpong
                                            : plan.workload == "errors"   ? program_errors
@@ -1139,6 +1152,12 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                         static_cast<unsigned long long>(w.drop_auth),
                         static_cast<unsigned long long>(w.restart_challenges),
                         static_cast<unsigned long long>(s.proxy.peers_restarted));
+        if (plan.polling == Polling::kAdaptive)  // who ran the iterations, how often the thread slept
+            std::fprintf(out, "  polling %u.%zu: adaptive, %llu iterations with work run by compute threads (assists), "
+                        "%llu sleeps, %llu doorbells rung\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.assists),
+                        static_cast<unsigned long long>(s.proxy.sleeps),
+                        static_cast<unsigned long long>(s.proxy.bell_rings));
         if (s.proxy.combined_dgrams + s.proxy.bundles_rx + s.proxy.bad_bundle > 0)  // message combining
             std::fprintf(out, "  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
                         "messages in %llu bundles, bad bundles %llu\n",

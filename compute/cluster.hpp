@@ -50,6 +50,7 @@ struct ClusterPlan {
     ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
     uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)
     uint32_t combine_max_bytes = 256;           // message combining (ProxyConfig); 0 = off
+    bool assist = true;                         // adaptive: waiting compute threads poll their proxies
     std::string fabric = "memif";               // memif (full mesh of links) | af_packet (veths on a bridge) | pci
                                                 // | udp (kernel UDP sockets via io_uring: no DPDK port)
     std::vector<std::string> pci_addresses;     // fabric pci: per proxy of one cluster, or per proxy of all

@@ -719,6 +719,9 @@ std::vector<Key> make_keys() {
     t.push_back(int_key("cluster", "combine_max_bytes", &M::cluster, &ClusterSection::combine_max_bytes, 0, 1400,
                         "messages up to this size (convergence header included) that meet in one ring burst "
                         "for the same remote proxy travel in one datagram up to the MTU [bytes] (0 = off)"));
+    t.push_back(bool_key("cluster", "assist", &M::cluster, &ClusterSection::assist,
+                         "adaptive polling: a waiting compute thread runs its proxies' loop itself (not over "
+                         "fabric udp)"));
     // [slidwin]
     t.push_back(int_key("slidwin", "snd_buf_datagrams", &M::slidwin, &SlidwinSection::snd_buf_datagrams, 16, 32768,
                         "sent but unacked datagrams a sub-connection holds [datagrams]", true));

@@ -83,6 +83,8 @@ struct ClusterSection {
     uint32_t peer_timeout_ms = 5000;        // a cluster silent this long is reported down [ms] (0 = never)
     uint32_t combine_max_bytes = 256;       // messages up to this size (header included) that meet in a
                                             // ring burst for the same remote proxy share a datagram (0 = off)
+    bool assist = true;                     // adaptive: waiting compute threads run their proxies' loop
+                                            // themselves (proxy/README.md "Polling"; not over udp)
     friend bool operator==(const ClusterSection&, const ClusterSection&) = default;
 };
 

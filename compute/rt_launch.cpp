@@ -135,6 +135,7 @@ bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& p
     plan.conv = to_conv_config(cfg);
     plan.peer_timeout_ms = cfg.cluster.peer_timeout_ms;
     plan.combine_max_bytes = cfg.cluster.combine_max_bytes;
+    plan.assist = cfg.cluster.assist;
     plan.pool_segments = cfg.cluster.mempool_mbufs * nprox;
     plan.fabric = std::string(to_string(cfg.machine.fabric));
     plan.pci_addresses = cfg.machine.pci_addresses;

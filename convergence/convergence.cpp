@@ -150,8 +150,16 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     }
     const uint64_t now = now_ns();
     if (now - started_ns < kSpinNs) {
+        if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
+            if (!watching_) set_watching(true);
+            if (net_.poll_assist(-1) > 0) return;  // this thread ran a proxy: look again
+        }
         sched_yield();  // a proxy woken on this core runs now
         return;
+    }
+    if (watching_) {  // about to sleep: the proxy threads take over
+        set_watching(false);
+        if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) return;
     }
     Waker& w = net_.rings->thread_waker(thread_);
     w.prepare_sleep();
@@ -162,6 +170,18 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     uint64_t us = kSleepUs;
     if (deadline_ns != UINT64_MAX) us = deadline_ns > now ? std::min<uint64_t>(us, (deadline_ns - now) / 1000 + 1) : 1;
     w.sleep(static_cast<uint32_t>(us));
+}
+
+void Convergence::set_watching(bool on) {
+    watching_ = on;
+    ClusterRings& r = *net_.rings;
+    for (uint32_t p = 0; p < r.proxies(); ++p) {
+        Waker& w = r.proxy_waker(p);
+        if (on)
+            w.watch_enter();
+        else if (w.watch_leave())  // the last watcher of a sleeping proxy: a skipped ring's frame
+            net_.poll_leaving(p);
+    }
 }
 
 void Convergence::progress() {
@@ -294,13 +314,18 @@ void Convergence::enqueue(Connection& c, PktBuf* m) {
     if (rte_ring_sp_enqueue(ring, m) != 0) {
         ++ctr_.ring_full_waits;
         const uint64_t start = now_ns();
+        const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
         do {
             net_.rings->proxy_waker(p).wake();
             progress();
             wait_some(start, UINT64_MAX);
         } while (rte_ring_sp_enqueue(ring, m) != 0);
     }
-    net_.rings->proxy_waker(p).wake();
+    Waker& w = net_.rings->proxy_waker(p);
+    // A sleeping proxy thread: send it ourselves rather than pay for its wake-up (the assist);
+    // wake it only when that did not take the message (another thread polls, or a full burst).
+    if (net_.poll_assist && w.sleeping() && net_.poll_assist(p) > 0 && rte_ring_count(ring) == 0) return;
+    w.wake();
 }
 
 ConvHdr Convergence::header(const Connection& c, ConvType type) const {
@@ -319,6 +344,7 @@ ConvHdr Convergence::header(const Connection& c, ConvType type) const {
 void Convergence::send_control(Connection& c, ConvType type, const void* body, uint32_t body_len, uint32_t msg_len) {
     PktBuf* m = nullptr;
     const uint64_t start = now_ns();
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while ((m = pkt_alloc(*net_.pool)) == nullptr) {  // control is small and rare: wait for a buffer
         ++ctr_.pool_empty_waits;
         if (net_.rings->cluster_down(c.remote_.cluster)) return;
@@ -387,6 +413,7 @@ ConvError Convergence::wait_window(Connection* c, uint32_t len, int64_t timeout_
     if (window_open(*c, len)) return ConvError::kOk;
     ++ctr_.window_waits;
     const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (true) {
         progress();
         if (window_open(*c, len)) return ConvError::kOk;
@@ -423,6 +450,7 @@ ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out
     out.psize_ = std::max<uint32_t>(psize, 1);
     out.conn_ = c;
     const uint64_t start = now_ns();
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     for (uint32_t i = 0; i < cnt; ++i) {
         PktBuf* p;
         while ((p = pkt_alloc(*net_.pool)) == nullptr) {
@@ -513,6 +541,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
     h.msg_len = be32::of(len);
     const auto* src = static_cast<const uint8_t*>(data);
     uint64_t start = 0;  // read only if the pool runs empty
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     for (uint32_t i = 0; i < cnt; ++i) {
         const uint32_t off = i * psize, plen = i + 1 == cnt ? len - off : psize;
         PktBuf* p = pkt_alloc(*net_.pool);
@@ -560,6 +589,7 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
     const uint64_t dl = timeout_us < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_us) * 1000;
     const uint32_t every = net_.poll_inline ? kClockEvery : 1;  // otherwise each pass may sleep anyway
     uint32_t passes = 0;
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (true) {
         progress();
         if (c->rx_.pop(out)) {
@@ -625,6 +655,7 @@ ConvError Convergence::accept(uint16_t port, Connection*& out, int64_t timeout_u
     if (find() == listeners_.end())
         return fail(ConvError::kBadArgument, "accept on port " + std::to_string(port) + ", which this thread does not listen on");
     const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (true) {
         progress();
         auto l = find();
@@ -673,6 +704,7 @@ ConvError Convergence::connect(Endpoint remote, Connection*& out, const ConnOpti
     send_control(*c, ConvType::kConnect, &b, sizeof b);
     const int64_t t = timeout_us == kDefaultTimeout ? int64_t{cfg_.connect_timeout_ms} * 1000 : timeout_us;
     const uint64_t start = now_ns(), dl = deadline(t);
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (c->state_ == Connection::State::kConnecting) {
         progress();
         if (c->state_ != Connection::State::kConnecting) break;
@@ -719,6 +751,7 @@ ConvError Convergence::connect(std::span<const Ipv4Addr> ni_addrs, uint16_t port
 
 int Convergence::poll(std::span<PollItem> items, int64_t timeout_us) {
     const uint64_t start = now_ns(), dl = deadline(timeout_us);
+    const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (true) {
         progress();
         int ready = 0;
@@ -760,6 +793,7 @@ ConvError Convergence::close(Connection* c, int64_t timeout_us, uint64_t* unsent
         send_control(*c, ConvType::kClose, &b, sizeof b, c->next_seq_);
         c->state_ = Connection::State::kClosed;
         const uint64_t start = now_ns(), dl = deadline(timeout_us);
+        const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
         while (c->peer_credit_msgs_ != c->next_seq_ && !c->peer_closed_) {
             progress();
             if (c->peer_credit_msgs_ == c->next_seq_ || c->peer_closed_) break;

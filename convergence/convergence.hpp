@@ -88,6 +88,14 @@ struct ConvNet {
     std::vector<std::vector<Ipv4Addr>> ni_addrs;
     // inline polling: run the proxies' loop on this thread (nullptr with proxy threads).
     std::function<void()> poll_inline;
+    // adaptive polling's assist: run one iteration of proxy p's loop on this thread if no other
+    // thread runs one (p < 0: of every proxy of the cluster); returns the work done (0: none, or
+    // not taken). A waiting thread calls it before it yields or sleeps, a sender instead of
+    // waking a sleeping proxy thread. nullptr: leave all to the proxy threads.
+    std::function<uint32_t(int32_t p)> poll_assist;
+    // ... and for the last watcher to leave a sleeping proxy p (rings.hpp, Waker::watch_leave):
+    // one iteration, waiting for a running one to end instead of giving up.
+    std::function<uint32_t(uint32_t p)> poll_leaving;
 };
 
 // The payload bytes of one message per pieces of the default threshold: MTU - IPv4 - UDP -
@@ -265,6 +273,16 @@ class Convergence {
     // Wait a little for something to happen (not past deadline_ns); started_ns: when the caller
     // began waiting (it spins briefly, then sleeps until a proxy wakes it).
     void wait_some(uint64_t started_ns, uint64_t deadline_ns);
+    // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
+    // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
+    // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
+    void set_watching(bool on);
+    struct Unwatch {
+        Convergence& c;
+        ~Unwatch() {
+            if (c.watching_) c.set_watching(false);
+        }
+    };
     ConvError wait_window(Connection* c, uint32_t len, int64_t timeout_us);
     // How many pieces of at most piece_max bytes len needs; kNoMemory beyond the 16-bit count.
     ConvError count_pieces(uint32_t len, uint32_t piece_max, uint32_t& cnt);
@@ -276,6 +294,7 @@ class Convergence {
 
     ConvNet net_;
     uint16_t thread_;
+    bool watching_ = false;  // set_watching
     ConvConfig cfg_;
     uint32_t threshold_;
     DispatchState ds_;

@@ -45,6 +45,7 @@ Doorbell::~Doorbell() { munmap(word_, kBellBytes); }
 
 void Doorbell::ring() {
     if (word_->load(std::memory_order_relaxed) == 0) return;
+    if (watch()->load(std::memory_order_seq_cst) != 0) return;  // a compute thread polls its ports
     if (word_->exchange(0, std::memory_order_seq_cst) == 1) {
         syscall(SYS_futex, reinterpret_cast<uint32_t*>(word_), FUTEX_WAKE, 1, nullptr, nullptr, 0);
         ++rings_;

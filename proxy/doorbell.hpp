@@ -13,6 +13,12 @@
 // Ordering: the sleeper says it sleeps (a seq_cst store), then polls its ports once more, then
 // sleeps; the sender makes the frame visible (the driver's ring), a full fence, then reads the
 // word. One of the two sees the other, so no frame waits for the bounded sleep.
+//
+// Watching (adaptive polling's assist): a compute thread that waits in a loop polls its proxies
+// itself, so a frame for a sleeping proxy needs no wake while one watches: the sender skips the
+// ring when the watch count is not 0. The last watcher to leave decrements the count, then, if
+// the proxy sleeps, polls its ports once itself: a sender that saw the count before the
+// decrement skipped the ring, and its frame was written before; a sender after it rings.
 #pragma once
 
 #include <atomic>
@@ -31,8 +37,11 @@ class Doorbell {
     Doorbell& operator=(const Doorbell&) = delete;
     // The sleep word (1 while its proxy sleeps or is about to).
     std::atomic<uint32_t>* word() const { return word_; }
-    // Wake the proxy if it sleeps: one load when it does not. Call after a full fence that
-    // follows the write of what it should find.
+    // The watch count beside it: compute threads of the proxy's cluster that wait in a loop
+    // polling the proxy themselves (the assist, proxy.hpp); while it is not 0 nobody rings.
+    std::atomic<uint32_t>* watch() const { return word_ + 1; }
+    // Wake the proxy if it sleeps and nobody watches its ports: one or two loads when not. Call
+    // after a full fence that follows the write of what it should find.
     void ring();
     uint64_t rings() const { return rings_; }  // futex wakes this side issued
 

@@ -24,6 +24,8 @@ constexpr uint32_t kBurst = 32;
 constexpr size_t kBacklogLimit = 4096;  // beyond this, leave messages in the rings (backpressure)
 constexpr size_t kTxQueueLimit = 8192;  // frames a port may have waiting for its TX ring
 constexpr uint64_t kWanSpinNs = 100'000;  // adaptive: spin, not sleep, this close to a WAN event
+constexpr uint64_t kAssistRecentNs = 10'000'000;  // adaptive: compute threads assisted this lately ...
+constexpr uint64_t kAssistSleepNs = 1'000'000;    // ... then the proxy thread sleeps at most this long
 }  // namespace
 
 uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q) {
@@ -121,7 +123,7 @@ std::string Proxy::io_path() const {
 bool Proxy::sleep_on_doorbell(const std::string& path, std::string& err) {
     bell_ = Doorbell::open(path, err);
     if (!bell_) return false;
-    rings_.proxy_waker(cfg_.index).share(bell_->word());
+    rings_.proxy_waker(cfg_.index).share(bell_->word(), bell_->watch());
     return true;
 }
 
@@ -714,10 +716,28 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
 uint32_t Proxy::try_poll_inline(uint64_t now_ns) {
     // One poller at a time. A test-and-set flag: a std::mutex's try-lock and unlock were 13% of
     // the inline spin (perf/README.md, issue 21).
-    if (inline_busy_.load(std::memory_order_relaxed) || inline_busy_.exchange(true, std::memory_order_acquire))
-        return 0;
+    const bool assist = cfg_.polling != Polling::kInline;
+    if (assist && !thread_polled_.load(std::memory_order_acquire)) return 0;
+    if (!take_poller()) return 0;
+    return owned_iteration(now_ns, assist);
+}
+
+uint32_t Proxy::poll_leaving() {
+    const Waker& w = rings_.proxy_waker(cfg_.index);
+    while (!take_poller()) {
+        if (!w.sleeping()) return 0;  // the proxy thread is up: it polls
+        sched_yield();                // the holder's iteration may have looked before the frame came
+    }
+    return owned_iteration(monotonic_ns(), true);
+}
+
+uint32_t Proxy::owned_iteration(uint64_t now_ns, bool assist) {
     const uint32_t work = poll_once(now_ns);
-    inline_busy_.store(false, std::memory_order_release);
+    if (assist && work > 0) {
+        ++ctr_.assists;
+        last_assist_ns_ = iter_now_ns_;
+    }
+    give_poller();
     return work;
 }
 
@@ -725,15 +745,32 @@ void Proxy::run() {
     // Sleeps of tens of microseconds: the default 50 us timer slack would double them.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     Waker& waker = rings_.proxy_waker(cfg_.index);
+    const uint64_t spin_ns = uint64_t{cfg_.spin_before_sleep_us} * 1000;
     uint64_t last_work = monotonic_ns();
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t now = monotonic_ns();
+        // A compute thread runs the iteration now (the assist): leave it the core.
+        if (!take_poller()) {
+            sched_yield();
+            continue;
+        }
         if (poll_once(now) > 0) {
+            give_poller();
+            thread_polled_.store(true, std::memory_order_release);
             last_work = now;
             continue;
         }
-        if (cfg_.polling == Polling::kBusy) continue;
-        if (now - last_work < uint64_t{cfg_.spin_before_sleep_us} * 1000) {
+        thread_polled_.store(true, std::memory_order_release);
+        if (cfg_.polling == Polling::kBusy) {
+            give_poller();
+            continue;
+        }
+        // Spin while our own iterations found work lately, unless a compute thread watches: it
+        // polls our work itself, so we sleep and leave it the core (a spinning proxy thread on
+        // the waiting thread's core is what a round trip waited for).
+        const bool watched = waker.watchers() > 0;
+        if (!watched && now - last_work < spin_ns) {
+            give_poller();
             // Adaptive spin: let a thread that was just woken on this core run now, instead of
             // after our time slice (CFS would not preempt us for it).
             sched_yield();
@@ -743,6 +780,7 @@ void Proxy::run() {
         // wakes some 50 us late, which the emulated latency would gain.
         const uint64_t wan_next = wan_ ? wan_->next_event_ns() : UINT64_MAX;
         if (wan_next <= now + kWanSpinNs) {
+            give_poller();
             sched_yield();
             continue;
         }
@@ -753,12 +791,14 @@ void Proxy::run() {
             pending = rte_ring_count(rings_.to_proxy(t, cfg_.index)) > 0;
         if (pending || stop_.load(std::memory_order_acquire)) {
             waker.cancel_sleep();
+            give_poller();
             continue;
         }
         // With a doorbell, look at the ports once more after saying we sleep: a peer that sent
         // before it could see our word did not ring (doorbell.hpp, ordering).
         if ((bell_ || !poll_fds_.empty()) && poll_once(monotonic_ns()) > 0) {
             waker.cancel_sleep();
+            give_poller();
             last_work = now;
             continue;
         }
@@ -769,32 +809,43 @@ void Proxy::run() {
         for (const auto& q : txq_) waits_unwoken |= !q.empty();
         const bool long_sleep = (bell_ || udp_wait_ || !poll_fds_.empty()) && !waits_unwoken;
         uint64_t sleep_ns = uint64_t{long_sleep ? cfg_.woken_sleep_us : cfg_.sleep_us} * 1000;
+        // What an assisting compute thread leaves after we looked (a timer it armed, a full ring
+        // or TX queue) comes with no wake: while compute threads assist, sleep at most
+        // kAssistSleepNs, so that waits that long at most.
+        if (watched || last_assist_ns_ + kAssistRecentNs > now) sleep_ns = std::min(sleep_ns, kAssistSleepNs);
         uint64_t next = wheel_.next_expiry();
         if (wan_next != UINT64_MAX) next = std::min(next, wan_next - kWanSpinNs);  // never oversleep a held message
         if (next != UINT64_MAX) sleep_ns = next > now ? std::min(sleep_ns, next - now) : 0;
-        if (sleep_ns >= 1000) {
-            ++ctr_.sleeps;
-            if (udp_wait_) {
-                udp_->wait(sleep_ns);
-                waker.cancel_sleep();
-            } else if (!poll_fds_.empty()) {
-                const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
-                                  static_cast<long>(sleep_ns % 1'000'000'000)};
-                ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);
-                waker.cancel_sleep();
-                if (poll_fds_.back().revents & POLLIN) {  // a compute thread's wake: consume it
-                    uint64_t v;
-                    [[maybe_unused]] const ssize_t r = read(poll_fds_.back().fd, &v, sizeof v);
-                }
-            } else {
-                waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
+        if (sleep_ns < 1000) {
+            waker.cancel_sleep();
+            give_poller();
+            continue;
+        }
+        ++ctr_.sleeps;
+        // The sleep runs unowned, so compute threads can poll meanwhile; except with fabric udp,
+        // whose wait submits to the ring (no assist there: compute/cluster.cpp).
+        if (udp_wait_) udp_->wait(sleep_ns);
+        give_poller();
+        if (udp_wait_) {
+            waker.cancel_sleep();
+        } else if (!poll_fds_.empty()) {
+            const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
+                              static_cast<long>(sleep_ns % 1'000'000'000)};
+            ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);
+            waker.cancel_sleep();
+            if (poll_fds_.back().revents & POLLIN) {  // a compute thread's wake: consume it
+                uint64_t v;
+                [[maybe_unused]] const ssize_t r = read(poll_fds_.back().fd, &v, sizeof v);
             }
         } else {
-            waker.cancel_sleep();
+            waker.sleep(static_cast<uint32_t>(sleep_ns / 1000));
         }
     }
+    // Wait out an assisting compute thread's iteration, then publish.
+    while (!take_poller()) sched_yield();
     publish();
     if (wan_) wan_publish();  // the run's report reads the final link counters
+    give_poller();
 }
 
 bool Proxy::idle() const {

@@ -6,7 +6,10 @@
 // ports. Messages arriving for this cluster go straight to the destination thread's ring.
 // Polling: `busy` spins, `adaptive` spins a while then sleeps until a compute thread wakes it
 // (or a short timeout, to poll the ports), `inline` has no thread: compute threads call
-// poll_once() themselves (try_lock: one at a time).
+// poll_once() themselves. Under adaptive, a compute thread that waits for a message or has just
+// sent runs the iteration itself when no other thread does (the assist), so a round trip does
+// not wait for the proxy thread to be scheduled. One thread at a time runs an iteration: an
+// atomic flag the proxy thread also takes around each of its iterations (try_poll_inline).
 // With fabric "udp" the proxy has no ports and its Stack stays idle: its sub-connections sit on a
 // UDP socket of the kernel driven by io_uring (uring_udp.hpp), polled in the same places.
 #pragma once
@@ -137,6 +140,7 @@ struct WanView {
     X(total_ns, "time the loop ran [ns]")                                       \
     X(queue_ns_sum, "sum over iterations of ring occupancy x iteration time")   \
     X(sleeps, "adaptive sleeps")                                                \
+    X(assists, "adaptive: iterations with work run by a compute thread (the assist)") \
     X(bell_rings, "doorbells rung: a peer proxy woken after a TX burst to it")  \
     X(combined_dgrams, "bundles sent: datagrams carrying several messages")     \
     X(combined_msgs, "messages sent in bundles (per bundle: combined_msgs / combined_dgrams)") \
@@ -230,8 +234,15 @@ class Proxy final : public SlidwinSink {
     // The loop for a proxy thread, until stop() (busy or adaptive).
     void run();
     void stop() { stop_.store(true, std::memory_order_release); }
-    // inline polling: a compute thread runs one iteration if no other thread is.
+    // A compute thread runs one iteration if no other thread is (the proxy thread or another
+    // compute thread): inline polling, and adaptive polling's assist (then only once the proxy
+    // thread made its first iteration: with fabric udp that one arms the receive, whose
+    // completions the kernel runs in the arming thread). Returns the work done (0: not taken).
     uint32_t try_poll_inline(uint64_t now_ns);
+    // adaptive: the last compute thread to stop watching a sleeping proxy (rings.hpp,
+    // Waker::watch_leave) runs one iteration, waiting for a running one to end rather than
+    // giving up: a frame whose doorbell was skipped may have come after that one looked.
+    uint32_t poll_leaving();
 
     // True when every sub-connection has nothing unacked and nothing waits to be sent.
     bool idle() const;
@@ -328,7 +339,19 @@ class Proxy final : public SlidwinSink {
     uint32_t queue_sample_ = 0;  // iterations, for sampling the rings' occupancy
     uint64_t queue_dt_ns_ = 0;   // time since the last occupancy sample
     std::atomic<bool> stop_{false};
-    std::atomic<bool> inline_busy_{false};  // inline polling: a thread runs poll_once (a flag, not a mutex)
+    // Who runs poll_once: one thread at a time, so the ports' queues, the stack and everything
+    // above (the members of this class that poll_once touches) belong to the holder. A flag, not
+    // a mutex: the proxy thread takes it around each iteration, so it must cost one uncontended
+    // exchange; nobody ever waits for it (a thread that cannot take it leaves the work to the
+    // holder). The proxy thread does not hold it while it yields or sleeps.
+    alignas(64) std::atomic<bool> poller_{false};
+    std::atomic<bool> thread_polled_{false};  // adaptive: the proxy thread's first iteration is done
+    bool take_poller() {
+        return !poller_.load(std::memory_order_relaxed) && !poller_.exchange(true, std::memory_order_acquire);
+    }
+    void give_poller() { poller_.store(false, std::memory_order_release); }
+    uint32_t owned_iteration(uint64_t now_ns, bool assist);  // poll_once by a taker, then give
+    uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads

@@ -37,10 +37,19 @@ class Waker {
     void cancel_sleep() { word_->store(0, std::memory_order_relaxed); }
     // Wake the sleeper if it is asleep (cheap when it is not: one load).
     void wake();
+    // The sleeper sleeps or is about to (it said so): a wake would cost a system call.
+    bool sleeping() const { return word_->load(std::memory_order_seq_cst) != 0; }
+    // Watching (a proxy's waker; doorbell.hpp): threads that poll the sleeper's work themselves
+    // while they wait, so arrivals need not wake it. leave() is true when the caller was the
+    // last watcher and the sleeper sleeps: the caller must then poll once more itself.
+    void watch_enter() { watch_->fetch_add(1, std::memory_order_seq_cst); }
+    bool watch_leave() { return watch_->fetch_sub(1, std::memory_order_seq_cst) == 1 && sleeping(); }
+    uint32_t watchers() const { return watch_->load(std::memory_order_relaxed); }
     // Sleep on a word in memory other processes share (a proxy's doorbell, doorbell.hpp), so
     // they can wake the sleeper too. Before the sleeper's first sleep.
-    void share(std::atomic<uint32_t>* word) {
+    void share(std::atomic<uint32_t>* word, std::atomic<uint32_t>* watch) {
         word_ = word;
+        watch_ = watch;
         shared_ = true;
     }
     // The sleeper sleeps elsewhere (an io_uring wait that a read of this eventfd ends): wake()
@@ -50,6 +59,8 @@ class Waker {
    private:
     alignas(64) std::atomic<uint32_t> sleeping_{0};
     std::atomic<uint32_t>* word_ = &sleeping_;
+    std::atomic<uint32_t> watching_{0};
+    std::atomic<uint32_t>* watch_ = &watching_;
     bool shared_ = false;  // word_ is process-shared: FUTEX_WAIT/WAKE, not the _PRIVATE ones
     int efd_ = -1;
 };

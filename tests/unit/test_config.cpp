@@ -442,6 +442,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"test.slow_proxy_us", "250"},
         {"cluster.peer_timeout_ms", "2500"},
         {"cluster.combine_max_bytes", "512"},
+        {"cluster.assist", "false"},
         {"convergence.order", "unordered"},
         {"convergence.window_bytes", "65536"},
         {"convergence.window_msgs", "256"},
