@@ -979,7 +979,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     for (auto& px : proxies) work += px->try_poll_inline(now);
                     return work;
                 };
-                net.poll_leaving = [&proxies](uint32_t p) -> uint32_t { return proxies[p]->poll_leaving(); };
+                net.poll_leaving = [&proxies](uint32_t p, bool to_sleep) -> uint32_t {
+                    return proxies[p]->poll_leaving(to_sleep);
+                };
             }
             const ComputeProgram program = plan.program ? plan.program
                                            : plan.workload == "pingpong" ? program_pingpong

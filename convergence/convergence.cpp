@@ -24,6 +24,12 @@ uint64_t now_ns() {
 
 constexpr uint32_t kMaxPieces = 65535;          // piece_cnt is 16 bits
 constexpr uint64_t kSpinNs = 20'000;            // spin (yielding) this long before sleeping
+// With the assist, longer: a waiting thread that went to sleep leaves its reply to two wake-ups
+// (the peer's doorbell to a sleeping proxy thread, then the proxy's to this thread), some 50 us
+// here; the peer, waiting for that reply, passes its own spin and sleeps too, and the two sides
+// stayed in that slow mode for tens of rounds (a ping-pong's p99 of 50 us against a median of
+// 1.8). A spin longer than that slow round lets one slow round end there.
+constexpr uint64_t kAssistSpinNs = 200'000;
 constexpr uint32_t kSleepUs = 200;              // longest sleep; a proxy's delivery wakes us sooner
 constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit this often
 // Under inline polling recv's wait reads the clock for its deadline every kClockEvery passes
@@ -149,7 +155,7 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
         return;
     }
     const uint64_t now = now_ns();
-    if (now - started_ns < kSpinNs) {
+    if (now - started_ns < (net_.poll_assist ? kAssistSpinNs : kSpinNs)) {
         if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
             if (!watching_) set_watching(true);
             if (net_.poll_assist(-1) > 0) return;  // this thread ran a proxy: look again
@@ -158,7 +164,7 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
         return;
     }
     if (watching_) {  // about to sleep: the proxy threads take over
-        set_watching(false);
+        set_watching(false, true);
         if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) return;
     }
     Waker& w = net_.rings->thread_waker(thread_);
@@ -172,7 +178,7 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     w.sleep(static_cast<uint32_t>(us));
 }
 
-void Convergence::set_watching(bool on) {
+void Convergence::set_watching(bool on, bool to_sleep) {
     watching_ = on;
     ClusterRings& r = *net_.rings;
     for (uint32_t p = 0; p < r.proxies(); ++p) {
@@ -180,7 +186,7 @@ void Convergence::set_watching(bool on) {
         if (on)
             w.watch_enter();
         else if (w.watch_leave())  // the last watcher of a sleeping proxy: a skipped ring's frame
-            net_.poll_leaving(p);
+            net_.poll_leaving(p, to_sleep);
     }
 }
 

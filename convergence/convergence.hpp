@@ -94,8 +94,9 @@ struct ConvNet {
     // waking a sleeping proxy thread. nullptr: leave all to the proxy threads.
     std::function<uint32_t(int32_t p)> poll_assist;
     // ... and for the last watcher to leave a sleeping proxy p (rings.hpp, Waker::watch_leave):
-    // one iteration, waiting for a running one to end instead of giving up.
-    std::function<uint32_t(uint32_t p)> poll_leaving;
+    // one iteration, waiting for a running one to end instead of giving up; to_sleep: the thread
+    // goes to sleep next (the proxy thread is woken if a timer is armed: it slept past them).
+    std::function<uint32_t(uint32_t p, bool to_sleep)> poll_leaving;
 };
 
 // The payload bytes of one message per pieces of the default threshold: MTU - IPv4 - UDP -
@@ -276,7 +277,7 @@ class Convergence {
     // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
     // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
     // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
-    void set_watching(bool on);
+    void set_watching(bool on, bool to_sleep = false);
     struct Unwatch {
         Convergence& c;
         ~Unwatch() {

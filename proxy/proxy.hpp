@@ -242,7 +242,9 @@ class Proxy final : public SlidwinSink {
     // adaptive: the last compute thread to stop watching a sleeping proxy (rings.hpp,
     // Waker::watch_leave) runs one iteration, waiting for a running one to end rather than
     // giving up: a frame whose doorbell was skipped may have come after that one looked.
-    uint32_t poll_leaving();
+    // to_sleep: the thread sleeps next, so nobody runs our timers (run() sleeps past them while
+    // watched): wake the proxy thread if one is armed.
+    uint32_t poll_leaving(bool to_sleep);
 
     // True when every sub-connection has nothing unacked and nothing waits to be sent.
     bool idle() const;
@@ -350,7 +352,7 @@ class Proxy final : public SlidwinSink {
         return !poller_.load(std::memory_order_relaxed) && !poller_.exchange(true, std::memory_order_acquire);
     }
     void give_poller() { poller_.store(false, std::memory_order_release); }
-    uint32_t owned_iteration(uint64_t now_ns, bool assist);  // poll_once by a taker, then give
+    uint32_t owned_iteration(uint64_t now_ns, bool assist, bool* timers_armed = nullptr);  // poll_once by a taker, then give
     uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
