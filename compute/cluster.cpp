@@ -736,15 +736,10 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     const uint32_t frags_per_msg =
         kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
                    : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
-    // A compute thread registered with the EAL (inline polling, and adaptive with the assist,
-    // below) frees received frames into its own mempool cache, which holds up to 1.5 x 256 of
-    // them where the proxy thread's rx_burst may not draw: the pool has room for that.
-    constexpr uint32_t kRxParkedPerThread = 384;
     const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
                               plan.threads * (plan.ring_entries + plan.conv.zero_copy_packets) * frags_per_msg +
                               1024 * (links_per_proxy + 1) +
-                              plan.threads * kRxParkedPerThread +
                               (plan.wan ? static_cast<uint32_t>(plan.wan->hold_limit_bytes / 2048) : 0);
     constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
     // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
@@ -995,12 +990,15 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 threads.emplace_back([&, t] {
                     if (!plan.compute_cores.empty())
                         pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
-                    // Inline polling, and adaptive with the assist: the thread runs the proxies'
-                    // iterations, so mempool caches of its own (dpdk_env.hpp). A thread that only
-                    // frees received frames parks up to 1.5 caches of every proxy's RX pool where
-                    // no rx_burst draws on them (a lossy 2-proxy memif run starved a port that way
-                    // before the pool had room for it: kRxParkedPerThread above).
-                    const EalThreadScope eal_thread(plan.polling == Polling::kInline || assisting);
+                    // Inline polling: the thread runs the proxies, so mempool caches of its own
+                    // (dpdk_env.hpp). Not otherwise: a thread that only frees received frames would
+                    // park up to 1.5 caches of every proxy's RX pool where no rx_burst draws on
+                    // them (a lossy 2-proxy memif run starved a port that way). Not under adaptive
+                    // polling with the assist either, though its threads run iterations: with it,
+                    // and 384 more mbufs a thread in every RX pool, a lossy 2-proxy memif run
+                    // still stopped (peer reported down) in 2 of 5 runs, none of 6 without
+                    // (perf/README.md, issue 21; the cause not found).
+                    const EalThreadScope eal_thread(plan.polling == Polling::kInline);
                     Convergence conv(net, t, plan.conv);
                     ComputeEnv env{plan, t, conv, results[t], &rings};
                     if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";
