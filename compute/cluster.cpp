@@ -43,6 +43,7 @@ namespace {
 
 std::atomic<bool> g_stop{false};  // SIGTERM/SIGINT in a cluster process: stop cleanly
 constexpr uint16_t kAppPort = 1000;  // the built-in programs: thread t listens on kAppPort + t
+constexpr uint32_t kInlineClockEvery = 4;  // inline polling: passes per clock read (net.poll_inline)
 
 void pin_self(unsigned cpu) {
     cpu_set_t set;
@@ -964,7 +965,12 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             }
             if (plan.polling == Polling::kInline)
                 net.poll_inline = [&proxies] {
-                    const uint64_t now = monotonic_ns();
+                    // The clock read every kInlineClockEvery passes of this thread: a read was a
+                    // quarter of the spin (perf/README.md, issue 21); the proxy keeps its clock
+                    // from going back, and timers are tens of microseconds, passes ~0.1 us.
+                    thread_local uint64_t now = 0;
+                    thread_local uint32_t pass = 0;
+                    if (pass++ % kInlineClockEvery == 0) now = monotonic_ns();
                     for (auto& px : proxies) px->try_poll_inline(now);
                 };
             // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
