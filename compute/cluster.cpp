@@ -43,7 +43,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};  // SIGTERM/SIGINT in a cluster process: stop cleanly
 constexpr uint16_t kAppPort = 1000;  // the built-in programs: thread t listens on kAppPort + t
-constexpr uint32_t kInlineClockEvery = 4;  // inline polling: passes per clock read (net.poll_inline)
 
 void pin_self(unsigned cpu) {
     cpu_set_t set;
@@ -964,13 +963,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q) net.ni_addrs[c].push_back(proxy_ip(plan, c, q));
             }
             if (plan.polling == Polling::kInline)
-                net.poll_inline = [&proxies] {
-                    // The clock read every kInlineClockEvery passes of this thread: a read was a
-                    // quarter of the spin (perf/README.md, issue 21); the proxy keeps its clock
-                    // from going back, and timers are tens of microseconds, passes ~0.1 us.
-                    thread_local uint64_t now = 0;
-                    thread_local uint32_t pass = 0;
-                    if (pass++ % kInlineClockEvery == 0) now = monotonic_ns();
+                net.poll_inline = [&proxies](uint64_t now) {
                     for (auto& px : proxies) px->try_poll_inline(now);
                 };
             // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
@@ -1044,13 +1037,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             };
             while (!g_stop && (others(true) < plan.clusters - 1u || !all_idle()) &&
                    std::chrono::steady_clock::now() < deadline) {
-                if (net.poll_inline) net.poll_inline();
+                if (net.poll_inline) net.poll_inline(monotonic_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             // linger: answer the last retransmissions and acks of the others
             const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
             while (!g_stop && std::chrono::steady_clock::now() < linger) {
-                if (net.poll_inline) net.poll_inline();
+                if (net.poll_inline) net.poll_inline(monotonic_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             const uint32_t dones = others(false);
