@@ -958,8 +958,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q) net.ni_addrs[c].push_back(proxy_ip(plan, c, q));
             }
             if (plan.polling == Polling::kInline)
-                net.poll_inline = [&proxies] {
-                    const uint64_t now = monotonic_ns();
+                net.poll_inline = [&proxies](uint64_t now) {
                     for (auto& px : proxies) px->try_poll_inline(now);
                 };
             // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
@@ -1038,13 +1037,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             };
             while (!g_stop && (others(true) < plan.clusters - 1u || !all_idle()) &&
                    std::chrono::steady_clock::now() < deadline) {
-                if (net.poll_inline) net.poll_inline();
+                if (net.poll_inline) net.poll_inline(monotonic_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             // linger: answer the last retransmissions and acks of the others
             const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
             while (!g_stop && std::chrono::steady_clock::now() < linger) {
-                if (net.poll_inline) net.poll_inline();
+                if (net.poll_inline) net.poll_inline(monotonic_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             const uint32_t dones = others(false);

@@ -36,6 +36,8 @@ constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit 
 // only: a pass of the spin is ~100 ns and a clock read 20-40 ns of it, so a time-out is noticed
 // at most a few microseconds late (perf/README.md, issue 21).
 constexpr uint32_t kClockEvery = 32;
+// and its proxies' iteration reads it every kInlineClockEvery passes of one wait (wait_some).
+constexpr uint32_t kInlineClockEvery = 4;
 
 std::string ep(Endpoint e) { return "cluster " + std::to_string(e.cluster) + " port " + std::to_string(e.port); }
 
@@ -151,7 +153,16 @@ uint64_t Convergence::deadline(int64_t timeout_us) {
 
 void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     if (net_.poll_inline) {  // inline polling: this thread runs the stack
-        net_.poll_inline();
+        // A clock read was a quarter of the spin (perf/README.md, issue 21): within one wait
+        // the passes run back to back, so the first takes the wait's start (read just before)
+        // and every kInlineClockEvery-th pass after it reads the clock.
+        if (started_ns != spin_start_) {
+            spin_start_ = spin_now_ = started_ns;
+            spin_passes_ = 0;
+        } else if (++spin_passes_ % kInlineClockEvery == 0) {
+            spin_now_ = now_ns();
+        }
+        net_.poll_inline(spin_now_);
         return;
     }
     const uint64_t now = now_ns();

@@ -87,7 +87,9 @@ struct ConvNet {
     // address. Index: cluster id.
     std::vector<std::vector<Ipv4Addr>> ni_addrs;
     // inline polling: run the proxies' loop on this thread (nullptr with proxy threads).
-    std::function<void()> poll_inline;
+    // now_ns: the time (monotonic_ns) of the pass, read by the caller (a wait reads it every
+    // few passes of its spin, which run back to back: wait_some).
+    std::function<void(uint64_t now_ns)> poll_inline;
     // adaptive polling's assist: run one iteration of proxy p's loop on this thread if no other
     // thread runs one (p < 0: of every proxy of the cluster); returns the work done (0: none, or
     // not taken). A waiting thread calls it before it yields or sleeps, a sender instead of
@@ -296,6 +298,9 @@ class Convergence {
     ConvNet net_;
     uint16_t thread_;
     bool watching_ = false;  // set_watching
+    uint64_t spin_start_ = 0;  // inline polling: the started_ns of wait_some's current wait
+    uint32_t spin_passes_ = 0;  // and its passes (the clock is read every kInlineClockEvery)
+    uint64_t spin_now_ = 0;     // the time given to those passes
     ConvConfig cfg_;
     uint32_t threshold_;
     DispatchState ds_;
