@@ -180,26 +180,42 @@ TEST_CASE("uring: a burst over loopback arrives byte for byte, with its addresse
     }
 }
 
-TEST_CASE("uring: ENOBUFS ends the multishot receive; it is armed again and nothing is lost", "[uring]") {
+// The tiny-buffer-ring cases need multishot recvmsg; without it they say so and pass.
+static bool multishot_or_warn() {
     UringCaps caps;
     std::string err;
     REQUIRE(uring_probe(caps, err));
-    if (!caps.multishot_recvmsg) {
-        WARN("no multishot recvmsg on this kernel: nothing to test");
-        return;
-    }
-    HeapPktPool pool(4096, 2048 + kPktHeadroom);
-    {
+    if (!caps.multishot_recvmsg) WARN("no multishot recvmsg on this kernel: nothing to test");
+    return caps.multishot_recvmsg;
+}
+
+// Sender a and receiver b on loopback, b with multishot recvmsg over a provided-buffer ring of
+// two buffers, bound to rec and armed before anything arrives.
+struct TinyRingPair {
+    std::unique_ptr<UringUdpPort> a, b;
+    Recorder rec;
+    explicit TinyRingPair(PktPool& pool) {
+        std::string err;
         UringUdpConfig ca, cb;
         cb.rx_mode = UringRxMode::kMultishot;
-        cb.rx_buffers = 2;  // a tiny provided-buffer ring
-        auto a = UringUdpPort::open(ca, pool, pool, err);
-        auto b = UringUdpPort::open(cb, pool, pool, err);
+        cb.rx_buffers = 2;
+        a = UringUdpPort::open(ca, pool, pool, err);
+        b = UringUdpPort::open(cb, pool, pool, err);
         REQUIRE(a);
         REQUIRE(b);
-        Recorder rec;
         b->bind(b->port(), &rec);
-        pump({b.get()}, [&] { return true; });  // armed before anything arrives
+        pump({b.get()}, [&] { return true; });
+    }
+};
+
+TEST_CASE("uring: ENOBUFS ends the multishot receive; it is armed again and nothing is lost", "[uring]") {
+    if (!multishot_or_warn()) return;
+    HeapPktPool pool(4096, 2048 + kPktHeadroom);
+    {
+        TinyRingPair pair(pool);  // a tiny provided-buffer ring
+        auto& a = pair.a;
+        auto& b = pair.b;
+        Recorder& rec = pair.rec;
         for (uint32_t i = 0; i < 64; ++i) CHECK(a->udp_output(make_dgram(pool, i, 100 + i), 0, kLoopback, b->port()));
         REQUIRE(pump({a.get()}, [&] { return a->tx_idle(); }));  // all 64 wait in b's socket now
         REQUIRE(pump({a.get(), b.get()}, [&] { return rec.payloads.size() == 64; }));
@@ -638,25 +654,13 @@ TEST_CASE("uring: zero-copy sends arrive byte for byte; over loopback the kernel
 }
 
 TEST_CASE("uring: a provided-buffer ring that runs out while GRO buffers are cut apart loses nothing", "[uring]") {
-    UringCaps caps;
-    std::string err;
-    REQUIRE(uring_probe(caps, err));
-    if (!caps.multishot_recvmsg) {
-        WARN("no multishot recvmsg on this kernel: nothing to test");
-        return;
-    }
+    if (!multishot_or_warn()) return;
     HeapPktPool pool(4096, 2048 + kPktHeadroom);
     {
-        UringUdpConfig ca, cb;
-        cb.rx_mode = UringRxMode::kMultishot;
-        cb.rx_buffers = 2;  // two buffers: a GRO buffer held while cut apart leaves one
-        auto a = UringUdpPort::open(ca, pool, pool, err);
-        auto b = UringUdpPort::open(cb, pool, pool, err);
-        REQUIRE(a);
-        REQUIRE(b);
-        Recorder rec;
-        b->bind(b->port(), &rec);
-        pump({b.get()}, [&] { return true; });
+        TinyRingPair pair(pool);  // two buffers: a GRO buffer held while cut apart leaves one
+        auto& a = pair.a;
+        auto& b = pair.b;
+        Recorder& rec = pair.rec;
         const std::vector<uint32_t> sent = gso_mix();
         // all sent before b reaps anything: they wait in b's socket, the ring runs dry at once
         for (uint32_t i = 0; i < sent.size(); ++i)
