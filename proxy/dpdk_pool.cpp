@@ -3,7 +3,9 @@
 
 #include <rte_errno.h>
 
+#include <algorithm>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace iccs {
@@ -116,6 +118,21 @@ rte_mbuf* tx_lend(PktBuf* frame, rte_mempool* desc_pool) {
 void tx_unlend(PktBuf* frame, rte_mbuf* m) {
     pkt_ref(frame);       // the descriptors' free callbacks give these back ...
     rte_pktmbuf_free(m);  // ... and the frame keeps the references it had before tx_lend
+}
+
+std::string mempool_state(const rte_mempool* mp) {
+    const uint32_t free_total = rte_mempool_avail_count(mp);
+    uint32_t cached = 0;
+    std::string caches;
+    if (mp->cache_size != 0)
+        for (unsigned l = 0; l < RTE_MAX_LCORE; ++l)
+            if (const uint32_t len = mp->local_cache[l].len; len != 0) {
+                cached += len;
+                caches += (caches.empty() ? " l" : ", l") + std::to_string(l) + " " + std::to_string(len);
+            }
+    return std::string(mp->name) + ": " + std::to_string(free_total) + " of " + std::to_string(mp->size) +
+           " free (" + std::to_string(free_total - std::min(free_total, cached)) + " in its ring" +
+           (caches.empty() ? std::string() : ", in lcore caches:" + caches) + ")";
 }
 
 }  // namespace iccs

@@ -86,6 +86,8 @@ bool Proxy::add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempo
     auto port = std::make_unique<Port>();
     if (!port->open(devargs, rx_pool, desc_pool, start_timeout_ms, err)) return false;
     txq_.emplace_back();
+    for (rte_mempool* mp : {rx_pool, desc_pool})
+        if (std::find(mempools_.begin(), mempools_.end(), mp) == mempools_.end()) mempools_.push_back(mp);
     const uint16_t idx = static_cast<uint16_t>(ports_.size());
     for (const MacAddr& m : reaches) mac_to_port_.emplace_back(m, idx);
     ports_.push_back(std::move(port));
@@ -310,9 +312,19 @@ void Proxy::status_pass(uint64_t now_ns) {
                 std::fprintf(stderr, "proxy %u.%u: cluster %zu stopped answering (nothing heard for %u ms): "
                              "reported to the compute threads\n", cfg_.cluster, cfg_.index, c, cfg_.peer_timeout_ms);
             for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
+            if (!rings_.cluster_done(static_cast<uint32_t>(c))) report_pools();
         }
         last_heard_ns_[c] = 0;  // reported once
     }
+}
+
+void Proxy::report_pools() const {
+    // A peer that went quiet may be our own starved port (its frames wait in the link, unread,
+    // for want of RX buffers): say where this proxy's buffers are.
+    std::string line;
+    for (const rte_mempool* mp : mempools_) line += "; " + mempool_state(mp);
+    if (const auto* mpp = dynamic_cast<const MempoolPktPool*>(&pool_)) line += "; " + mempool_state(mpp->mempool());
+    if (!line.empty()) std::fprintf(stderr, "proxy %u.%u: its buffer pools:%s\n", cfg_.cluster, cfg_.index, line.c_str() + 1);
 }
 
 uint32_t Proxy::impair_burst(PktBuf** frames, uint32_t n) {

@@ -284,6 +284,8 @@ class Proxy final : public SlidwinSink {
     void refuse(PktBuf* connect, uint64_t now_ns);
     // Keepalive/status to every other cluster, and the peer timeout check.
     void status_pass(uint64_t now_ns);
+    // On a peer reported down: one stderr line with where this proxy's buffers are (mempool_state).
+    void report_pools() const;
     void flush_tx();
     // A port's tx_burst; with a capture, the frames the device took are recorded (an extra
     // reference keeps them readable: a driver may release a frame inside tx_burst).
@@ -310,6 +312,7 @@ class Proxy final : public SlidwinSink {
     // Declared before the stack so they outlive it: frames the stack still holds (reassembly,
     // ARP) may be RX mbufs that return through their port.
     std::vector<std::unique_ptr<Port>> ports_;
+    std::vector<rte_mempool*> mempools_;  // the ports' RX and descriptor pools, for report_pools()
     std::unique_ptr<Doorbell> bell_;                     // ours (null: no wake on arrival by doorbell)
     std::vector<std::unique_ptr<Doorbell>> port_bells_;  // by port: the peer's (null: none)
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
