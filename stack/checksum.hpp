@@ -99,7 +99,7 @@ inline uint16_t csum_finish(uint64_t sum) { return static_cast<uint16_t>(~csum_f
 
 // Partial sum of len bytes of a chain from offset off (the one-segment case inline: every frame
 // the stack sends or receives below the MTU).
-uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum);
+[[gnu::noinline]] uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum);
 inline uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum = 0) {
     if (head->next == nullptr && off + len <= head->data_len) return csum_add(sum, head->data() + off, len);
     return csum_chain_slow(head, off, len, sum);

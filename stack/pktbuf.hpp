@@ -86,7 +86,7 @@ class HeapPktPool final : public PktPool {
 // A fresh one-segment packet with `headroom` bytes in front; nullptr when the pool is empty.
 inline PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom = kPktHeadroom) { return pool.seg_alloc(headroom); }
 // Drop one reference on a single segment (never follows next); at zero it returns to its pool.
-void pkt_seg_put(PktBuf* s);
+[[gnu::noinline]] void pkt_seg_put(PktBuf* s);
 // Drop one reference on every segment of the chain; segments reaching zero go back to their pool.
 inline void pkt_free(PktBuf* head) {
     while (head != nullptr) {
@@ -129,7 +129,7 @@ inline uint8_t* pkt_adj(PktBuf* head, uint32_t len) {
     return head->data();
 }
 // Cut the packet to new_len bytes from its tail (frees segments that fall off); false if longer.
-bool pkt_trim_to(PktBuf* head, uint32_t new_len);
+[[gnu::noinline]] bool pkt_trim_to(PktBuf* head, uint32_t new_len);
 // Append len bytes of tailroom in the last segment; returns where to write or nullptr.
 uint8_t* pkt_append(PktBuf* head, uint32_t len);
 // Append bytes, chaining new segments from `pool` when the last one fills; false on pool empty
@@ -142,7 +142,7 @@ void pkt_chain(PktBuf* head, PktBuf* tail);
 uint32_t pkt_read(const PktBuf* head, uint32_t off, uint32_t len, void* dst);
 // Pointer to len contiguous bytes at off: into the segment when they lie in one, else copied
 // into scratch (len bytes). nullptr if the packet is shorter.
-const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
+[[gnu::noinline]] const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
 inline const uint8_t* pkt_contig(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch) {
     if (static_cast<uint64_t>(off) + len <= head->data_len) return head->data() + off;  // in the head
     return pkt_contig_slow(head, off, len, scratch);

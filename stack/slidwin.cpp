@@ -129,7 +129,7 @@ void SubConnection::push_new(uint64_t now_ns) {
         wheel_.arm(persist_timer_, now_ns + cfg_.persist_ns);
 }
 
-void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns) {
+inline void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns) {
     const uint32_t wnd = rcv_window();
     uint64_t bits = 0;
     if (ooo_held_ > 0) {
@@ -148,7 +148,7 @@ void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_
     if (delack_timer_.armed) wheel_.cancel(delack_timer_);
 }
 
-void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
+inline void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
                                 uint64_t sack, uint64_t now_ns) const {
     if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth | (cfg_.auth->encrypt ? kSwEnc : 0));
     // Five whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
@@ -405,7 +405,7 @@ void SubConnection::on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a,
     if (!synced_) become_synced(a, now_ns);
 }
 
-bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
+inline bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
     if ((flags & kSwAck) && (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams))) return false;
     if ((flags & kSwData) &&
         (seq_lt(seq, rcv_nxt_ - cfg_.rcv_buf_datagrams) || !seq_lt(seq, rcv_user_ + cfg_.rcv_buf_datagrams)))
@@ -440,7 +440,7 @@ void slidwin_flush(SubConnection& sc, uint64_t now_ns) {
     if (sc.ack_now_) sc.send_ack(now_ns, 0);
 }
 
-void SubConnection::ack_due(uint64_t now_ns) {
+inline void SubConnection::ack_due(uint64_t now_ns) {
     if (unacked_in_order_ >= cfg_.ack_every)
         ack_now_ = true;
     else if (unacked_in_order_ > 0 && !delack_timer_.armed)
@@ -554,7 +554,7 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     sc.ack_due(now_ns);
 }
 
-uint32_t SubConnection::deliver_in_order() {
+inline uint32_t SubConnection::deliver_in_order() {
     uint32_t n = 0;
     const bool was_closed = last_adv_right_ == rcv_nxt_;
     while (rcv_user_ != rcv_nxt_) {

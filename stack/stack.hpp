@@ -102,7 +102,7 @@ class Stack final : public DatagramService {
     Ipv4Reassembler& reassembler() { return reass_; }
 
    private:
-    void arp_input(PktBuf* p, uint64_t now_ns);
+    [[gnu::noinline, gnu::cold]] void arp_input(PktBuf* p, uint64_t now_ns);
     void ipv4_input(PktBuf* p, uint64_t now_ns);
     void udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns);
     // Prepend an IPv4 header to p (data() at payload) and hand it to eth_output for next_mac.
