@@ -71,7 +71,7 @@ class HeapPktPool final : public PktPool {
     PktBuf* seg_alloc(uint32_t headroom) override;
     void seg_release(PktBuf* seg) override;
     uint32_t seg_size() const override { return seg_bytes_; }
-    uint32_t in_use() const { return nsegs_ - static_cast<uint32_t>(free_.size()); }
+    uint32_t in_use() const { return nsegs_ - nfree_; }
     uint32_t capacity() const { return nsegs_; }
     uint64_t alloc_failures() const { return alloc_failures_; }
 
@@ -79,7 +79,8 @@ class HeapPktPool final : public PktPool {
     uint32_t nsegs_, seg_bytes_;
     std::unique_ptr<uint8_t[]> storage_;
     std::unique_ptr<PktBuf[]> segs_;
-    std::vector<PktBuf*> free_;
+    std::unique_ptr<PktBuf*[]> free_;  // a stack of nsegs_ slots: no capacity check or growth per push
+    uint32_t nfree_ = 0;
     uint64_t alloc_failures_ = 0;
 };
 
