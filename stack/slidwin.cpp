@@ -207,8 +207,17 @@ void SubConnection::rtt_sample(uint64_t rtt_ns) {
     rto_ns_ = std::clamp<uint64_t>(srtt_ns_ + 4 * rttvar_ns_, cfg_.rto_min_ns, cfg_.rto_max_ns);
 }
 
-void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
+inline void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     ++ctr_.rx_ack;
+    // Nothing acked or sacked, no hole: what process_ack_news would find, without its loops.
+    if (!seq_lt(snd_una_, h.ack) && h.sack == 0 && highest_sacked_ == snd_una_) {
+        ack_edges(h, false, now_ns);
+        return;
+    }
+    process_ack_news(h, now_ns);
+}
+
+void SubConnection::process_ack_news(const SlidwinAck& h, uint64_t now_ns) {
     const uint32_t ack = h.ack;  // within the window: checked by in_window() before any state changed
     bool news = false;  // this ack acknowledges something for the first time
     const bool advanced = seq_lt(snd_una_, ack);
@@ -269,9 +278,13 @@ void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
         }
     }
 
+    ack_edges(h, advanced, now_ns);
+}
+
+inline void SubConnection::ack_edges(const SlidwinAck& h, bool advanced, uint64_t now_ns) {
     // The receiver's right edge (first seq its user has not freed + buffer) never moves back,
     // so a smaller one can only come from a late ack: keep the newest.
-    const uint32_t right = ack + h.wnd;
+    const uint32_t right = h.ack + h.wnd;
     if (seq_lt(peer_right_, right)) peer_right_ = right;
     if (snd_una_ == snd_sent_) {
         if (rto_timer_.armed) wheel_.cancel(rto_timer_);
