@@ -105,4 +105,14 @@ inline uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint6
     return csum_chain_slow(head, off, len, sum);
 }
 
+// The checksum of len bytes of a chain from off plus `native` (header words summed in native
+// lane order, as csum_native sums bytes), as its two wire bytes read as a native uint16: stored
+// as is, it is the checksum field; 0 over data that includes a correct checksum field. One
+// segment stays in native order and folds once; a chain takes csum_chain's big-endian sums.
+inline uint16_t csum_chain_wire(const PktBuf* head, uint32_t off, uint32_t len, uint64_t native) {
+    if (head->next == nullptr && off + len <= head->data_len)
+        return static_cast<uint16_t>(~csum_fold(native + csum_native(head->data() + off, len)));
+    return __builtin_bswap16(csum_finish(csum_chain_slow(head, off, len, __builtin_bswap16(csum_fold(native)))));
+}
+
 }  // namespace iccs
