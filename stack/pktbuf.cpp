@@ -93,7 +93,7 @@ static PktBuf* last_seg(PktBuf* head) {
     return s;
 }
 
-uint8_t* pkt_append(PktBuf* head, uint32_t len) {
+uint8_t* pkt_append_slow(PktBuf* head, uint32_t len) {
     PktBuf* t = last_seg(head);
     if (t->direct != nullptr || t->tailroom() < len) return nullptr;
     uint8_t* p = t->data() + t->data_len;

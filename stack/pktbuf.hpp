@@ -132,7 +132,14 @@ inline uint8_t* pkt_adj(PktBuf* head, uint32_t len) {
 // Cut the packet to new_len bytes from its tail (frees segments that fall off); false if longer.
 [[gnu::noinline]] bool pkt_trim_to(PktBuf* head, uint32_t new_len);
 // Append len bytes of tailroom in the last segment; returns where to write or nullptr.
-uint8_t* pkt_append(PktBuf* head, uint32_t len);
+uint8_t* pkt_append_slow(PktBuf* head, uint32_t len);
+inline uint8_t* pkt_append(PktBuf* head, uint32_t len) {
+    if (head->next != nullptr || head->direct != nullptr || head->tailroom() < len) return pkt_append_slow(head, len);
+    uint8_t* p = head->data() + head->data_len;  // the usual one-segment packet
+    head->data_len += len;
+    head->pkt_len += len;
+    return p;
+}
 // Append bytes, chaining new segments from `pool` when the last one fills; false on pool empty
 // (the packet keeps what was written so far; the caller frees it).
 bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len);
