@@ -70,10 +70,4 @@ void Stack::eth_output(PktBuf* p, const MacAddr& dst, uint16_t ethertype) {
     tx_push(p);
 }
 
-void Stack::write_eth_hdr(uint8_t* raw, const MacAddr& dst, uint16_t ethertype) const {
-    std::memcpy(raw, dst.b.data(), 6);
-    std::memcpy(raw + 6, cfg_.mac.b.data(), 6);
-    store_u16(raw + 12, __builtin_bswap16(ethertype));
-}
-
 }  // namespace iccs

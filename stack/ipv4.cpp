@@ -10,7 +10,12 @@
 
 namespace iccs {
 
-void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
+// flatten: udp_input (udp.cpp) and what it calls are compiled into this function (the unity
+// build sees them; a separate compile, as the fuzz targets', just calls them), down to the
+// handler where GCC can guess it (the endpoint, the one UdpHandler of the library: a compare and
+// a direct call). What is rare is kept out by noinline on its declaration (reassembly, trimming,
+// chained sums, the handshake, authentication). -4.6% instructions per message in bench stack.
+[[gnu::flatten]] void Stack::ipv4_input(PktBuf* p, uint64_t now_ns) {
     stamps::stamp(stamps::kIpReceive);
     ++ctr_.ip_rx;
     uint8_t scratch[60];
@@ -126,19 +131,6 @@ void Stack::ipv4_emit(PktBuf* p, Ipv4Addr dst, const MacAddr& next_mac, uint8_t 
     }
     write_ipv4_hdr(raw, total, dst, proto, id, frag_field);
     eth_output(p, next_mac, kEtherTypeIpv4);
-}
-
-void Stack::write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
-                           uint16_t frag_field) const {
-    // The header checksum from the field values (the sum of its ten 16-bit words, RFC 1071),
-    // then the header as two words and a half (see be.hpp on why not a struct copy).
-    const uint32_t src = cfg_.ip.v;
-    const uint64_t sum = 0x4500u + total + id + frag_field + ((uint32_t{cfg_.ttl} << 8) | proto) + (src >> 16) +
-                         (src & 0xffffu) + (dst.v >> 16) + (dst.v & 0xffffu);
-    const uint16_t csum = csum_finish(sum);
-    store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
-    store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
-    store_u32(raw + 16, __builtin_bswap32(dst.v));
 }
 
 bool Stack::arp_hold(PktBuf* p, Ipv4Addr next_hop, uint8_t proto) {

@@ -36,7 +36,7 @@ class Ipv4Reassembler {
     // fragment completes it: one packet whose data() is an IPv4 header with total_len covering
     // the chained payload, MF and offset cleared, checksum recomputed. Otherwise nullptr: the
     // fragment is held or was dropped (counted in ctr). Ownership of `frag` passes in always.
-    PktBuf* ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCounters& ctr);
+    [[gnu::noinline]] PktBuf* ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCounters& ctr);
 
     // Drop partial datagrams older than the timeout. Call from the owner's timer path.
     void expire(uint64_t now_ns, StackCounters& ctr);

@@ -2,6 +2,7 @@
 #include "pktbuf.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace iccs {
@@ -11,24 +12,23 @@ HeapPktPool::HeapPktPool(uint32_t nsegs, uint32_t seg_bytes)
       seg_bytes_(seg_bytes),
       storage_(new uint8_t[static_cast<size_t>(nsegs) * seg_bytes]),
       segs_(new PktBuf[nsegs]) {
-    free_.reserve(nsegs);
+    free_.reset(new PktBuf*[nsegs]);
     for (uint32_t i = nsegs; i-- > 0;) {
         PktBuf& s = segs_[i];
         s.buf = storage_.get() + static_cast<size_t>(i) * seg_bytes;
         s.buf_iova = reinterpret_cast<uintptr_t>(s.buf);  // heap memory: IOVA as VA
         s.buf_len = seg_bytes;
         s.pool = this;
-        free_.push_back(&s);
+        free_[nfree_++] = &s;
     }
 }
 
 PktBuf* HeapPktPool::seg_alloc(uint32_t headroom) {
-    if (free_.empty() || headroom > seg_bytes_) {
+    if (nfree_ == 0 || headroom > seg_bytes_) {
         ++alloc_failures_;
         return nullptr;
     }
-    PktBuf* s = free_.back();
-    free_.pop_back();
+    PktBuf* s = free_[--nfree_];
     const size_t idx = static_cast<size_t>(s - segs_.get());
     s->buf = storage_.get() + idx * seg_bytes_;
     s->buf_iova = reinterpret_cast<uintptr_t>(s->buf);
@@ -45,7 +45,10 @@ PktBuf* HeapPktPool::seg_alloc(uint32_t headroom) {
     return s;
 }
 
-void HeapPktPool::seg_release(PktBuf* seg) { free_.push_back(seg); }
+void HeapPktPool::seg_release(PktBuf* seg) {
+    if (nfree_ == nsegs_) std::abort();  // more releases than segments: one was released twice
+    free_[nfree_++] = seg;
+}
 
 void pkt_seg_put(PktBuf* s) {
     if (--s->refcnt != 0) return;
@@ -90,7 +93,7 @@ static PktBuf* last_seg(PktBuf* head) {
     return s;
 }
 
-uint8_t* pkt_append(PktBuf* head, uint32_t len) {
+uint8_t* pkt_append_slow(PktBuf* head, uint32_t len) {
     PktBuf* t = last_seg(head);
     if (t->direct != nullptr || t->tailroom() < len) return nullptr;
     uint8_t* p = t->data() + t->data_len;

@@ -71,7 +71,7 @@ class HeapPktPool final : public PktPool {
     PktBuf* seg_alloc(uint32_t headroom) override;
     void seg_release(PktBuf* seg) override;
     uint32_t seg_size() const override { return seg_bytes_; }
-    uint32_t in_use() const { return nsegs_ - static_cast<uint32_t>(free_.size()); }
+    uint32_t in_use() const { return nsegs_ - nfree_; }
     uint32_t capacity() const { return nsegs_; }
     uint64_t alloc_failures() const { return alloc_failures_; }
 
@@ -79,14 +79,15 @@ class HeapPktPool final : public PktPool {
     uint32_t nsegs_, seg_bytes_;
     std::unique_ptr<uint8_t[]> storage_;
     std::unique_ptr<PktBuf[]> segs_;
-    std::vector<PktBuf*> free_;
+    std::unique_ptr<PktBuf*[]> free_;  // a stack of nsegs_ slots: no capacity check or growth per push
+    uint32_t nfree_ = 0;
     uint64_t alloc_failures_ = 0;
 };
 
 // A fresh one-segment packet with `headroom` bytes in front; nullptr when the pool is empty.
 inline PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom = kPktHeadroom) { return pool.seg_alloc(headroom); }
 // Drop one reference on a single segment (never follows next); at zero it returns to its pool.
-void pkt_seg_put(PktBuf* s);
+[[gnu::noinline]] void pkt_seg_put(PktBuf* s);
 // Drop one reference on every segment of the chain; segments reaching zero go back to their pool.
 inline void pkt_free(PktBuf* head) {
     while (head != nullptr) {
@@ -129,9 +130,16 @@ inline uint8_t* pkt_adj(PktBuf* head, uint32_t len) {
     return head->data();
 }
 // Cut the packet to new_len bytes from its tail (frees segments that fall off); false if longer.
-bool pkt_trim_to(PktBuf* head, uint32_t new_len);
+[[gnu::noinline]] bool pkt_trim_to(PktBuf* head, uint32_t new_len);
 // Append len bytes of tailroom in the last segment; returns where to write or nullptr.
-uint8_t* pkt_append(PktBuf* head, uint32_t len);
+uint8_t* pkt_append_slow(PktBuf* head, uint32_t len);
+inline uint8_t* pkt_append(PktBuf* head, uint32_t len) {
+    if (head->next != nullptr || head->direct != nullptr || head->tailroom() < len) return pkt_append_slow(head, len);
+    uint8_t* p = head->data() + head->data_len;  // the usual one-segment packet
+    head->data_len += len;
+    head->pkt_len += len;
+    return p;
+}
 // Append bytes, chaining new segments from `pool` when the last one fills; false on pool empty
 // (the packet keeps what was written so far; the caller frees it).
 bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len);
@@ -142,7 +150,7 @@ void pkt_chain(PktBuf* head, PktBuf* tail);
 uint32_t pkt_read(const PktBuf* head, uint32_t off, uint32_t len, void* dst);
 // Pointer to len contiguous bytes at off: into the segment when they lie in one, else copied
 // into scratch (len bytes). nullptr if the packet is shorter.
-const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
+[[gnu::noinline]] const uint8_t* pkt_contig_slow(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch);
 inline const uint8_t* pkt_contig(const PktBuf* head, uint32_t off, uint32_t len, uint8_t* scratch) {
     if (static_cast<uint64_t>(off) + len <= head->data_len) return head->data() + off;  // in the head
     return pkt_contig_slow(head, off, len, scratch);

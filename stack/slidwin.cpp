@@ -129,7 +129,7 @@ void SubConnection::push_new(uint64_t now_ns) {
         wheel_.arm(persist_timer_, now_ns + cfg_.persist_ns);
 }
 
-void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns) {
+inline void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns) {
     const uint32_t wnd = rcv_window();
     uint64_t bits = 0;
     if (ooo_held_ > 0) {
@@ -148,7 +148,7 @@ void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_
     if (delack_timer_.armed) wheel_.cancel(delack_timer_);
 }
 
-void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
+inline void SubConnection::write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd,
                                 uint64_t sack, uint64_t now_ns) const {
     if (cfg_.auth) flags = static_cast<uint8_t>(flags | kSwAuth | (cfg_.auth->encrypt ? kSwEnc : 0));
     // Five whole words, no struct copy (see be.hpp): the UDP checksum reads them right back.
@@ -207,8 +207,17 @@ void SubConnection::rtt_sample(uint64_t rtt_ns) {
     rto_ns_ = std::clamp<uint64_t>(srtt_ns_ + 4 * rttvar_ns_, cfg_.rto_min_ns, cfg_.rto_max_ns);
 }
 
-void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
+inline void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
     ++ctr_.rx_ack;
+    // Nothing acked or sacked, no hole: what process_ack_news would find, without its loops.
+    if (!seq_lt(snd_una_, h.ack) && h.sack == 0 && highest_sacked_ == snd_una_) {
+        ack_edges(h, false, now_ns);
+        return;
+    }
+    process_ack_news(h, now_ns);
+}
+
+void SubConnection::process_ack_news(const SlidwinAck& h, uint64_t now_ns) {
     const uint32_t ack = h.ack;  // within the window: checked by in_window() before any state changed
     bool news = false;  // this ack acknowledges something for the first time
     const bool advanced = seq_lt(snd_una_, ack);
@@ -269,9 +278,13 @@ void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
         }
     }
 
+    ack_edges(h, advanced, now_ns);
+}
+
+inline void SubConnection::ack_edges(const SlidwinAck& h, bool advanced, uint64_t now_ns) {
     // The receiver's right edge (first seq its user has not freed + buffer) never moves back,
     // so a smaller one can only come from a late ack: keep the newest.
-    const uint32_t right = ack + h.wnd;
+    const uint32_t right = h.ack + h.wnd;
     if (seq_lt(peer_right_, right)) peer_right_ = right;
     if (snd_una_ == snd_sent_) {
         if (rto_timer_.armed) wheel_.cancel(rto_timer_);
@@ -405,7 +418,7 @@ void SubConnection::on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a,
     if (!synced_) become_synced(a, now_ns);
 }
 
-bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
+inline bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
     if ((flags & kSwAck) && (seq_lt(snd_sent_, ack) || seq_lt(ack, snd_una_ - cfg_.snd_buf_datagrams))) return false;
     if ((flags & kSwData) &&
         (seq_lt(seq, rcv_nxt_ - cfg_.rcv_buf_datagrams) || !seq_lt(seq, rcv_user_ + cfg_.rcv_buf_datagrams)))
@@ -440,7 +453,7 @@ void slidwin_flush(SubConnection& sc, uint64_t now_ns) {
     if (sc.ack_now_) sc.send_ack(now_ns, 0);
 }
 
-void SubConnection::ack_due(uint64_t now_ns) {
+inline void SubConnection::ack_due(uint64_t now_ns) {
     if (unacked_in_order_ >= cfg_.ack_every)
         ack_now_ = true;
     else if (unacked_in_order_ > 0 && !delack_timer_.armed)
@@ -554,7 +567,7 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     sc.ack_due(now_ns);
 }
 
-uint32_t SubConnection::deliver_in_order() {
+inline uint32_t SubConnection::deliver_in_order() {
     uint32_t n = 0;
     const bool was_closed = last_adv_right_ == rcv_nxt_;
     while (rcv_user_ != rcv_nxt_) {

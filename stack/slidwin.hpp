@@ -196,10 +196,11 @@ class SubConnection {
 
     // seq (DATA) and ack (ACK) of a received datagram lie within the window.
     bool in_window(uint8_t flags, uint32_t seq, uint32_t ack) const;
-    void on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns);
-    void send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack);
-    void become_synced(const SlidwinAck& a, uint64_t now_ns);
-    void peer_restarted(uint64_t token);
+    // The handshake and restarts: a few datagrams a sub-connection's life, out of the data path.
+    [[gnu::noinline, gnu::cold]] void on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns);
+    [[gnu::noinline, gnu::cold]] void send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack);
+    [[gnu::noinline, gnu::cold]] void become_synced(const SlidwinAck& a, uint64_t now_ns);
+    [[gnu::noinline, gnu::cold]] void peer_restarted(uint64_t token);
     void write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd, uint64_t sack,
                      uint64_t now_ns) const;
 
@@ -208,7 +209,12 @@ class SubConnection {
     void send_ack(uint64_t now_ns, uint8_t extra_flags);
     // Write the whole header of an outgoing datagram, with the ack state this side owes.
     void write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, uint64_t now_ns);
+    // An ack that acknowledges nothing new (the usual one, on every data datagram of a one-way
+    // stream) takes ack_edges alone; the rest process_ack_news.
     void process_ack(const SlidwinAck& h, uint64_t now_ns);
+    [[gnu::noinline]] void process_ack_news(const SlidwinAck& h, uint64_t now_ns);
+    // The peer's right edge, the timers, what the window lets go: after every ack.
+    void ack_edges(const SlidwinAck& h, bool advanced, uint64_t now_ns);
     void rtt_sample(uint64_t rtt_ns);
     void arm_rto(uint64_t now_ns);
     void ack_due(uint64_t now_ns);

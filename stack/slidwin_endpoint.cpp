@@ -97,25 +97,28 @@ bool SlidwinEndpoint::authentic(Peer& p, PktBuf* dgram) {
 
 void SlidwinEndpoint::slidwin_transmit(SubConnection& sc, PktBuf* dgram) {
     Peer& p = peers_[sc.local_id()];
-    if (cfg_.auth) {
-        SlidwinCipher* c;
-        if (dgram->data()[offsetof(SlidwinHdr, flags)] & kSwSyn) {
-            if (!p.tx_syn)
-                p.tx_syn = std::make_unique<SlidwinCipher>(*cfg_.auth, SlidwinKeyUse::kSyn, sc.local_token(), 0,
-                                                           sc.remote_id(), sc.local_id());
-            c = p.tx_syn.get();
-        } else {
-            if (!p.tx)  // nothing but SYNs goes out before the peer's token is known
-                p.tx = std::make_unique<SlidwinCipher>(*cfg_.auth, SlidwinKeyUse::kData, sc.local_token(),
-                                                       sc.peer_token(), sc.remote_id(), sc.local_id());
-            c = p.tx.get();
-        }
-        if (!c->seal(dgram, ++p.tx_counter)) {
-            pkt_free(dgram);
-            return;
-        }
-    }
+    if (cfg_.auth && !sealed(p, sc, dgram)) return;
     service_.udp_output(dgram, port_, p.ip, p.port);
+}
+
+bool SlidwinEndpoint::sealed(Peer& p, SubConnection& sc, PktBuf* dgram) {
+    SlidwinCipher* c;
+    if (dgram->data()[offsetof(SlidwinHdr, flags)] & kSwSyn) {
+        if (!p.tx_syn)
+            p.tx_syn = std::make_unique<SlidwinCipher>(*cfg_.auth, SlidwinKeyUse::kSyn, sc.local_token(), 0,
+                                                       sc.remote_id(), sc.local_id());
+        c = p.tx_syn.get();
+    } else {
+        if (!p.tx)  // nothing but SYNs goes out before the peer's token is known
+            p.tx = std::make_unique<SlidwinCipher>(*cfg_.auth, SlidwinKeyUse::kData, sc.local_token(),
+                                                   sc.peer_token(), sc.remote_id(), sc.local_id());
+        c = p.tx.get();
+    }
+    if (!c->seal(dgram, ++p.tx_counter)) {
+        pkt_free(dgram);
+        return false;
+    }
+    return true;
 }
 
 bool SlidwinEndpoint::slidwin_deliver(SubConnection& sc, PktBuf* msg) { return sink_.on_message(sc, msg); }

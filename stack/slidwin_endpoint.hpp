@@ -65,7 +65,9 @@ class SlidwinEndpoint final : public UdpHandler, public SlidwinLink {
         uint64_t tx_counter = 0;
     };
     // Verify (and decrypt) a received datagram of peer p; false: dropped and counted (consumed).
-    bool authentic(Peer& p, PktBuf* dgram);
+    [[gnu::noinline]] bool authentic(Peer& p, PktBuf* dgram);
+    // Seal a datagram sc sends with peer p's keys; false: dropped (consumed).
+    [[gnu::noinline]] bool sealed(Peer& p, SubConnection& sc, PktBuf* dgram);
     DatagramService& service_;
     TimerWheel& wheel_;
     uint16_t port_;

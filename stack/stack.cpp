@@ -28,18 +28,6 @@ void Stack::input_burst(PktBuf* const* frames, uint32_t n, uint64_t now_ns) {
     for (UdpHandler* h : burst_listeners_) h->end_of_burst(now_ns);
 }
 
-void Stack::tx_push(PktBuf* frame) {
-    if (tx_count_ == cfg_.tx_queue_frames) {
-        ++ctr_.drop_tx_full;
-        pkt_free(frame);
-        return;
-    }
-    ++ctr_.tx_frames;
-    ctr_.tx_bytes += frame->pkt_len;
-    txq_[(tx_head_ + tx_count_) & tx_mask_] = frame;
-    ++tx_count_;
-}
-
 uint32_t Stack::tx_take(PktBuf** out, uint32_t max) {
     uint32_t n = 0;
     while (n < max && tx_count_ > 0) {

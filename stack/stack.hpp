@@ -15,10 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "arp_hdr.hpp"
+#include "be.hpp"
+#include "checksum.hpp"
 #include "counters.hpp"
 #include "datagram_service.hpp"
 #include "eth_hdr.hpp"
@@ -102,7 +105,7 @@ class Stack final : public DatagramService {
     Ipv4Reassembler& reassembler() { return reass_; }
 
    private:
-    void arp_input(PktBuf* p, uint64_t now_ns);
+    [[gnu::noinline, gnu::cold]] void arp_input(PktBuf* p, uint64_t now_ns);
     void ipv4_input(PktBuf* p, uint64_t now_ns);
     void udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns);
     // Prepend an IPv4 header to p (data() at payload) and hand it to eth_output for next_mac.
@@ -144,5 +147,38 @@ class Stack final : public DatagramService {
     std::unique_ptr<PktBuf*[]> txq_;
     uint32_t tx_head_ = 0, tx_count_ = 0, tx_mask_ = 0;
 };
+
+// The small per-frame steps every output path ends in, inline (they run once per frame sent;
+// called from eth.cpp, ipv4.cpp and udp.cpp alike).
+inline void Stack::write_ipv4_hdr(uint8_t* raw, uint32_t total, Ipv4Addr dst, uint8_t proto, uint16_t id,
+                                  uint16_t frag_field) const {
+    // The header checksum from the field values (the sum of its ten 16-bit words, RFC 1071),
+    // then the header as two words and a half (see be.hpp on why not a struct copy).
+    const uint32_t src = cfg_.ip.v;
+    const uint64_t sum = 0x4500u + total + id + frag_field + ((uint32_t{cfg_.ttl} << 8) | proto) + (src >> 16) +
+                         (src & 0xffffu) + (dst.v >> 16) + (dst.v & 0xffffu);
+    const uint16_t csum = csum_finish(sum);
+    store_u64(raw, 0x45u | wire16(static_cast<uint16_t>(total)) << 16 | wire16(id) << 32 | wire16(frag_field) << 48);
+    store_u64(raw + 8, uint64_t{cfg_.ttl} | uint64_t{proto} << 8 | wire16(csum) << 16 | wire32(src) << 32);
+    store_u32(raw + 16, __builtin_bswap32(dst.v));
+}
+
+inline void Stack::write_eth_hdr(uint8_t* raw, const MacAddr& dst, uint16_t ethertype) const {
+    std::memcpy(raw, dst.b.data(), 6);
+    std::memcpy(raw + 6, cfg_.mac.b.data(), 6);
+    store_u16(raw + 12, __builtin_bswap16(ethertype));
+}
+
+inline void Stack::tx_push(PktBuf* frame) {
+    if (tx_count_ == cfg_.tx_queue_frames) {
+        ++ctr_.drop_tx_full;
+        pkt_free(frame);
+        return;
+    }
+    ++ctr_.tx_frames;
+    ctr_.tx_bytes += frame->pkt_len;
+    txq_[(tx_head_ + tx_count_) & tx_mask_] = frame;
+    ++tx_count_;
+}
 
 }  // namespace iccs

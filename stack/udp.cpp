@@ -6,9 +6,11 @@
 
 namespace iccs {
 
-// The pseudo-header sum (RFC 768): source, destination, zero+protocol, UDP length.
-static uint64_t udp_pseudo_sum(Ipv4Addr src, Ipv4Addr dst, uint32_t udp_len) {
-    return uint64_t{src.v >> 16} + (src.v & 0xffff) + (dst.v >> 16) + (dst.v & 0xffff) + kIpProtoUdp + udp_len;
+// The pseudo-header (RFC 768: source, destination, zero, protocol, UDP length) summed as the
+// native-order words of its wire bytes (csum_chain_wire).
+static uint64_t udp_pseudo_native(Ipv4Addr src, Ipv4Addr dst, uint32_t udp_len) {
+    return uint64_t{__builtin_bswap32(src.v)} + __builtin_bswap32(dst.v) + (uint32_t{kIpProtoUdp} << 8) +
+           (wire16(static_cast<uint16_t>(udp_len)) << 16);
 }
 
 void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
@@ -27,7 +29,7 @@ void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
         return;
     }
     if (len < p->pkt_len) pkt_trim_to(p, len);
-    if (u.csum.raw == 0 || csum_fold(csum_chain(p, 0, len, udp_pseudo_sum(src, dst, len))) != 0xffff) {
+    if (u.csum.raw == 0 || csum_chain_wire(p, 0, len, udp_pseudo_native(src, dst, len)) != 0) {
         ++ctr_.drop_udp_csum;
         pkt_free(p);
         return;
@@ -72,11 +74,12 @@ bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_
     }
     uint8_t* udp = mac != nullptr ? raw + kL2L3 : raw;
     // Header words summed from their values; the payload summed from memory (see be.hpp).
-    const uint64_t hdr_sum = udp_pseudo_sum(cfg_.ip, dst, len) + src_port + dst_port + len;
-    uint16_t c = csum_finish(csum_chain(p, static_cast<uint32_t>(udp - raw) + kUdpHdrLen, len - kUdpHdrLen, hdr_sum));
+    const uint64_t hdr_sum = udp_pseudo_native(cfg_.ip, dst, len) + wire16(src_port) + wire16(dst_port) +
+                             wire16(static_cast<uint16_t>(len));
+    uint16_t c = csum_chain_wire(p, static_cast<uint32_t>(udp - raw) + kUdpHdrLen, len - kUdpHdrLen, hdr_sum);
     if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
     store_u64(udp, wire16(src_port) | wire16(dst_port) << 16 | wire16(static_cast<uint16_t>(len)) << 32 |
-                       wire16(c) << 48);
+                       uint64_t{c} << 48);
     if (mac != nullptr) {
         stamps::stamp(stamps::kIpSend);
         write_ipv4_hdr(raw + kEthHdrLen, len + kIpv4HdrLen, dst, kIpProtoUdp, next_ip_id_++, 0);
