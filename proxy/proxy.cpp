@@ -836,7 +836,10 @@ void Proxy::run() {
         ++ctr_.sleeps;
         // The sleep runs unowned, so compute threads can poll meanwhile; except with fabric udp,
         // whose wait submits to the ring (no assist there: compute/cluster.cpp).
-        if (udp_wait_) udp_->wait(sleep_ns);
+        if (udp_wait_) {
+            udp_->wait_prepare();
+            udp_->wait(sleep_ns);
+        }
         give_poller();
         if (udp_wait_) {
             waker.cancel_sleep();
