@@ -961,10 +961,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 net.poll_inline = [&proxies](uint64_t now) {
                     for (auto& px : proxies) px->try_poll_inline(now);
                 };
-            // The assist (proxy.hpp), not over fabric udp: the receive's completions run in the
-            // thread that armed it, the proxy thread, so a compute thread cannot take a datagram
-            // before that thread ran, and the assist measured no faster there (perf/README.md).
-            const bool assisting = plan.polling == Polling::kAdaptive && plan.assist && plan.fabric != "udp";
+            // The assist (proxy.hpp); over fabric udp a compute thread takes the socket's direct
+            // path (recvmmsg/sendmmsg: proxy/uring_udp.hpp), the ring being the proxy thread's.
+            const bool assisting = plan.polling == Polling::kAdaptive && plan.assist;
             if (assisting) {
                 net.poll_assist = [&proxies](int32_t p) -> uint32_t {
                     const uint64_t now = monotonic_ns();
@@ -1164,6 +1163,15 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                         plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.assists),
                         static_cast<unsigned long long>(s.proxy.sleeps),
                         static_cast<unsigned long long>(s.proxy.bell_rings));
+        if (plan.polling == Polling::kAdaptive && s.kernel_udp)  // the assist's direct path (uring_udp.hpp)
+            std::fprintf(out, "  direct %u.%zu: compute threads took %llu datagrams from the socket (%llu recvmmsg, %llu "
+                        "empty) and sent %llu (%llu sendmmsg, %llu refused for now)\n",
+                        plan.cluster_id, i, static_cast<unsigned long long>(s.uring.rx_direct_datagrams),
+                        static_cast<unsigned long long>(s.uring.rx_direct_calls),
+                        static_cast<unsigned long long>(s.uring.rx_direct_empty),
+                        static_cast<unsigned long long>(s.uring.tx_direct_datagrams),
+                        static_cast<unsigned long long>(s.uring.tx_direct_calls),
+                        static_cast<unsigned long long>(s.uring.tx_direct_again));
         if (s.proxy.combined_dgrams + s.proxy.bundles_rx + s.proxy.bad_bundle > 0)  // message combining
             std::fprintf(out, "  combining %u.%zu: sent %llu messages in %llu bundles (%.1f per datagram), received %llu "
                         "messages in %llu bundles, bad bundles %llu\n",

@@ -746,7 +746,10 @@ uint32_t Proxy::poll_leaving(bool to_sleep) {
     // sleep, hands them back; a wake only when one is armed, once per wait that ended in a
     // sleep. A wait that ended with its message does not wake: its thread comes back to wait or
     // send soon, and the proxy thread's sleep, begun while watched, lasts at most 1 ms.
-    if (to_sleep && timers && w.sleeping()) rings_.proxy_waker(cfg_.index).wake();
+    // Fabric udp: a proxy thread that went to sleep watched sleeps on its futex (run()), where no
+    // datagram wakes it: the last watcher about to sleep sends it to its ring.
+    if (to_sleep && (timers || (udp_wait_ && w.sleeping_on_futex())) && w.sleeping())
+        rings_.proxy_waker(cfg_.index).wake();
     return work;
 }
 
@@ -757,7 +760,12 @@ uint32_t Proxy::owned_iteration(uint64_t now_ns, bool assist, bool* timers_armed
         ++ctr_.assists;
         last_assist_ns_ = iter_now_ns_;
     }
+    // Fabric udp: what only the proxy thread can do waits (a receive the kernel ended, sends
+    // the socket refused), or datagrams are left for the next burst: a sleeping proxy thread
+    // must come (its ring wakes it for none of these).
+    const bool owner_needed = assist && udp_ && udp_->owner_needed();
     give_poller();
+    if (owner_needed) rings_.proxy_waker(cfg_.index).wake();
     return work;
 }
 
@@ -804,8 +812,11 @@ void Proxy::run() {
             sched_yield();
             continue;
         }
+        // Fabric udp, watched: sleep on the futex, not in the ring, whose every datagram would
+        // wake us (its receive's completion work is ours) while the watcher takes it itself.
+        const bool in_ring = udp_wait_ && !watched;
         // Adaptive: say we sleep, look once more, then sleep until woken, a timer, or sleep_us.
-        waker.prepare_sleep();
+        waker.prepare_sleep(in_ring || !poll_fds_.empty() ? Waker::kOnEventfd : Waker::kOnFutex);
         bool pending = false;
         for (uint32_t t = 0; t < rings_.threads() && !pending; ++t)
             pending = rte_ring_count(rings_.to_proxy(t, cfg_.index)) > 0;
@@ -846,13 +857,17 @@ void Proxy::run() {
             continue;
         }
         ++ctr_.sleeps;
-        // The sleep runs unowned, so compute threads can poll meanwhile; except with fabric udp,
-        // whose wait submits to the ring (no assist there: compute/cluster.cpp).
-        if (udp_wait_) udp_->wait(sleep_ns);
-        give_poller();
-        if (udp_wait_) {
+        // The sleep runs unowned, so compute threads can poll meanwhile; with fabric udp too:
+        // they take the port's direct path, which leaves the ring (whose wait this is) alone.
+        if (in_ring) {
+            udp_->wait_prepare();
+            give_poller();
+            udp_->wait(sleep_ns);
             waker.cancel_sleep();
-        } else if (!poll_fds_.empty()) {
+            continue;
+        }
+        give_poller();
+        if (!poll_fds_.empty()) {
             const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000),
                               static_cast<long>(sleep_ns % 1'000'000'000)};
             ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);

@@ -236,14 +236,16 @@ class Proxy final : public SlidwinSink {
     void stop() { stop_.store(true, std::memory_order_release); }
     // A compute thread runs one iteration if no other thread is (the proxy thread or another
     // compute thread): inline polling, and adaptive polling's assist (then only once the proxy
-    // thread made its first iteration: with fabric udp that one arms the receive, whose
-    // completions the kernel runs in the arming thread). Returns the work done (0: not taken).
+    // thread made its first iteration: with fabric udp that one takes the ring, arms the receive,
+    // and a compute thread takes the port's direct path, uring_udp.hpp). Returns the work done
+    // (0: not taken).
     uint32_t try_poll_inline(uint64_t now_ns);
     // adaptive: the last compute thread to stop watching a sleeping proxy (rings.hpp,
     // Waker::watch_leave) runs one iteration, waiting for a running one to end rather than
     // giving up: a frame whose doorbell was skipped may have come after that one looked.
     // to_sleep: the thread sleeps next, so nobody runs our timers (run() sleeps past them while
-    // watched): wake the proxy thread if one is armed.
+    // watched): wake the proxy thread if one is armed, and with fabric udp if it sleeps on its
+    // futex (it went to sleep watched), where no datagram wakes it.
     uint32_t poll_leaving(bool to_sleep);
 
     // True when every sub-connection has nothing unacked and nothing waits to be sent.
@@ -319,7 +321,7 @@ class Proxy final : public SlidwinSink {
     uint64_t capture_flush_ns_ = 0;
     std::unique_ptr<MsgTrace_st> trace_;  // --trace; null when off (the hot path's one branch)
     void trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns);  // out of line: cold
-    bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait)
+    bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait), unwatched
     std::vector<pollfd> poll_fds_;       // sleep_in_poll: the ports' descriptors, then the eventfd
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_
     Stack stack_;

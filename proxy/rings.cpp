@@ -19,8 +19,9 @@ void Waker::sleep(uint32_t timeout_us) {
 
 void Waker::wake() {
     if (word_->load(std::memory_order_seq_cst) == 0) return;
-    if (word_->exchange(0, std::memory_order_seq_cst) != 1) return;
-    if (efd_ >= 0) {
+    const uint32_t was = word_->exchange(0, std::memory_order_seq_cst);
+    if (was == 0) return;
+    if (was == kOnEventfd && efd_ >= 0) {
         const uint64_t one = 1;
         [[maybe_unused]] const ssize_t w = write(efd_, &one, sizeof one);
     } else {

@@ -33,7 +33,11 @@ class Waker {
     Waker& operator=(const Waker&) = delete;
     // Sleep at most timeout_us unless woken; call after prepare_sleep() and a re-check.
     void sleep(uint32_t timeout_us);
-    void prepare_sleep() { word_->store(1, std::memory_order_seq_cst); }
+    // Where the sleeper sleeps, which tells wake() how to wake it: on the futex word (sleep()),
+    // or where a write to the eventfd ends the sleep (use_eventfd: an io_uring wait, a ppoll).
+    enum SleepKind : uint32_t { kOnFutex = 1, kOnEventfd = 2 };
+    void prepare_sleep(SleepKind k = kOnFutex) { word_->store(k, std::memory_order_seq_cst); }
+    bool sleeping_on_futex() const { return word_->load(std::memory_order_seq_cst) == kOnFutex; }
     void cancel_sleep() { word_->store(0, std::memory_order_relaxed); }
     // Wake the sleeper if it is asleep (cheap when it is not: one load).
     void wake();
@@ -52,8 +56,8 @@ class Waker {
         watch_ = watch;
         shared_ = true;
     }
-    // The sleeper sleeps elsewhere (an io_uring wait that a read of this eventfd ends): wake()
-    // writes the eventfd instead of a futex wake. Before the sleeper's first sleep.
+    // The sleeper may sleep elsewhere (an io_uring wait that a read of this eventfd ends): wake()
+    // writes the eventfd when it said kOnEventfd. Before the sleeper's first sleep.
     void use_eventfd(int fd) { efd_ = fd; }
 
    private:

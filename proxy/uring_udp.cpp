@@ -80,9 +80,6 @@ bool env_set(const char* name) {
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
-// Its address tells threads apart (single issuer: which thread owns a ring).
-thread_local const char tl_thread_mark = 0;
-
 constexpr unsigned kDeferFlags =
     IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
 
@@ -180,6 +177,15 @@ bool probe_multishot(io_uring& ring) {
     close(fd);
     if (br != nullptr) munmap(br, ring_bytes);
     return ok;
+}
+
+// The datagram length a UDP_GRO control message gives (0: not one): a receive buffer holds
+// datagrams of that length, the last maybe shorter.
+uint32_t gro_seg(const cmsghdr* cm) {
+    if (cm->cmsg_level != SOL_UDP || cm->cmsg_type != UDP_GRO || cm->cmsg_len < CMSG_LEN(sizeof(int))) return 0;
+    int g;
+    std::memcpy(&g, CMSG_DATA(cm), sizeof g);
+    return g > 0 ? static_cast<uint32_t>(g) : 0;
 }
 
 uint32_t pow2_at_least(uint32_t v) {
@@ -367,6 +373,33 @@ bool UringUdpPort::setup(const UringCaps& caps, std::string& err) {
         }
     }
 
+    // The direct path's buffers (a single-issuer port: other threads may poll it). Mapped, so
+    // only the pages a datagram touched take memory.
+    if (c.single_issuer) {
+        const uint32_t dctrl = gro_ ? static_cast<uint32_t>(CMSG_SPACE(sizeof(int))) : 0;
+        dr_stride_ = static_cast<uint32_t>((dctrl + c.rx_buffer_bytes + 63) & ~size_t{63});
+        dr_mem_bytes_ = page_round(size_t{kDirectMsgs} * dr_stride_);
+        dr_mem_ = static_cast<uint8_t*>(map_anon(dr_mem_bytes_));
+        if (dr_mem_ == nullptr) {
+            err = "cannot map " + std::to_string(dr_mem_bytes_ >> 20) + " MiB of receive buffers (direct path)";
+            return false;
+        }
+        dr_msgs_.reset(new mmsghdr[kDirectMsgs]());
+        dr_iov_.reset(new iovec[kDirectMsgs]);
+        dr_from_.reset(new sockaddr_in[kDirectMsgs]());
+        for (uint32_t i = 0; i < kDirectMsgs; ++i) {
+            uint8_t* b = dr_mem_ + size_t{i} * dr_stride_;
+            dr_iov_[i] = iovec{b + dctrl, c.rx_buffer_bytes};
+            msghdr& h = dr_msgs_[i].msg_hdr;
+            h.msg_iov = &dr_iov_[i];
+            h.msg_iovlen = 1;
+            h.msg_control = dctrl > 0 ? b : nullptr;
+        }
+        dt_msgs_.reset(new mmsghdr[kDirectMsgs]());
+        dt_.reset(new DirectTx[kDirectMsgs]());
+        dt_iov_.reset(new iovec[size_t{kDirectMsgs} * kMaxIov]);
+    }
+
     // Send slots and the queue in front of them.
     tx_slots_.resize(c.tx_slots);
     tx_iov_.reset(new iovec[size_t{c.tx_slots} * kMaxIov]);
@@ -391,6 +424,7 @@ UringUdpPort::~UringUdpPort() {
     if (wake_fd_ >= 0) close(wake_fd_);
     if (buf_ring_ != nullptr) munmap(buf_ring_, buf_ring_bytes_);
     if (rx_mem_ != nullptr) munmap(rx_mem_, rx_mem_bytes_);
+    if (dr_mem_ != nullptr) munmap(dr_mem_, dr_mem_bytes_);
 }
 
 void UringUdpPort::drain_for_close() {
@@ -399,7 +433,7 @@ void UringUdpPort::drain_for_close() {
     // the owner stopped polling: deferred completion work (a send retried, a datagram copied
     // into a buffer) runs only inside the owner's calls, so nothing touches our buffers any
     // more, and io_uring_queue_exit cancels the rest.
-    if (defer_ && owner_ != &tl_thread_mark) return;
+    if (defer_ && owner_ != &tl_mark_) return;
     // Cancel every request still in flight and wait (bounded) for their completions, so the
     // kernel is done with our buffers before they go.
     if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
@@ -458,8 +492,13 @@ int UringUdpPort::submit(bool get_events) {
     return r;
 }
 
+void UringUdpPort::claim_st() {
+    owner_ = &tl_mark_;
+    if (!enabled_) enable_st();
+}
+
 void UringUdpPort::enable_st() {
-    owner_ = &tl_thread_mark;
+    owner_ = &tl_mark_;
     enabled_ = true;
     // liburing 2.3 declares io_uring_enable_rings but does not export it: the system call itself.
     if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) != 0)
@@ -521,30 +560,27 @@ bool UringUdpPort::udp_output(PktBuf* p, uint16_t /*src_port*/, Ipv4Addr dst, ui
     return true;
 }
 
-uint32_t UringUdpPort::prep_send() {
-    if (tx_free_ == UINT32_MAX || io_uring_sq_space_left(&ring_) == 0) return 0;
+uint32_t UringUdpPort::gather_send(uint32_t from, msghdr& m, sockaddr_in& dst, iovec* iov, uint8_t* ctrl,
+                                   bool& zc, PktBuf** pkts) {
     const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
-    const TxPending& d = txq_[txq_head_];
-    const uint32_t i = tx_free_;
-    TxSlot& s = tx_slots_[i];
-    tx_free_ = s.next_free;
-    iovec* iov = &tx_iov_[size_t{i} * kMaxIov];
-    PktBuf** pkts = &tx_pkts_[size_t{i} * kMaxGsoSegs];
+    const uint32_t left = txq_count_ - from;
+    const TxPending& d = txq_[(txq_head_ + from) & qmask];
     uint32_t k = 0, n = 0, bytes = 0;
     // The head datagram, then (GSO) those behind it to the same peer of the same length; a
     // shorter one ends the send, as the kernel wants (every segment full but the last).
     const uint32_t size = d.p->pkt_len;
     const bool gso = gso_ && size > 0 && size <= kMaxGsoSize;
-    uint32_t pages = zc_ ? pages_of(d.p) : 0;
-    const bool zc = zc_ && pages <= kZcMaxPages;
+    uint32_t pages = zc ? pages_of(d.p) : 0;
+    zc = zc && pages <= kZcMaxPages;
     for (;;) {
-        const TxPending& e = txq_[(txq_head_ + n) & qmask];
+        const TxPending& e = txq_[(txq_head_ + from + n) & qmask];
         for (PktBuf* seg = e.p; seg != nullptr; seg = seg->next)
             if (seg->data_len > 0) iov[k++] = iovec{seg->data(), seg->data_len};
-        pkts[n++] = e.p;
+        if (pkts != nullptr) pkts[n] = e.p;
+        ++n;
         bytes += e.p->pkt_len;
-        if (!gso || e.p->pkt_len < size || n == txq_count_ || n == kMaxGsoSegs) break;
-        const TxPending& f = txq_[(txq_head_ + n) & qmask];
+        if (!gso || e.p->pkt_len < size || n == left || n == kMaxGsoSegs) break;
+        const TxPending& f = txq_[(txq_head_ + from + n) & qmask];
         if (f.dst.v != d.dst.v || f.dst_port != d.dst_port || f.p->pkt_len > size || f.p->pkt_len == 0 ||
             k + f.p->nb_segs > kMaxIov || bytes + f.p->pkt_len > kMaxGsoBytes)
             break;
@@ -553,25 +589,36 @@ uint32_t UringUdpPort::prep_send() {
             if (pages > kZcMaxPages) break;
         }
     }
-    s.dst = sockaddr_in{};
-    s.dst.sin_family = AF_INET;
-    s.dst.sin_addr.s_addr = htonl(d.dst.v);
-    s.dst.sin_port = htons(d.dst_port);
-    s.msg = msghdr{};
-    s.msg.msg_name = &s.dst;
-    s.msg.msg_namelen = sizeof s.dst;
-    s.msg.msg_iov = iov;
-    s.msg.msg_iovlen = k;
+    dst = sockaddr_in{};
+    dst.sin_family = AF_INET;
+    dst.sin_addr.s_addr = htonl(d.dst.v);
+    dst.sin_port = htons(d.dst_port);
+    m = msghdr{};
+    m.msg_name = &dst;
+    m.msg_namelen = sizeof dst;
+    m.msg_iov = iov;
+    m.msg_iovlen = k;
     if (n > 1) {
-        s.msg.msg_control = s.ctrl;
-        s.msg.msg_controllen = sizeof s.ctrl;
-        cmsghdr* cm = CMSG_FIRSTHDR(&s.msg);
+        m.msg_control = ctrl;
+        m.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+        cmsghdr* cm = CMSG_FIRSTHDR(&m);
         cm->cmsg_level = SOL_UDP;
         cm->cmsg_type = UDP_SEGMENT;
         cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
         const auto g = static_cast<uint16_t>(size);
         std::memcpy(CMSG_DATA(cm), &g, sizeof g);
     }
+    return n;
+}
+
+uint32_t UringUdpPort::prep_send() {
+    if (tx_free_ == UINT32_MAX || io_uring_sq_space_left(&ring_) == 0) return 0;
+    const uint32_t i = tx_free_;
+    TxSlot& s = tx_slots_[i];
+    tx_free_ = s.next_free;
+    bool zc = zc_;
+    const uint32_t n = gather_send(0, s.msg, s.dst, &tx_iov_[size_t{i} * kMaxIov], s.ctrl, zc,
+                                   &tx_pkts_[size_t{i} * kMaxGsoSegs]);
     s.n = n;
     s.notif = false;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -587,7 +634,73 @@ uint32_t UringUdpPort::prep_send() {
     return n;
 }
 
+void UringUdpPort::direct_send() {
+    // One sendmmsg of at most kDirectMsgs sends per flush, a burst as the ring's flush is one
+    // (bounded by its slots): the thread that runs it holds the proxy's poller flag, and a
+    // backlog of thousands of datagrams sent in one go kept the proxy from its own thread for
+    // seconds when that compute thread lost its core (perf/README.md). What is left waits for
+    // the next iteration, or the owner (owner_needed()).
+    const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
+    uint32_t m = 0, pos = 0;
+    while (m < kDirectMsgs && pos < txq_count_) {
+        DirectTx& t = dt_[m];
+        bool zc = false;
+        t.n = gather_send(pos, dt_msgs_[m].msg_hdr, t.dst, &dt_iov_[size_t{m} * kMaxIov], t.ctrl, zc, nullptr);
+        pos += t.n;
+        ++m;
+    }
+    const int r = sendmmsg(fd_, dt_msgs_.get(), m, MSG_DONTWAIT);
+    ++ctr_.tx_direct_calls;
+    auto release = [&](uint32_t n) {
+        for (uint32_t j = 0; j < n; ++j) pkt_free(txq_[(txq_head_ + j) & qmask].p);
+        txq_head_ = (txq_head_ + n) & qmask;
+        txq_count_ -= n;
+    };
+    if (r < 0) {
+        const int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR) {
+            ++ctr_.tx_direct_again;  // the owner's ring sends them (it waits for room)
+            return;
+        }
+        // The head message failed: its datagrams are lost (slidwin resends), as a failed
+        // sendmsg completion's are; a GSO send refused turns GSO off (complete_tx).
+        const uint32_t n = dt_[0].n;
+        ctr_.tx_errors += n;
+        if (n > 1 && (e == EIO || e == EINVAL)) {
+            ++ctr_.tx_gso_refused;
+            gso_ = false;
+        }
+        release(n);
+        return;
+    }
+    // r messages went (a message short of the batch failed: the next call starts with it).
+    for (uint32_t i = 0; i < static_cast<uint32_t>(r) && i < m; ++i) {
+        const uint32_t n = dt_[i].n;
+        ctr_.tx_datagrams += n;
+        ctr_.tx_direct_datagrams += n;
+        ctr_.tx_bytes += dt_msgs_[i].msg_len;
+        if (n > 1) {
+            ++ctr_.tx_gso_sends;
+            ctr_.tx_gso_datagrams += n;
+        }
+        release(n);
+    }
+}
+
 uint32_t UringUdpPort::flush() {
+    if (owner_ == nullptr && cfg_.single_issuer) [[unlikely]]
+        claim_st();
+    if (direct_st()) {  // not the ring's owner: no ring call (see the file comment)
+        if (txq_count_ > 0) direct_send();
+        // what is still queued is work: the caller polls again (or wakes the owner)
+        return io_uring_cq_ready(&ring_) + (rx_local_pending() ? 1 : 0) + (txq_count_ > 0 ? 1 : 0);
+    }
+    if (waited_) {  // the last wait(), run while others may have polled
+        waited_ = false;
+        ++ctr_.submits;
+        ++ctr_.waits;
+        if (wait_result_ > 0) ctr_.sqes += static_cast<uint64_t>(wait_result_);
+    }
     ++ctr_.flushes;
     const uint32_t qmask = static_cast<uint32_t>(txq_.size() - 1);
     while (txq_count_ > 0) {
@@ -614,10 +727,15 @@ uint32_t UringUdpPort::flush() {
         io_uring_get_events(&ring_);
         ++ctr_.submits;
     } else {
-        return gro_rx_.active ? 1 : 0;  // datagrams of a GRO buffer wait for the next rx_burst
+        return rx_local_pending() ? 1 : 0;  // datagrams of a GRO buffer wait for the next rx_burst
     }
     want_events_ = false;
-    return io_uring_cq_ready(&ring_) + (gro_rx_.active ? 1 : 0);
+    return io_uring_cq_ready(&ring_) + (rx_local_pending() ? 1 : 0);
+}
+
+bool UringUdpPort::owner_needed() const {
+    const bool rearm = mode_ == UringRxMode::kMultishot ? !rx_armed_ : !rx_rearm_list_.empty();
+    return rearm || txq_count_ > 0 || rx_local_pending();
 }
 
 int UringUdpPort::wake_fd(std::string& err) {
@@ -628,9 +746,9 @@ int UringUdpPort::wake_fd(std::string& err) {
     return wake_fd_;
 }
 
-void UringUdpPort::wait(uint64_t timeout_ns) {
-    if (!enabled_) [[unlikely]]
-        enable_st();
+void UringUdpPort::wait_prepare() {
+    if (owner_ == nullptr && cfg_.single_issuer) [[unlikely]]
+        claim_st();
     if (!wake_armed_ && wake_fd_ >= 0) {
         if (io_uring_sqe* sqe = get_sqe()) {
             io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof wake_buf_, 0);
@@ -638,13 +756,19 @@ void UringUdpPort::wait(uint64_t timeout_ns) {
             wake_armed_ = true;
         }
     }
+}
+
+void UringUdpPort::wait(uint64_t timeout_ns) {
+    // Only the SQ, the ring's system call and members no other poller touches: another thread
+    // may take the direct path meanwhile (it reads and advances the CQ; liburing here only
+    // looks at it). The counters wait for the owner's next flush().
+    if (!enabled_) [[unlikely]]
+        enable_st();
     __kernel_timespec ts{static_cast<long long>(timeout_ns / 1'000'000'000),
                          static_cast<long long>(timeout_ns % 1'000'000'000)};
     io_uring_cqe* cqe = nullptr;
-    const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
-    ++ctr_.submits;
-    ++ctr_.waits;
-    if (r > 0) ctr_.sqes += static_cast<uint64_t>(r);
+    wait_result_ = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    waited_ = true;
     want_events_ = false;
 }
 
@@ -744,11 +868,7 @@ PktBuf* UringUdpPort::complete_rx_multishot(const io_uring_cqe* cqe, uint32_t& b
         if (gro_)
             for (cmsghdr* cm = io_uring_recvmsg_cmsg_firsthdr(o, &rx_msg_); cm != nullptr;
                  cm = io_uring_recvmsg_cmsg_nexthdr(o, &rx_msg_, cm))
-                if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
-                    int g;
-                    std::memcpy(&g, CMSG_DATA(cm), sizeof g);
-                    seg = g > 0 ? static_cast<uint32_t>(g) : 0;
-                }
+                if (const uint32_t g = gro_seg(cm)) seg = g;
         if (seg > 0 && len > seg) {
             // Several datagrams: cut apart by rx_burst (gro_drain), the buffer kept until then.
             ++ctr_.rx_gro_buffers;
@@ -785,25 +905,84 @@ uint32_t UringUdpPort::gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_bac
         const uint32_t k = std::min(g.seg, g.len - g.off);
         if (PktBuf* p = copy_in(g.payload + g.off, k, g.from)) out[n++] = p;
         ++ctr_.rx_gro_datagrams;
+        if (g.direct) ++ctr_.rx_direct_datagrams;
         g.off += k;
     }
-    if (g.off == g.len) {  // all out: the buffer goes back to the ring
-        io_uring_buf_ring_add(buf_ring_, rx_mem_ + size_t{g.bid} * rx_stride_, rx_stride_, g.bid,
-                              io_uring_buf_ring_mask(cfg_.rx_buffers), static_cast<int>(bufs_back++));
+    if (g.off == g.len) {  // all out: the buffer goes back to the ring (the direct path's: free)
+        if (!g.direct)
+            io_uring_buf_ring_add(buf_ring_, rx_mem_ + size_t{g.bid} * rx_stride_, rx_stride_, g.bid,
+                                  io_uring_buf_ring_mask(cfg_.rx_buffers), static_cast<int>(bufs_back++));
         g.active = false;
     }
     return n;
 }
 
+uint32_t UringUdpPort::direct_drain(PktBuf** out, uint32_t room) {
+    uint32_t n = 0, none = 0;
+    while (n < room && dr_next_ < dr_count_ && !gro_rx_.active) {
+        const uint32_t i = dr_next_++;
+        const msghdr& h = dr_msgs_[i].msg_hdr;
+        const uint32_t len = dr_msgs_[i].msg_len;
+        if (h.msg_flags & MSG_TRUNC) {
+            ++ctr_.rx_drop_trunc;
+            continue;
+        }
+        if (h.msg_flags & MSG_CTRUNC) {  // a GRO length we could not read: cutting would corrupt
+            ++ctr_.rx_errors;
+            continue;
+        }
+        const uint8_t* payload = static_cast<const uint8_t*>(dr_iov_[i].iov_base);
+        uint32_t seg = 0;  // GRO: as complete_rx_multishot
+        if (gro_ && h.msg_controllen > 0)
+            for (cmsghdr* cm = CMSG_FIRSTHDR(&h); cm != nullptr; cm = CMSG_NXTHDR(const_cast<msghdr*>(&h), cm))
+                if (const uint32_t g = gro_seg(cm)) seg = g;
+        if (seg > 0 && len > seg) {
+            ++ctr_.rx_gro_buffers;
+            gro_rx_ = GroPending{true, 0, payload, len, 0, seg, dr_from_[i], true};
+            n += gro_drain(out + n, room - n, none);
+            continue;
+        }
+        ++ctr_.rx_direct_datagrams;
+        if (PktBuf* p = copy_in(payload, len, dr_from_[i])) out[n++] = p;
+    }
+    return n;
+}
+
+uint32_t UringUdpPort::direct_recv(PktBuf** out, uint32_t room) {
+    const uint32_t vlen = std::min(room, kDirectMsgs);
+    const socklen_t ctrl = gro_ ? static_cast<socklen_t>(CMSG_SPACE(sizeof(int))) : 0;
+    for (uint32_t i = 0; i < vlen; ++i) {
+        msghdr& h = dr_msgs_[i].msg_hdr;
+        h.msg_name = &dr_from_[i];
+        h.msg_namelen = sizeof(sockaddr_in);
+        h.msg_controllen = ctrl;
+        h.msg_flags = 0;
+    }
+    const int r = recvmmsg(fd_, dr_msgs_.get(), vlen, MSG_DONTWAIT, nullptr);
+    ++ctr_.rx_direct_calls;
+    if (r <= 0) {
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++ctr_.rx_errors;
+        else ++ctr_.rx_direct_empty;
+        return 0;
+    }
+    dr_count_ = static_cast<uint32_t>(r);
+    dr_next_ = 0;
+    return direct_drain(out, room);
+}
+
 uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
+    if (owner_ == nullptr && cfg_.single_issuer) [[unlikely]]
+        claim_st();
     if (!enabled_) [[unlikely]]
         enable_st();
     uint32_t n = 0, seen = 0, bufs_back = 0;
     if (gro_rx_.active) n = gro_drain(out, max, bufs_back);
+    if (dr_next_ < dr_count_) [[unlikely]]  // what the direct path took and had no room for
+        n += direct_drain(out + n, max - n);
     unsigned head;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&ring_, head, cqe) {
-        if (n == max || gro_rx_.active) break;
+        if (n == max || rx_local_pending()) break;
         ++seen;
         const uint64_t tag = cqe->user_data & ~((1ull << kTagShift) - 1);
         PktBuf* p = nullptr;
@@ -816,6 +995,12 @@ uint32_t UringUdpPort::rx_burst(PktBuf** out, uint32_t max) {
     }
     io_uring_cq_advance(&ring_, seen);
     if (bufs_back > 0) io_uring_buf_ring_advance(buf_ring_, static_cast<int>(bufs_back));
+    if (direct_st()) {
+        // Not the ring's owner: straight from the socket, after what the CQ held; re-arms wait
+        // for the owner (owner_needed()).
+        if (n < max && !rx_local_pending()) n += direct_recv(out + n, max - n);
+        return n;
+    }
     // (Re-)arm what ended; the SQEs go to the kernel with this iteration's flush().
     if (mode_ == UringRxMode::kMultishot) {
         if (!rx_armed_) arm_multishot();

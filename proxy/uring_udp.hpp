@@ -29,12 +29,29 @@
 //    work runs only inside its flush/wait calls, each flush one io_uring_enter that submits and
 //    collects; the ring is created disabled and enabled by that thread.
 //
+//  - the direct path (adaptive polling's assist, issue 21): a single-issuer ring refuses every
+//    thread but its owner (the proxy thread), and its completion work runs only inside the
+//    owner's calls. Another thread that polls the port (a compute thread holding the proxy's
+//    poller flag) never enters the ring: it reaps what the CQ already holds (memory only: sends
+//    done, datagrams the multishot took, buffers back to the provided ring), takes datagrams
+//    straight from the socket with one recvmmsg(MSG_DONTWAIT) per burst, and sends the queue with
+//    one sendmmsg(MSG_DONTWAIT) per burst (GSO runs as cmsgs, GRO buffers cut apart as the
+//    multishot's are). The socket's queue hands each datagram to one reader: the multishot, when
+//    its completion work runs later, finds the queue empty (EAGAIN, it stays armed) or takes what
+//    is left, so nothing is taken twice; the two readers may interleave a burst's order, which
+//    slidwin's reordering absorbs. What only the owner can do (re-arm a receive the kernel ended,
+//    submit, sends the socket refused with EAGAIN) the direct path leaves, and says so
+//    (owner_needed(): the proxy then wakes its thread). Counters rx_direct_*, tx_direct_*.
+//    The owner's sleep (wait()) may run while another thread takes the direct path: the SQ
+//    and io_uring_enter are the owner's alone, and the direct path touches neither.
+//
 // Received datagrams travel from rx_burst to input_burst with their addresses in front of the
 // payload (DgramAddrHdr), so the proxy's fault injection can hold, drop and copy them as it does
 // frames.
 //
-// Threading: _st — one thread at a time (the proxy's thread, or whoever holds the inline lock).
-// The RX pool may be shared with other threads (MempoolPktPool), the rest is this port's.
+// Threading: _st — one thread at a time (the proxy's thread, or whoever holds the inline lock or
+// the proxy's poller flag), except wait() (above). The RX pool may be shared with other threads
+// (MempoolPktPool), the rest is this port's.
 #pragma once
 
 #include <liburing.h>
@@ -136,7 +153,13 @@ inline constexpr uint32_t kDgramAddrLen = sizeof(DgramAddrHdr);
     X(waits, "blocking waits for a completion (adaptive polling's sleep)")                         \
     X(wake_reads, "waits ended by the wake eventfd (a compute thread had work)")                   \
     X(sqes, "SQEs submitted")                                                                      \
-    X(submit_errors, "io_uring_submit calls that failed (the SQEs are retried)")
+    X(submit_errors, "io_uring_submit calls that failed (the SQEs are retried)")                   \
+    X(rx_direct_calls, "recvmmsg calls of the direct path (a poller other than the ring's owner)") \
+    X(rx_direct_empty, "of them, calls that found the socket empty")                              \
+    X(rx_direct_datagrams, "datagrams taken straight from the socket by the direct path")         \
+    X(tx_direct_calls, "sendmmsg calls of the direct path")                                       \
+    X(tx_direct_datagrams, "datagrams sent straight (sendmmsg) by the direct path")               \
+    X(tx_direct_again, "direct sends the socket refused for now (EAGAIN): left to the owner's ring")
 
 struct UringUdpCounters {
 #define X(name, doc) uint64_t name = 0;
@@ -184,7 +207,8 @@ class UringUdpPort final : public DatagramService {
     // --- the proxy loop ---
     // Reaps completions: finished sends release their datagrams; up to max received datagrams
     // go to out (address-prefixed, DgramAddrHdr). Arms the receive if it is not armed. No
-    // system call.
+    // system call; on the direct path (a caller other than a single-issuer ring's owner) one
+    // recvmmsg when the CQ left room in out.
     uint32_t rx_burst(PktBuf** out, uint32_t max);
     // Hands address-prefixed datagrams (from rx_burst) to the handler bound to their destination
     // port, then calls end_of_burst. Ownership passes in.
@@ -193,13 +217,24 @@ class UringUdpPort final : public DatagramService {
     // prepared SQE (sends, receive re-arms) with one system call — or, with nothing to submit,
     // runs pending completion work if the kernel asked for it. At most one system call; returns
     // the completions it left ready for the next rx_burst (work for the loop: do not sleep).
+    // On the direct path: one sendmmsg of at most 32 sends (GSO runs each one) from the queue's
+    // head, no ring call; what is left counts as work.
     uint32_t flush();
+    // The caller would take the direct path (a single-issuer ring owned by another thread).
+    bool direct_st() const { return owner_ != nullptr && owner_ != &tl_mark_; }
+    // After a direct-path iteration: work that only the owner can do waits (a receive to re-arm,
+    // sends the socket refused) or received datagrams are left for the next rx_burst: wake the
+    // owner unless someone polls again soon.
+    bool owner_needed() const;
     // Wake on arrival (adaptive polling, issue 21): the eventfd whose write ends a wait() (the
     // proxy's Waker writes it for its compute threads); created on the first call, -1 with err.
     int wake_fd(std::string& err);
-    // Sleep until a completion (a datagram, a send done, a write to wake_fd) or timeout_ns: the
-    // wake read is armed when it is not, then one io_uring_submit_and_wait_timeout. Call after
-    // flush(); completions go to the next rx_burst.
+    // Sleep until a completion (a datagram, a send done, a write to wake_fd) or timeout_ns:
+    // wait_prepare() arms the wake read when it is not (polling thread, after flush()), then
+    // wait() is one io_uring_submit_and_wait_timeout. The owner may call wait() after it let
+    // other threads poll (the direct path touches neither the SQ nor the ring's system calls);
+    // its counters are added by the owner's next flush(). Completions go to the next rx_burst.
+    void wait_prepare();
     void wait(uint64_t timeout_ns);
     // GSO / GRO in use on this socket (asked for in the config and taken by the kernel).
     bool gso() const { return gso_; }
@@ -236,11 +271,19 @@ class UringUdpPort final : public DatagramService {
         const uint8_t* payload = nullptr;
         uint32_t len = 0, off = 0, seg = 0;
         sockaddr_in from{};
+        bool direct = false;  // a buffer of the direct path's (no provided buffer to give back)
     };
     struct TxPending {
         PktBuf* p;
         Ipv4Addr dst;
         uint16_t dst_port;
+    };
+    // The direct path: one recvmmsg / sendmmsg per burst of at most this many messages.
+    static constexpr uint32_t kDirectMsgs = 32;
+    struct DirectTx {  // one message of a sendmmsg
+        sockaddr_in dst;
+        uint32_t n;  // datagrams (from the queue head on) it carries
+        alignas(cmsghdr) uint8_t ctrl[CMSG_SPACE(sizeof(uint16_t))];  // UDP_SEGMENT
     };
     struct RxSlot {  // batched mode: one recvmsg in flight
         msghdr msg;
@@ -254,7 +297,19 @@ class UringUdpPort final : public DatagramService {
     void arm_multishot();
     void arm_batched(uint32_t slot);
     uint32_t prep_send();  // datagrams taken from the queue head into one send (0: no slot)
+    // The datagrams from queue position `from` on that go in one send (GSO: a run to one peer
+    // of one length), as m's iovecs (iov) and UDP_SEGMENT cmsg (ctrl); their count. zc: the
+    // send may be zero copy (in), is (out).
+    uint32_t gather_send(uint32_t from, msghdr& m, sockaddr_in& dst, iovec* iov, uint8_t* ctrl, bool& zc,
+                         PktBuf** pkts);
     uint32_t gro_drain(PktBuf** out, uint32_t room, uint32_t& bufs_back);
+    // The direct path (see the file comment).
+    void claim_st();  // the first polling thread of a single-issuer ring owns it (and enables it)
+    static inline thread_local const char tl_mark_ = 0;  // its address tells threads apart
+    uint32_t direct_drain(PktBuf** out, uint32_t room);
+    uint32_t direct_recv(PktBuf** out, uint32_t room);
+    void direct_send();
+    bool rx_local_pending() const { return gro_rx_.active || dr_next_ < dr_count_; }
     PktBuf* copy_in(const uint8_t* payload, uint32_t len, const sockaddr_in& from);
     void complete_tx(const io_uring_cqe* cqe);
     void release_tx(uint32_t slot);
@@ -283,7 +338,7 @@ class UringUdpPort final : public DatagramService {
     bool gro_ = false;
     GroPending gro_rx_;
     bool want_events_ = false;  // the kernel has completion work for us: run it with the next call
-    const void* owner_ = nullptr;  // single issuer: a thread-local address of the enabling thread
+    const void* owner_ = nullptr;  // single issuer: tl_mark_ of the thread that polled first (the owner)
     int wake_fd_ = -1;          // eventfd: a write ends wait()
     bool wake_armed_ = false;   // a read of it is in flight
     uint64_t wake_buf_ = 0;     // where that read goes
@@ -299,6 +354,22 @@ class UringUdpPort final : public DatagramService {
     msghdr rx_msg_{};  // multishot: the template (name room, no control)
     std::vector<RxSlot> rx_slots_;
     std::vector<uint32_t> rx_rearm_list_;
+    // the direct path's receive: kDirectMsgs buffers of rx_buffer_bytes (+ the GRO cmsg), what
+    // the last recvmmsg took (dr_count_) and how far rx_burst got (dr_next_)
+    uint8_t* dr_mem_ = nullptr;
+    size_t dr_mem_bytes_ = 0;
+    uint32_t dr_stride_ = 0;
+    std::unique_ptr<mmsghdr[]> dr_msgs_;
+    std::unique_ptr<iovec[]> dr_iov_;
+    std::unique_ptr<sockaddr_in[]> dr_from_;
+    uint32_t dr_count_ = 0, dr_next_ = 0;
+    // ... and its sends
+    std::unique_ptr<mmsghdr[]> dt_msgs_;
+    std::unique_ptr<DirectTx[]> dt_;
+    std::unique_ptr<iovec[]> dt_iov_;  // kMaxIov per message
+    // the owner's last wait, counted by its next flush (the wait may run while others poll)
+    bool waited_ = false;
+    int wait_result_ = 0;
     // send
     std::vector<TxSlot> tx_slots_;
     std::unique_ptr<iovec[]> tx_iov_;  // kMaxIov per slot
