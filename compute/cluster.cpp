@@ -965,8 +965,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             // path (recvmmsg/sendmmsg: proxy/uring_udp.hpp), the ring being the proxy thread's.
             const bool assisting = plan.polling == Polling::kAdaptive && plan.assist;
             if (assisting) {
-                net.poll_assist = [&proxies](int32_t p) -> uint32_t {
-                    const uint64_t now = monotonic_ns();
+                net.poll_assist = [&proxies](int32_t p, uint64_t now) -> uint32_t {
                     if (p >= 0) return proxies[static_cast<size_t>(p)]->try_poll_inline(now);
                     uint32_t work = 0;
                     for (auto& px : proxies) work += px->try_poll_inline(now);

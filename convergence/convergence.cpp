@@ -169,7 +169,7 @@ void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     if (now - started_ns < (net_.poll_assist ? kAssistSpinNs : kSpinNs)) {
         if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
             if (!watching_) set_watching(true);
-            if (net_.poll_assist(-1) > 0) return;  // this thread ran a proxy: look again
+            if (net_.poll_assist(-1, now) > 0) return;  // this thread ran a proxy: look again
         }
         sched_yield();  // a proxy woken on this core runs now
         return;
@@ -326,7 +326,8 @@ void Convergence::enqueue(Connection& c, PktBuf* m) {
     ++ctr_.to_proxy[p % ConvCounters::kProxiesCounted];
     rte_ring* ring = net_.rings->to_proxy(thread_, p);
     // enq_ns: the message time (DESIGN.md §6) starts when the message enters the ICCS.
-    const be64 t = be64::of(now_ns());
+    const uint64_t enq_ns = now_ns();
+    const be64 t = be64::of(enq_ns);
     std::memcpy(m->data() + offsetof(ConvHdr, enq_ns), &t, sizeof t);
     if (rte_ring_sp_enqueue(ring, m) != 0) {
         ++ctr_.ring_full_waits;
@@ -341,7 +342,7 @@ void Convergence::enqueue(Connection& c, PktBuf* m) {
     Waker& w = net_.rings->proxy_waker(p);
     // A sleeping proxy thread: send it ourselves rather than pay for its wake-up (the assist);
     // wake it only when that did not take the message (another thread polls, or a full burst).
-    if (net_.poll_assist && w.sleeping() && net_.poll_assist(p) > 0 && rte_ring_count(ring) == 0) return;
+    if (net_.poll_assist && w.sleeping() && net_.poll_assist(p, enq_ns) > 0 && rte_ring_count(ring) == 0) return;
     w.wake();
 }
 

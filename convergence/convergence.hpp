@@ -93,8 +93,9 @@ struct ConvNet {
     // adaptive polling's assist: run one iteration of proxy p's loop on this thread if no other
     // thread runs one (p < 0: of every proxy of the cluster); returns the work done (0: none, or
     // not taken). A waiting thread calls it before it yields or sleeps, a sender instead of
-    // waking a sleeping proxy thread. nullptr: leave all to the proxy threads.
-    std::function<uint32_t(int32_t p)> poll_assist;
+    // waking a sleeping proxy thread. now_ns: the time (monotonic_ns) of the call, which the
+    // caller read anyway. nullptr: leave all to the proxy threads.
+    std::function<uint32_t(int32_t p, uint64_t now_ns)> poll_assist;
     // ... and for the last watcher to leave a sleeping proxy p (rings.hpp, Waker::watch_leave):
     // one iteration, waiting for a running one to end instead of giving up; to_sleep: the thread
     // goes to sleep next (the proxy thread is woken if a timer is armed: it slept past them).
