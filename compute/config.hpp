@@ -84,7 +84,7 @@ struct ClusterSection {
     uint32_t combine_max_bytes = 256;       // messages up to this size (header included) that meet in a
                                             // ring burst for the same remote proxy share a datagram (0 = off)
     bool assist = true;                     // adaptive: waiting compute threads run their proxies' loop
-                                            // themselves (proxy/README.md "Polling"; not over udp)
+                                            // themselves (proxy/README.md "Polling")
     friend bool operator==(const ClusterSection&, const ClusterSection&) = default;
 };
 
