@@ -26,6 +26,7 @@ constexpr size_t kTxQueueLimit = 8192;  // frames a port may have waiting for it
 constexpr uint64_t kWanSpinNs = 100'000;  // adaptive: spin, not sleep, this close to a WAN event
 constexpr uint64_t kAssistRecentNs = 10'000'000;  // adaptive: compute threads assisted this lately ...
 constexpr uint64_t kAssistSleepNs = 1'000'000;    // ... then the proxy thread sleeps at most this long
+constexpr uint64_t kOwnStallNs = 500'000'000;   // status passes further apart than this (+ the longest sleep): not run
 }  // namespace
 
 uint64_t msg_time_quantile_ns(const ProxyCounters& c, double q) {
@@ -302,10 +303,26 @@ void Proxy::status_pass(uint64_t now_ns) {
             route_send(r.cluster, m, now_ns);
         }
     }
+    // A pass long after the last one: this proxy was not run meanwhile (a host that stopped the
+    // process or gave it no core for seconds: perf/README.md, issue 21), so it did not listen;
+    // that time does not count as the peers' silence. Else a run stopped as a whole (SIGSTOP, a
+    // paused VM) reports every peer down the moment it resumes, before it reads their frames.
+    const uint64_t longest_sleep_ns = uint64_t{std::max(cfg_.sleep_us, cfg_.woken_sleep_us)} * 1000;
+    if (last_pass_ns_ != 0 && now_ns - last_pass_ns_ > kOwnStallNs + longest_sleep_ns) {
+        const uint64_t gap = now_ns - last_pass_ns_;
+        for (uint64_t& h : last_heard_ns_)  // (what this iteration heard is already at now_ns)
+            if (h != 0) h = std::min(h + gap, now_ns);
+        ++ctr_.own_stalls;
+        // Inline polling runs the loop only when compute threads call in: long gaps are normal there.
+        if (cfg_.polling != Polling::kInline)
+            std::fprintf(stderr, "proxy %u.%u: this proxy was not run for %.1f s (its process stopped, or given no core); "
+                         "that time is not counted as the other clusters' silence\n", cfg_.cluster, cfg_.index, gap * 1e-9);
+    }
+    last_pass_ns_ = now_ns;
     if (cfg_.peer_timeout_ms == 0) return;
     const uint64_t timeout_ns = uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
     for (size_t c = 0; c < routes_.size(); ++c) {
-        if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns - last_heard_ns_[c] < timeout_ns) continue;
+        if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns < last_heard_ns_[c] + timeout_ns) continue;
         if (rings_.mark_cluster_down(static_cast<uint32_t>(c))) {
             ++ctr_.peers_down;
             if (!rings_.cluster_done(static_cast<uint32_t>(c)))

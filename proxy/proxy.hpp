@@ -130,6 +130,7 @@ struct WanView {
     X(status_tx, "status (keepalive) messages sent to other clusters' proxies") \
     X(status_rx, "status messages received")                                   \
     X(peers_down, "clusters this proxy found silent for the peer timeout")      \
+    X(own_stalls, "times this proxy found it had not run for over 0.5 s (not counted as peers' silence)") \
     X(peers_restarted, "clusters that came back with a new run token (handled as down)") \
     X(tx_queue_drops, "frames dropped: a port's TX ring stayed full too long")  \
     X(impair_dropped, "frames dropped by fault injection")                      \
@@ -336,6 +337,7 @@ class Proxy final : public SlidwinSink {
     std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it
     std::vector<std::pair<uint16_t, PktBuf*>> refusals_;  // (cluster, kRefuse) to send after input
     uint64_t last_status_ns_ = 0;
+    uint64_t last_pass_ns_ = 0;  // the last status_pass: a long gap is our own stall, not the peers' silence
     bool sent_done_ = false;
     std::vector<SubConnection*> blocked_;       // refused a delivery: offer again
     std::vector<SubConnection*> blocked_prev_;  // the same, one iteration ago (to count stops once)
