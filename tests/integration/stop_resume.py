@@ -11,6 +11,7 @@ memif, adaptive polling; once both cluster processes are up, SIGSTOP for 6.5 s (
 usage: stop_resume.py CLI both|one
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from idle_wake import children  # noqa: E402  (the cluster processes: /proc, no procps)
 
 STOP_S = 6.5
+
+
+def cluster_of(pid):
+    """The cluster a cluster process runs: its EAL files are named iccs-<run>-c<cluster>."""
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            m = re.search(r"iccs-\d+-c(\d+)", os.readlink(f"/proc/{pid}/fd/{fd}"))
+            if m:
+                return int(m.group(1))
+    except OSError:
+        pass
+    return pid  # not found: fork order (cluster 0 first)
 
 
 def main():
@@ -51,7 +64,7 @@ def main():
         print(f"FAIL: expected 2 cluster processes, found {kids}")
         p.kill()
         return 1
-    kids.sort()  # cluster 0 is forked first
+    kids.sort(key=cluster_of)
     targets = kids if case == "both" else kids[1:]
     print(f"stopping {targets} for {STOP_S} s", flush=True)
     for k in targets:
