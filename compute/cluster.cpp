@@ -375,6 +375,8 @@ bool program_errors(ComputeEnv& env) {
     }
     // 1. nobody bound port 9 of cluster 1
     Connection* c = nullptr;
+    uint8_t b0[16];
+    uint32_t len0 = 0;
     auto t0 = std::chrono::steady_clock::now();
     ConvError e = conv.connect(Endpoint{1, 9}, c, {}, 5'000'000);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -382,8 +384,20 @@ bool program_errors(ComputeEnv& env) {
     say("check 1 ok: connect to cluster 1 port 9: " + std::string(conv_strerror(e)) + " after " +
         std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
     ++env.result.received;
-    // 2. end-of-stream
+    // 2. end-of-stream; first a recv with a time-out from the peer, silent until our "hi": it
+    // times out, not before its time (the wait's own clock: convergence.cpp wait_some) and not
+    // much after (2 s of slack for a loaded host)
     if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    t0 = std::chrono::steady_clock::now();
+    e = conv.recv(c, b0, sizeof b0, len0, 50'000);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kTimeout) return set_error(env, "recv with a 50 ms time-out from a silent peer (want timed out)", e);
+    if (ms < 50.0 || ms > 2050.0) {
+        env.result.error = "recv with a 50 ms time-out returned after " + std::to_string(ms) + " ms";
+        return false;
+    }
+    say("check 2a ok: recv with a 50 ms time-out: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
     conv.send(c, "hi", 2);
     uint8_t b[16];
     uint32_t len = 0;

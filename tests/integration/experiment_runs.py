@@ -134,6 +134,19 @@ def latency(out):
     if one in by and 1501 in by:
         step = by[1501] - by[one]
         print(f"step {one} -> 1501: {by[one]:.3f} -> {by[1501]:.3f} us = +{step:.3f} us; noise {noise:.3f} us")
+        if step <= noise:
+            # The noise is the largest difference of neighbouring points: one disturbed point of
+            # a quick run on a shared host hides the step (1 of 4 runs in a full test run at a
+            # noisy moment: +0.31 us against 0.45). Measured once more, in a directory of its own.
+            again = os.path.join(out, "again")
+            run("latency", [], again)
+            _, rows2 = read_csv(files(again, "latency")["csv"])
+            pts2 = sorted((int(r["size_bytes"]), float(r["median_us"])) for r in rows2)
+            by2 = dict(pts2)
+            d2 = [abs(b[1] - a[1]) for a, b in zip(pts2, pts2[1:]) if frag(a[0]) == frag(b[0])]
+            noise = max(d2) if d2 else float("inf")
+            step = by2.get(1501, 0.0) - by2.get(one, 0.0)
+            print(f"measured again: +{step:.3f} us; noise {noise:.3f} us")
         check(step > noise, f"latency: fragmentation step detected (+{step:.3f} us > noise {noise:.3f} us)")
     with open(paths["json"]) as f:
         j = json.load(f)
