@@ -36,6 +36,15 @@ constexpr uint64_t kAssistSpinNs = 200'000;
 // --polling adaptive, memif, 10 interleaved pairs of binaries: 4.26 -> 3.78 us median (faster in
 // 7 of 10); beside 2 busy loops of other sessions 4.24 -> 3.83 (3 of 3); perf/README.md, issue 21.
 constexpr uint64_t kAssistYieldGapNs = 50'000;
+// A yield that came back at once gave the core to nobody and cost ~0.55 us here (a tight loop of
+// sched_yield); in a ping-pong they were the round trip's tail: p99 3.1x the median. So the gap
+// doubles after each yield that came back within kYieldRanNobodyNs, up to kAssistYieldGapMaxNs
+// of spinning (over the waits that follow: one wait spins 200 us at most); a yield that took
+// longer (another thread ran) or a wait that ended asleep (its answer did not come within the
+// spin: maybe from a thread of this core) sets it back. bench rtt --polling adaptive, memif, 15
+// interleaved rounds: p99 / median 3.1 -> 2.2, median 1.75 -> 1.49 us (perf/README.md, issue 21).
+constexpr uint64_t kYieldRanNobodyNs = 5'000;
+constexpr uint64_t kAssistYieldGapMaxNs = 1'000'000;
 constexpr uint32_t kSleepUs = 200;              // longest sleep; a proxy's delivery wakes us sooner
 constexpr uint64_t kCreditAskNs = 2'000'000;    // ask a silent peer for credit this often
 // A pass of an inline or assist spin is ~100 ns and a clock read 20-40 ns of it: wait_some reads
@@ -184,14 +193,19 @@ uint64_t Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
         if (net_.poll_assist) {  // adaptive: poll the proxies ourselves while we spin
             if (!watching_) set_watching(true);
             if (net_.poll_assist(-1, now) > 0) return now;  // this thread ran a proxy: look again
-            if (now - last_yield_ns_ < kAssistYieldGapNs) return now;  // poll again at once
-            last_yield_ns_ = now;
-            spin_fresh();
+            if (now - last_yield_ns_ < yield_gap_ns_) return now;  // poll again at once
+            sched_yield();  // another thread of this core runs now
+            const uint64_t after = now_ns();
+            yield_gap_ns_ = after - now < kYieldRanNobodyNs ? std::min(yield_gap_ns_ * 2, kAssistYieldGapMaxNs)
+                                                            : kAssistYieldGapNs;
+            last_yield_ns_ = spin_now_ = after;
+            return after;
         }
         sched_yield();  // a proxy woken on this core runs now
         return now;
     }
     spin_fresh();  // what follows may sleep
+    yield_gap_ns_ = kAssistYieldGapNs;
     if (watching_) {  // about to sleep: the proxy threads take over
         set_watching(false, true);
         if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) return now;

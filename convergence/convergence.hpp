@@ -305,7 +305,8 @@ class Convergence {
     uint64_t spin_start_ = 0;  // inline and assist spins: the started_ns of wait_some's current wait
     uint32_t spin_passes_ = 0;  // and its passes (the clock is read every kInlineClockEvery)
     uint64_t spin_now_ = 0;     // the time given to those passes
-    uint64_t last_yield_ns_ = 0;  // adaptive: the assist spin's last sched_yield (kAssistYieldGapNs)
+    uint64_t last_yield_ns_ = 0;      // adaptive: the assist spin's last sched_yield ...
+    uint64_t yield_gap_ns_ = 50'000;  // ... and the spinning time to the next (kAssistYieldGapNs and up)
     ConvConfig cfg_;
     uint32_t threshold_;
     DispatchState ds_;
