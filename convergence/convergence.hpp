@@ -277,7 +277,7 @@ class Convergence {
     // Wait a little for something to happen (not past deadline_ns); started_ns: when the caller
     // began waiting (it spins briefly, then sleeps until a proxy wakes it). Returns the time it
     // went by (spin_clock: at most a few passes, or one sleep, old) for the caller's deadline.
-    uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns);  // returns the time it went by
+    uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns);
     // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
     // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
     // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
