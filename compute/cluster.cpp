@@ -375,8 +375,8 @@ bool program_errors(ComputeEnv& env) {
     }
     // 1. nobody bound port 9 of cluster 1
     Connection* c = nullptr;
-    uint8_t b0[16];
-    uint32_t len0 = 0;
+    uint8_t b[16];
+    uint32_t len = 0;
     auto t0 = std::chrono::steady_clock::now();
     ConvError e = conv.connect(Endpoint{1, 9}, c, {}, 5'000'000);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -389,7 +389,7 @@ bool program_errors(ComputeEnv& env) {
     // much after (2 s of slack for a loaded host)
     if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
     t0 = std::chrono::steady_clock::now();
-    e = conv.recv(c, b0, sizeof b0, len0, 50'000);
+    e = conv.recv(c, b, sizeof b, len, 50'000);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (e != ConvError::kTimeout) return set_error(env, "recv with a 50 ms time-out from a silent peer (want timed out)", e);
     if (ms < 50.0 || ms > 2050.0) {
@@ -399,8 +399,6 @@ bool program_errors(ComputeEnv& env) {
     say("check 2a ok: recv with a 50 ms time-out: " + std::string(conv_strerror(e)) + " after " +
         std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
     conv.send(c, "hi", 2);
-    uint8_t b[16];
-    uint32_t len = 0;
     if (e = conv.recv(c, b, sizeof b, len, 10'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
     e = conv.recv(c, b, sizeof b, len, 10'000'000);
     if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
@@ -750,10 +748,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     const uint32_t frags_per_msg =
         kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
                    : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
-    // Compute threads that run the proxies' iterations register with the EAL (run_cluster): each
-    // may then park up to 1.5 caches (256) of every RX pool in its lcore cache.
-    const bool threads_register = plan.polling == Polling::kInline || (plan.polling == Polling::kAdaptive && plan.assist);
-    constexpr uint32_t kLcoreCacheMax = 384;
+    // Compute threads that run the proxies' iterations (inline polling, the assist) register with
+    // the EAL (below): each may then park up to 1.5 caches (DPDK's flush threshold) of every RX
+    // pool in its lcore cache.
+    const bool assisting = plan.polling == Polling::kAdaptive && plan.assist;
+    const bool threads_register = plan.polling == Polling::kInline || assisting;
+    constexpr uint32_t kPoolCache = 256;  // lcore cache of the mbuf pools below
+    constexpr uint32_t kLcoreCacheMax = kPoolCache * 3 / 2;
     const uint32_t rx_mbufs = (threads_register ? plan.threads * kLcoreCacheMax : 0) +
                               links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
                               (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
@@ -842,9 +843,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                     proxies.push_back(std::move(px));
                     continue;
                 }
-                rte_mempool* rx = rte_pktmbuf_pool_create((pn + "rx").c_str(), rx_mbufs, 256, rx_priv_size(),
+                rte_mempool* rx = rte_pktmbuf_pool_create((pn + "rx").c_str(), rx_mbufs, kPoolCache, rx_priv_size(),
                                                           RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
-                rte_mempool* desc = rte_pktmbuf_pool_create((pn + "txd").c_str(), 8192, 256, 0, 0, SOCKET_ID_ANY);
+                rte_mempool* desc = rte_pktmbuf_pool_create((pn + "txd").c_str(), 8192, kPoolCache, 0, 0, SOCKET_ID_ANY);
                 if (rx == nullptr || desc == nullptr) return fail("cannot create the mbuf pools of proxy " + pn);
                 mempools.push_back(rx);
                 mempools.push_back(desc);
@@ -982,7 +983,6 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 };
             // The assist (proxy.hpp); over fabric udp a compute thread takes the socket's direct
             // path (recvmmsg/sendmmsg: proxy/uring_udp.hpp), the ring being the proxy thread's.
-            const bool assisting = plan.polling == Polling::kAdaptive && plan.assist;
             if (assisting) {
                 net.poll_assist = [&proxies](int32_t p, uint64_t now) -> uint32_t {
                     if (p >= 0) return proxies[static_cast<size_t>(p)]->try_poll_inline(now);

@@ -127,25 +127,26 @@ def latency(out):
     # 8 + 40 + 40: a message of up to 1392 bytes is one frame, 1501 two.
     one = 1392
     check(one in by and 1501 in by, f"latency: {one} and 1501 bytes measured")
-    # noise: neighbouring sizes with the same fragment count (1 frame up to 1392, 2 up to 2872)
     frag = lambda s: 1 if s <= one else 2 if s <= 2872 else 3  # noqa: E731
-    diffs = [abs(b[1] - a[1]) for a, b in zip(pts, pts[1:]) if frag(a[0]) == frag(b[0])]
-    noise = max(diffs) if diffs else float("inf")
+
+    def step_and_noise(points):
+        """The 1392 -> 1501 step, and the noise: the largest difference of neighbouring sizes
+        with the same fragment count (1 frame up to 1392, 2 up to 2872)."""
+        diffs = [abs(b[1] - a[1]) for a, b in zip(points, points[1:]) if frag(a[0]) == frag(b[0])]
+        d = {s: m for s, m, *_ in points}
+        return d.get(1501, 0.0) - d.get(one, 0.0), max(diffs) if diffs else float("inf")
+
     if one in by and 1501 in by:
-        step = by[1501] - by[one]
+        step, noise = step_and_noise(pts)
         print(f"step {one} -> 1501: {by[one]:.3f} -> {by[1501]:.3f} us = +{step:.3f} us; noise {noise:.3f} us")
         if step <= noise:
-            # The noise is the largest difference of neighbouring points: one disturbed point of
-            # a quick run on a shared host hides the step (1 of 4 runs in a full test run at a
-            # noisy moment: +0.31 us against 0.45). Measured once more, in a directory of its own.
+            # One disturbed point of a quick run on a shared host hides the step (1 of 4 runs in
+            # a full test run at a noisy moment: +0.31 us against 0.45). Measured once more, in a
+            # directory of its own.
             again = os.path.join(out, "again")
             run("latency", [], again)
             _, rows2 = read_csv(files(again, "latency")["csv"])
-            pts2 = sorted((int(r["size_bytes"]), float(r["median_us"])) for r in rows2)
-            by2 = dict(pts2)
-            d2 = [abs(b[1] - a[1]) for a, b in zip(pts2, pts2[1:]) if frag(a[0]) == frag(b[0])]
-            noise = max(d2) if d2 else float("inf")
-            step = by2.get(1501, 0.0) - by2.get(one, 0.0)
+            step, noise = step_and_noise(sorted((int(r["size_bytes"]), float(r["median_us"])) for r in rows2))
             print(f"measured again: +{step:.3f} us; noise {noise:.3f} us")
         check(step > noise, f"latency: fragmentation step detected (+{step:.3f} us > noise {noise:.3f} us)")
     with open(paths["json"]) as f:
