@@ -133,7 +133,7 @@ int cmd_bench(int argc, char** argv) {
             "           medians; --runs N (default 3, 1..20) runs per transport, interleaved iccs, direct,\n"
             "           iccs, ..., each figure the median of the runs'. States the host's cores and whether\n"
             "           threads are oversubscribed. direct is the floor: an operation where it is slower\n"
-            "           than iccs beyond noise (median over 10% higher and its best run slower) is printed\n"
+            "           than iccs beyond noise (median over 10%% higher and its best run slower) is printed\n"
             "           as FLOOR BROKEN. JSON: runs, cores, oversubscribed, floor_ok, and fetch, diff, lock,\n"
             "           barrier, each with iccs_median_us, iccs_p99_us, direct_median_us, direct_p99_us,\n"
             "           samples (of all runs), ratio_iccs_direct, direct_slower.\n"
