@@ -241,8 +241,9 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
         const std::string h = s;
         if (h == "round-robin") cfg.home = HomePolicy::kRoundRobin;
         else if (h == "block") cfg.home = HomePolicy::kBlock;
+        else if (h == "alloc-block") cfg.home = HomePolicy::kAllocBlock;
         else {
-            err = "ICCS_DSM_HOME=" + h + ": allowed values are round-robin, block";
+            err = "ICCS_DSM_HOME=" + h + ": allowed values are round-robin, block, alloc-block";
             return false;
         }
     }
@@ -487,23 +488,36 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     }
     if (list.empty()) return true;
     std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message()));
-    for (uint32_t p : list) {
-        Page& pg = pages[p];
-        std::lock_guard<std::mutex> g(pg.mu);
-        if (pg.state.load() == kWritable) {
-            // Protect before diffing so no write of another thread slips between diff and twin drop.
-            if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) mprotect_failed();
-            pg.state.store(kReadOnly);
+    // In page order, a run of consecutive pages at a time: its pages locked together, so one
+    // mprotect covers every writable page of the run (one per page was most of a release's cost:
+    // each splits the mapping and flushes the TLB of every core running a thread of the process).
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    for_each_page_run(list, [&](const uint32_t* run, size_t len) {
+        for (size_t k = 0; k < len;) {  // protect before diffing, so no write of another thread
+            size_t e = k;               // slips between diff and twin drop
+            while (e < len && pages[run[e]].state.load() == kWritable && (e == k || run[e] == run[e - 1] + 1)) ++e;
+            if (e == k) {
+                ++k;
+                continue;
+            }
+            protect(run[k], uint32_t(e - k), PROT_READ);
+            for (size_t j = k; j < e; j++) pages[run[j]].state.store(kReadOnly);
+            k = e;
         }
-        if (pg.twin) {
-            const size_t bytes =
-                per_home[home_of_page(p)].diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
-            n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
-            n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
-            pg.twin = false;
+        for (size_t k = 0; k < len; k++) {
+            const uint32_t p = run[k];
+            Page& pg = pages[p];
+            if (pg.twin) {
+                const size_t bytes =
+                    per_home[home_of_page(p)].diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                pg.twin = false;
+            }
+            pg.dirty = false;
         }
-        pg.dirty = false;
-    }
+    });
     for (uint16_t c = 0; c < n.clusters_; c++)
         if (!per_home[c].msgs.empty() && !send_diffs(*this, ep, c, per_home[c])) return false;
     std::lock_guard<std::mutex> k(know_mu);
@@ -511,6 +525,10 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     store[n.cluster_][idx] = std::move(list);
     n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
     return true;
+}
+
+void DsmNode::Impl::protect(uint32_t first, uint32_t count, int prot) {
+    if (mprotect(app + uint64_t(first) * page, uint64_t(count) * page, prot) != 0) mprotect_failed();
 }
 
 void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
@@ -731,29 +749,37 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
             }
         }
         if (any_twin) ok = flush_locked(ep);
-        for (uint32_t p : inval) {
-            Page& pg = pages[p];
-            std::lock_guard<std::mutex> g(pg.mu);
-            if (pg.twin) {
-                // Written again since the flush above: send this page's diff now, before the home
-                // copy can be fetched back.
-                if (mprotect(app + uint64_t(p) * page, page, PROT_READ) != 0) mprotect_failed();
-                DiffBatch b(rt.max_message());
-                const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
-                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
-                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
-                if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
-                    fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
-                          ep.last_error().c_str());
-                pg.twin = false;
+        std::sort(inval.begin(), inval.end());
+        inval.erase(std::unique(inval.begin(), inval.end()), inval.end());
+        for_each_page_run(inval, [&](const uint32_t* run, size_t len) {
+            for (size_t k = 0; k < len; k++) {
+                const uint32_t p = run[k];
+                Page& pg = pages[p];
+                if (pg.twin) {
+                    // Written again since the flush above: send this page's diff now, before the
+                    // home copy can be fetched back.
+                    protect(p, 1, PROT_READ);
+                    DiffBatch b(rt.max_message());
+                    const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+                    n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                    n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                    if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
+                        fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
+                              ep.last_error().c_str());
+                    pg.twin = false;
+                }
+                pg.epoch++;
+                if (pg.state.load() != kInvalid) n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
             }
-            pg.epoch++;
-            if (pg.state.load() != kInvalid) {
-                if (mprotect(app + uint64_t(p) * page, page, PROT_NONE) != 0) mprotect_failed();
-                pg.state.store(kInvalid);
-                n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
+            // One mprotect for the run's consecutive pages: an invalid page is PROT_NONE already.
+            for (size_t k = 0; k < len;) {
+                size_t e = k + 1;
+                while (e < len && run[e] == run[e - 1] + 1) ++e;
+                protect(run[k], uint32_t(e - k), PROT_NONE);
+                for (size_t j = k; j < e; j++) pages[run[j]].state.store(kInvalid);
+                k = e;
             }
-        }
+        });
     }
     {
         std::lock_guard<std::mutex> k(know_mu);
@@ -1138,6 +1164,7 @@ void* DsmNode::alloc(uint64_t bytes, uint64_t align) {
             return nullptr;
         }
         used_.store(off + bytes);
+        if (cfg_.home == HomePolicy::kAllocBlock) impl_->pre_allocs.emplace_back(off, bytes);
         return impl_->app + off;
     }
     RtEndpoint& ep = bound_or_die(*this, "G_MALLOC after CREATE");
@@ -1241,6 +1268,21 @@ DsmStatus DsmNode::start_parallel() {
     // gauss, 1 cluster of 2 threads, paper size, 4.5 s against 1.5 s as 2 clusters of 1.)
     const uint64_t used_pages = (used + I.page - 1) / I.page;
     I.block_pages = std::max<uint64_t>(1, (used_pages + clusters_ - 1) / clusters_);
+    if (cfg_.home == HomePolicy::kAllocBlock) {
+        // Every cluster replayed the same allocations (the start-up exchange compared the used
+        // part), so every cluster computes the same homes. A page two allocations share goes
+        // with the later one.
+        I.alloc_homes.resize(used_pages);
+        for (uint64_t p = 0; p < used_pages; p++) I.alloc_homes[p] = uint16_t(p % clusters_);
+        for (const auto& [off, bytes] : I.pre_allocs) {
+            if (bytes == 0) continue;
+            const uint64_t first = off / I.page, end = (off + bytes + I.page - 1) / I.page;
+            const uint64_t np = end - first;
+            if (np < clusters_) continue;
+            for (uint64_t k = 0; k < np; k++) I.alloc_homes[first + k] = uint16_t(k * clusters_ / np);
+        }
+        std::vector<std::pair<uint64_t, uint64_t>>().swap(I.pre_allocs);
+    }
     if (clusters_ > 1 && mprotect(I.app, cfg_.region_bytes, PROT_READ) != 0) {
         set_error(std::string("CREATE: mprotect of the shared region: ") + strerror(errno));
         return DsmStatus::kRuntime;

@@ -40,6 +40,9 @@ namespace iccs::dsm {
 enum class HomePolicy : uint8_t {
     kRoundRobin,  // page p's home is cluster p mod C
     kBlock,       // the region is cut into C contiguous blocks, block c's home is cluster c
+    kAllocBlock,  // each allocation made before CREATE is cut into C contiguous blocks (block c's
+                  // home is cluster c), as programs split each array among their threads; an
+                  // allocation of fewer than C pages, and memory allocated later, round-robin
 };
 
 struct DsmConfig {

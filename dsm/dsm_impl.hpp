@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -151,6 +152,8 @@ struct DsmNode::Impl {
     Page* pages = nullptr;
     uint64_t pages_map_bytes = 0;  // 0: pages came from new[] (the zero-record check failed)
     uint64_t block_pages = 1;      // HomePolicy::kBlock: pages per cluster, from the used part at CREATE
+    std::vector<std::pair<uint64_t, uint64_t>> pre_allocs;  // (offset, bytes) of every alloc before CREATE
+    std::vector<uint16_t> alloc_homes;  // HomePolicy::kAllocBlock: the home of each page used at CREATE
     int slot = -1;            // in the process-wide node registry
 
     std::mutex dirty_mu;
@@ -193,10 +196,25 @@ struct DsmNode::Impl {
         // Block homes cut the part used at CREATE (the region itself is mostly unused address
         // space) into C blocks; pages allocated later go round-robin.
         if (n.cfg_.home == HomePolicy::kBlock && p < block_pages * n.clusters_) return uint16_t(p / block_pages);
+        if (p < alloc_homes.size()) return alloc_homes[p];
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
     RtAddr service(uint16_t c) const { return RtAddr{c, kRtService}; }
+
+    // fn(run, len) over `sorted` (ascending, distinct pages) in chunks of at most kPageRun pages,
+    // each chunk with its pages' locks held: taken in page order, and no other path holds two,
+    // so no deadlock. Lets a release or an invalidation change a run's protection in one call.
+    static constexpr size_t kPageRun = 64;
+    template <class Fn> void for_each_page_run(const std::vector<uint32_t>& sorted, Fn&& fn) {
+        for (size_t i = 0; i < sorted.size(); i += kPageRun) {
+            const size_t len = std::min(kPageRun, sorted.size() - i);
+            for (size_t k = 0; k < len; k++) pages[sorted[i + k]].mu.lock();
+            fn(sorted.data() + i, len);
+            for (size_t k = len; k-- > 0;) pages[sorted[i + k]].mu.unlock();
+        }
+    }
+    void protect(uint32_t first, uint32_t count, int prot);  // mprotect of pages first .. first+count-1
 
     // dsm.cpp
     void on_fault(uintptr_t addr, int write);  // write: 1 yes, 0 no, -1 unknown

@@ -84,7 +84,7 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     setenv("ICCS_DSM_HOME", "nearest", 1);
     cfg = DsmConfig{};
     CHECK_FALSE(dsm_config_from_env(cfg, err));
-    CHECK(err == "ICCS_DSM_HOME=nearest: allowed values are round-robin, block");
+    CHECK(err == "ICCS_DSM_HOME=nearest: allowed values are round-robin, block, alloc-block");
     unsetenv("ICCS_DSM_HOME");
     setenv("ICCS_DSM_SIZE", "12X", 1);
     CHECK_FALSE(dsm_config_from_env(cfg, err));

@@ -92,7 +92,7 @@ TEST_CASE("dsm: message passing through a lock (writer on one cluster, readers o
 TEST_CASE("dsm: data written before a barrier is seen by every thread after it", "[dsm-litmus]") {
     const uint16_t C = GENERATE(2, 3);
     const uint32_t page = GENERATE(4096u, 16384u);
-    const HomePolicy home = GENERATE(HomePolicy::kRoundRobin, HomePolicy::kBlock);
+    const HomePolicy home = GENERATE(HomePolicy::kRoundRobin, HomePolicy::kBlock, HomePolicy::kAllocBlock);
     DsmConfig cfg = test_config(page);
     cfg.home = home;
     Machine m(C, 2, cfg);
@@ -124,6 +124,47 @@ TEST_CASE("dsm: data written before a barrier is seen by every thread after it",
     // With 4 KiB pages round-robin spreads the slots' 4+ pages over every cluster: each fetched some.
     if (home == HomePolicy::kRoundRobin && page == 4096)
         for (auto& n : m.nodes) CHECK(n->counters().page_fetches.load() > 0);
+}
+
+TEST_CASE("dsm: alloc-block homes each cluster's block of an array at that cluster (owner computes: no diff)",
+          "[dsm-litmus]") {
+    const uint16_t C = GENERATE(2, 3);
+    const HomePolicy home = GENERATE(HomePolicy::kRoundRobin, HomePolicy::kAllocBlock);
+    DsmConfig cfg = test_config();
+    cfg.home = home;
+    Machine m(C, 2, cfg);
+    constexpr uint64_t kPagesPerCluster = 6;
+    const uint64_t words = C * kPagesPerCluster * 1024;  // 4-byte words, C blocks of 6 pages
+    uint64_t off_small = 0, off = 0;
+    for (auto& n : m.nodes) {
+        // A small allocation first (under one page: round-robin), so the array does not start
+        // at page 0 and its blocks are found from the allocation, not from the region.
+        off_small = uint64_t(static_cast<uint8_t*>(n->alloc(100)) - static_cast<uint8_t*>(n->base()));
+        off = uint64_t(static_cast<uint8_t*>(n->alloc(words * 4, 4096)) - static_cast<uint8_t*>(n->base()));
+    }
+    CHECK(off_small == 0);
+    CHECK(off == 4096);
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* a = m.at<uint32_t>(c, off);
+        const uint64_t per = words / C, first = c * per + t * (per / 2);  // this thread's half of its cluster's block
+        for (uint32_t round = 1; round <= 3; round++) {
+            for (uint64_t i = first; i < first + per / 2; i++) a[i] = uint32_t(round * 1000003u + i);
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            for (uint64_t i = 0; i < words; i += 97)
+                if (a[i] != uint32_t(round * 1000003u + i)) {
+                    f.fail("round " + std::to_string(round) + ": cluster " + std::to_string(c) + " read word " +
+                           std::to_string(i) + " = " + std::to_string(a[i]));
+                    break;
+                }
+            n.barrier(2);
+        }
+    });
+    f.check();
+    uint64_t diffs = 0;
+    for (auto& n : m.nodes) diffs += n->counters().diffs_sent.load();
+    if (home == HomePolicy::kAllocBlock) CHECK(diffs == 0);  // every write was to a page homed at its writer
+    else CHECK(diffs > 0);  // round-robin: every other page of a block is homed elsewhere
 }
 
 TEST_CASE("dsm: false sharing (clusters write different words of one page between barriers) loses no write",
