@@ -494,9 +494,17 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
     for_each_page_run(list, [&](const uint32_t* run, size_t len) {
-        for (size_t k = 0; k < len;) {  // protect before diffing, so no write of another thread
-            size_t e = k;               // slips between diff and twin drop
-            while (e < len && pages[run[e]].state.load() == kWritable && (e == k || run[e] == run[e - 1] + 1)) ++e;
+        // Protect a twinned page before diffing it, so no write of another thread slips between
+        // diff and twin drop. Under block homes a home page stays writable, untracked (see
+        // h_fetch); under round-robin homes it is protected too: left writable, every other page
+        // would stay a mapping of its own (vm.max_map_count), and a run's one mprotect would
+        // become one per page (measured slower: perf/README.md, sixth pass).
+        auto to_protect = [&](uint32_t p) {
+            return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
+        };
+        for (size_t k = 0; k < len;) {
+            size_t e = k;
+            while (e < len && to_protect(run[e]) && (e == k || run[e] == run[e - 1] + 1)) ++e;
             if (e == k) {
                 ++k;
                 continue;
@@ -800,6 +808,20 @@ void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (r.bad || p >= I->npages) {
         self.reply(m.token(), {});
         return;
+    }
+    // Under block homes, home pages are not write-protected at a release (flush_locked): once its
+    // write notice is out, a home page stays writable and its later writes are not tracked. That is safe while every valid copy
+    // elsewhere predates that notice: a cluster that is ordered after such a write has applied
+    // the notice (a later release of this cluster carries it) and refetches. So a copy handed out
+    // now makes the page tracked again first: protected, its next write faults and is noticed.
+    // (A page written since its last release is still dirty: the notice to come covers it.)
+    if (I->home_of_page(p) == I->n.cluster()) {
+        Page& pg = I->pages[p];
+        std::lock_guard<std::mutex> g(pg.mu);
+        if (pg.state.load() == kWritable && !pg.dirty) {
+            I->protect(p, 1, PROT_READ);
+            pg.state.store(kReadOnly, std::memory_order_release);
+        }
     }
     self.reply(m.token(), RtBytes{I->priv + uint64_t(p) * I->page, I->page});
 }

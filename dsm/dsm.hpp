@@ -52,7 +52,7 @@ struct DsmConfig {
     // dsm_default_region_bytes().
     uint64_t region_bytes = 0;
     uint32_t page_bytes = 4096;               // [bytes] coherence unit: a multiple of the OS page, <= 1 MiB
-    HomePolicy home = HomePolicy::kRoundRobin;
+    HomePolicy home = HomePolicy::kAllocBlock;  // ICCS_DSM_HOME; measured against round-robin: dsm/README.md
     uint32_t max_sync_ids = 65536;            // ids of locks, barriers, counters, flags: 0 .. max-1
     uint16_t handler_base = 100;              // runtime handler ids handler_base .. +kDsmHandlers-1
     // GETSUB as SPLASH-2's macros build it (a lock around the counter): an acquire and a release,

@@ -200,6 +200,8 @@ struct DsmNode::Impl {
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
+    // Home pages left writable after their release (h_fetch): only where homes are contiguous.
+    bool untracked_homes() const { return n.cfg_.home != HomePolicy::kRoundRobin; }
     RtAddr service(uint16_t c) const { return RtAddr{c, kRtService}; }
 
     // fn(run, len) over `sorted` (ascending, distinct pages) in chunks of at most kPageRun pages,

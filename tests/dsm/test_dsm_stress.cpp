@@ -37,7 +37,10 @@ TEST_CASE("dsm: randomized lock and barrier stress equals the sequential model",
     const uint16_t C = GENERATE(2, 3);
     const uint32_t seed = GENERATE(1u, 2u);
     const uint16_t T = 3;
-    Machine m(C, T);
+    const HomePolicy home = GENERATE(HomePolicy::kAllocBlock, HomePolicy::kRoundRobin);  // the default first
+    DsmConfig cfg = test_config();
+    cfg.home = home;
+    Machine m(C, T, cfg);
     const uint32_t P = C * T;
     // a: lock-protected accumulators; own: per-thread slots written between barriers (no lock);
     // log: per-lock append logs (order-sensitive: each entry records the previous entry's value).
