@@ -950,8 +950,9 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                           (nprox > 1 ? ".." + std::to_string(udp_port(plan, me, static_cast<uint16_t>(nprox - 1)))
                                      : std::string());
                 const std::string wake = proxies.empty() ? std::string() : proxies[0]->wake_path();
-                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads, fabric %s (%s), polling %s%s%s, EAL %s%s\n",
-                             me, nprox, plan.threads, plan.fabric.c_str(), io.c_str(),
+                std::fprintf(stderr, "cluster %u: %u proxies, %u compute threads%s, fabric %s (%s), polling %s%s%s, EAL %s%s\n",
+                             me, nprox, plan.last_is_service ? plan.threads - 1u : plan.threads,
+                             plan.last_is_service ? " and the runtime's service endpoint" : "", plan.fabric.c_str(), io.c_str(),
                              plan.polling == Polling::kBusy ? "busy"
                              : plan.polling == Polling::kInline ? "inline" : "adaptive",
                              wake.empty() ? "" : ": ", wake.c_str(), prefix.c_str(),
@@ -1224,8 +1225,10 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
     for (size_t t = 0; t < r.threads.size(); ++t) {
         const ConvCounters& c = r.threads[t];
         std::string per;
-        for (size_t q = 0; q < nprox && q < ConvCounters::kProxiesCounted; ++q)
-            per += (q ? " " : "") + std::to_string(c.to_proxy[q]);
+        for (size_t q = 0; q < nprox && q < ConvCounters::kProxiesCounted; ++q) {
+            if (q) per += ' ';
+            per += std::to_string(c.to_proxy[q]);
+        }
         std::fprintf(out, "  thread %u.%zu: msgs sent %llu received %llu, pieces sent %llu, to proxies [%s], waits: ring %llu "
                     "buffers %llu window %llu, credits %llu, stale %llu\n",
                     plan.cluster_id, t, static_cast<unsigned long long>(c.msgs_sent),

@@ -43,6 +43,7 @@ struct ClusterPlan {
     uint16_t cluster_id = 0;
     uint16_t clusters = 2;
     uint16_t threads = 2;                       // compute threads per cluster
+    bool last_is_service = false;               // the runtime's: the last of `threads` is its service endpoint
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
     std::vector<unsigned> proxy_cores;          // by proxy index of this cluster
     std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size

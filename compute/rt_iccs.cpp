@@ -119,6 +119,7 @@ class IccsCore final : public RtCore {
     bool start(std::string& err) {
         plan_.cluster_id = cluster_;
         plan_.threads = static_cast<uint16_t>(threads_ + 1);  // + the service endpoint's module
+        plan_.last_is_service = true;
         plan_.program = [this](ComputeEnv& env) {
             auto& ep = static_cast<IccsEp&>(*eps_[env.thread]);
             std::string e;
