@@ -499,20 +499,9 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         // h_fetch); under round-robin homes it is protected too: left writable, every other page
         // would stay a mapping of its own (vm.max_map_count), and a run's one mprotect would
         // become one per page (measured slower: perf/README.md, sixth pass).
-        auto to_protect = [&](uint32_t p) {
+        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
             return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
-        };
-        for (size_t k = 0; k < len;) {
-            size_t e = k;
-            while (e < len && to_protect(run[e]) && (e == k || run[e] == run[e - 1] + 1)) ++e;
-            if (e == k) {
-                ++k;
-                continue;
-            }
-            protect(run[k], uint32_t(e - k), PROT_READ);
-            for (size_t j = k; j < e; j++) pages[run[j]].state.store(kReadOnly);
-            k = e;
-        }
+        });
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
             Page& pg = pages[p];
@@ -779,14 +768,8 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
                 pg.epoch++;
                 if (pg.state.load() != kInvalid) n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
             }
-            // One mprotect for the run's consecutive pages: an invalid page is PROT_NONE already.
-            for (size_t k = 0; k < len;) {
-                size_t e = k + 1;
-                while (e < len && run[e] == run[e - 1] + 1) ++e;
-                protect(run[k], uint32_t(e - k), PROT_NONE);
-                for (size_t j = k; j < e; j++) pages[run[j]].state.store(kInvalid);
-                k = e;
-            }
+            // Every page of the chunk (an invalid page is PROT_NONE already, so no need to skip it).
+            protect_runs(run, len, PROT_NONE, kInvalid, [](uint32_t) { return true; });
         });
     }
     {
@@ -1290,21 +1273,25 @@ DsmStatus DsmNode::start_parallel() {
     // signal and an mprotect whose TLB flush interrupts every core running another of the
     // process's threads: gauss, 1 cluster of 2 threads, paper size, 4.4 s; now 0.04 s.)
     const uint64_t used_pages = (used + I.page - 1) / I.page;
-    I.block_pages = std::max<uint64_t>(1, (used_pages + clusters_ - 1) / clusters_);
-    if (cfg_.home == HomePolicy::kAllocBlock) {
-        // Every cluster replayed the same allocations (the start-up exchange compared the used
-        // part), so every cluster computes the same homes. A page two allocations share goes
-        // with the later one.
-        I.alloc_homes.resize(used_pages);
-        for (uint64_t p = 0; p < used_pages; p++) I.alloc_homes[p] = uint16_t(p % clusters_);
-        for (const auto& [off, bytes] : I.pre_allocs) {
-            if (bytes == 0) continue;
-            const uint64_t first = off / I.page, end = (off + bytes + I.page - 1) / I.page;
-            const uint64_t np = end - first;
-            if (np < clusters_) continue;
-            for (uint64_t k = 0; k < np; k++) I.alloc_homes[first + k] = uint16_t(k * clusters_ / np);
+    // The homes of the pages used at CREATE (later ones go round-robin). Every cluster replayed
+    // the same allocations (the start-up exchange compared the used part), so every cluster
+    // computes the same table.
+    if (cfg_.home != HomePolicy::kRoundRobin) {
+        I.homes.resize(used_pages);
+        if (cfg_.home == HomePolicy::kBlock) {  // the used part in C blocks
+            const uint64_t per = std::max<uint64_t>(1, (used_pages + clusters_ - 1) / clusters_);
+            for (uint64_t p = 0; p < used_pages; p++) I.homes[p] = uint16_t(p / per);
+        } else {  // each allocation in C blocks; one of fewer than C pages round-robin; a page two
+                  // allocations share goes with the later one
+            for (uint64_t p = 0; p < used_pages; p++) I.homes[p] = uint16_t(p % clusters_);
+            for (const auto& [off, bytes] : I.pre_allocs) {
+                const uint64_t first = off / I.page, end = (off + bytes + I.page - 1) / I.page;
+                const uint64_t np = end - first;
+                if (bytes == 0 || np < clusters_) continue;
+                for (uint64_t k = 0; k < np; k++) I.homes[first + k] = uint16_t(k * clusters_ / np);
+            }
+            std::vector<std::pair<uint64_t, uint64_t>>().swap(I.pre_allocs);
         }
-        std::vector<std::pair<uint64_t, uint64_t>>().swap(I.pre_allocs);
     }
     if (clusters_ > 1 && mprotect(I.app, cfg_.region_bytes, PROT_READ) != 0) {
         set_error(std::string("CREATE: mprotect of the shared region: ") + strerror(errno));

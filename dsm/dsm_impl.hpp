@@ -151,9 +151,8 @@ struct DsmNode::Impl {
     // can be tens of GiB and only the records of touched pages cost memory.
     Page* pages = nullptr;
     uint64_t pages_map_bytes = 0;  // 0: pages came from new[] (the zero-record check failed)
-    uint64_t block_pages = 1;      // HomePolicy::kBlock: pages per cluster, from the used part at CREATE
     std::vector<std::pair<uint64_t, uint64_t>> pre_allocs;  // (offset, bytes) of every alloc before CREATE
-    std::vector<uint16_t> alloc_homes;  // HomePolicy::kAllocBlock: the home of each page used at CREATE
+    std::vector<uint16_t> homes;  // block policies: the home of each page used at CREATE
     int slot = -1;            // in the process-wide node registry
 
     std::mutex dirty_mu;
@@ -193,10 +192,9 @@ struct DsmNode::Impl {
 
     uint16_t h(uint16_t rel) const { return uint16_t(n.cfg_.handler_base + rel); }
     uint16_t home_of_page(uint64_t p) const {
-        // Block homes cut the part used at CREATE (the region itself is mostly unused address
-        // space) into C blocks; pages allocated later go round-robin.
-        if (n.cfg_.home == HomePolicy::kBlock && p < block_pages * n.clusters_) return uint16_t(p / block_pages);
-        if (p < alloc_homes.size()) return alloc_homes[p];
+        // Block policies: a table of the part used at CREATE (start_parallel; the region itself is
+        // mostly unused address space). Round-robin, and pages allocated later: p mod C.
+        if (p < homes.size()) return homes[p];
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
@@ -217,6 +215,21 @@ struct DsmNode::Impl {
         }
     }
     void protect(uint32_t first, uint32_t count, int prot);  // mprotect of pages first .. first+count-1
+    // Within a chunk of for_each_page_run (locks held): each maximal run of consecutive pages
+    // `pick` selects gets one mprotect to `prot` and the state `st`.
+    template <class Pick> void protect_runs(const uint32_t* run, size_t len, int prot, uint8_t st, Pick&& pick) {
+        for (size_t k = 0; k < len;) {
+            if (!pick(run[k])) {
+                ++k;
+                continue;
+            }
+            size_t e = k + 1;
+            while (e < len && run[e] == run[e - 1] + 1 && pick(run[e])) ++e;
+            protect(run[k], uint32_t(e - k), prot);
+            for (size_t j = k; j < e; j++) pages[run[j]].state.store(st);
+            k = e;
+        }
+    }
 
     // dsm.cpp
     void on_fault(uintptr_t addr, int write);  // write: 1 yes, 0 no, -1 unknown
