@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "config.hpp"
 #include "run_app.hpp"
 #include "run_rt.hpp"
 #include "widearea.hpp"
@@ -23,29 +25,43 @@ namespace {
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
 
+// "original, optimized, exact-halo": a program's variants.
+std::string variant_names(const widearea::Program& p, const char* sep = ", ") {
+    std::string r;
+    for (const widearea::VariantInfo& v : p.variants) r += std::string(r.empty() ? "" : sep) + widearea::to_string(v.id);
+    return r;
+}
+
 void print_help(const widearea::Program* only) {
     std::printf(
-        "usage: iccs run NAME [--variant original|optimized|both|grid] [--grid-opts LIST]\n"
+        "usage: iccs run NAME [--variant V[,V...]|both|all] [--grid-opts LIST]\n"
         "                     [--size test|paper] [--json]\n"
         "                     [--report FILE] [--inject-error] [--clusters C] [--cluster-size S]\n"
         "                     [--sites LIST] [--wan-latency-ms X] [--wan-bandwidth BPS] [--wan-loss P]\n"
         "                     [--transport iccs|direct|delay] [--delay-us N] [other run options]\n"
-        "  The wide-area suite (Bal, Plaat et al. 1997-98; apps/widearea/README.md): a program on the\n"
+        "  The wide-area suite (Bal, Plaat et al. 1998-99; apps/widearea/README.md): a program on the\n"
         "  cluster runtime and group/ across C cluster processes of S compute threads each. The study's\n"
         "  'cluster' is a WAN site (each cluster process its own site unless --sites groups them); its\n"
         "  'processes' are the compute threads (C*S in all). Each variant runs timed between barriers,\n"
         "  then every cluster checks its part of the result against the sequential computation (cluster\n"
         "  0's is timed: speedup = sequential / parallel), and the inter-site traffic (RPCs and their\n"
-        "  bytes, broadcasts and their bytes, per WAN link) is summed over the clusters.\n"
-        "programs:\n");
+        "  bytes, broadcast messages and their bytes, per WAN link, counted as the study's Orca did) is\n"
+        "  summed over the clusters.\n"
+        "programs and their variants (original: as the study ran it; optimized: the study's change;\n"
+        "other names: ours):\n");
     for (const widearea::Program& p : widearea::programs()) {
         if (only != nullptr && only != &p) continue;
         std::printf("  %-9s %s\n  %-9s sizes: %s\n", p.name, p.help, "", p.sizes);
+        for (const widearea::VariantInfo& v : p.variants)
+            std::printf("  %-9s   %s: %s\n", "", widearea::to_string(v.id), v.help);
+        if (*p.no_optimized) std::printf("  %-9s   (no optimized: %s)\n", "", p.no_optimized);
+        if (*p.caveat) std::printf("  %-9s   (%s)\n", "", p.caveat);
     }
     std::printf(
         "options:\n"
-        "  --variant V          original (default), optimized (cluster-aware), or both (in one launch);\n"
-        "                       grid: a third variant, alone (ra: Awari's grid changes, issue 20)\n"
+        "  --variant V          one of the program's variants (default original), a comma-separated\n"
+        "                       list of them (run in turn in one launch, each timed and checked on its\n"
+        "                       own), both (original,optimized), or all (every variant but grid)\n"
         "  --grid-opts LIST     the grid variant's changes: any of tree-sync,rings,polling,grain,autoflush,\n"
         "                       or all (default), none\n"
         "  --size test|paper    problem size (default test)\n"
@@ -53,8 +69,8 @@ void print_help(const widearea::Program* only) {
         "                       variant, size, result, time_s, seq_s, speedup, check, problem, wan_rpcs,\n"
         "                       wan_rpc_bytes, wan_bcasts, wan_bcast_bytes, msgs, msg_bytes, wan_links\n"
         "                       [{from_site, to_site, rpcs, rpc_bytes, bcasts, bcast_bytes}], stats, and\n"
-        "                       the run's shape (clusters, cluster_size, transport, ...); with --variant\n"
-        "                       both: {app, variant: \"both\", result, shape..., runs: [one per variant]}\n"
+        "                       the run's shape (clusters, cluster_size, transport, ...); with several\n"
+        "                       variants: {app, variant: V, result, shape..., runs: [one per variant]}\n"
         "  --report FILE        that JSON object into FILE as well\n"
         "  --inject-error       test hook: cluster 0 corrupts its part of the parallel result before the\n"
         "                       check, which must FAIL (exit 1)\n"
@@ -64,6 +80,36 @@ void print_help(const widearea::Program* only) {
         "  Other options as for runtime programs (iccs run --help): --config, --set, --proxies,\n"
         "  --polling, --fabric, --timeout S, --sites, --wan-*. Exit status 0 PASS, 1 FAIL, 2 a usage\n"
         "  error (naming the flag).\n");
+}
+
+// --variant's value for program p: a name, a list, both or all; exits 2 naming what is wrong.
+std::vector<widearea::Variant> parse_variants(const widearea::Program& p, const std::string& v) {
+    std::vector<widearea::Variant> out;
+    if (v == "all") {
+        for (const widearea::VariantInfo& i : p.variants)
+            if (i.id != widearea::Variant::kGrid) out.push_back(i.id);
+        return out;
+    }
+    const std::string list = v == "both" ? "original,optimized" : v;
+    for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        const std::string w = list.substr(at, end - at);
+        at = end + 1;
+        widearea::Variant id{};
+        if (!widearea::parse_variant(w, id))
+            usage_error("bad value '" + w + "' for --variant: allowed values are " + variant_names(p) +
+                        " (a comma-separated list of them), both, all");
+        if (!p.has(id)) {
+            if (id == widearea::Variant::kOptimized && *p.no_optimized)
+                usage_error(std::string("--variant ") + v + ": " + p.name + " has no optimized variant: " + p.no_optimized);
+            usage_error(std::string("--variant ") + v + ": " + p.name + " has no variant " + w + " (its variants: " +
+                        variant_names(p) + ")");
+        }
+        for (widearea::Variant seen : out)
+            if (seen == id) usage_error("--variant " + v + ": " + w + " twice");
+        out.push_back(id);
+    }
+    return out;
 }
 
 std::string read_lines(const std::string& f, std::vector<std::string>& lines) {
@@ -82,7 +128,8 @@ std::string read_lines(const std::string& f, std::vector<std::string>& lines) {
 bool is_widearea_name(const char* name) { return widearea::find_program(name) != nullptr; }
 
 void print_widearea_list() {
-    for (const widearea::Program& p : widearea::programs()) std::printf("%s\t%s\n", p.name, p.help);
+    for (const widearea::Program& p : widearea::programs())
+        std::printf("%s\t%s\t%s\n", p.name, p.help, variant_names(p, ",").c_str());
 }
 
 int cmd_run_widearea(int argc, char** argv) {
@@ -114,18 +161,7 @@ int cmd_run_widearea(int argc, char** argv) {
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run " + prog->name + " --help)");
         const std::string v = argv[++i];
         if (a == "--variant") {
-            if (v == "original") o.variants = {widearea::Variant::kOriginal};
-            else if (v == "optimized") o.variants = {widearea::Variant::kOptimized};
-            else if (v == "both") o.variants = {widearea::Variant::kOriginal, widearea::Variant::kOptimized};
-            else if (v == "grid" && prog->grid) o.variants = {widearea::Variant::kGrid};
-            else if (v == "grid") {
-                std::string with;
-                for (const widearea::Program& p : widearea::programs())
-                    if (p.grid) with += std::string(with.empty() ? "" : ", ") + p.name;
-                usage_error(std::string(prog->name) + " has no grid variant (programs with one: " +
-                            (with.empty() ? "none" : with) + ")");
-            }
-            else usage_error("bad value '" + v + "' for --variant: allowed values are original, optimized, both, grid");
+            o.variants = parse_variants(*prog, v);
             variant = v;
         } else if (a == "--grid-opts") {
             std::string err;
@@ -150,7 +186,8 @@ int cmd_run_widearea(int argc, char** argv) {
             usage_error("unexpected argument '" + a + "' (see iccs run " + prog->name + " --help)");
         }
     }
-    if (grid_opts_given && variant != "grid") usage_error("--grid-opts applies to --variant grid only");
+    if (grid_opts_given && std::find(o.variants.begin(), o.variants.end(), widearea::Variant::kGrid) == o.variants.end())
+        usage_error("--grid-opts applies to --variant grid only");
     FILE* rep = nullptr;
     if (!report.empty() && (rep = std::fopen(report.c_str(), "w")) == nullptr)
         usage_error("--report " + report + ": " + std::strerror(errno));
@@ -197,7 +234,7 @@ int cmd_run_widearea(int argc, char** argv) {
         if (!pass && j.find("\"result\":\"PASS\"") != std::string::npos)
             j.replace(j.find("\"result\":\"PASS\""), 15, "\"result\":\"FAIL\"");
     } else {
-        j = "{\"app\":\"" + std::string(prog->name) + "\",\"variant\":\"both\",\"result\":\"" + (pass ? "PASS" : "FAIL") +
+        j = "{\"app\":\"" + std::string(prog->name) + "\",\"variant\":" + json_quote(variant) + ",\"result\":\"" + (pass ? "PASS" : "FAIL") +
             "\"" + shape + ",\"runs\":[";
         for (size_t k = 0; k < lines.size(); ++k) j += (k ? "," : "") + lines[k];
         j += "]}";

@@ -9,16 +9,21 @@
 // without a broadcast. The result (the largest arc-consistent domains) does not depend on the
 // order of the revisions.
 //
-// original:  a synchronous broadcast: after each broadcast the sender waits for an
-//            acknowledgement from every other thread before it revises on;
-// optimized: asynchronous, pipelined broadcasts: the sender revises on at once (no
-//            acknowledgements).
+// original:    as Orca ran it: each reduction goes through the totally ordered broadcast (group/'s
+//              OrderedBcast, one central sequencer: cluster 0's service endpoint); every thread
+//              delivers every broadcast in the one order, and the writer waits until its own comes
+//              back to it in that order (Orca's write on a replicated object), delivering the ones
+//              before it meanwhile; no acknowledgement from the receivers. The study made no
+//              change to ACP (its Table 5: "-"), so there is no optimized variant.
+// async-bcast: ours: unordered broadcasts straight to every thread (one message each), the sender
+//              revises on at once.
 // Check: every replica of every thread of this cluster equals the sequential AC-3's domains.
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
+#include "ordered.hpp"
 #include "wb_common.hpp"
 
 namespace iccs::widearea {
@@ -92,7 +97,8 @@ class Acp final : public Instance {
 public:
     explicit Acp(const Setup& s)
         : rt_(s.rt), net_(s.net), variant_(s.variant), shared_(s.shared), p_(params_of(s.opt.size)), h_(s.handler_base),
-          world_(s.rt, s.topo, group::Options{group::Family::kHier, 64u << 10, s.opt.timeout_ms, s.group_base}) {
+          world_(s.rt, s.topo, group::Options{group::Family::kHier, 64u << 10, s.opt.timeout_ms, s.group_base}),
+          ob_(s.rt, s.topo, group::Sequencer::kCentral, s.ordered_base) {
         if (!shared_) shared_ = make_network(p_, s.opt.seed);
         nw_ = std::static_pointer_cast<Network>(shared_);
         ranks_ = uint32_t{s.rt.clusters()} * s.rt.threads();
@@ -106,13 +112,13 @@ public:
             for (uint32_t x = me.rank; x < nw_->n; x += ranks_) mark(me, x);
         }
         s.rt.set_handler(h_, &Acp::on_domain, this);
-        s.rt.set_handler(h_ + 1, &Acp::on_ack, this);
     }
 
     bool run(Ctx& c) override {
         Thread& me = ts_[c.thread];
         group::Group& g = world_.group(c.thread);
-        uint64_t expected = 0;
+        const bool ordered = variant_ == Variant::kOriginal;
+        uint64_t expected = 0;  // broadcasts of the run so far this thread must have taken
         for (;; ++me.rounds) {
             uint64_t sent = 0;
             while (!me.work.empty()) {
@@ -125,23 +131,34 @@ public:
                 me.dom[x] = nd;
                 touch(me, x);
                 const Update u{x, 0, nd};
-                const uint64_t acks0 = me.acks;
-                if (c.bcast(h_, RtBytes{&u, sizeof u}) != RtStatus::kOk)
-                    return c.fail("acp: broadcast of variable " + std::to_string(x) + ": " + c.ep.last_error());
                 ++sent;
-                if (!c.optimized() &&
-                    !c.wait([&] { return me.acks - acks0 == c.ranks - 1; }, "the acknowledgements of a broadcast"))
-                    return false;
+                if (!ordered) {
+                    if (c.bcast(h_, RtBytes{&u, sizeof u}) != RtStatus::kOk)
+                        return c.fail("acp: broadcast of variable " + std::to_string(x) + ": " + c.ep.last_error());
+                    continue;
+                }
+                if (!ob_.send(c.thread, &u, sizeof u))
+                    return c.fail("acp: ordered broadcast of variable " + std::to_string(x) + ": " + ob_.last_error());
+                // Orca's write: done when this thread has delivered it (and every one before it).
+                const uint64_t mine = ++me.own_sent;
+                while (me.own_delivered < mine)
+                    if (!deliver_one(c, me)) return false;
             }
             uint64_t total = 0;
             if (!g.allreduce(std::span<const uint64_t>(&sent, 1), std::span<uint64_t>(&total, 1), group::Op::kSum))
                 return c.fail("acp: allreduce: " + g.last_error());
             me.bcasts += sent;
             if (total == 0) break;
-            // Every other thread's broadcasts of this round (and maybe some of the next: a late one
-            // of this round is then taken in a later round; in the last round none is sent).
-            expected += total - sent;
-            if (!c.wait([&] { return me.received >= expected; }, "the broadcasts of this round")) return false;
+            // Every broadcast of this round (async-bcast: maybe some of the next: a late one of this
+            // round is then taken in a later round; in the last round none is sent).
+            if (ordered) {
+                expected += total;  // every thread delivers every broadcast, its own too
+                while (me.delivered < expected)
+                    if (!deliver_one(c, me)) return false;
+            } else {
+                expected += total - sent;
+                if (!c.wait([&] { return me.received >= expected; }, "the broadcasts of this round")) return false;
+            }
         }
         return true;
     }
@@ -199,7 +216,10 @@ public:
 
     void inject_error() override { ts_[0].dom[0] ^= 1; }
 
-    void account(Net& net) override { net.add_group(world_.counters()); }
+    void account(Net& net) override {
+        net.add_group(world_.counters());
+        net.add_ordered(ob_.counters());
+    }
 
     std::string stats_json() const override {
         uint64_t bc = 0, rev = 0;
@@ -218,8 +238,9 @@ public:
                       "ACP: arc consistency of %u variables of %u values, %u random constraints (a pair allowed with "
                       "probability 1/%u); domain reductions broadcast %s",
                       p_.vars, p_.values, p_.constraints, p_.support_den,
-                      variant_ == Variant::kOptimized ? "asynchronously (pipelined)"
-                                                      : "synchronously (acknowledged by every thread)");
+                      variant_ == Variant::kAsyncBcast ? "asynchronously to every thread (ours: async-bcast)"
+                                                       : "through the totally ordered broadcast (central sequencer), "
+                                                         "the writer waiting for its own");
         return b;
     }
 
@@ -233,7 +254,9 @@ private:
         std::vector<uint64_t> dom;     // this thread's replica
         std::vector<uint8_t> dirty;    // own variables to revise
         std::vector<uint32_t> work;    // the dirty ones
-        uint64_t received = 0, acks = 0, bcasts = 0, revisions = 0, rounds = 0;
+        uint64_t received = 0, bcasts = 0, revisions = 0, rounds = 0;
+        uint64_t delivered = 0, own_sent = 0, own_delivered = 0;  // original: the ordered broadcast
+        std::vector<uint8_t> msg;
     };
 
     void mark(Thread& me, uint32_t x) {
@@ -247,6 +270,30 @@ private:
             if (a.to % ranks_ == me.rank) mark(me, a.to);
     }
 
+    // A domain reduction from another thread: into this thread's replica.
+    void intersect(Thread& me, const Update& u) {
+        if (u.var >= nw_->n) return;
+        const uint64_t nd = me.dom[u.var] & u.dom;
+        if (nd != me.dom[u.var]) {
+            me.dom[u.var] = nd;
+            touch(me, u.var);
+        }
+    }
+
+    // original: the next broadcast in the total order, into this thread's replica.
+    bool deliver_one(Ctx& c, Thread& me) {
+        RtAddr from{};
+        if (!ob_.deliver(c.thread, me.msg, &from, nullptr, c.opt.timeout_ms * 1000))
+            return c.fail("acp: waiting for a broadcast: " + ob_.last_error());
+        ++me.delivered;
+        Update u;
+        if (me.msg.size() != sizeof u) return c.fail("acp: a broadcast of " + std::to_string(me.msg.size()) + " bytes");
+        std::memcpy(&u, me.msg.data(), sizeof u);
+        if (from == c.ep.self()) ++me.own_delivered;  // applied when it was made
+        else intersect(me, u);
+        return true;
+    }
+
     static void on_domain(RtEndpoint& self, const AmMsg& m, void* ctx) {
         Acp* a = static_cast<Acp*>(ctx);
         const uint16_t t = self.self().thread;
@@ -255,22 +302,7 @@ private:
         std::memcpy(&u, m.data.data(), sizeof u);
         Thread& me = a->ts_[t];
         ++me.received;
-        if (u.var < a->nw_->n) {
-            const uint64_t nd = me.dom[u.var] & u.dom;
-            if (nd != me.dom[u.var]) {
-                me.dom[u.var] = nd;
-                a->touch(me, u.var);
-            }
-        }
-        if (a->variant_ == Variant::kOriginal) {
-            const uint32_t var = u.var;
-            a->net_.send(self, m.src, a->h_ + 1, RtBytes{&var, sizeof var});
-        }
-    }
-    static void on_ack(RtEndpoint& self, const AmMsg&, void* ctx) {
-        Acp* a = static_cast<Acp*>(ctx);
-        const uint16_t t = self.self().thread;
-        if (t < a->ts_.size()) ++a->ts_[t].acks;
+        a->intersect(me, u);
     }
 
     Runtime& rt_;
@@ -280,6 +312,7 @@ private:
     AcpParams p_;
     uint16_t h_;
     group::World world_;
+    group::OrderedBcast ob_;  // original
     std::shared_ptr<Network> nw_;
     uint32_t ranks_ = 1;
     std::vector<Thread> ts_;

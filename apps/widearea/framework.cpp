@@ -15,6 +15,9 @@ namespace iccs::widearea {
 
 namespace {
 
+constexpr size_t kFirstHandler = 10, kHandlersPerVariant = 30;
+constexpr size_t kMaxVariants = (kRtUserHandlers - kFirstHandler) / kHandlersPerVariant;
+
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -145,17 +148,24 @@ int run_cluster(std::unique_ptr<Runtime> rt, const group::Topology& topo, const 
     std::string refused;
     std::vector<std::unique_ptr<Net>> nets;
     std::vector<std::unique_ptr<Instance>> insts;
+    if (V > kMaxVariants) {
+        if (me == 0) std::printf("%s: %zu variants in one launch, at most %zu\n", p.name, V, kMaxVariants);
+        std::fflush(stdout);
+        return runtime_finish(std::move(rt), false);
+    }
     for (size_t v = 0; v < V; ++v) {
+        // Each variant its own block of handler ids: 20 for the program, then group/'s objects.
+        const size_t base = kFirstHandler + kHandlersPerVariant * v;
         nets.push_back(std::make_unique<Net>(*rt, topo));
         const Setup s{*rt,
                       *nets[v],
                       topo,
                       o,
                       o.variants[v],
-                      static_cast<uint16_t>(100 + 20 * v),
-                      static_cast<uint16_t>(140 + 2 * v),
-                      static_cast<uint16_t>(150 + 4 * v),
-                      static_cast<uint16_t>(160 + 4 * v),
+                      static_cast<uint16_t>(base),
+                      static_cast<uint16_t>(base + 20),
+                      static_cast<uint16_t>(base + 22),
+                      static_cast<uint16_t>(base + 26),
                       shared,
                       refused};
         insts.push_back(p.make(s));

@@ -1,18 +1,22 @@
 // ida.cpp: IDA*, iterative-deepening A* on the 15-puzzle (Manhattan distance), with work stealing.
 // Every iteration (cost bound) searches the whole tree below the bound: the jobs are the nodes at
 // depth kJobDepth from the root (every thread makes the same list), job j starts in the queue of
-// rank j % ranks; a thread takes its own jobs from the front and, when its queue is empty, steals
-// half of another thread's queue from the back (a request answered by the victim's handler, which
-// it runs while it searches). Stolen jobs are searched by the thief and never stolen again, so a
-// queue once empty stays empty in that iteration. After an iteration the solutions, nodes and the
-// next bound are reduced (group/ allreduce); the search stops at the first bound with a solution
-// (all solutions of that length are counted, so the work is deterministic).
+// rank j % ranks; a thread searches the jobs of its queue from the front and, when its queue is
+// empty, steals half of another thread's queue from the back (a request answered by the victim's
+// handler, which it runs while it searches); stolen jobs join the thief's queue (and may be stolen
+// again). An idle thread broadcasts how many jobs it has searched in the iteration; the iteration
+// ends for a thread when the counts it knows add up to all the jobs (each job is searched once).
+// After an iteration the solutions, nodes and the next bound are reduced (group/ allreduce); the
+// search stops at the first bound with a solution (all solutions of that length are counted, so
+// the work is deterministic).
 //
-// original:  an idle thread asks random threads anywhere (any rank but itself), until every other
-//            thread answered "empty" once (it keeps asking threads that already did);
-// optimized: it asks the threads of its own site first, in random order, then the others; and it
-//            remembers empty queues: a thread that answered "empty" is not asked again in that
-//            iteration.
+// original:  the paper's: an idle thread asks the threads at offsets 1, 2, 4, ... (mod P) from
+//            itself, in that order, and after a pass that found nothing broadcasts its count and
+//            tries again (after a pause of kRetryUs or when news arrives);
+// optimized: the study's change: it asks the threads of its own site first, then the others, and
+//            only threads not known to be idle: idle/active broadcasts (an idle thread says so, a
+//            thread that found work again says so) tell the thieves whom not to ask; a pass asks
+//            every such thread of its site and one of another site.
 // Check: the solution length, the number of optimal solutions, the nodes of the last iteration
 // and of the whole search equal the sequential search's (the same jobs in order).
 #include <algorithm>
@@ -29,6 +33,7 @@ namespace {
 
 constexpr uint32_t kJobDepth = 8;
 constexpr uint32_t kPollEvery = 1024;  // nodes between two polls (steal requests are answered then)
+constexpr uint64_t kRetryUs = 2000;    // an idle thread's pause between two steal passes without news
 
 struct IdaParams {
     uint32_t walk;  // the instance: this many random moves from the goal
@@ -137,58 +142,84 @@ public:
         root_ = make_instance(p_, s.opt.seed);
         expand(root_, kJobDepth, jobs_);
         ts_.resize(s.rt.threads());
+        for (Thread& t : ts_)
+            for (uint32_t k = 0; k < 2; ++k) t.view[(k + 1) & 1].reset(uint32_t{s.rt.clusters()} * s.rt.threads(), k + 1);
         s.rt.set_handler(h_, &Ida::on_steal, this);
+        s.rt.set_handler(h_ + 1, &Ida::on_status, this);
     }
 
     bool run(Ctx& c) override {
         Thread& me = ts_[c.thread];
         group::Group& g = world_.group(c.thread);
-        Rng rng(c.opt.seed * 131 + c.rank);
         Search s;
         s.ep = &c.ep;
         uint32_t bound = root_.h;
-        std::vector<uint32_t> known_empty(c.ranks);
         std::vector<uint8_t> reply;
+        std::vector<uint32_t> order;
         Result& res = me.res;
+        const uint64_t jobs = jobs_.size();
         for (uint32_t iter = 1;; ++iter) {
             s.bound = bound;
             s.nodes = s.solutions = 0;
             s.next = UINT32_MAX;
+            me.view[(iter + 1) & 1].reset(c.ranks, iter + 1);  // the slot of the iteration after this one
             me.queue.clear();
-            for (uint32_t j = c.rank; j < jobs_.size(); j += c.ranks) me.queue.push_back(j);
+            for (uint32_t j = c.rank; j < jobs; j += c.ranks) me.queue.push_back(j);
+            me.done = 0;
             me.iter = iter;  // from now on steal requests of this iteration are answered from the queue
-            while (!me.queue.empty()) {
-                const uint32_t j = me.queue.front();
-                me.queue.pop_front();
-                dfs(s, jobs_[j], kJobDepth);
-            }
-            // Steal until every other thread answered "empty" in this iteration.
-            uint32_t empties = 0;
-            for (uint32_t r = 0; r < c.ranks; ++r) known_empty[r] = r == c.rank ? iter : 0;
-            while (empties + 1 < c.ranks) {
-                const uint32_t v = victim(c, rng, known_empty, iter);
-                const uint32_t req = iter;
-                ++me.steal_requests;
-                if (c.site_of_rank(v) != c.site()) ++me.wan_steal_requests;
-                if (c.request(c.addr_of(v), h_, RtBytes{&req, sizeof req}, {}, reply) != RtStatus::kOk)
-                    return c.fail("ida: steal request to rank " + std::to_string(v) + ": " + c.ep.last_error());
-                uint32_t status = kRetry;
-                if (reply.size() >= 4) std::memcpy(&status, reply.data(), 4);
-                if (status == kRetry) continue;  // the victim has not started this iteration yet
-                const size_t n = (reply.size() - 4) / 4;
-                if (n == 0) {
-                    if (known_empty[v] != iter) {
-                        known_empty[v] = iter;
-                        ++empties;
+            View& v = me.view[iter & 1];
+            uint64_t told = UINT64_MAX;  // the count this thread last broadcast as idle (none yet)
+            bool said_idle = false;
+            for (;;) {
+                while (!me.queue.empty()) {
+                    const uint32_t j = me.queue.front();
+                    me.queue.pop_front();
+                    dfs(s, jobs_[j], kJobDepth);
+                    ++me.done;
+                }
+                // Every job searched: the others still need this thread's last count.
+                if (v.others_done + me.done == jobs) {
+                    if (told != me.done && !status(c, kIdle)) return false;
+                    break;
+                }
+                // Idle: one pass over the victims.
+                victims(c, v, order);
+                bool got = false;
+                for (uint32_t r : order) {
+                    const uint32_t req = iter;
+                    ++me.steal_requests;
+                    if (c.site_of_rank(r) != c.site()) ++me.wan_steal_requests;
+                    if (c.request(c.addr_of(r), h_, RtBytes{&req, sizeof req}, {}, reply) != RtStatus::kOk)
+                        return c.fail("ida: steal request to rank " + std::to_string(r) + ": " + c.ep.last_error());
+                    uint32_t status = kRetry;
+                    if (reply.size() >= 4) std::memcpy(&status, reply.data(), 4);
+                    const size_t n = status == kJobs ? (reply.size() - 4) / 4 : 0;
+                    if (n == 0) continue;  // empty, or not yet in this iteration
+                    me.stolen_jobs += n;
+                    for (size_t k = 0; k < n; ++k) {
+                        uint32_t j;
+                        std::memcpy(&j, reply.data() + 4 + 4 * k, 4);
+                        if (j < jobs) me.queue.push_back(j);
                     }
+                    got = true;
+                    break;
+                }
+                if (got) {
+                    if (said_idle && c.optimized() && !status(c, kActive)) return false;
+                    said_idle = false;
                     continue;
                 }
-                me.stolen_jobs += n;
-                for (size_t k = 0; k < n; ++k) {
-                    uint32_t j;
-                    std::memcpy(&j, reply.data() + 4 + 4 * k, 4);
-                    if (j < jobs_.size()) dfs(s, jobs_[j], kJobDepth);
+                if (told != me.done || (c.optimized() && !said_idle)) {
+                    if (!status(c, kIdle)) return false;
+                    told = me.done;
+                    said_idle = true;
                 }
+                if (v.others_done + me.done == jobs) break;
+                // Wait for news (a count, a thread active again) or the pause, then try again.
+                const uint64_t news = v.news;
+                const RtStatus st = c.ep.wait_until([&] { return v.news != news; }, kRetryUs);
+                if (st != RtStatus::kOk && st != RtStatus::kTimeout)
+                    return c.fail(std::string("ida: waiting while idle: ") + iccs::to_string(st));
             }
             uint64_t mine[2] = {s.solutions, s.nodes}, sum[2] = {0, 0};
             uint64_t nx = s.next, gnext = 0;
@@ -260,16 +291,17 @@ public:
     void account(Net& net) override { net.add_group(world_.counters()); }
 
     std::string stats_json() const override {
-        uint64_t reqs = 0, wan = 0, stolen = 0;
-        for (const Thread& t : ts_) reqs += t.steal_requests, wan += t.wan_steal_requests, stolen += t.stolen_jobs;
+        uint64_t reqs = 0, wan = 0, stolen = 0, said = 0;
+        for (const Thread& t : ts_)
+            reqs += t.steal_requests, wan += t.wan_steal_requests, stolen += t.stolen_jobs, said += t.status_bcasts;
         const Result& r = ts_[0].res;
         char b[320];
         std::snprintf(b, sizeof b,
                       "\"walk\":%u,\"h0\":%u,\"jobs\":%zu,\"length\":%u,\"solutions\":%" PRIu64 ",\"nodes\":%" PRIu64
                       ",\"iterations\":%u,\"steal_requests_cluster0\":%" PRIu64 ",\"wan_steal_requests_cluster0\":%" PRIu64
-                      ",\"stolen_jobs_cluster0\":%" PRIu64,
+                      ",\"stolen_jobs_cluster0\":%" PRIu64 ",\"status_bcasts_cluster0\":%" PRIu64,
                       p_.walk, unsigned(root_.h), jobs_.size(), r.length, r.solutions, r.nodes, r.iterations, reqs, wan,
-                      stolen);
+                      stolen, said);
         return b;
     }
 
@@ -279,33 +311,95 @@ public:
                       "IDA* on a 15-puzzle %u random moves from the goal (Manhattan %u), %zu jobs at depth %u per "
                       "iteration; idle threads steal %s",
                       p_.walk, unsigned(root_.h), jobs_.size(), kJobDepth,
-                      variant_ == Variant::kOptimized ? "in their site first and skip queues known empty"
-                                                      : "from random threads anywhere");
+                      variant_ == Variant::kOptimized
+                          ? "in their site first, only from threads not known idle (idle/active broadcasts)"
+                          : "from the threads at offsets 1, 2, 4, ... in turn");
         return b;
     }
 
 private:
     enum : uint32_t { kJobs = 0, kRetry = 1 };
+    enum : uint32_t { kIdle = 0, kActive = 1 };
+    struct Status {
+        uint32_t iter, kind;
+        uint64_t done;
+    };
+    // What a thread knows of the others in one iteration (from their broadcasts).
+    struct View {
+        std::vector<uint64_t> done;  // each thread's count at its last idle broadcast
+        std::vector<uint8_t> idle;   // optimized: said idle and not active since
+        uint64_t others_done = 0;    // the sum of done
+        uint64_t news = 0;           // broadcasts taken (a thread waits for this to change)
+        uint32_t iter = 0;           // the iteration this view is of (a late one of an older is dropped)
+        void reset(uint32_t ranks, uint32_t it) {
+            iter = it;
+            done.assign(ranks, 0);
+            idle.assign(ranks, 0);
+            others_done = 0;
+        }
+    };
     struct Thread {
-        std::deque<uint32_t> queue;  // this iteration's jobs not yet taken (owner: front; thieves: back)
+        std::deque<uint32_t> queue;  // this iteration's jobs not yet searched (owner: front; thieves: back)
         uint32_t iter = 0;           // the iteration whose jobs `queue` holds
-        uint64_t steal_requests = 0, wan_steal_requests = 0, stolen_jobs = 0;
-        std::vector<uint32_t> cand;  // victim candidates (optimized)
+        uint64_t done = 0;           // jobs this thread searched in the iteration
+        View view[2];                // by iteration parity
+        uint64_t steal_requests = 0, wan_steal_requests = 0, stolen_jobs = 0, status_bcasts = 0;
+        uint32_t last_remote = 0;    // optimized: the thread of another site asked last
         Result res;
     };
 
-    uint32_t victim(Ctx& c, Rng& rng, const std::vector<uint32_t>& known_empty, uint32_t iter) {
-        std::vector<uint32_t>& cand_ = ts_[c.thread].cand;
+    // This pass's victims, in the order to ask them. original: offsets 1, 2, 4, ... < P. optimized:
+    // the threads of this site not known idle (from rank + 1 on), then one thread of another site
+    // not known idle (the next after the one asked last: a WAN request per pass at most).
+    void victims(Ctx& c, const View& v, std::vector<uint32_t>& out) {
+        out.clear();
         if (!c.optimized()) {
-            const uint32_t v = rng.below(c.ranks - 1);
-            return v >= c.rank ? v + 1 : v;
+            for (uint32_t d = 1; d < c.ranks; d *= 2) out.push_back((c.rank + d) % c.ranks);
+            return;
         }
-        // Candidates not known empty: in this site if any, else anywhere.
-        cand_.clear();
-        for (int pass = 0; pass < 2 && cand_.empty(); ++pass)
-            for (uint32_t r = 0; r < c.ranks; ++r)
-                if (known_empty[r] != iter && (pass == 1 || c.site_of_rank(r) == c.site())) cand_.push_back(r);
-        return cand_[rng.below(uint32_t(cand_.size()))];
+        for (uint32_t d = 1; d < c.ranks; ++d) {
+            const uint32_t r = (c.rank + d) % c.ranks;
+            if (!v.idle[r] && c.site_of_rank(r) == c.site()) out.push_back(r);
+        }
+        uint32_t& last = ts_[c.thread].last_remote;
+        for (uint32_t d = 1; d < c.ranks; ++d) {
+            const uint32_t r = (last + d) % c.ranks;
+            if (!v.idle[r] && c.site_of_rank(r) != c.site()) {
+                out.push_back(r);
+                last = r;
+                break;
+            }
+        }
+    }
+
+    // A broadcast of this thread's state in this iteration to every other thread.
+    bool status(Ctx& c, uint32_t kind) {
+        Thread& me = ts_[c.thread];
+        const Status st{me.iter, kind, me.done};
+        ++me.status_bcasts;
+        if (c.bcast(h_ + 1, RtBytes{&st, sizeof st}) == RtStatus::kOk) return true;
+        return c.fail("ida: status broadcast: " + c.ep.last_error());
+    }
+
+    static void on_status(RtEndpoint& self, const AmMsg& m, void* ctx) {
+        Ida* a = static_cast<Ida*>(ctx);
+        const uint16_t t = self.self().thread;
+        Status st;
+        if (m.data.size() != sizeof st || t >= a->ts_.size()) return;
+        std::memcpy(&st, m.data.data(), sizeof st);
+        const uint32_t from = uint32_t{m.src.cluster} * a->rt_.threads() + m.src.thread;
+        View& v = a->ts_[t].view[st.iter & 1];
+        if (from >= v.done.size() || st.iter != v.iter) return;
+        if (st.kind == kIdle) {
+            if (st.done > v.done[from]) {
+                v.others_done += st.done - v.done[from];
+                v.done[from] = st.done;
+            }
+            v.idle[from] = 1;
+        } else {
+            v.idle[from] = 0;
+        }
+        ++v.news;
     }
 
     // On the victim's thread: half of its queue (from the back), or "retry" when it has not yet

@@ -1,17 +1,26 @@
 // net.cpp: the counted messaging of the wide-area programs (widearea.hpp, Net and Traffic).
 #include <algorithm>
+#include <iterator>
 
 #include "ordered.hpp"
 #include "widearea.hpp"
 
 namespace iccs::widearea {
 
-const char* to_string(Variant v) {
-    return v == Variant::kOriginal ? "original" : v == Variant::kOptimized ? "optimized" : "grid";
-}
-
 namespace {
+constexpr const char* kVariantNames[] = {"original", "optimized", "grid", "exact-halo", "async-bcast"};
 constexpr const char* kGridNames[] = {"tree-sync", "rings", "polling", "grain", "autoflush"};
+}  // namespace
+
+const char* to_string(Variant v) { return kVariantNames[static_cast<size_t>(v)]; }
+
+bool parse_variant(std::string_view name, Variant& out) {
+    for (size_t k = 0; k < std::size(kVariantNames); ++k)
+        if (name == kVariantNames[k]) {
+            out = static_cast<Variant>(k);
+            return true;
+        }
+    return false;
 }
 
 bool parse_grid_opts(const std::string& s, uint32_t& out, std::string& err) {
@@ -150,16 +159,14 @@ RtStatus Net::bcast(RtEndpoint& from, uint16_t handler, RtBytes a, RtBytes b) {
 }
 
 void Net::count_bcast(Traffic& s, uint16_t src, const std::vector<bool>& reached, uint64_t bytes) {
-    bool any = false;
     for (uint16_t d = 0; d < topo_.sites; ++d) {
         if (d == src || !reached[d]) continue;
         LinkTraffic& l = s.link[size_t{src} * topo_.sites + d];
         ++l.bcasts;
         l.bcast_bytes += bytes;
+        ++s.wan_bcasts;
         s.wan_bcast_bytes += bytes;
-        any = true;
     }
-    if (any) ++s.wan_bcasts;
 }
 
 void Net::note_bcast(RtEndpoint& from, uint64_t bytes) {
@@ -201,15 +208,11 @@ void Net::add_ordered(const group::OrderedCounters& c) {
         if (d == src) continue;
         const auto& x = c.to_site[d];
         LinkTraffic& l = t.link[size_t{src} * topo_.sites + d];
-        l.rpcs += x.msgs - x.sequenced_msgs;
-        l.rpc_bytes += x.bytes - x.sequenced_bytes;
-        t.wan_rpcs += x.msgs - x.sequenced_msgs;
-        t.wan_rpc_bytes += x.bytes - x.sequenced_bytes;
-        l.bcasts += x.sequenced_msgs;
-        l.bcast_bytes += x.sequenced_bytes;
-        t.wan_bcast_bytes += x.sequenced_bytes;
+        l.bcasts += x.msgs;
+        l.bcast_bytes += x.bytes;
+        t.wan_bcasts += x.msgs;
+        t.wan_bcast_bytes += x.bytes;
     }
-    if (topo_.sites > 1) t.wan_bcasts += c.sequenced_here;
 }
 
 Traffic Net::traffic() const {

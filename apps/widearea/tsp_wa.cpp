@@ -7,9 +7,11 @@
 //
 // original:  one central job queue in cluster 0's service endpoint: every job is an RPC to it
 //            (across the WAN for every other site).
-// optimized: one queue per site (in the service endpoint of the site's first cluster), the jobs
-//            dealt to the sites statically (job j to site j mod sites): every job RPC stays in its
-//            site.
+// optimized: the study's TSP' (Plaat et al.): one queue per site (in the service endpoint of the
+//            site's first cluster), the jobs dealt to the sites statically (job j to site j mod
+//            sites), so every job RPC stays in its site; when a site's queue runs dry, one of its
+//            threads steals half of another site's queue (the sites in turn from the next one) into
+//            it, and when every other site's queue is empty the site is done.
 // The minimum tour cost and the node count are reduced at the end (group/ allreduce).
 #include <algorithm>
 #include <atomic>
@@ -17,7 +19,9 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <mutex>
 
 #include "widearea.hpp"
 
@@ -157,13 +161,21 @@ public:
         const uint16_t qc = c.optimized() ? topo_.clusters_of[c.site()].front() : uint16_t{0};
         std::vector<uint8_t> reply;
         for (;;) {
-            const uint32_t ask = 0;
-            const RtStatus st = c.request(RtAddr{qc, kRtService}, h_, RtBytes{&ask, 4}, {}, reply);
+            const uint32_t ask[2] = {kTake, 0};
+            const RtStatus st = c.request(RtAddr{qc, kRtService}, h_, RtBytes{ask, sizeof ask}, {}, reply);
             if (st != RtStatus::kOk) return c.fail(std::string("tsp: job request: ") + iccs::to_string(st));
             uint32_t j = 0;
             if (reply.size() != 4) return c.fail("tsp: a job reply of " + std::to_string(reply.size()) + " bytes");
             std::memcpy(&j, reply.data(), 4);
-            if (j == UINT32_MAX) break;
+            if (j == kDone) break;
+            if (j == kWait) {  // another thread of the site is stealing for it: ask again shortly
+                c.ep.wait_until([] { return false; }, kWaitUs);
+                continue;
+            }
+            if (j == kSteal) {
+                if (!steal(c, qc)) return false;
+                continue;
+            }
             if (j >= t_.jobs.size()) return c.fail("tsp: job " + std::to_string(j) + " does not exist");
             search_job(t_, t_.jobs[j], me.res);
             ++me.jobs;
@@ -220,15 +232,18 @@ public:
         char b[256];
         std::snprintf(b, sizeof b,
                       "\"cities\":%u,\"jobs\":%zu,\"bound\":%d,\"best\":%" PRId64 ",\"nodes\":%" PRIu64
-                      ",\"jobs_cluster0\":%" PRIu64,
-                      t_.n, t_.jobs.size(), t_.bound, ts_[0].best_all, ts_[0].nodes_all, jobs);
+                      ",\"jobs_cluster0\":%" PRIu64 ",\"site_steals_cluster0\":%" PRIu64 ",\"jobs_stolen_cluster0\":%" PRIu64,
+                      t_.n, t_.jobs.size(), t_.bound, ts_[0].best_all, ts_[0].nodes_all, jobs, steals_.load(),
+                      stolen_.load());
         return b;
     }
 
     std::string problem() const override {
         return "TSP on " + std::to_string(t_.n) + " cities (seeded), " + std::to_string(t_.jobs.size()) + " jobs of " +
                std::to_string(p_.depth) + " fixed cities, fixed bound " + std::to_string(t_.bound) + " (greedy tour), " +
-               (variant_ == Variant::kOriginal ? "one central job queue (cluster 0)" : "one job queue per site, jobs dealt statically");
+               (variant_ == Variant::kOriginal ? "one central job queue (cluster 0)"
+                                               : "one job queue per site, jobs dealt statically, an empty site queue "
+                                                 "stealing half of another's");
     }
 
 private:
@@ -238,12 +253,69 @@ private:
         int64_t best_all = 0;
         uint64_t nodes_all = 0;
     };
-    // The queue, on the service endpoint of the cluster that holds it: the next job, or UINT32_MAX.
+    // Requests to a queue (first word) and the answers to kTake besides a job id.
+    enum : uint32_t { kTake = 0, kStealHalf = 1, kDeposit = 2 };
+    static constexpr uint32_t kDone = UINT32_MAX, kSteal = UINT32_MAX - 1, kWait = UINT32_MAX - 2;
+    static constexpr uint64_t kWaitUs = 200;
+
+    // optimized: this site's queue ran dry and this thread steals for it: half of the next site's
+    // queue that has jobs, into this site's queue (or "nothing": every other site is empty, this
+    // site is done).
+    bool steal(Ctx& c, uint16_t qc) {
+        std::vector<uint8_t> got, ack;
+        for (uint16_t k = 1; k < topo_.sites && got.empty(); ++k) {
+            const uint16_t victim = topo_.clusters_of[(c.site() + k) % topo_.sites].front();
+            const uint32_t ask[2] = {kStealHalf, 0};
+            if (c.request(RtAddr{victim, kRtService}, h_, RtBytes{ask, sizeof ask}, {}, got) != RtStatus::kOk)
+                return c.fail("tsp: steal from the queue of cluster " + std::to_string(victim) + ": " + c.ep.last_error());
+            if (got.size() % 4) return c.fail("tsp: a steal reply of " + std::to_string(got.size()) + " bytes");
+        }
+        steals_.fetch_add(1);
+        stolen_.fetch_add(got.size() / 4);
+        const uint32_t dep[2] = {kDeposit, uint32_t(got.size() / 4)};
+        if (c.request(RtAddr{qc, kRtService}, h_, RtBytes{dep, sizeof dep}, RtBytes{got.data(), uint32_t(got.size())}, ack) !=
+            RtStatus::kOk)
+            return c.fail("tsp: deposit into the site's queue: " + c.ep.last_error());
+        return true;
+    }
+
+    // The queue, on the service endpoint of the cluster that holds it: the next job (kTake; or
+    // kSteal, kWait, kDone when it is empty), half of it from the back (kStealHalf, from another
+    // site), or stolen jobs in (kDeposit, from this site's stealer; none: the site is done).
     static void on_take(RtEndpoint& self, const AmMsg& m, void* ctx) {
         TspWa* s = static_cast<TspWa*>(ctx);
-        const size_t i = s->next_.fetch_add(1);
-        const uint32_t j = i < s->queue_.size() ? s->queue_[i] : UINT32_MAX;
-        s->net_.reply(self, m.token(), RtBytes{&j, 4});
+        uint32_t req[2] = {kTake, 0};
+        if (m.data.size() >= sizeof req) std::memcpy(req, m.data.data(), sizeof req);
+        std::vector<uint32_t> out;
+        {
+            std::lock_guard<std::mutex> lk(s->qmu_);
+            std::deque<uint32_t>& q = s->queue_;
+            if (req[0] == kTake) {
+                uint32_t j = kDone;
+                if (!q.empty()) {
+                    j = q.front();
+                    q.pop_front();
+                } else if (s->variant_ != Variant::kOriginal && !s->site_done_) {
+                    j = s->stealing_ ? kWait : kSteal;
+                    s->stealing_ = true;
+                }
+                out.push_back(j);
+            } else if (req[0] == kStealHalf) {
+                for (size_t n = (q.size() + 1) / 2; n > 0; --n) {
+                    out.push_back(q.back());
+                    q.pop_back();
+                }
+            } else if (req[0] == kDeposit && m.data.size() == sizeof req + 4 * size_t{req[1]}) {
+                for (uint32_t k = 0; k < req[1]; ++k) {
+                    uint32_t j;
+                    std::memcpy(&j, m.data.data() + sizeof req + 4 * k, 4);
+                    q.push_back(j);
+                }
+                s->site_done_ = req[1] == 0;
+                s->stealing_ = false;
+            }
+        }
+        s->net_.reply(self, m.token(), RtBytes{out.data(), uint32_t(4 * out.size())});
     }
 
     Runtime& rt_;
@@ -255,8 +327,11 @@ private:
     group::World world_;
     Net& net_;
     TspProblem t_;
-    std::vector<uint32_t> queue_;
-    std::atomic<size_t> next_{0};
+    std::mutex qmu_;
+    std::deque<uint32_t> queue_;  // this cluster's, if it holds a queue
+    bool stealing_ = false;      // optimized: a thread of the site is stealing for this queue
+    bool site_done_ = false;     // optimized: every other site's queue was found empty
+    std::atomic<uint64_t> steals_{0}, stolen_{0};
     std::vector<Thread> ts_;
     std::shared_ptr<SearchResult> ref_;
 };

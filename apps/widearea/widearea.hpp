@@ -35,22 +35,29 @@ struct OrderedCounters;
 
 namespace iccs::widearea {
 
-// kGrid: a third variant of the programs whose Program::grid is set (issue 20: RA with Awari's
-// grid changes, each switchable by Options::grid_opts); run alone (`--variant grid`).
-enum class Variant : uint8_t { kOriginal, kOptimized, kGrid };
-const char* to_string(Variant v);  // "original" | "optimized" | "grid"
+// The variants of the suite, by name (`--variant NAME`). Which a program has is its registry
+// entry's list (Program::variants): original (the program as the study ran it first), optimized
+// (the study's own cluster-aware change, where it made one), and our own ideas under their own
+// names beside them: exact-halo (sor), async-bcast (acp); grid (ra: Awari's grid changes, issue
+// 20, switched by Options::grid_opts).
+enum class Variant : uint8_t { kOriginal, kOptimized, kGrid, kExactHalo, kAsyncBcast };
+const char* to_string(Variant v);  // "original" | "optimized" | "grid" | "exact-halo" | "async-bcast"
+bool parse_variant(std::string_view name, Variant& out);
 enum class Size : uint8_t { kTest, kPaper };
 const char* to_string(Size s);     // "test" | "paper"
 
 // ---- inter-site traffic counters ---------------------------------------------------------------
 //
-// RPC: a request or a one-way message from one thread (or service endpoint) to another; its bytes
-// are the message's payload bytes, plus the reply's (counted on the reply's own direction, not as
-// another RPC). Broadcast: one logical broadcast; on each WAN link (site pair) it crosses it counts
-// one broadcast and its payload bytes once; in the totals it counts once, with its bytes times the
-// remote sites it reached. Collectives of group/ (add_group) count with the broadcasts: each WAN
-// message of a collective as one, with its data bytes. Only traffic between clusters of different
-// sites is WAN traffic; `msgs`/`bytes` count every message a program sent (LAN, WAN, in-cluster).
+// Counted the study's way (Orca's RPCs and broadcasts). RPC: a request or a one-way message from
+// one thread (or service endpoint) to another; its bytes are the message's payload bytes, plus the
+// reply's (counted on the reply's own direction, not as another RPC). Broadcast: every WAN message
+// that carries a broadcast: a logical broadcast counts one on each WAN link (site pair) it crosses
+// (as a site's gateway forwards it once), with its payload bytes; group/'s ordered broadcast counts
+// every WAN message of its protocol (to the sequencer, the sequenced fan-out, a sequencer's
+// requests and token passes: the sequencer is part of the broadcast); a collective of group/ counts
+// its WAN messages. The totals are the sums over the links. Only traffic between clusters of
+// different sites is WAN traffic; `msgs`/`bytes` count every message a program sent (LAN, WAN,
+// in-cluster).
 struct LinkTraffic {
     uint64_t rpcs = 0, rpc_bytes = 0, bcasts = 0, bcast_bytes = 0;
 };
@@ -87,7 +94,7 @@ public:
     // with the RPCs', but it is no RPC of its own.
     RtStatus send_reply(RtEndpoint& from, RtAddr dst, uint16_t handler, RtBytes a, RtBytes b = {});
     // One logical broadcast from `from` to every compute thread of every cluster but `from`
-    // itself (one message to each: the flat broadcast of the original programs).
+    // itself (sent as one message to each; counted once per WAN link it crosses).
     RtStatus bcast(RtEndpoint& from, uint16_t handler, RtBytes a, RtBytes b = {});
     // A logical broadcast carried another way (group/'s ordered broadcast): counted as if from
     // `from`'s site to every other site, `bytes` payload.
@@ -96,10 +103,9 @@ public:
     // broadcast carried as RPCs: added to this process's part.
     void add_group(const group::Counters& c);
     void add_rpcs(uint16_t from_site, uint16_t to_site, uint64_t rpcs, uint64_t bytes);
-    // group/'s totally ordered broadcast (OrderedBcast::counters() of this process): the sequenced
-    // messages to other sites' coordinators are the broadcasts (one per link each; in the totals,
-    // each number this cluster's sequencer gave, once); the other WAN messages (to a sequencer,
-    // requests, token passes) are RPCs.
+    // group/'s totally ordered broadcast (OrderedBcast::counters() of this process): every WAN
+    // message of it is broadcast traffic (to a sequencer, the sequenced fan-out, requests, token
+    // passes), as Orca counted its sequencer's messages with its broadcasts.
     void add_ordered(const group::OrderedCounters& c);
 
     // This process's counters (every slot summed; read when the threads are between calls).
@@ -127,7 +133,7 @@ bool parse_grid_opts(const std::string& s, uint32_t& out, std::string& err);
 std::string grid_opts_string(uint32_t opts);  // "tree-sync,rings,..." or "none"
 
 struct Options {
-    std::vector<Variant> variants{Variant::kOriginal};  // --variant original|optimized|both
+    std::vector<Variant> variants{Variant::kOriginal};  // --variant NAME[,NAME...]|both|all
     Size size = Size::kTest;
     bool inject_error = false;     // corrupt the parallel result before the check (it must FAIL)
     uint64_t seed = 1;             // inputs are generated from it, the same in every cluster
@@ -138,8 +144,9 @@ struct Options {
 
 // What a program's factory gets (per cluster process and variant). Handler ids: the program's
 // own are handler_base .. handler_base + 19; a group::World takes group_base (group_base .. +1), an
-// OrderedBcast ordered_base (.. +3), a Replicated replicated_base (.. +3). Make handlers and group
-// objects in the factory: it runs before the run's first barrier.
+// OrderedBcast ordered_base (.. +3), a Replicated replicated_base (.. +3): each variant of a launch
+// has its own block (run_cluster). Make handlers and group objects in the factory: it runs before
+// the run's first barrier.
 struct Setup {
     Runtime& rt;
     Net& net;
@@ -217,12 +224,23 @@ public:
     virtual std::string problem() const = 0;
 };
 
+// One variant a program has: which, and one line on what it does (the registry's, for --help).
+struct VariantInfo {
+    Variant id;
+    const char* help;
+};
+
 struct Program {
     const char* name;   // iccs run NAME
-    const char* help;   // one line: the communication pattern and the optimization
+    const char* help;   // one line: the communication pattern
     const char* sizes;  // one line: test and paper sizes
     std::unique_ptr<Instance> (*make)(const Setup& s);
-    bool grid = false;  // has the third variant, Variant::kGrid
+    std::span<const VariantInfo> variants;  // the first is original; `--variant all` runs every one but grid
+    // Why `optimized` is not among the variants (the study made no change to this program), or "".
+    const char* no_optimized = "";
+    // A caveat for tables beside the study's (water-wa: the communication pattern only), or "".
+    const char* caveat = "";
+    bool has(Variant v) const;
 };
 
 // The registered programs (registry.cpp), in table order.
