@@ -22,7 +22,7 @@ goes on).
 from app_runs import (APPS, COMM_BOUND, STARTUP_S, add_app_options, check_apps, fail_counts, rt_stats, save_fig, threads_total,
                       times)
 from exp_apps import AppExperiment, parse_float_list
-from exp_widearea import registry
+from exp_widearea import registry, variants_of
 from framework import ExperimentError, median
 
 BANDWIDTHS_MB_S = [10, 3, 1, 0.3, 0.1, 0.03]
@@ -58,9 +58,9 @@ class Wan(AppExperiment):
         ap.add_argument("--sites", type=int, help="sites (= clusters), each its own site (default 4, the study's; "
                                                   "2 when fewer than 4 compute threads)")
         ap.add_argument("--proxies", type=int, default=1, help="proxies per cluster (default 1)")
-        ap.add_argument("--variant", choices=["original", "optimized"], default="optimized",
-                        help="the wide-area programs' variant (APP one of `iccs-cli run --list-widearea`; default "
-                             "optimized, as Plaat et al. ran them)")
+        ap.add_argument("--variant", default="optimized",
+                        help="the wide-area programs' variant (APP one of `iccs-cli run --list-widearea`; one of "
+                             "the program's variants, default optimized, as Plaat et al. ran them)")
         ap.add_argument("--bandwidths", help="comma-separated wide-area bandwidths [MB/s, 10^6 bytes] (default "
                                              f"{','.join(map(str, BANDWIDTHS_MB_S))})")
         ap.add_argument("--latencies", help="comma-separated one-way wide-area latencies [ms] (default "
@@ -70,6 +70,12 @@ class Wan(AppExperiment):
         wide = registry(args._cli) if any(a not in APPS for a in args.apps) else []
         check_apps(args, ["water"] if args.quick else COMM_BOUND, wide)
         self.widearea = set(wide) & set(args.app_list)
+        if self.widearea:
+            have = variants_of(args._cli)
+            for a in sorted(self.widearea):
+                if args.variant not in have.get(a, []):
+                    raise ExperimentError(f"--variant {args.variant}: {a} has no such variant (its variants: "
+                                          f"{', '.join(have.get(a, []))})")
         self.timeout = args.timeout
         args.bw_list = parse_float_list(args.bandwidths, "--bandwidths") if args.bandwidths else \
             (QUICK_BW if args.quick else BANDWIDTHS_MB_S)

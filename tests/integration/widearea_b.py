@@ -6,11 +6,12 @@ Usage: widearea_b.py ICCS_CLI programs [--programs a,b] RUN-ARGS...
        widearea_b.py ICCS_CLI ra-grid RUN-ARGS...
        widearea_b.py ICCS_CLI awari SOURCE_ROOT
 
-programs: for each program: `iccs run NAME --variant both --json RUN-ARGS` must exit 0 with both variants
-PASS, and, when the run spans more than one site, the optimized variant must send fewer WAN
-messages (RPCs + broadcasts) than the original (the study's Table 5 expectation; the counts are
-the framework's Net counters on the program's fixed test input). Then the same run with
-`--inject-error` must exit 1 with both variants FAIL.
+programs: for each program: `iccs run NAME --variant all --json RUN-ARGS` must exit 0 with every
+variant PASS, and, when the run spans more than one site, the original's comparison variant (the
+study's optimized; acp, which the study did not optimize: our async-bcast) must send fewer WAN
+messages (RPCs + broadcasts) than the original (the counts are the framework's Net counters on the
+program's fixed test input). Then the same run with `--inject-error` must exit 1 with every variant
+FAIL.
 ra-grid: `iccs run ra --variant grid --grid-opts X` for every one of the 32 subsets X of the five
 grid changes must PASS (the database byte-exact against the sequential analysis: the same database
 for every combination), and report X in its stats.
@@ -108,7 +109,7 @@ def main():
         # A loaded 2-core CI host can starve a cluster process for seconds (group_run.py).
         args = args + ["--set", "cluster.peer_timeout_ms=30000"]
     for prog in programs:
-        p = run([cli, "run", prog, "--variant", "both", "--json"] + args)
+        p = run([cli, "run", prog, "--variant", "all", "--json"] + args)
         if p.returncode != 0:
             fail(f"{prog}: exit {p.returncode}", p.stdout + p.stderr)
         try:
@@ -116,18 +117,22 @@ def main():
         except json.JSONDecodeError as e:
             fail(f"{prog}: stdout is not one JSON object ({e})", p.stdout + p.stderr)
         runs = {r["variant"]: r for r in d.get("runs", [])}
-        if d.get("result") != "PASS" or set(runs) != {"original", "optimized"}:
+        other = "async-bcast" if prog == "acp" else "optimized"
+        if d.get("result") != "PASS" or "original" not in runs or other not in runs:
             fail(f"{prog}: result {d.get('result')}, variants {sorted(runs)}", p.stdout)
         for v, r in runs.items():
             if r["result"] != "PASS":
                 fail(f"{prog} {v}: {r['result']}: {r.get('failure', '')}", p.stdout)
-        o, n = runs["original"], runs["optimized"]
+        o, n = runs["original"], runs[other]
         wan = lambda r: r["wan_rpcs"] + r["wan_bcasts"]
         print(f"  {prog}: WAN messages original {wan(o)} ({o['wan_rpcs']} RPCs, {o['wan_bcasts']} broadcasts), "
-              f"optimized {wan(n)} ({n['wan_rpcs']} RPCs, {n['wan_bcasts']} broadcasts), sites {o['sites']}")
-        if o["sites"] > 1 and not wan(n) < wan(o):
-            fail(f"{prog}: the optimized variant sent {wan(n)} WAN messages, the original {wan(o)}", p.stdout)
-        p = run([cli, "run", prog, "--variant", "both", "--json", "--inject-error"] + args)
+              f"{other} {wan(n)} ({n['wan_rpcs']} RPCs, {n['wan_bcasts']} broadcasts), sites {o['sites']}")
+        # RA with one thread a cluster: combining per destination thread is combining per
+        # destination cluster (the same messages); with more threads the study's combining wins.
+        one_thread = prog == "ra" and "--threads" in args and args[args.index("--threads") + 1] == "1"
+        if o["sites"] > 1 and not (wan(n) <= wan(o) if one_thread else wan(n) < wan(o)):
+            fail(f"{prog}: the {other} variant sent {wan(n)} WAN messages, the original {wan(o)}", p.stdout)
+        p = run([cli, "run", prog, "--variant", "all", "--json", "--inject-error"] + args)
         if p.returncode != 1:
             fail(f"{prog} --inject-error: exit {p.returncode}, expected 1", p.stdout + p.stderr)
         d = json.loads(p.stdout)
