@@ -174,6 +174,22 @@ std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan)
     return out;
 }
 
+bool parse_overrides(const char* text, std::vector<std::pair<std::string, std::string>>& out, std::string& err) {
+    if (text == nullptr) return true;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        const auto eq = line.find('=');
+        if (eq == std::string::npos) {
+            err = std::string(kEnvOverrides) + ": line \"" + line + "\" is not section.key=value";
+            return false;
+        }
+        out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    }
+    return true;
+}
+
 bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec& out, std::string& err) {
     RtRank rank;
     if (!rt_discover_rank(get, rank, err)) return false;
@@ -190,19 +206,7 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
         return false;
     }
     std::vector<std::pair<std::string, std::string>> overrides;
-    if (const char* ov = get(kEnvOverrides)) {
-        std::istringstream in(ov);
-        std::string line;
-        while (std::getline(in, line)) {
-            if (line.empty()) continue;
-            const auto eq = line.find('=');
-            if (eq == std::string::npos) {
-                err = std::string(kEnvOverrides) + ": line \"" + line + "\" is not section.key=value";
-                return false;
-            }
-            overrides.emplace_back(line.substr(0, eq), line.substr(eq + 1));
-        }
-    }
+    if (!parse_overrides(get(kEnvOverrides), overrides, err)) return false;
     const ConfigResult cr = configure(cfg_path ? cfg_path : "", overrides);
     if (!cr.ok()) {
         err = cr.error;

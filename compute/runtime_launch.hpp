@@ -78,6 +78,10 @@ bool load_security(const MachineConfig& cfg, ClusterPlan& plan, std::string& err
 // fabrics), by cluster id: what a process started by mpirun/srun reaches its peers at.
 std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan);
 
+// ICCS_OVERRIDES' text ("section.key=value" lines; null: none) appended to `out`; false with err
+// naming the line that is not one.
+bool parse_overrides(const char* text, std::vector<std::pair<std::string, std::string>>& out, std::string& err);
+
 // The spec of this process from its environment (as runtime_from_env). `get` as above.
 bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec& out, std::string& err);
 

@@ -1,0 +1,379 @@
+// reduce.cpp: MPI_Reduce, MPI_Allreduce, MPI_Reduce_scatter(_block).
+//
+// All three start alike: a cluster's leader combines its ranks' inputs (shared memory), a site's
+// coordinator combines its clusters' partials, so each site has one partial (or, for an operation
+// that does not commute, one per row of consecutive ranks of the site: MPI fixes the order of
+// the operands, x0 op x1 op ... op x(n-1), and only such rows may be combined early). Then:
+//   reduce:         the partials cross once to the root's site (long ones in pieces to several of
+//                   its leaders, which combine their piece and pass it on to the root);
+//   allreduce:      every coordinator sends its partials to every other site (one wide-area
+//                   latency), in pieces to several leaders when long; each such leader combines
+//                   its piece of every site's partials in rank order (so every site computes the
+//                   same bits), the leaders swap pieces, and each passes the whole to its cluster;
+//   reduce_scatter: a coordinator sends each cluster of every site only that cluster's blocks of
+//                   its partials; the cluster's leader combines them and hands each rank its block.
+#include <algorithm>
+#include <memory>
+
+#include "magpie.hpp"
+
+namespace iccs::magpie {
+
+std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks, bool split) {
+    std::vector<std::pair<int, int>> out;
+    if (ranks.empty()) return out;
+    if (!split) return {{ranks.front(), ranks.back()}};
+    for (int r : ranks) {
+        if (!out.empty() && out.back().second + 1 == r)
+            out.back().second = r;
+        else
+            out.emplace_back(r, r);
+    }
+    return out;
+}
+
+namespace {
+
+// An operand of the final combination: the reduction of the inputs of a row of ranks starting at
+// `first`, `count` elements at `at` (at may point into another buffer).
+struct Operand {
+    int first = 0;
+    char* at = nullptr;
+};
+
+// A partial owned here: ranks [first, last] reduced.
+struct Partial {
+    int first = 0, last = 0;
+    TypedBuf buf;
+};
+
+// Combines `ops` in rank order into the buffer of the last one and returns it: each step is
+// next = acc op next (MPI_Reduce_local), so no operand before it is needed again.
+char* combine(std::vector<Operand>& ops, int count, const Reduction& red, Call& call) {
+    if (ops.empty()) {
+        call.fail(MPI_ERR_INTERN, "no partial to combine");
+        return nullptr;
+    }
+    std::sort(ops.begin(), ops.end(), [](const Operand& a, const Operand& b) { return a.first < b.first; });
+    char* acc = ops.front().at;
+    for (size_t i = 1; i < ops.size(); ++i) {
+        if (red.apply(acc, ops[i].at, count) != MPI_SUCCESS) {
+            call.fail(MPI_ERR_OP, "the reduction failed");
+            return nullptr;
+        }
+        acc = ops[i].at;
+    }
+    return acc;
+}
+
+// Phases 1 and 2 (see the top of the file): on return the site's coordinator holds `out`, the
+// partials of the site's runs in rank order; every other rank's part is sent.
+bool site_partials(Call& call, const void* in, const Reduction& red, int root, bool split, std::vector<Partial>& out) {
+    const Comm& c = call.comm();
+    const int me = c.me, count = red.count;
+    const uint32_t my_cluster = c.my_cluster(), my_site = c.my_site();
+    const int leader = c.leader(my_cluster, root), coord = c.coord(my_site, root);
+    out.clear();
+    if (me != leader) {
+        call.send(in, count, red.t.type, leader);
+        return call.wait_all();
+    }
+    const auto& members = c.cluster_ranks[my_cluster];
+    std::vector<TypedBuf> xs(members.size());
+    for (size_t i = 0; i < members.size(); ++i) {
+        xs[i] = TypedBuf(red.t, count);
+        if (members[i] == me) {
+            if (copy_typed(in, xs[i].base(), count, red.t) != MPI_SUCCESS) return call.fail(MPI_ERR_TYPE, "copy failed");
+        } else {
+            call.recv(xs[i].base(), count, red.t.type, members[i]);
+        }
+    }
+    if (!call.wait_all()) return false;
+    std::vector<Partial> parts;
+    for (const auto& [first, last] : runs_of(members, split)) {
+        std::vector<Operand> ops;
+        size_t last_i = 0;
+        for (size_t i = 0; i < members.size(); ++i)
+            if (members[i] >= first && members[i] <= last) {
+                ops.push_back(Operand{members[i], xs[i].base()});
+                last_i = i;
+            }
+        if (!combine(ops, count, red, call)) return false;
+        parts.push_back(Partial{first, last, std::move(xs[last_i])});
+    }
+    if (me != coord) {
+        for (Partial& p : parts) call.send(p.buf.base(), count, red.t.type, coord);
+        return call.wait_all();
+    }
+    for (uint32_t k : c.site_clusters[my_site]) {
+        if (k == my_cluster) continue;
+        for (const auto& [first, last] : runs_of(c.cluster_ranks[k], split)) {
+            parts.push_back(Partial{first, last, TypedBuf(red.t, count)});
+            call.recv(parts.back().buf.base(), count, red.t.type, c.leader(k, root));
+        }
+    }
+    if (!call.wait_all()) return false;
+    std::sort(parts.begin(), parts.end(), [](const Partial& a, const Partial& b) { return a.first < b.first; });
+    for (const auto& [first, last] : runs_of(c.site_ranks[my_site], split)) {
+        std::vector<Operand> ops;
+        size_t last_i = 0;
+        for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i].first >= first && parts[i].first <= last) {
+                ops.push_back(Operand{parts[i].first, parts[i].buf.base()});
+                last_i = i;
+            }
+        if (!combine(ops, count, red, call)) return false;
+        out.push_back(Partial{first, last, std::move(parts[last_i].buf)});
+    }
+    return true;
+}
+
+uint32_t index_in(const std::vector<uint32_t>& v, uint32_t x) {
+    return static_cast<uint32_t>(std::find(v.begin(), v.end(), x) - v.begin());
+}
+
+}  // namespace
+
+int reduce(Call& call, const void* in, void* out, const Reduction& red) {
+    const Comm& c = call.comm();
+    const int me = c.me, root = call.root(), count = red.count;
+    const uint64_t m = uint64_t(count) * uint64_t(red.t.size);
+    const bool split = !red.commutative;
+    call.add_bytes(m);
+    if (count == 0) return MPI_SUCCESS;
+    if (me == root) call.add_wan_min(wan_min_reduce(c, root, m, split));
+    std::vector<Partial> mine;
+    if (!site_partials(call, in, red, root, split, mine)) return call.error();
+
+    const uint32_t root_site = c.site_of[root], my_site = c.my_site(), my_cluster = c.my_cluster();
+    const auto clusters = c.clusters_for(root_site, root);
+    const uint32_t n = c.sites() > 1 ? pieces_for(c, root_site, m, count) : 1;  // pieces are for wide-area data
+    // Another site's coordinator: its partials, piece j to the root site's leader j.
+    if (my_site != root_site) {
+        if (me != c.coord(my_site, root)) return MPI_SUCCESS;
+        for (uint32_t j = 0; j < n; ++j) {
+            uint64_t first, cnt;
+            piece_range(count, n, j, first, cnt);
+            for (Partial& p : mine) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j], root));
+        }
+        return call.wait_all() ? MPI_SUCCESS : call.error();
+    }
+    // The root site: leader j (not the root) gets piece j of the other sites' partials; it
+    // combines them (the operation commutes) or passes them on in order (it does not).
+    const uint32_t j_me = index_in(clusters, my_cluster);
+    auto other_runs = [&](auto&& each) {
+        for (uint32_t s = 0; s < c.sites(); ++s)
+            if (s != root_site)
+                for (const auto& run : runs_of(c.site_ranks[s], split)) each(s, run.first);
+    };
+    if (me != root) {
+        if (me != c.leader(my_cluster, root) || j_me >= n) return MPI_SUCCESS;
+        uint64_t first, cnt;
+        piece_range(count, n, j_me, first, cnt);
+        std::vector<TypedBuf> got;
+        std::vector<Operand> ops;
+        other_runs([&](uint32_t s, int run_first) {
+            got.emplace_back(red.t, cnt);
+            ops.push_back(Operand{run_first, got.back().base()});
+            call.recv(got.back().base(), int(cnt), red.t.type, c.coord(s, root));
+        });
+        if (!call.wait_all()) return call.error();
+        if (red.commutative) {
+            char* acc = combine(ops, int(cnt), red, call);
+            if (!acc) return call.error();
+            call.send(acc, int(cnt), red.t.type, root);
+        } else {
+            for (Operand& o : ops) call.send(o.at, int(cnt), red.t.type, root);
+        }
+        return call.wait_all() ? MPI_SUCCESS : call.error();
+    }
+    // The root: its site's partials, piece 0 of the others' straight from their coordinators,
+    // piece j >= 1 from leader j; each piece combined in rank order into `out`.
+    std::vector<std::vector<Operand>> ops(n);
+    std::vector<TypedBuf> got;
+    for (uint32_t j = 0; j < n; ++j) {
+        uint64_t first, cnt;
+        piece_range(count, n, j, first, cnt);
+        for (Partial& p : mine) ops[j].push_back(Operand{p.first, p.buf.base() + red.offset(first)});
+        if (j == 0 || !red.commutative) {
+            other_runs([&](uint32_t s, int run_first) {
+                got.emplace_back(red.t, cnt);
+                ops[j].push_back(Operand{run_first, got.back().base()});
+                call.recv(got.back().base(), int(cnt), red.t.type, j == 0 ? c.coord(s, root) : c.leader(clusters[j], root));
+            });
+        } else {
+            got.emplace_back(red.t, cnt);
+            ops[j].push_back(Operand{c.n, got.back().base()});  // any place: the operation commutes
+            call.recv(got.back().base(), int(cnt), red.t.type, c.leader(clusters[j], root));
+        }
+    }
+    if (!call.wait_all()) return call.error();
+    for (uint32_t j = 0; j < n; ++j) {
+        uint64_t first, cnt;
+        piece_range(count, n, j, first, cnt);
+        char* acc = combine(ops[j], int(cnt), red, call);
+        if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(first), int(cnt), red.t) != MPI_SUCCESS)
+            return call.raise(MPI_ERR_OP, "combining the partials failed");
+    }
+    return MPI_SUCCESS;
+}
+
+int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
+    const Comm& c = call.comm();
+    const int me = c.me, count = red.count;
+    const uint64_t m = uint64_t(count) * uint64_t(red.t.size);
+    const bool split = !red.commutative;
+    call.add_bytes(m);
+    if (count == 0) return MPI_SUCCESS;
+    if (me == 0) call.add_wan_min(wan_min_allreduce(c, m, split));
+    std::vector<Partial> mine;
+    if (!site_partials(call, in, red, -1, split, mine)) return call.error();
+
+    const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
+    const int leader = c.leader(my_cluster);
+    // The coordinator: its site's partials to every site (its own included when that site's
+    // pieces go to several leaders), piece j to that site's leader j.
+    if (me == c.coord(my_site)) {
+        for (uint32_t t = 0; t < c.sites(); ++t) {
+            const auto clusters = c.clusters_for(t, -1);
+            const uint32_t n = c.sites() > 1 ? pieces_for(c, t, m, count) : 1;
+            for (uint32_t j = t == my_site ? 1 : 0; j < n; ++j) {
+                uint64_t first, cnt;
+                piece_range(count, n, j, first, cnt);
+                for (Partial& p : mine) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
+            }
+        }
+    }
+    const auto clusters = c.clusters_for(my_site, -1);
+    const uint32_t n = c.sites() > 1 ? pieces_for(c, my_site, m, count) : 1, j_me = index_in(clusters, my_cluster);
+    if (me == leader && j_me < n) {
+        // Leader j: piece j of every site's partials, combined in rank order.
+        uint64_t first, cnt;
+        piece_range(count, n, j_me, first, cnt);
+        std::vector<TypedBuf> got;
+        std::vector<Operand> ops;
+        for (uint32_t s = 0; s < c.sites(); ++s) {
+            if (s == my_site && me == c.coord(my_site)) {
+                for (Partial& p : mine) ops.push_back(Operand{p.first, p.buf.base() + red.offset(first)});
+                continue;
+            }
+            for (const auto& run : runs_of(c.site_ranks[s], split)) {
+                got.emplace_back(red.t, cnt);
+                ops.push_back(Operand{run.first, got.back().base()});
+                call.recv(got.back().base(), int(cnt), red.t.type, c.coord(s));
+            }
+        }
+        if (!call.wait_all()) return call.error();
+        char* acc = combine(ops, int(cnt), red, call);
+        if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(first), int(cnt), red.t) != MPI_SUCCESS)
+            return call.raise(MPI_ERR_OP, "combining the partials failed");
+    }
+    if (!call.wait_all()) return call.error();
+    // The leaders of the site swap their pieces; then each passes the whole down its cluster.
+    if (me == leader) {
+        for (uint32_t j = 0; j < n; ++j) {
+            uint64_t first, cnt;
+            piece_range(count, n, j, first, cnt);
+            char* at = static_cast<char*>(out) + red.offset(first);
+            if (j == j_me) {
+                for (uint32_t k : clusters)
+                    if (k != my_cluster) call.send(at, int(cnt), red.t.type, c.leader(k));
+            } else {
+                call.recv(at, int(cnt), red.t.type, c.leader(clusters[j]));
+            }
+        }
+        if (!call.wait_all()) return call.error();
+    }
+    return cluster_bcast(call, out, count, red.t.type, leader) ? MPI_SUCCESS : call.error();
+}
+
+int reduce_scatter(Call& call, const void* in, void* out, const int* counts, const Reduction& whole) {
+    const Comm& c = call.comm();
+    const int me = c.me;
+    const bool split = !whole.commutative;
+    std::vector<int> displ(c.n + 1, 0);
+    for (int r = 0; r < c.n; ++r) displ[r + 1] = displ[r] + counts[r];
+    const int total = displ[c.n];
+    const uint64_t m = uint64_t(total) * uint64_t(whole.t.size);
+    call.add_bytes(m);
+    if (total == 0) return MPI_SUCCESS;
+    if (me == 0) call.add_wan_min(wan_min_reduce_scatter(c, counts, whole.t.size, split));
+    Reduction red = whole;
+    red.count = total;
+    std::vector<Partial> mine;
+    if (!site_partials(call, in, red, -1, split, mine)) return call.error();
+
+    const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
+    const int leader = c.leader(my_cluster);
+    auto cluster_elems = [&](uint32_t k) {
+        int sum = 0;
+        for (int r : c.cluster_ranks[k]) sum += counts[r];
+        return sum;
+    };
+    // The coordinator: to every other cluster, that cluster's blocks of each partial (an indexed
+    // datatype over the partial picks them out).
+    std::vector<MPI_Datatype> picks;
+    if (me == c.coord(my_site)) {
+        for (uint32_t k = 0; k < c.cluster_ranks.size(); ++k) {
+            if (k == my_cluster || cluster_elems(k) == 0) continue;
+            std::vector<int> lens, offs;
+            for (int r : c.cluster_ranks[k])
+                if (counts[r] > 0) {
+                    lens.push_back(counts[r]);
+                    offs.push_back(displ[r]);
+                }
+            MPI_Datatype pick;
+            PMPI_Type_indexed(static_cast<int>(lens.size()), lens.data(), offs.data(), red.t.type, &pick);
+            PMPI_Type_commit(&pick);
+            picks.push_back(pick);
+            for (Partial& p : mine) call.send(p.buf.base(), 1, pick, c.leader(k));
+        }
+    }
+    // The leader: its cluster's blocks of every site's partials, combined in rank order; then each
+    // rank its block.
+    const int elems = cluster_elems(my_cluster);
+    std::vector<TypedBuf> got;
+    if (me == leader && elems > 0) {
+        std::vector<Operand> ops;
+        for (uint32_t s = 0; s < c.sites(); ++s) {
+            if (s == my_site && me == c.coord(my_site)) {
+                for (Partial& p : mine) {  // own blocks, picked out locally
+                    got.emplace_back(red.t, elems);
+                    int at = 0;
+                    for (int r : c.cluster_ranks[my_cluster]) {
+                        copy_typed(p.buf.base() + red.offset(displ[r]), got.back().base() + red.offset(at), counts[r], red.t);
+                        at += counts[r];
+                    }
+                    ops.push_back(Operand{p.first, got.back().base()});
+                }
+                continue;
+            }
+            for (const auto& run : runs_of(c.site_ranks[s], split)) {
+                got.emplace_back(red.t, elems);
+                ops.push_back(Operand{run.first, got.back().base()});
+                call.recv(got.back().base(), elems, red.t.type, c.coord(s));
+            }
+        }
+        if (!call.wait_all()) {
+            for (MPI_Datatype& p : picks) PMPI_Type_free(&p);
+            return call.error();
+        }
+        char* acc = combine(ops, elems, red, call);
+        if (!acc) return call.error();
+        int at = 0;
+        for (int r : c.cluster_ranks[my_cluster]) {
+            if (r == me)
+                copy_typed(acc + red.offset(at), out, counts[r], red.t);
+            else
+                call.send(acc + red.offset(at), counts[r], red.t.type, r);
+            at += counts[r];
+        }
+    } else if (me != leader && elems > 0) {
+        call.recv(out, counts[me], red.t.type, leader);
+    }
+    const bool ok = call.wait_all();
+    for (MPI_Datatype& p : picks) PMPI_Type_free(&p);
+    return ok ? MPI_SUCCESS : call.error();
+}
+
+}  // namespace iccs::magpie

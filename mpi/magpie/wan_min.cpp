@@ -1,0 +1,54 @@
+// wan_min.cpp: the least wide-area data of each collective under MagPIe's rule 2 (every data item
+// once to each site that needs it), computed from the topology and the counts only, apart from
+// the algorithms, so that wan_bytes == wan_bytes_min is a check and not a restatement.
+//
+// The items: a broadcast's buffer; for a reduction, a site's partial (a partial per row of
+// consecutive ranks of the site when the operation does not commute, as MPI's operand order
+// allows no other combination); for scan and exscan, the partial of a row of consecutive ranks
+// of a site, which only the sites with a rank after it need. (gather, scatter, allgather and
+// alltoall count their blocks where they are sent or received: every block is an item.)
+#include "magpie.hpp"
+
+namespace iccs::magpie {
+
+namespace {
+
+uint64_t rows(const Comm& c, uint32_t site, bool split) { return runs_of(c.site_ranks[site], split).size(); }
+
+}  // namespace
+
+uint64_t wan_min_bcast(const Comm& c, int, uint64_t bytes) { return bytes * (c.sites() - 1); }
+
+uint64_t wan_min_reduce(const Comm& c, int root, uint64_t bytes, bool split) {
+    uint64_t sum = 0;
+    for (uint32_t s = 0; s < c.sites(); ++s)
+        if (s != c.site_of[root]) sum += rows(c, s, split) * bytes;
+    return sum;
+}
+
+uint64_t wan_min_allreduce(const Comm& c, uint64_t bytes, bool split) {
+    uint64_t sum = 0;
+    for (uint32_t s = 0; s < c.sites(); ++s) sum += rows(c, s, split) * bytes * (c.sites() - 1);
+    return sum;
+}
+
+uint64_t wan_min_reduce_scatter(const Comm& c, const int* counts, int elem_size, bool split) {
+    std::vector<uint64_t> site_bytes(c.sites(), 0);  // the blocks of each site's ranks
+    for (int r = 0; r < c.n; ++r) site_bytes[c.site_of[r]] += uint64_t(counts[r]) * uint64_t(elem_size);
+    uint64_t sum = 0;
+    for (uint32_t s = 0; s < c.sites(); ++s)
+        for (uint32_t t = 0; t < c.sites(); ++t)
+            if (t != s) sum += rows(c, s, split) * site_bytes[t];
+    return sum;
+}
+
+uint64_t wan_min_scan(const Comm& c, uint64_t bytes) {
+    uint64_t sum = 0;
+    for (uint32_t s = 0; s < c.sites(); ++s)
+        for (const auto& row : runs_of(c.site_ranks[s], true))
+            for (uint32_t t = 0; t < c.sites(); ++t)
+                if (t != s && c.site_ranks[t].back() > row.first) sum += bytes;
+    return sum;
+}
+
+}  // namespace iccs::magpie
