@@ -275,7 +275,10 @@ struct Reduction {
     MPI_Aint offset(uint64_t element) const { return static_cast<MPI_Aint>(element) * t.extent; }
 };
 
-// The algorithms (coll_*.cpp). Arguments are MPI's, already checked by profile.cpp; each returns
+// At a cluster's leader: every rank's input of a reduction (its own copied), in rank order.
+bool cluster_inputs(Call& call, const void* in, const Reduction& red, std::vector<TypedBuf>& xs);
+
+// The algorithms (bcast.cpp, reduce.cpp, scan.cpp, gather.cpp, allgather.cpp, alltoall.cpp). Arguments are MPI's, already checked by profile.cpp; each returns
 // an MPI error code (MPI_SUCCESS) and leaves the details in call.error_text().
 int barrier(Call& call);
 int bcast(Call& call, void* buf, int count, const TypeInfo& t);

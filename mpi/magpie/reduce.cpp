@@ -79,16 +79,8 @@ bool site_partials(Call& call, const void* in, const Reduction& red, int root, b
         return call.wait_all();
     }
     const auto& members = c.cluster_ranks[my_cluster];
-    std::vector<TypedBuf> xs(members.size());
-    for (size_t i = 0; i < members.size(); ++i) {
-        xs[i] = TypedBuf(red.t, count);
-        if (members[i] == me) {
-            if (copy_typed(in, xs[i].base(), count, red.t) != MPI_SUCCESS) return call.fail(MPI_ERR_TYPE, "copy failed");
-        } else {
-            call.recv(xs[i].base(), count, red.t.type, members[i]);
-        }
-    }
-    if (!call.wait_all()) return false;
+    std::vector<TypedBuf> xs;
+    if (!cluster_inputs(call, in, red, xs)) return false;
     std::vector<Partial> parts;
     for (const auto& [first, last] : runs_of(members, split)) {
         std::vector<Operand> ops;
@@ -133,6 +125,21 @@ uint32_t index_in(const std::vector<uint32_t>& v, uint32_t x) {
 }
 
 }  // namespace
+
+bool cluster_inputs(Call& call, const void* in, const Reduction& red, std::vector<TypedBuf>& xs) {
+    const Comm& c = call.comm();
+    const auto& members = c.cluster_ranks[c.my_cluster()];
+    xs.assign(members.size(), TypedBuf());
+    for (size_t i = 0; i < members.size(); ++i) {
+        xs[i] = TypedBuf(red.t, red.count);
+        if (members[i] == c.me) {
+            if (copy_typed(in, xs[i].base(), red.count, red.t) != MPI_SUCCESS) return call.fail(MPI_ERR_TYPE, "copy failed");
+        } else {
+            call.recv(xs[i].base(), red.count, red.t.type, members[i]);
+        }
+    }
+    return call.wait_all();
+}
 
 int reduce(Call& call, const void* in, void* out, const Reduction& red) {
     const Comm& c = call.comm();

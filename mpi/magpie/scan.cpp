@@ -52,16 +52,8 @@ int scan(Call& call, const void* in, void* out, const Reduction& red, bool exclu
     // Leader: its ranks' inputs, and inclusive prefixes within each cluster run: pre[i] =
     // pre[i-1] op x[i], computed in x[i]'s own buffer.
     const auto& members = c.cluster_ranks[my_cluster];
-    std::vector<TypedBuf> pre(members.size());
-    for (size_t i = 0; i < members.size(); ++i) {
-        pre[i] = TypedBuf(red.t, count);
-        if (members[i] == me) {
-            if (copy_typed(in, pre[i].base(), count, red.t) != MPI_SUCCESS) return call.raise(MPI_ERR_TYPE, "copy failed");
-        } else {
-            call.recv(pre[i].base(), count, red.t.type, members[i]);
-        }
-    }
-    if (!call.wait_all()) return call.error();
+    std::vector<TypedBuf> pre;
+    if (!cluster_inputs(call, in, red, pre)) return call.error();
     const auto cruns = runs_of(members, true);
     std::vector<size_t> run_last(cruns.size());  // index in members of each run's last rank
     for (size_t k = 0, i = 0; k < cruns.size(); ++k) {

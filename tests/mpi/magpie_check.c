@@ -3,7 +3,8 @@
  * library: it is relinked with it, preloaded with it, or run without it).
  *
  * Communicators: MPI_COMM_WORLD, a split by parity, a group of 3 ranks (0, n/2, n-1: two sites
- * whenever there are two), a dup of MPI_COMM_WORLD and a split that reverses the rank order.
+ * whenever there are two), a dup of MPI_COMM_WORLD and a split that reverses the rank order; an
+ * inter-communicator between the parities (which the library passes to MPI unchanged).
  * Datatypes: int, double, contiguous, vector, indexed, struct, a struct listed out of address
  * order; receive buffers start filled with a pattern and the holes of a datatype must keep it.
  * Reductions: every predefined operation on the types it is defined for, a commutative user
@@ -149,6 +150,33 @@ static void make_types(void) {
 
 static int counts_v(int r, int base) { return r % 3 == 1 ? 0 : base + r % 4; } /* unequal, some 0 */
 
+/* The blocks of every rank of comm: n each, or (v) unequal counts with `gap` elements before each
+ * block; total: the elements the buffer spans. */
+typedef struct {
+    int me, size;
+    int *counts, *displs;
+    long total;
+} Blocks;
+
+static Blocks blocks_of(MPI_Comm comm, long n, int v, int gap) {
+    Blocks b;
+    MPI_Comm_rank(comm, &b.me);
+    MPI_Comm_size(comm, &b.size);
+    b.counts = malloc(sizeof(int) * b.size);
+    b.displs = malloc(sizeof(int) * b.size);
+    b.total = 0;
+    for (int r = 0; r < b.size; ++r) {
+        b.counts[r] = v ? counts_v(r, (int)n) : (int)n;
+        b.displs[r] = (int)b.total + (v ? gap : 0);
+        b.total = b.displs[r] + b.counts[r];
+    }
+    return b;
+}
+static void blocks_free(Blocks* b) {
+    free(b->counts);
+    free(b->displs);
+}
+
 static void test_bcast(MPI_Comm comm, const Type* t, long n, int root, int salt) {
     int me;
     MPI_Comm_rank(comm, &me);
@@ -160,97 +188,64 @@ static void test_bcast(MPI_Comm comm, const Type* t, long n, int root, int salt)
 }
 
 static void test_gather(MPI_Comm comm, const Type* t, long n, int root, int salt, int v, int in_place) {
-    int me, size;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &size);
-    int* counts = malloc(sizeof(int) * size);
-    int* displs = malloc(sizeof(int) * size);
-    long total = 0;
-    for (int r = 0; r < size; ++r) {
-        counts[r] = v ? counts_v(r, (int)n) : (int)n;
-        displs[r] = (int)total + (v ? 1 : 0); /* v: a gap between blocks */
-        total = displs[r] + counts[r];
-    }
-    char* s = alloc_elems(t, counts[me]);
-    fill(t, s, counts[me], me, salt, 0);
-    char* rb = alloc_elems(t, total);
-    if (in_place && me == root) fill(t, rb + displs[me] * t->extent, counts[me], me, salt, 0);
-    const void* sbuf = in_place && me == root ? MPI_IN_PLACE : s;
+    Blocks b = blocks_of(comm, n, v, 1);
+    char* s = alloc_elems(t, b.counts[b.me]);
+    fill(t, s, b.counts[b.me], b.me, salt, 0);
+    char* rb = alloc_elems(t, b.total);
+    if (in_place && b.me == root) fill(t, rb + b.displs[b.me] * t->extent, b.counts[b.me], b.me, salt, 0);
+    const void* sbuf = in_place && b.me == root ? MPI_IN_PLACE : s;
     if (v)
-        MPI_Gatherv(sbuf, counts[me], t->type, rb, counts, displs, t->type, root, comm);
+        MPI_Gatherv(sbuf, b.counts[b.me], t->type, rb, b.counts, b.displs, t->type, root, comm);
     else
         MPI_Gather(sbuf, (int)n, t->type, rb, (int)n, t->type, root, comm);
-    if (me == root) {
-        for (int r = 0; r < size; ++r) expect_rank(t, rb + displs[r] * t->extent, counts[r], r, salt, v ? "gatherv" : "gather");
-        if (v) expect_untouched(rb, t->extent * displs[0], "gatherv wrote before the first block");
+    if (b.me == root) {
+        for (int r = 0; r < b.size; ++r) expect_rank(t, rb + b.displs[r] * t->extent, b.counts[r], r, salt, v ? "gatherv" : "gather");
+        if (v) expect_untouched(rb, t->extent * b.displs[0], "gatherv wrote before the first block");
     } else {
-        expect_untouched(rb, t->extent * total, "gather wrote into a non-root's receive buffer");
+        expect_untouched(rb, t->extent * b.total, "gather wrote into a non-root's receive buffer");
     }
     free(s);
     free(rb);
-    free(counts);
-    free(displs);
+    blocks_free(&b);
 }
 
 static void test_scatter(MPI_Comm comm, const Type* t, long n, int root, int salt, int v, int in_place) {
-    int me, size;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &size);
-    int* counts = malloc(sizeof(int) * size);
-    int* displs = malloc(sizeof(int) * size);
-    long total = 0;
-    for (int r = 0; r < size; ++r) {
-        counts[r] = v ? counts_v(r, (int)n) : (int)n;
-        displs[r] = (int)total + (v ? 2 : 0);
-        total = displs[r] + counts[r];
-    }
-    char* s = alloc_elems(t, total);
-    if (me == root)
-        for (int r = 0; r < size; ++r) fill(t, s + displs[r] * t->extent, counts[r], r, salt, 0);
-    char* rb = alloc_elems(t, counts[me]);
-    void* rbuf = in_place && me == root ? MPI_IN_PLACE : rb;
+    Blocks b = blocks_of(comm, n, v, 2);
+    char* s = alloc_elems(t, b.total);
+    if (b.me == root)
+        for (int r = 0; r < b.size; ++r) fill(t, s + b.displs[r] * t->extent, b.counts[r], r, salt, 0);
+    char* rb = alloc_elems(t, b.counts[b.me]);
+    void* rbuf = in_place && b.me == root ? MPI_IN_PLACE : rb;
     if (v)
-        MPI_Scatterv(s, counts, displs, t->type, rbuf, counts[me], t->type, root, comm);
+        MPI_Scatterv(s, b.counts, b.displs, t->type, rbuf, b.counts[b.me], t->type, root, comm);
     else
         MPI_Scatter(s, (int)n, t->type, rbuf, (int)n, t->type, root, comm);
     if (rbuf == MPI_IN_PLACE) {
-        expect_rank(t, s + displs[me] * t->extent, counts[me], me, salt, "scatter in place");
-        expect_untouched(rb, t->extent * counts[me], "scatter in place wrote the receive buffer");
+        expect_rank(t, s + b.displs[b.me] * t->extent, b.counts[b.me], b.me, salt, "scatter in place");
+        expect_untouched(rb, t->extent * b.counts[b.me], "scatter in place wrote the receive buffer");
     } else {
-        expect_rank(t, rb, counts[me], me, salt, v ? "scatterv" : "scatter");
+        expect_rank(t, rb, b.counts[b.me], b.me, salt, v ? "scatterv" : "scatter");
     }
     free(s);
     free(rb);
-    free(counts);
-    free(displs);
+    blocks_free(&b);
 }
 
 static void test_allgather(MPI_Comm comm, const Type* t, long n, int salt, int v, int in_place) {
-    int me, size;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &size);
-    int* counts = malloc(sizeof(int) * size);
-    int* displs = malloc(sizeof(int) * size);
-    long total = 0;
-    for (int r = 0; r < size; ++r) {
-        counts[r] = v ? counts_v(r, (int)n) : (int)n;
-        displs[r] = (int)total + (v ? 1 : 0);
-        total = displs[r] + counts[r];
-    }
-    char* s = alloc_elems(t, counts[me]);
-    fill(t, s, counts[me], me, salt, 0);
-    char* rb = alloc_elems(t, total);
-    if (in_place) fill(t, rb + displs[me] * t->extent, counts[me], me, salt, 0);
+    Blocks b = blocks_of(comm, n, v, 1);
+    char* s = alloc_elems(t, b.counts[b.me]);
+    fill(t, s, b.counts[b.me], b.me, salt, 0);
+    char* rb = alloc_elems(t, b.total);
+    if (in_place) fill(t, rb + b.displs[b.me] * t->extent, b.counts[b.me], b.me, salt, 0);
     const void* sbuf = in_place ? MPI_IN_PLACE : s;
     if (v)
-        MPI_Allgatherv(sbuf, counts[me], t->type, rb, counts, displs, t->type, comm);
+        MPI_Allgatherv(sbuf, b.counts[b.me], t->type, rb, b.counts, b.displs, t->type, comm);
     else
         MPI_Allgather(sbuf, (int)n, t->type, rb, (int)n, t->type, comm);
-    for (int r = 0; r < size; ++r) expect_rank(t, rb + displs[r] * t->extent, counts[r], r, salt, v ? "allgatherv" : "allgather");
+    for (int r = 0; r < b.size; ++r) expect_rank(t, rb + b.displs[r] * t->extent, b.counts[r], r, salt, v ? "allgatherv" : "allgather");
     free(s);
     free(rb);
-    free(counts);
-    free(displs);
+    blocks_free(&b);
 }
 
 /* Block from rank a to rank b: values of rank a*1000+b. */
@@ -652,6 +647,19 @@ int main(int argc, char** argv) {
         MPI_Comm_create(MPI_COMM_WORLD, tg, &trio);
         MPI_Group_free(&wg);
         MPI_Group_free(&tg);
+    }
+    if (size >= 2) { /* an inter-communicator (passed to MPI unchanged): each group sums the other's ranks */
+        MPI_Comm inter;
+        MPI_Intercomm_create(parity, 0, MPI_COMM_WORLD, world_rank % 2 ? 0 : 1, 77, &inter);
+        int mine = world_rank + 1, sum = 0, want = 0;
+        for (int r = 0; r < size; ++r)
+            if (r % 2 != world_rank % 2) want += r + 1;
+        where = "inter-communicator";
+        MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, inter);
+        ++checks;
+        if (sum != want) fail("allreduce over an inter-communicator", sum, want);
+        MPI_Barrier(inter);
+        MPI_Comm_free(&inter);
     }
     for (int round = 0; round < rounds; ++round) {
         if (strstr(only, "world")) run_all(MPI_COMM_WORLD, "world", counts, ncounts, round);
