@@ -372,14 +372,14 @@ int run(const Options& o) {
                     if (sent < k) break;
                 }
             };
-            const uint64_t t0 = monotonic_ns();
+            const uint64_t t0 = now_ns();
             const uint64_t deadline = t0 + uint64_t{o.seconds} * 1'000'000'000ull;
             const uint64_t send_at = t0 + uint64_t{o.send_delay_ms} * 1'000'000ull;
             uint64_t last_timers = t0;
             bool finished = false;
             PktBuf* frames[64];
             while (!g_stop.load(std::memory_order_relaxed)) {
-                const uint64_t now = monotonic_ns();
+                const uint64_t now = now_ns();
                 if (now >= deadline) break;
                 const uint32_t n = port.rx_burst(frames, 64);
                 if (n > 0) stack->input_burst(frames, n, now);
@@ -399,9 +399,9 @@ int run(const Options& o) {
                 }
             }
             // Let the last echoes out.
-            const uint64_t drain_until = monotonic_ns() + 500'000'000ull;
-            while ((!txq.empty() || stack->tx_queued() > 0) && monotonic_ns() < drain_until) flush();
-            const double secs = double(monotonic_ns() - t0) / 1e9;
+            const uint64_t drain_until = now_ns() + 500'000'000ull;
+            while ((!txq.empty() || stack->tx_queued() > 0) && now_ns() < drain_until) flush();
+            const double secs = double(now_ns() - t0) / 1e9;
 
             std::printf("interop: %s after %.2f s\n",
                         g_stop.load() ? "stopped by signal" : finished ? "done" : "time is up", secs);

@@ -277,7 +277,7 @@ bool program_pingpong(ComputeEnv& env) {
     for (uint64_t i = 0; i < rounds && !stopping(); ++i) {
         if (pinger && p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
         if (pinger) stamps::arm();
-        const uint64_t t0 = monotonic_ns();
+        const uint64_t t0 = now_ns();
         const uint32_t size = sizes.empty() ? p.min_size : sizes[i % sizes.size()];
         if (pinger) {
             if (const ConvError e = conv.send(c, buf.data(), size); e != ConvError::kOk)
@@ -297,7 +297,7 @@ bool program_pingpong(ComputeEnv& env) {
         }
         if (pinger) {
             if (i >= p.warmup) {
-                rtt.push_back(monotonic_ns() - t0);
+                rtt.push_back(now_ns() - t0);
                 if (!sizes.empty()) rtt_by_size[i % sizes.size()].push_back(rtt.back());
             }
         } else {
@@ -448,7 +448,7 @@ bool program_stream(ComputeEnv& env) {
     }
     if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
         return set_error(env, "connect", e);
-    const uint64_t t0 = monotonic_ns();
+    const uint64_t t0 = now_ns();
     for (uint64_t i = 0; i < p.messages && !stopping(); ++i) {
         if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk) return set_error(env, "send", e);
         ++env.result.sent;
@@ -458,7 +458,7 @@ bool program_stream(ComputeEnv& env) {
         e != ConvError::kOk)
         return set_error(env, "recv of the answer", e);
     ++env.result.received;
-    const uint64_t elapsed = monotonic_ns() - t0;
+    const uint64_t elapsed = now_ns() - t0;
     if (!p.result_file.empty())
         if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
             std::fprintf(f, "stream_ns %llu %llu\n", static_cast<unsigned long long>(elapsed),
@@ -918,7 +918,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
                 }
                 for (auto& px : proxies) px->start_trace(static_cast<size_t>(n));
             }
-            const uint64_t now = monotonic_ns();
+            const uint64_t now = now_ns();
             for (auto& px : proxies) px->open_subconnections(now);
             return true;
         };
@@ -1055,13 +1055,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             };
             while (!g_stop && (others(true) < plan.clusters - 1u || !all_idle()) &&
                    std::chrono::steady_clock::now() < deadline) {
-                if (net.poll_inline) net.poll_inline(monotonic_ns());
+                if (net.poll_inline) net.poll_inline(now_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             // linger: answer the last retransmissions and acks of the others
             const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
             while (!g_stop && std::chrono::steady_clock::now() < linger) {
-                if (net.poll_inline) net.poll_inline(monotonic_ns());
+                if (net.poll_inline) net.poll_inline(now_ns());
                 std::this_thread::sleep_for(std::chrono::microseconds(100));
             }
             const uint32_t dones = others(false);
@@ -1072,7 +1072,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             for (auto& px : proxies) px->stop();
             rte_eal_mp_wait_lcore();
             for (auto& px : proxies) {
-                if (plan.polling == Polling::kInline) px->poll_once(monotonic_ns());  // publish
+                if (plan.polling == Polling::kInline) px->poll_once(now_ns());  // publish
                 rep.proxies.push_back(px->snapshot());
                 rep.wan.push_back(px->wan_view());
                 px->finish_capture();  // nothing polls it any more: the file is complete

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "clock.hpp"
 #include "runtime.hpp"
 
 namespace iccs {
@@ -39,8 +40,6 @@ inline constexpr uint16_t kRtReplyHandler = 200;    // a reply: completes the re
 inline constexpr uint16_t kRtBarrierHandler = 201;  // a cluster's barrier contribution (to service endpoints)
 inline constexpr uint16_t kRtDoneHandler = 202;     // a cluster finished its program (runtime_finish)
 inline constexpr uint32_t kRtMaxMessage = 1u << 20;  // max_message() on every transport
-
-uint64_t rt_now_ns();
 
 class RtCore;
 

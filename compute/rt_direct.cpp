@@ -231,7 +231,7 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
     const uint64_t tail = rc.tail.load(std::memory_order_relaxed);
     uint64_t waited = 0, full_since = 0;
     while (kRingBytes - (tail - rc.head.load(std::memory_order_acquire)) < rec) {
-        if (full_since == 0) full_since = rt_now_ns();
+        if (full_since == 0) full_since = now_ns();
         // Full: the receiver is behind. Keep our own inbox moving meanwhile (not from inside a
         // handler: the message being handled still sits in its ring).
         if (d_.peer_down(dst.cluster))
@@ -242,7 +242,7 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
     }
     if (full_since != 0) {
         ++ctr_.send_full_waits;
-        ctr_.send_full_ns += rt_now_ns() - full_since;
+        ctr_.send_full_ns += now_ns() - full_since;
     }
     copy_in(ring, tail, &h, sizeof h);
     if (a.len) copy_in(ring, tail + sizeof h, a.data, a.len);
@@ -294,7 +294,7 @@ void DirectEp::drain_to_backlog() {
 int DirectEp::pump(int max) {
     const uint32_t n = d_.endpoints();
     const uint64_t d = d_.delay_ns();
-    uint64_t now = d ? rt_now_ns() : 0;
+    uint64_t now = d ? now_ns() : 0;
     int ran = 0;
     for (uint32_t k = 0; k < n && ran < max; ++k) {
         const uint32_t s = (rr_ + k) % n;
@@ -318,7 +318,7 @@ int DirectEp::pump(int max) {
             RtHdr h;
             copy_out(ring, head, &h, sizeof h);
             if (d && h.send_ns + d > now) {
-                now = rt_now_ns();
+                now = now_ns();
                 if (h.send_ns + d > now) break;  // not due: it holds back its ring (per-source order)
             }
             const uint64_t off = (head + sizeof h) & (kRingBytes - 1);
@@ -354,7 +354,7 @@ void DirectEp::block(uint64_t deadline_ns) {
     Doorbell& db = d_.bell(me_);
     const uint32_t seq = db.seq.load(std::memory_order_seq_cst);
     db.sleeping.store(1, std::memory_order_seq_cst);
-    const uint64_t now = rt_now_ns();
+    const uint64_t now = now_ns();
     uint64_t until = std::min(deadline_ns, now + kMaxSleepNs);
     bool ready = notified_.exchange(0) != 0;
     for (uint32_t s = 0; s < d_.endpoints() && !ready; ++s) ready = due(s, now, until);

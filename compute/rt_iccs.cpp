@@ -413,7 +413,7 @@ void IccsEp::block(uint64_t deadline_ns) {
         w.cancel_sleep();
         return;
     }
-    const uint64_t now = rt_now_ns();
+    const uint64_t now = now_ns();
     uint64_t us = kMaxSleepUs;
     if (deadline_ns != UINT64_MAX) us = deadline_ns > now ? std::min<uint64_t>(us, (deadline_ns - now) / 1000 + 1) : 1;
     w.sleep(static_cast<uint32_t>(us));

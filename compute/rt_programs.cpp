@@ -227,11 +227,11 @@ int rt_program_ping(std::unique_ptr<Runtime> rt, const RtPingOptions& o) {
             if (me == 0 && t == 0 && rt->clusters() > 1) {
                 std::vector<uint8_t> q(o.size, 0x5a), ans;
                 for (uint64_t i = 0; i < o.warmup + o.rounds; ++i) {
-                    const uint64_t t0 = rt_now_ns();
+                    const uint64_t t0 = now_ns();
                     if (RtStatus s = ep.request(RtAddr{1, 0}, kHPing, RtBytes{q.data(), o.size}, {}, ans, 10'000'000);
                         s != RtStatus::kOk)
                         return failed("request " + std::to_string(i), s);
-                    const uint64_t dt = rt_now_ns() - t0;
+                    const uint64_t dt = now_ns() - t0;
                     if (ans.size() != o.size) return failed("reply of the wrong size", RtStatus::kError);
                     if (i >= o.warmup) rtt.push_back(dt);
                 }

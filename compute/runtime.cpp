@@ -3,7 +3,6 @@
 #include "rt_core.hpp"
 
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,11 +19,6 @@ namespace {
 constexpr uint64_t kSpinNs = 20'000;  // wait_until spins this long before it sleeps
 }
 
-uint64_t rt_now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 const char* to_string(RtStatus s) {
     switch (s) {
@@ -72,7 +66,7 @@ RtStatus RtEp::send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBy
     h.handler = handler;
     h.req_id = req_id;
     h.len = static_cast<uint32_t>(len);
-    h.send_ns = rt_now_ns();
+    h.send_ns = now_ns();
     const RtStatus s = xmit(dst, h, a, b);
     if (s != RtStatus::kOk) return s;
     ++ctr_.msgs_sent;
@@ -135,11 +129,11 @@ void RtEp::deliver(const RtHdr& h, const uint8_t* data) {
         return;
     }
     const AmMsg m{RtAddr{h.src_cluster, h.src_thread}, h.handler, h.req_id, std::span<const uint8_t>(data, h.len)};
-    const uint64_t t0 = rt_now_ns();
+    const uint64_t t0 = now_ns();
     in_handler_ = true;
     s.fn(*this, m, s.ctx);
     in_handler_ = false;
-    ctr_.handler_ns += rt_now_ns() - t0;
+    ctr_.handler_ns += now_ns() - t0;
 }
 
 int RtEp::poll() {
@@ -148,12 +142,12 @@ int RtEp::poll() {
 }
 
 RtStatus RtEp::wait_until(const std::function<bool()>& done, uint64_t timeout_us) {
-    const uint64_t start = rt_now_ns();
+    const uint64_t start = now_ns();
     const uint64_t dl = timeout_us == kRtForever ? UINT64_MAX : start + timeout_us * 1000;
     while (true) {
         const int ran = in_handler_ ? 0 : pump(64);
         if (done()) return RtStatus::kOk;
-        const uint64_t now = rt_now_ns();
+        const uint64_t now = now_ns();
         if (now >= dl)
             return fail(RtStatus::kTimeout, "wait_until: not done after " + std::to_string(timeout_us) + " us");
         // Handlers ran: they may have sent, and a send may have taken arrivals off the transport's
@@ -163,10 +157,10 @@ RtStatus RtEp::wait_until(const std::function<bool()>& done, uint64_t timeout_us
             sched_yield();  // a 2-core host: let the sender run
             continue;
         }
-        const uint64_t t0 = rt_now_ns();
+        const uint64_t t0 = now_ns();
         block(dl);
         ++ctr_.sleeps;
-        ctr_.sleep_ns += rt_now_ns() - t0;
+        ctr_.sleep_ns += now_ns() - t0;
     }
 }
 
@@ -184,7 +178,7 @@ RtStatus RtEp::barrier_gather(std::span<const uint8_t> mine, std::vector<std::ve
                               uint64_t timeout_us) {
     if (local_ == core_.threads()) return fail(RtStatus::kError, "barrier: not for the service endpoint");
     if (in_handler_) return fail(RtStatus::kError, "barrier() from inside a handler (handlers must not block)");
-    const uint64_t t0 = rt_now_ns();
+    const uint64_t t0 = now_ns();
     uint64_t gen = 0;
     bool last = false;
     std::vector<uint8_t> joined;
@@ -214,7 +208,7 @@ RtStatus RtEp::barrier_gather(std::span<const uint8_t> mine, std::vector<std::ve
         }
         core_.notify_compute();
     }
-    uint64_t next_down_check = rt_now_ns() + 10'000'000;
+    uint64_t next_down_check = now_ns() + 10'000'000;
     int down = -1;
     const RtStatus s = wait_until(
         [&] {
@@ -223,7 +217,7 @@ RtStatus RtEp::barrier_gather(std::span<const uint8_t> mine, std::vector<std::ve
                 if (core_.round(gen).have_n == core_.clusters()) return true;
             }
             // a cluster that died never arrives: look every 10 ms (a syscall on direct/delay)
-            if (const uint64_t now = rt_now_ns(); now >= next_down_check) {
+            if (const uint64_t now = now_ns(); now >= next_down_check) {
                 next_down_check = now + 10'000'000;
                 for (uint16_t c = 0; c < core_.clusters() && down < 0; ++c)
                     if (c != core_.cluster() && core_.peer_down(c)) down = c;
@@ -242,7 +236,7 @@ RtStatus RtEp::barrier_gather(std::span<const uint8_t> mine, std::vector<std::ve
         if (++r.readers == core_.threads()) core_.bar_rounds_.erase(gen);
     }
     ++ctr_.barrier_waits;
-    ctr_.barrier_wait_ns += rt_now_ns() - t0;
+    ctr_.barrier_wait_ns += now_ns() - t0;
     return RtStatus::kOk;
 }
 
@@ -336,7 +330,7 @@ constexpr uint64_t kDoneGraceNs = 2'000'000'000;
 bool RtCore::finish_exchange(uint64_t timeout_ms, std::string& why) {
     service_send_done_.store(true);
     service().notify();
-    const uint64_t dl = rt_now_ns() + timeout_ms * 1'000'000;
+    const uint64_t dl = now_ns() + timeout_ms * 1'000'000;
     while (true) {
         uint16_t ended = 0;
         std::string missing;
@@ -349,7 +343,7 @@ bool RtCore::finish_exchange(uint64_t timeout_ms, std::string& why) {
             }
         }
         if (ended + 1u >= clusters_ && service_sent_done_.load()) break;
-        if (rt_now_ns() > dl) {
+        if (now_ns() > dl) {
             why = "clusters " + missing + " did not finish within " + std::to_string(timeout_ms / 1000) + " s";
             return false;
         }
@@ -360,10 +354,10 @@ bool RtCore::finish_exchange(uint64_t timeout_ms, std::string& why) {
     // peer that finished after us exits before that (a fresh-clone CI run failed
     // runtime-delay-hold so). Its message stays readable after it exited, so wait for it a while
     // before calling the peer lost; only a run with a peer down pays this.
-    const uint64_t grace = rt_now_ns() + kDoneGraceNs;
+    const uint64_t grace = now_ns() + kDoneGraceNs;
     for (uint16_t c = 0; c < clusters_; ++c) {
         if (c == cluster_) continue;
-        while (!done_by_[c].load(std::memory_order_acquire) && peer_down(c) && rt_now_ns() < grace)
+        while (!done_by_[c].load(std::memory_order_acquire) && peer_down(c) && now_ns() < grace)
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
         if (!done_by_[c].load() && peer_down(c)) {
             why = "cluster " + std::to_string(c) + " went down before it finished";

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 
+#include "clock.hpp"
 #include "slidwin_hdr.hpp"
 #include "stamps.hpp"
 #include "udp_hdr.hpp"
@@ -16,11 +16,6 @@ namespace iccs {
 
 namespace {
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 constexpr uint32_t kMaxPieces = 65535;          // piece_cnt is 16 bits
 constexpr uint64_t kSpinNs = 20'000;            // spin (yielding) this long before sleeping

@@ -87,13 +87,13 @@ struct ConvNet {
     // address. Index: cluster id.
     std::vector<std::vector<Ipv4Addr>> ni_addrs;
     // inline polling: run the proxies' loop on this thread (nullptr with proxy threads).
-    // now_ns: the time (monotonic_ns) of the pass, read by the caller (a wait reads it every
+    // now_ns: the time (now_ns) of the pass, read by the caller (a wait reads it every
     // few passes of its spin, which run back to back: wait_some).
     std::function<void(uint64_t now_ns)> poll_inline;
     // adaptive polling's assist: run one iteration of proxy p's loop on this thread if no other
     // thread runs one (p < 0: of every proxy of the cluster); returns the work done (0: none, or
     // not taken). A waiting thread calls it before it yields or sleeps, a sender instead of
-    // waking a sleeping proxy thread. now_ns: the time (monotonic_ns) of the call, which the
+    // waking a sleeping proxy thread. now_ns: the time (now_ns) of the call, which the
     // caller read anyway. nullptr: leave all to the proxy threads.
     std::function<uint32_t(int32_t p, uint64_t now_ns)> poll_assist;
     // ... and for the last watcher to leave a sleeping proxy p (rings.hpp, Waker::watch_leave):

@@ -2,10 +2,10 @@
 // time-outs, argument checks) and the collectives' entry points, which check their arguments and
 // hand over to flat.cpp or hier.cpp.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 
+#include "clock.hpp"
 #include "config.hpp"
 #include "group_impl.hpp"
 
@@ -13,10 +13,6 @@ namespace iccs::group {
 
 namespace {
 
-uint64_t now_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 uint64_t mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     return h * 0xff51afd7ed558ccdull;

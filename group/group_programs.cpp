@@ -2,13 +2,13 @@
 #include "group_programs.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "clock.hpp"
 #include "coll_check.hpp"
 
 namespace iccs::group {
@@ -164,10 +164,6 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
 
 namespace {
 
-uint64_t now_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 // The replicated object of `iccs run ordered`: a balance and an order-sensitive digest of writes.
 struct Ledger {

@@ -2,12 +2,12 @@
 #include "steal.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
 
+#include "clock.hpp"
 #include "steal_wire.hpp"
 
 namespace iccs::group {
@@ -52,11 +52,6 @@ void StealCounters::from_words(const uint64_t* w) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-uint64_t now_ns() {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
-}
 
 struct Child {
     std::atomic<uint8_t> done{0};

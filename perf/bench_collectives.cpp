@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "bench_paths.hpp"
+#include "clock.hpp"
 #include "config.hpp"
 #include "group_programs.hpp"
 #include "runtime_launch.hpp"
@@ -33,10 +33,6 @@ namespace {
 using group::Coll;
 using group::Family;
 
-uint64_t now_ns() {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 constexpr size_t kColls = static_cast<size_t>(Coll::kCount);
 

@@ -145,12 +145,12 @@ RttStats kernel_rtt(uint32_t size, uint64_t samples) {
     std::vector<char> out(size, 'x'), in(65536);
     std::vector<uint64_t> rtt;
     for (uint64_t i = 0; i < rounds; ++i) {
-        const uint64_t t0 = monotonic_ns();
+        const uint64_t t0 = now_ns();
         if (send(cli, out.data(), out.size(), 0) < 0 || recv(cli, in.data(), in.size(), 0) < 0) {
             s.error = std::string("kernel UDP ping-pong: ") + std::strerror(errno);
             break;
         }
-        if (i >= samples / 10) rtt.push_back(monotonic_ns() - t0);
+        if (i >= samples / 10) rtt.push_back(now_ns() - t0);
     }
     close(cli);
     close(srv);
@@ -189,11 +189,11 @@ RttStats floor_rtt(uint64_t samples) {
     pin(0);
     std::vector<uint64_t> rtt;
     for (uint64_t i = 1; i <= rounds; ++i) {
-        const uint64_t t0 = monotonic_ns();
+        const uint64_t t0 = now_ns();
         lines[0].v.store(i, std::memory_order_release);
         while (lines[1].v.load(std::memory_order_acquire) != i) {
         }
-        if (i > samples / 10) rtt.push_back(monotonic_ns() - t0);
+        if (i > samples / 10) rtt.push_back(now_ns() - t0);
     }
     int st = 0;
     waitpid(pid, &st, 0);
@@ -286,7 +286,7 @@ RateStats kernel_stream(uint32_t size, uint64_t messages) {
                 continue;
             }
             ++got;
-            last = monotonic_ns();
+            last = now_ns();
         }
         sh->delivered.store(got);
         sh->last_ns.store(last);
@@ -298,7 +298,7 @@ RateStats kernel_stream(uint32_t size, uint64_t messages) {
     big_buffers(cli);
     connect(cli, reinterpret_cast<sockaddr*>(&a), sizeof a);
     std::vector<char> out(size, 'x');
-    const uint64_t t0 = monotonic_ns();
+    const uint64_t t0 = now_ns();
     for (uint64_t i = 0; i < messages; ++i) {
         if (send(cli, out.data(), out.size(), 0) < 0 && errno != EINTR) {
             s.error = std::string("kernel UDP stream: ") + std::strerror(errno);

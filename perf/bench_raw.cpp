@@ -62,10 +62,10 @@ void pin_to(unsigned cpu) {
 // Both sides ready (link up / socket bound), or the other failed: false.
 bool await_peer(Shared* sh, int me) {
     sh->ready[me].store(1);
-    const uint64_t end = monotonic_ns() + kStartNs;
+    const uint64_t end = now_ns() + kStartNs;
     while (sh->ready[1 - me].load() == 0) {
         if (sh->failed.load() != 0) return false;
-        if (monotonic_ns() > end) {
+        if (now_ns() > end) {
             fail(sh, "the other side of the raw baseline was not ready within 20 s");
             return false;
         }
@@ -141,7 +141,7 @@ int memif_side(Shared* sh, int me, const Job& j) {
                 }
                 continue;
             }
-            const uint64_t t0 = monotonic_ns();
+            const uint64_t t0 = now_ns();
             rte_mbuf* f = rte_pktmbuf_alloc(tx);
             char* d = f == nullptr ? nullptr : rte_pktmbuf_append(f, static_cast<uint16_t>(j.len));
             if (d == nullptr) {
@@ -155,7 +155,7 @@ int memif_side(Shared* sh, int me, const Job& j) {
             rte_mbuf* r = nullptr;
             while (rte_eth_rx_burst(pid, 0, &r, 1) == 0) {
             }
-            const uint64_t t1 = monotonic_ns();
+            const uint64_t t1 = now_ns();
             uint64_t back = 0;
             std::memcpy(&back, rte_pktmbuf_mtod_offset(r, char*, r->pkt_len - sizeof back), sizeof back);
             const bool ok = r->pkt_len == j.len && back == i;
@@ -170,7 +170,7 @@ int memif_side(Shared* sh, int me, const Job& j) {
         return 0;
     }
     if (me == 0) {  // sender
-        sh->t0_ns.store(monotonic_ns());
+        sh->t0_ns.store(now_ns());
         for (uint64_t sent = 0; sent < j.count;) {
             const uint32_t k = static_cast<uint32_t>(std::min<uint64_t>(kBurst, j.count - sent));
             if (rte_pktmbuf_alloc_bulk(tx, m, k) != 0) continue;  // the driver still holds them: retry
@@ -185,18 +185,18 @@ int memif_side(Shared* sh, int me, const Job& j) {
         sh->sent.store(j.count);
         return 0;
     }
-    uint64_t got = 0, last = 0, idle_since = monotonic_ns();
+    uint64_t got = 0, last = 0, idle_since = now_ns();
     while (got < j.count) {
         const uint16_t n = rte_eth_rx_burst(pid, 0, m, kBurst);
         if (n == 0) {
-            if (monotonic_ns() - idle_since > kStartNs) {
+            if (now_ns() - idle_since > kStartNs) {
                 fail(sh, "raw memif baseline: the stream stopped at " + std::to_string(got) + " frames");
                 break;
             }
             continue;
         }
         got += n;
-        last = idle_since = monotonic_ns();
+        last = idle_since = now_ns();
         rte_pktmbuf_free_bulk(m, n);
     }
     sh->delivered.store(got);
@@ -252,7 +252,7 @@ int udp_side(Shared* sh, int me, const Job& j) {
                 port->flush();
                 continue;
             }
-            const uint64_t t0 = monotonic_ns();
+            const uint64_t t0 = now_ns();
             PktBuf* p = datagram(i);
             if (p == nullptr) {
                 fail(sh, "raw udp baseline: no buffer for a datagram of " + std::to_string(j.len) + " bytes");
@@ -261,7 +261,7 @@ int udp_side(Shared* sh, int me, const Job& j) {
             port->udp_output(p, mine, lo, peer);
             port->flush();
             while (port->rx_burst(in, 1) == 0) port->flush();
-            const uint64_t t1 = monotonic_ns();
+            const uint64_t t1 = now_ns();
             const bool ok = in[0]->pkt_len == j.len + kDgramAddrLen;
             pkt_free(in[0]);
             if (!ok) {
@@ -276,7 +276,7 @@ int udp_side(Shared* sh, int me, const Job& j) {
         return 0;
     }
     if (me == 0) {  // sender: at most 256 datagrams queued or in flight (the proxies' send slots)
-        sh->t0_ns.store(monotonic_ns());
+        sh->t0_ns.store(now_ns());
         uint64_t sent = 0;
         while (sent < j.count) {
             const UringUdpCounters& c = port->counters();
@@ -293,18 +293,18 @@ int udp_side(Shared* sh, int me, const Job& j) {
         sh->sent.store(sent);
         return 0;
     }
-    uint64_t got = 0, last = 0, idle_since = monotonic_ns();
+    uint64_t got = 0, last = 0, idle_since = now_ns();
     while (got < j.count) {
         const uint32_t n = port->rx_burst(in, kBurst);
         if (n == 0) {
             port->flush();
-            const uint64_t now = monotonic_ns();
+            const uint64_t now = now_ns();
             if (now - idle_since > (got > 0 ? kQuietNs : kStartNs)) break;  // the rest was lost
             continue;
         }
         for (uint32_t i = 0; i < n; ++i) pkt_free(in[i]);
         got += n;
-        last = idle_since = monotonic_ns();
+        last = idle_since = now_ns();
     }
     if (got == 0) fail(sh, "raw udp baseline: no datagram arrived");
     sh->delivered.store(got);
@@ -335,13 +335,13 @@ bool run_pair(const std::string& fabric, const Job& job, Shared* sh, std::string
         }
         pids[me] = pid;
     }
-    const uint64_t end = monotonic_ns() + static_cast<uint64_t>(kChildTimeoutS + 5) * 1'000'000'000ull;
+    const uint64_t end = now_ns() + static_cast<uint64_t>(kChildTimeoutS + 5) * 1'000'000'000ull;
     bool bad_exit = false;
     for (int me = 0; me < 2; ++me) {
         if (pids[me] < 0) continue;
         int st = 0;
         while (waitpid(pids[me], &st, WNOHANG) == 0) {
-            if (monotonic_ns() > end) {
+            if (now_ns() > end) {
                 kill(pids[me], SIGKILL);
                 waitpid(pids[me], &st, 0);
                 break;

@@ -69,10 +69,10 @@ double stream_run(const BenchStripeOptions& o, uint16_t proxies, Dispatch d, uin
             uint64_t t0 = 0;
             for (uint64_t i = 0; i < p.messages; ++i) {
                 if (conv.recv_msg(c, m, 60'000'000) != ConvError::kOk) return false;
-                if (i == 0) t0 = monotonic_ns();
+                if (i == 0) t0 = now_ns();
                 ++env.result.received;
             }
-            const double s = static_cast<double>(monotonic_ns() - t0) / 1e9;
+            const double s = static_cast<double>(now_ns() - t0) / 1e9;
             if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
                 std::fprintf(f, "%.9f\n", s);
                 std::fclose(f);
@@ -144,10 +144,10 @@ double tcp_run(uint32_t size, uint32_t messages) {
             const ssize_t n = read(s, buf.data() + off, size - off);
             ok = n > 0;
             if (ok) off += static_cast<uint32_t>(n);
-            if (i == 0 && t0 == 0) t0 = monotonic_ns();
+            if (i == 0 && t0 == 0) t0 = now_ns();
         }
     }
-    const double secs = static_cast<double>(monotonic_ns() - t0) / 1e9;
+    const double secs = static_cast<double>(now_ns() - t0) / 1e9;
     if (s >= 0) close(s);
     int st = 0;
     waitpid(pid, &st, 0);

@@ -46,18 +46,12 @@ uint64_t realtime_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint64_t monotonic_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     : cfg_(cfg),
       pool_(pool),
       rings_(rings),
       stack_(cfg.stack, pool),
-      wheel_(10'000, 4096, monotonic_ns()),
+      wheel_(10'000, 4096, now_ns()),
       rng_(cfg.impair.seed + cfg.cluster * 1000 + cfg.index) {
     cfg_.slidwin.auth = cfg_.auth.get();
     ep_ = std::make_unique<SlidwinEndpoint>(stack_, wheel_, cfg_.udp_port, cfg_.slidwin, *this);
@@ -68,7 +62,7 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     // A bundle is one datagram within the MTU: IPv4 and UDP headers, slidwin's header, then it.
     bundle_limit_ = cfg_.stack.mtu_bytes - 20 - 8 - kSlidwinHdrLen;
     impair_on_ = cfg_.impair.drop > 0 || cfg_.impair.duplicate > 0 || cfg_.impair.reorder_window > 0;
-    if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, monotonic_ns());
+    if (cfg_.wan) wan_ = std::make_unique<WanEmulator_st>(*cfg_.wan, cfg_.cluster, now_ns());
 }
 
 Proxy::~Proxy() {
@@ -199,7 +193,7 @@ bool Proxy::start_capture(const std::string& path, uint64_t max_bytes, std::stri
     for (const auto& p : ports_) w->add_interface(p->name());  // interface id = port index
     w->flush();
     capture_ = std::move(w);
-    capture_flush_ns_ = monotonic_ns();
+    capture_flush_ns_ = now_ns();
     return true;
 }
 
@@ -536,7 +530,7 @@ bool Proxy::on_one(SubConnection& sc, PktBuf* msg) {
         const uint32_t len = msg->pkt_len > kConvHdrLen ? msg->pkt_len - kConvHdrLen : 0;
         // A fresh clock, not the iteration's: under inline polling a compute thread may have been
         // descheduled between reading it and getting here (ms late), which would shorten the hold.
-        const uint64_t now = std::max(iter_now_ns_, monotonic_ns());
+        const uint64_t now = std::max(iter_now_ns_, now_ns());
         if (!wan_->hold(wan_->site_of(src_cluster), msg, len, msg->nb_segs, now)) {
             ++wan_hold_full_;  // the hold limit: slidwin keeps it (and its window closes) until later
             if (std::find(blocked_.begin(), blocked_.end(), &sc) == blocked_.end()) blocked_.push_back(&sc);
@@ -765,7 +759,7 @@ uint32_t Proxy::poll_leaving(bool to_sleep) {
         sched_yield();                // the holder's iteration may have looked before the frame came
     }
     bool timers = false;
-    const uint32_t work = owned_iteration(monotonic_ns(), true, &timers);
+    const uint32_t work = owned_iteration(now_ns(), true, &timers);
     // The proxy thread slept past its timers while watched (run()): the last watcher, about to
     // sleep, hands them back; a wake only when one is armed, once per wait that ended in a
     // sleep. A wait that ended with its message does not wake: its thread comes back to wait or
@@ -798,9 +792,9 @@ void Proxy::run() {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     Waker& waker = rings_.proxy_waker(cfg_.index);
     const uint64_t spin_ns = uint64_t{cfg_.spin_before_sleep_us} * 1000;
-    uint64_t last_work = monotonic_ns();
+    uint64_t last_work = now_ns();
     while (!stop_.load(std::memory_order_acquire)) {
-        const uint64_t now = monotonic_ns();
+        const uint64_t now = now_ns();
         // A compute thread runs the iteration now (the assist): leave it the core.
         if (!take_poller()) {
             sched_yield();
@@ -851,7 +845,7 @@ void Proxy::run() {
         }
         // With a doorbell, look at the ports once more after saying we sleep: a peer that sent
         // before it could see our word did not ring (doorbell.hpp, ordering).
-        if ((bell_ || !poll_fds_.empty()) && poll_once(monotonic_ns()) > 0) {
+        if ((bell_ || !poll_fds_.empty()) && poll_once(now_ns()) > 0) {
             waker.cancel_sleep();
             give_poller();
             last_work = now;

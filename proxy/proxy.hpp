@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bundle.hpp"
+#include "clock.hpp"
 #include "msg_trace.hpp"
 #include "doorbell.hpp"
 #include "pcapng.hpp"
@@ -377,8 +378,6 @@ class Proxy final : public SlidwinSink {
     WanView wan_view_;
 };
 
-// CLOCK_MONOTONIC in ns: the clock of proxies, message-time stamps and the benchmarks.
-uint64_t monotonic_ns();
 // CLOCK_REALTIME in ns: the timestamps of captured frames (Wireshark shows wall-clock time).
 uint64_t realtime_ns();
 

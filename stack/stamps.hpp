@@ -21,10 +21,10 @@
 // Threading: any thread; slots are relaxed atomics (the rings between threads order them).
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <cstdint>
+
+#include "clock.hpp"
 
 namespace iccs::stamps {
 
@@ -53,12 +53,6 @@ inline std::atomic<bool> g_on{false};
 inline std::atomic<uint64_t> g_t[kPoints];
 inline std::atomic<uint64_t> g_pending[kPoints];
 
-inline uint64_t clock_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 namespace detail {
 // Out of line and cold: inlined, its clock call would make every stamped function save more
 // registers and grow its frame even while stamps are off.
@@ -66,15 +60,15 @@ namespace detail {
     if (p <= kFabricTx) {  // first pass after arm(), in path order
         if (g_t[p].load(std::memory_order_relaxed) != 0) return;
         if (p != kConvSend && g_t[p - 1].load(std::memory_order_relaxed) == 0) return;
-        g_t[p].store(clock_ns(), std::memory_order_relaxed);
+        g_t[p].store(now_ns(), std::memory_order_relaxed);
     } else if (p <= kSlidwinReceive) {
-        g_pending[p].store(clock_ns(), std::memory_order_relaxed);
+        g_pending[p].store(now_ns(), std::memory_order_relaxed);
     } else if (p == kRingDeliver) {  // commit the pending receive row
         for (uint32_t q = kFabricRx; q <= kSlidwinReceive; ++q)
             g_t[q].store(g_pending[q].load(std::memory_order_relaxed), std::memory_order_relaxed);
-        g_t[p].store(clock_ns(), std::memory_order_relaxed);
+        g_t[p].store(now_ns(), std::memory_order_relaxed);
     } else {
-        g_t[p].store(clock_ns(), std::memory_order_relaxed);
+        g_t[p].store(now_ns(), std::memory_order_relaxed);
     }
 }
 }  // namespace detail

@@ -199,7 +199,7 @@ void on_timed(RtEndpoint&, const AmMsg& m, void* ctx) {
     uint32_t seq = 0;
     std::memcpy(&sent, m.data.data(), 8);
     std::memcpy(&seq, m.data.data() + 8, 4);
-    a->held_ns.push_back(rt_now_ns() - sent);
+    a->held_ns.push_back(now_ns() - sent);
     a->seq.push_back(seq);
     a->bytes += m.data.size();
 }
@@ -225,7 +225,7 @@ void exercise(TwoClusters& tc, Arrivals& arr, uint32_t n, uint32_t big) {
     std::vector<uint8_t> body(big, 0xab);
     for (uint32_t i = 0; i < n; ++i) {
         uint8_t hdr[12];
-        const uint64_t now = rt_now_ns();
+        const uint64_t now = now_ns();
         std::memcpy(hdr, &now, 8);
         std::memcpy(hdr + 8, &i, 4);
         const uint32_t len = i == n - 1 ? big : i % 97;  // the last one is max_message() - 12
