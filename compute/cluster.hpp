@@ -137,9 +137,13 @@ std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t prox
 // fabric udp: the address and port of a proxy's socket (config.hpp: udp_socket_ip/_port).
 Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+// fabric memif: the socket of the link between two proxies (the lower cluster id serves it).
+std::string link_socket(const ClusterPlan& plan, uint16_t c1, uint16_t p1, uint16_t c2, uint16_t p2);
 
 // Run this process as cluster plan.cluster_id: EAL up, links up, workload, report, EAL down.
 ClusterReport run_cluster(const ClusterPlan& plan);
+// A SIGTERM or SIGINT reached this cluster process (run_cluster set the handlers): stop cleanly.
+bool cluster_stopping();
 // Print a report as the end-of-run table (per proxy counters).
 void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out = stdout);
 

@@ -1,0 +1,437 @@
+// cluster_programs.cpp: see cluster_programs.hpp.
+#include "cluster_programs.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "stamps.hpp"
+
+namespace iccs {
+
+namespace {
+
+constexpr uint16_t kAppPort = 1000;  // the built-in programs: thread t listens on kAppPort + t
+
+// The message (src cluster, src thread) -> (dst cluster, dst thread) number i: its size and bytes
+// follow from these numbers, so the receiver can check it without any table. Message 0 has the
+// smallest size and message 1 the largest, so every run covers both ends of the range.
+uint32_t msg_size(const ClusterPlan& p, uint32_t src_c, uint32_t src_t, uint32_t dst_c, uint32_t dst_t, uint64_t i) {
+    if (i == 0) return p.min_size;
+    if (i == 1) return p.max_size;
+    std::mt19937_64 g(p.seed ^ (uint64_t{src_c} << 48) ^ (uint64_t{src_t} << 40) ^ (uint64_t{dst_c} << 32) ^
+                      (uint64_t{dst_t} << 24) ^ (i * 0x9e3779b97f4a7c15ull));
+    return p.min_size + static_cast<uint32_t>(g() % (uint64_t{p.max_size} - p.min_size + 1));
+}
+inline uint8_t msg_byte(uint32_t src_c, uint32_t src_t, uint64_t i, uint32_t k) {
+    return static_cast<uint8_t>(k * 31 + i * 7 + src_c * 13 + src_t * 5);
+}
+
+// Connect, retrying while the server is not listening yet (it starts at its own pace).
+ConvError connect_retry(Convergence& conv, Endpoint to, Connection*& out, const ClusterPlan& p) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(p.link_timeout_ms);
+    while (true) {
+        const ConvError e = conv.connect(to, out);
+        if (e != ConvError::kRefused || cluster_stopping() || std::chrono::steady_clock::now() > until) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
+bool set_error(ComputeEnv& env, const std::string& what, ConvError e) {
+    env.result.error = what + ": " + conv_strerror(e) + " (" + env.conv.last_error() + ")";
+    return false;
+}
+
+}  // namespace
+
+// alltoall: every compute thread opens a parallel connection to every compute thread of every
+// other cluster (port kAppPort + thread) and sends `messages` messages over it; every receiver
+// checks each message (size and bytes from its number = its conn_seq), exactly once, and in order
+// on ordered connections; then each side closes (flushing) and the receiver sees end-of-stream.
+bool program_alltoall(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    const uint16_t me = p.cluster_id, t = env.thread;
+    if (const ConvError e = conv.listen(static_cast<uint16_t>(kAppPort + t)); e != ConvError::kOk)
+        return set_error(env, "listen", e);
+    struct Out {
+        Connection* c;
+        uint16_t dc, dt;
+        uint64_t next = 0;
+    };
+    struct In {
+        Connection* c;
+        uint64_t got = 0;
+        std::vector<uint8_t> seen;
+        bool eos = false;
+    };
+    std::vector<Out> outs;
+    std::vector<In> ins;
+    for (uint16_t dc = 0; dc < p.clusters; ++dc) {
+        if (dc == me) continue;
+        for (uint16_t dt = 0; dt < p.threads; ++dt) {
+            Connection* c = nullptr;
+            if (const ConvError e = connect_retry(conv, Endpoint{dc, static_cast<uint16_t>(kAppPort + dt)}, c, p);
+                e != ConvError::kOk)
+                return set_error(env, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
+            outs.push_back(Out{c, dc, dt});
+        }
+    }
+    // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
+    // wake on arrival, issue 21).
+    if (p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
+    const size_t expect_in = size_t{p.clusters - 1u} * p.threads;
+    std::vector<uint8_t> buf(p.max_size);
+    std::vector<PollItem> items;
+    auto check = [&](In& in, const RecvMsg& m) {
+        const uint64_t id = m.conn_seq();
+        // the sender's thread: its ephemeral port tells nothing, so the message's number and the
+        // remote cluster are checked against every thread of that cluster
+        const uint16_t sc = in.c->remote().cluster;
+        bool ok = id < p.messages;
+        if (ok && p.conv.ordered && id != in.got) ok = false;  // ordered: exactly the next one
+        if (ok && in.seen[id]) {
+            ++env.result.duplicates;
+            return;
+        }
+        uint16_t st = UINT16_MAX;
+        if (ok) {
+            const uint32_t len = m.copy_to(buf.data(), static_cast<uint32_t>(buf.size()));
+            for (uint16_t cand = 0; cand < p.threads && st == UINT16_MAX; ++cand) {
+                if (len != m.size() || len != msg_size(p, sc, cand, me, t, id)) continue;
+                bool same = true;
+                for (uint32_t k = 0; k < len && same; ++k) same = buf[k] == msg_byte(sc, cand, id, k);
+                if (same) st = cand;
+            }
+            ok = st != UINT16_MAX;
+        }
+        if (!ok) {
+            ++env.result.corrupt;
+            return;
+        }
+        in.seen[id] = 1;
+        ++in.got;
+        ++env.result.received;
+    };
+    uint64_t sends_done = 0;
+    const uint64_t to_send = outs.size() * p.messages;
+    auto all_in = [&] {
+        if (ins.size() < expect_in) return false;
+        for (const In& in : ins)
+            if (in.got < p.messages) return false;
+        return true;
+    };
+    std::vector<uint8_t> pattern(p.max_size);
+    while (!cluster_stopping() && (sends_done < to_send || !all_in())) {
+        items.clear();
+        if (ins.size() < expect_in) items.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t), PollItem::kAcceptable});
+        for (Out& o : outs)
+            if (o.next < p.messages) items.push_back(PollItem{o.c, 0, PollItem::kWritable});
+        for (In& in : ins)
+            if (in.got < p.messages) items.push_back(PollItem{in.c, 0, PollItem::kReadable});
+        if (conv.poll(items, 1'000'000) == 0) continue;
+        for (const PollItem& it : items) {
+            if (it.revents & PollItem::kError) {
+                const ConvError e = conv.send(it.conn, nullptr, 0, 0);
+                return set_error(env, "connection to cluster " + std::to_string(it.conn->remote().cluster), e);
+            }
+            if (it.revents & PollItem::kAcceptable) {
+                Connection* c = nullptr;
+                while (ins.size() < expect_in && conv.accept(it.listen_port, c, 0) == ConvError::kOk)
+                    ins.push_back(In{c, 0, std::vector<uint8_t>(p.messages, 0)});
+            } else if (it.revents & PollItem::kWritable) {
+                Out& o = *std::find_if(outs.begin(), outs.end(), [&](const Out& x) { return x.c == it.conn; });
+                for (int k = 0; k < 32 && o.next < p.messages; ++k) {
+                    const uint32_t size = msg_size(p, me, t, o.dc, o.dt, o.next);
+                    for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(me, t, o.next, b);
+                    const ConvError e = conv.send(o.c, pattern.data(), size, 0);
+                    if (e == ConvError::kWouldBlock) break;
+                    if (e != ConvError::kOk) return set_error(env, "send", e);
+                    ++o.next;
+                    ++sends_done;
+                    ++env.result.sent;
+                }
+            } else if (it.revents & PollItem::kReadable) {
+                In& in = *std::find_if(ins.begin(), ins.end(), [&](const In& x) { return x.c == it.conn; });
+                RecvMsg m;
+                for (int k = 0; k < 64 && in.got < p.messages; ++k) {
+                    const ConvError e = conv.recv_msg(in.c, m, 0);
+                    if (e == ConvError::kWouldBlock) break;
+                    if (e != ConvError::kOk) return set_error(env, "recv", e);
+                    check(in, m);
+                }
+            }
+        }
+    }
+    if (cluster_stopping()) return false;
+    // Close what we sent on (flush: wait until the peer took it all), then see end-of-stream on
+    // what we received.
+    for (Out& o : outs) {
+        uint64_t unsent = 0;
+        if (const ConvError e = conv.close(o.c, 60'000'000, &unsent); e != ConvError::kOk)
+            return set_error(env, "close", e);
+        if (unsent != 0) {
+            env.result.error = "close reported " + std::to_string(unsent) + " messages the peer never took";
+            return false;
+        }
+    }
+    for (In& in : ins) {
+        RecvMsg m;
+        const ConvError e = conv.recv_msg(in.c, m, 60'000'000);
+        if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
+        conv.close(in.c, 0);
+    }
+    return true;
+}
+
+// pingpong (`iccs bench rtt`): thread 0 of cluster 0 sends `messages` messages of min_size bytes
+// to thread 0 of cluster 1, which sends each straight back; round-trip times (after `warmup`
+// untimed rounds) go to result_file.
+bool program_pingpong(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
+    const bool pinger = p.cluster_id == 0;
+    Connection* c = nullptr;
+    if (pinger) {
+        if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
+            return set_error(env, "connect", e);
+    } else {
+        if (const ConvError e = conv.listen(kAppPort); e != ConvError::kOk) return set_error(env, "listen", e);
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
+            return set_error(env, "accept", e);
+    }
+    // ICCS_PINGPONG_SIZES=S1,S2,... (the latency experiment, perf/experiments): round i sends
+    // S[i mod n] bytes instead of --min-size, so all sizes meet the same state of a shared host;
+    // the result file then has a line per size too: "rtt_ns_size SIZE MEDIAN P99 MIN MAX N".
+    std::vector<uint32_t> sizes;
+    if (const char* sz = std::getenv("ICCS_PINGPONG_SIZES"); sz != nullptr && *sz != '\0') {
+        for (const char* q = sz; *q != '\0';) {
+            char* end = nullptr;
+            const unsigned long v = std::strtoul(q, &end, 10);
+            if (end == q || v > (16u << 20)) {
+                env.result.error = std::string("ICCS_PINGPONG_SIZES=") + sz + ": expected sizes 0..16777216 separated by ','";
+                return false;
+            }
+            sizes.push_back(static_cast<uint32_t>(v));
+            q = *end == ',' ? end + 1 : end;
+            if (*end != ',' && *end != '\0') {
+                env.result.error = std::string("ICCS_PINGPONG_SIZES=") + sz + ": expected sizes 0..16777216 separated by ','";
+                return false;
+            }
+        }
+    }
+    uint32_t biggest = std::max<uint32_t>(p.min_size, 1);
+    for (const uint32_t v : sizes) biggest = std::max(biggest, v);
+    std::vector<uint8_t> buf(biggest, 0x5a);
+    std::vector<uint64_t> rtt;
+    rtt.reserve(p.messages);
+    std::vector<std::vector<uint64_t>> rtt_by_size(sizes.size());
+    const uint64_t rounds = p.warmup + p.messages;
+    // ICCS_STAMPS=PREFIX (the breakdown experiment): every round's stage stamps of the ping
+    // (stack/stamps.hpp) go to PREFIX.c<cluster>, one line per round: the round and 13 times [ns].
+    const char* stamp_prefix = std::getenv("ICCS_STAMPS");
+    std::vector<std::array<uint64_t, stamps::kPoints>> stamp_rows;
+    if (stamp_prefix != nullptr && *stamp_prefix != '\0') {
+        stamps::set_on(true);
+        stamp_rows.reserve(rounds);
+    }
+    for (uint64_t i = 0; i < rounds && !cluster_stopping(); ++i) {
+        if (pinger && p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
+        if (pinger) stamps::arm();
+        const uint64_t t0 = now_ns();
+        const uint32_t size = sizes.empty() ? p.min_size : sizes[i % sizes.size()];
+        if (pinger) {
+            if (const ConvError e = conv.send(c, buf.data(), size); e != ConvError::kOk)
+                return set_error(env, "send", e);
+            ++env.result.sent;
+        }
+        uint32_t len = 0;
+        if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
+            e != ConvError::kOk)
+            return set_error(env, "recv", e);
+        ++env.result.received;
+        if (stamps::g_on.load(std::memory_order_relaxed)) {  // the pinger: its ping's send side is complete;
+            uint64_t row[stamps::kPoints];                    // the ponger: the ping's receive side
+            stamps::read(row);
+            stamp_rows.emplace_back();
+            std::copy(std::begin(row), std::end(row), stamp_rows.back().begin());
+        }
+        if (pinger) {
+            if (i >= p.warmup) {
+                rtt.push_back(now_ns() - t0);
+                if (!sizes.empty()) rtt_by_size[i % sizes.size()].push_back(rtt.back());
+            }
+        } else {
+            if (const ConvError e = conv.send(c, buf.data(), len); e != ConvError::kOk) return set_error(env, "send", e);
+            ++env.result.sent;
+        }
+    }
+    if (pinger && !p.result_file.empty() && !rtt.empty()) {
+        std::sort(rtt.begin(), rtt.end());
+        if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
+            std::fprintf(f, "rtt_ns %llu %llu %llu %llu %zu\n", static_cast<unsigned long long>(rtt[rtt.size() / 2]),
+                         static_cast<unsigned long long>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]),
+                         static_cast<unsigned long long>(rtt.front()), static_cast<unsigned long long>(rtt.back()),
+                         rtt.size());
+            for (size_t k = 0; k < sizes.size(); ++k) {
+                std::vector<uint64_t>& v = rtt_by_size[k];
+                if (v.empty()) continue;
+                std::sort(v.begin(), v.end());
+                std::fprintf(f, "rtt_ns_size %u %llu %llu %llu %llu %zu\n", sizes[k],
+                             static_cast<unsigned long long>(v[v.size() / 2]),
+                             static_cast<unsigned long long>(v[std::min(v.size() - 1, v.size() * 99 / 100)]),
+                             static_cast<unsigned long long>(v.front()), static_cast<unsigned long long>(v.back()),
+                             v.size());
+            }
+            std::fclose(f);
+        }
+    }
+    if (!stamp_rows.empty()) {
+        const std::string path = std::string(stamp_prefix) + ".c" + std::to_string(p.cluster_id);
+        FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) {
+            env.result.error = "cannot write the stamps file " + path + ": " + std::strerror(errno);
+            return false;
+        }
+        std::fprintf(f, "# round");
+        for (const char* n : stamps::kPointNames) std::fprintf(f, " %s", n);
+        std::fprintf(f, "\n");
+        for (size_t r = 0; r < stamp_rows.size(); ++r) {
+            std::fprintf(f, "%zu", r);
+            for (const uint64_t t : stamp_rows[r]) std::fprintf(f, " %llu", static_cast<unsigned long long>(t));
+            std::fprintf(f, "\n");
+        }
+        std::fclose(f);
+    }
+    conv.close(c, 5'000'000);
+    return true;
+}
+
+// errors: the failure cases a user meets, each checked (2 clusters, thread 0 of each):
+//  1. connect to a port nobody bound: refused, with a message, within the time-out;
+//  2. recv after the peer closed: end-of-stream; send after it closed: closed;
+//  3. a cluster that dies (cluster 1 kills itself) is reported to its peer as down.
+bool program_errors(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
+    auto say = [&](const std::string& s) {
+        std::printf("cluster %u: %s\n", p.cluster_id, s.c_str());
+        std::fflush(stdout);
+    };
+    if (p.cluster_id == 1) {
+        conv.listen(kAppPort);
+        Connection* c = nullptr;
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk) return set_error(env, "accept", e);
+        uint8_t b[16];
+        uint32_t len = 0;
+        if (const ConvError e = conv.recv(c, b, sizeof b, len, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+        conv.send(c, "bye", 3);
+        conv.close(c, 10'000'000);
+        // part 3: a second connection, then this cluster dies without a word
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk) return set_error(env, "accept", e);
+        if (const ConvError e = conv.recv(c, b, sizeof b, len, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+        say("dies now (SIGKILL), with a connection open");
+        raise(SIGKILL);
+    }
+    // 1. nobody bound port 9 of cluster 1
+    Connection* c = nullptr;
+    uint8_t b[16];
+    uint32_t len = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    ConvError e = conv.connect(Endpoint{1, 9}, c, {}, 5'000'000);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kRefused) return set_error(env, "connect to a port nobody bound (want refused)", e);
+    say("check 1 ok: connect to cluster 1 port 9: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
+    ++env.result.received;
+    // 2. end-of-stream; first a recv with a time-out from the peer, silent until our "hi": it
+    // times out, not before its time (the wait's own clock: convergence.cpp wait_some) and not
+    // much after (2 s of slack for a loaded host)
+    if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    t0 = std::chrono::steady_clock::now();
+    e = conv.recv(c, b, sizeof b, len, 50'000);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kTimeout) return set_error(env, "recv with a 50 ms time-out from a silent peer (want timed out)", e);
+    if (ms < 50.0 || ms > 2050.0) {
+        env.result.error = "recv with a 50 ms time-out returned after " + std::to_string(ms) + " ms";
+        return false;
+    }
+    say("check 2a ok: recv with a 50 ms time-out: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
+    conv.send(c, "hi", 2);
+    if (e = conv.recv(c, b, sizeof b, len, 10'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+    e = conv.recv(c, b, sizeof b, len, 10'000'000);
+    if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
+    const ConvError e2 = conv.send(c, "x", 1, 0);
+    if (e2 != ConvError::kClosed) return set_error(env, "send after the peer closed (want closed)", e2);
+    say("check 2 ok: recv after the peer closed: " + std::string(conv_strerror(e)) + "; send: " + conv_strerror(e2));
+    conv.close(c, 0);
+    ++env.result.received;
+    // 3. the peer dies: recv must end with peer-down within the peer time-out (plus slack)
+    if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    if (e = conv.send(c, "go", 2); e != ConvError::kOk) return set_error(env, "send", e);
+    t0 = std::chrono::steady_clock::now();
+    e = conv.recv(c, b, sizeof b, len, int64_t{p.peer_timeout_ms} * 1000 + 20'000'000);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e != ConvError::kPeerDown) return set_error(env, "recv from a cluster that died (want peer down)", e);
+    say("check 3 ok: recv from the dead cluster: " + std::string(conv_strerror(e)) + " after " +
+        std::to_string(static_cast<int>(ms)) + " ms: " + conv.last_error());
+    conv.close(c, 0);
+    ++env.result.received;
+    return true;
+}
+
+// The one-way stream of `iccs bench compare`: thread 0 of cluster 0 sends `messages` messages of
+// min_size bytes to thread 0 of cluster 1 over one parallel connection as fast as the window takes
+// them; cluster 1 answers the last one. The sender times its first send to that answer (one
+// one-way trip over the whole stream) and writes "stream_ns ELAPSED MESSAGES" to result_file.
+bool program_stream(ComputeEnv& env) {
+    const ClusterPlan& p = env.plan;
+    Convergence& conv = env.conv;
+    if (env.thread != 0 || p.cluster_id > 1) return true;
+    std::vector<uint8_t> buf(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    Connection* c = nullptr;
+    if (p.cluster_id == 1) {
+        if (const ConvError e = conv.listen(kAppPort); e != ConvError::kOk) return set_error(env, "listen", e);
+        if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
+            return set_error(env, "accept", e);
+        RecvMsg m;
+        for (uint64_t i = 0; i < p.messages; ++i) {
+            if (const ConvError e = conv.recv_msg(c, m, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
+            ++env.result.received;
+        }
+        if (const ConvError e = conv.send(c, buf.data(), 1); e != ConvError::kOk) return set_error(env, "send", e);
+        ++env.result.sent;
+        conv.recv_msg(c, m, 10'000'000);  // end-of-stream
+        conv.close(c, 0);
+        return true;
+    }
+    if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
+        return set_error(env, "connect", e);
+    const uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < p.messages && !cluster_stopping(); ++i) {
+        if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk) return set_error(env, "send", e);
+        ++env.result.sent;
+    }
+    uint32_t len = 0;
+    if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
+        e != ConvError::kOk)
+        return set_error(env, "recv of the answer", e);
+    ++env.result.received;
+    const uint64_t elapsed = now_ns() - t0;
+    if (!p.result_file.empty())
+        if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
+            std::fprintf(f, "stream_ns %llu %llu\n", static_cast<unsigned long long>(elapsed),
+                         static_cast<unsigned long long>(p.messages));
+            std::fclose(f);
+        }
+    conv.close(c, 10'000'000);
+    return true;
+}
+
+}  // namespace iccs
