@@ -291,7 +291,15 @@ class UringUdpPort final : public DatagramService {
         iovec iov;
     };
     UringUdpPort(const UringUdpConfig& cfg, PktPool& rx_pool, PktPool& tx_pool);
+    // The set-up, step by step (each false with err on failure).
     bool setup(const UringCaps& caps, std::string& err);
+    bool check_sizes(std::string& err) const;
+    bool choose_rx_mode(const UringCaps& caps, std::string& err);
+    bool open_socket(const UringCaps& caps, std::string& err);
+    bool init_ring(const UringCaps& caps, std::string& err);
+    bool map_rx_buffers(std::string& err);
+    bool map_direct_path(std::string& err);
+    void make_tx_slots();
     io_uring_sqe* get_sqe();
     void set_fd(io_uring_sqe* sqe);
     void arm_multishot();
