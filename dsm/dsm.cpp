@@ -1,10 +1,8 @@
 // dsm.cpp: the region (memfd mapped twice), the SIGSEGV fault path, page fetch, twins and word
 // diffs, intervals and write notices, allocation, start-up. Synchronization is in dsm_sync.cpp.
-#include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,13 +23,6 @@ struct Binding {
     RtEndpoint* ep = nullptr;
 };
 thread_local Binding t_bind;
-
-// Process-wide registry: the fault handler finds the node owning an address without locks.
-constexpr int kMaxNodes = 64;
-std::atomic<DsmNode*> g_nodes[kMaxNodes];
-std::mutex g_reg_mu;
-struct sigaction g_prev_segv;
-bool g_installed = false;
 
 // FNV-1a over 8-byte words (the region is page-aligned, pages are multiples of 8 bytes).
 uint64_t hash_words(uint64_t h, const uint8_t* p, uint64_t n) {
@@ -90,23 +81,6 @@ std::string map_limits() {
     return out.empty() ? std::string("no address-space limit is set") : out.substr(0, out.size() - 2);
 }
 
-// mprotect failing with ENOMEM: every page with its own protection is a mapping of its own, and
-// the kernel caps mappings per process.
-[[noreturn]] void mprotect_failed() {
-    const int e = errno;
-    if (e == ENOMEM) {
-        long max = -1;
-        if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
-            if (fscanf(f, "%ld", &max) != 1) max = -1;
-            fclose(f);
-        }
-        fatal("mprotect: %s: the process reached the kernel's limit of mappings (vm.max_map_count = %ld; each "
-              "shared page with its own protection is one): raise it, e.g. sysctl -w vm.max_map_count=1048576, or "
-              "use larger DSM pages (ICCS_DSM_PAGE)", strerror(e), max);
-    }
-    fatal("mprotect: %s", strerror(e));
-}
-
 }  // namespace
 
 uint64_t now_ns() {
@@ -142,121 +116,6 @@ const char* to_string(DsmStatus s) {
         case DsmStatus::kRuntime: return "runtime error";
     }
     return "?";
-}
-
-// ---- fault handler --------------------------------------------------------------------------
-
-struct FaultDispatch {
-    static void on_segv(int sig, siginfo_t* si, void* uctx) {
-        const uintptr_t a = reinterpret_cast<uintptr_t>(si->si_addr);
-        for (auto& slot : g_nodes) {
-            DsmNode* node = slot.load(std::memory_order_acquire);
-            if (!node) continue;
-            const uintptr_t b = node->cfg_.base_addr;
-            if (a < b || a >= b + node->cfg_.region_bytes) continue;
-            if (!node->parallel()) break;  // the region is read-write before start: not ours to fix
-            int write = -1;
-#if defined(__x86_64__)
-            // Page-fault error code bit 1: the access was a write.
-            write = (static_cast<ucontext_t*>(uctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-#endif
-            // The interrupted code may be about to read errno (the fault is synchronous, at any
-            // access): the protocol's system calls must not change it.
-            const int saved_errno = errno;
-            node->impl_->on_fault(a, write);
-            errno = saved_errno;
-            return;
-        }
-        // Not a shared address: the program's own crash. Hand it to the previous handler, or
-        // restore the default action and return, so the faulting instruction faults again and
-        // the process dies of SIGSEGV as it would have without us.
-        if ((g_prev_segv.sa_flags & SA_SIGINFO) && g_prev_segv.sa_sigaction) {
-            g_prev_segv.sa_sigaction(sig, si, uctx);
-            return;
-        }
-        if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
-            g_prev_segv.sa_handler(sig);
-            return;
-        }
-        signal(SIGSEGV, SIG_DFL);
-    }
-};
-
-void DsmNode::Impl::on_fault(uintptr_t addr, int write) {
-    if (t_bind.node != &n)
-        fatal("cluster %u: a thread that is not a compute thread of this DSM touched shared address %p "
-              "(bind_thread first; PARMACS: only CREATEd threads and main between CREATE and WAIT_FOR_END)",
-              unsigned(n.cluster_), reinterpret_cast<void*>(addr));
-    RtEndpoint& ep = *t_bind.ep;
-    const uint64_t p = (addr - n.cfg_.base_addr) / page;
-    Page& pg = pages[p];
-    const uint8_t st = pg.state.load(std::memory_order_acquire);
-    if (write == 1 || (write == -1 && st == kReadOnly)) {
-        n.ctr_.write_faults.fetch_add(1, std::memory_order_relaxed);
-        make_writable(p, ep);
-    } else {
-        if (st == kInvalid) n.ctr_.read_faults.fetch_add(1, std::memory_order_relaxed);
-        fetch(p, ep);  // nothing to do when another thread of the cluster fetched it meanwhile
-    }
-}
-
-void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
-    Page& pg = pages[p];
-    // Per thread and reused: the fault path allocates no buffer once warm.
-    thread_local std::vector<uint8_t> reply;
-    for (;;) {
-        std::unique_lock<std::mutex> g(pg.mu);
-        if (pg.state.load() != kInvalid) return;
-        if (pg.fetching.load()) {
-            g.unlock();
-            spin_wait(&ep, [&] { return !pg.fetching.load(std::memory_order_acquire); });
-            continue;
-        }
-        pg.fetching.store(true);
-        const uint32_t e = pg.epoch;
-        g.unlock();
-        const uint64_t t0 = now_ns();
-        const uint32_t pn = uint32_t(p);
-        RtStatus s = ep.request(service(home_of_page(p)), h(kHFetch), RtBytes{&pn, sizeof pn}, {}, reply);
-        g.lock();
-        pg.fetching.store(false, std::memory_order_release);
-        if (s != RtStatus::kOk || reply.size() != page)
-            fatal("cluster %u: fetching page %" PRIu64 " from its home cluster %u failed: %s", unsigned(n.cluster_), p,
-                  unsigned(home_of_page(p)), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
-        n.ctr_.page_fetches.fetch_add(1, std::memory_order_relaxed);
-        n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
-        if (pg.epoch != e) continue;  // invalidated while in flight: the copy may predate the notice
-        std::memcpy(priv + p * page, reply.data(), page);
-        if (mprotect(app + p * page, page, PROT_READ) != 0) mprotect_failed();
-        pg.state.store(kReadOnly, std::memory_order_release);
-        return;
-    }
-}
-
-void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
-    Page& pg = pages[p];
-    for (;;) {
-        std::unique_lock<std::mutex> g(pg.mu);
-        const uint8_t st = pg.state.load();
-        if (st == kWritable) return;
-        if (st == kInvalid) {
-            g.unlock();
-            fetch(p, ep);
-            continue;
-        }
-        if (home_of_page(p) != n.cluster_) {
-            std::memcpy(twins + p * page, priv + p * page, page);
-            pg.twin = true;
-        }
-        if (!pg.dirty) {
-            pg.dirty = true;
-            std::lock_guard<std::mutex> d(dirty_mu);
-            dirty_list.push_back(uint32_t(p));
-        }
-        if (mprotect(app + p * page, page, PROT_READ | PROT_WRITE) != 0) mprotect_failed();
-        pg.state.store(kWritable, std::memory_order_release);
-        return;
-    }
 }
 
 namespace {
@@ -402,10 +261,6 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     store[n.cluster_][idx] = std::move(list);
     n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
     return true;
-}
-
-void DsmNode::Impl::protect(uint32_t first, uint32_t count, int prot) {
-    if (mprotect(app + uint64_t(first) * page, uint64_t(count) * page, prot) != 0) mprotect_failed();
 }
 
 void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
@@ -664,32 +519,6 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
 // ---- home side: fetch, diff, alloc, start -----------------------------------------------------
 
 namespace {
-void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
-    auto* I = static_cast<DsmNode::Impl*>(ctx);
-    Rd r(m.data.data(), m.data.size());
-    const uint32_t p = r.get<uint32_t>();
-    if (r.bad || p >= I->npages) {
-        self.reply(m.token(), {});
-        return;
-    }
-    // Under block homes, home pages are not write-protected at a release (flush_locked): once
-    // its write notice is out, a home page stays writable and its later writes are not tracked.
-    // That is safe while every valid copy elsewhere predates that notice: a cluster ordered after
-    // such a write has applied the notice (a later release of this cluster carries it) and
-    // refetches. So a copy handed out now makes the page tracked again first: protected, its
-    // next write faults and is noticed. (A page written since its last release is still dirty:
-    // the notice to come covers its later writes.)
-    if (I->home_of_page(p) == I->n.cluster()) {
-        Page& pg = I->pages[p];
-        std::lock_guard<std::mutex> g(pg.mu);
-        if (pg.state.load() == kWritable && !pg.dirty) {
-            I->protect(p, 1, PROT_READ);
-            pg.state.store(kReadOnly, std::memory_order_release);
-        }
-    }
-    self.reply(m.token(), RtBytes{I->priv + uint64_t(p) * I->page, I->page});
-}
-
 void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
@@ -852,10 +681,8 @@ uint64_t DsmNode::replay_value(uint64_t mine) {
     return v;
 }
 
-void register_sync_handlers(DsmNode::Impl& I);  // dsm_sync.cpp
 
 void DsmNode::Impl::register_handlers() {
-    rt.set_handler(h(kHFetch), h_fetch, this);
     rt.set_handler(h(kHDiff), h_diff, this);
     rt.set_handler(h(kHNotices), h_notices, this);
     rt.set_handler(h(kHPull), h_pull, this);
@@ -863,6 +690,7 @@ void DsmNode::Impl::register_handlers() {
     rt.set_handler(h(kHSyncIds), h_sync_ids, this);
     rt.set_handler(h(kHStart), h_start, this);
     rt.set_handler(h(kHReplay), h_replay, this);
+    register_fault_handlers(*this);
     register_sync_handlers(*this);
 }
 
@@ -927,35 +755,7 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, st
     I.store.resize(n->clusters_);
     I.home_has.assign(n->clusters_, VC(n->clusters_, 0));
     for (uint16_t c = 0; c < n->clusters_; c++) I.home_has[c][c] = UINT32_MAX;  // its own intervals
-    {
-        std::lock_guard<std::mutex> g(g_reg_mu);
-        for (int i = 0; i < kMaxNodes; i++)
-            if (!g_nodes[i].load()) {
-                I.slot = i;
-                break;
-            }
-        if (I.slot < 0) {
-            err = "dsm: more than 64 DSM nodes in one process";
-            return nullptr;
-        }
-        g_nodes[I.slot].store(n.get(), std::memory_order_release);
-        // (Re)install when SIGSEGV is not ours: a handler installed after the last attach (a
-        // test framework's, the program's) becomes the one we chain to.
-        struct sigaction cur;
-        sigaction(SIGSEGV, nullptr, &cur);
-        if (!g_installed || !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != FaultDispatch::on_segv) {
-            struct sigaction sa;
-            std::memset(&sa, 0, sizeof sa);
-            sa.sa_sigaction = FaultDispatch::on_segv;
-            sa.sa_flags = SA_SIGINFO | SA_RESTART;
-            sigemptyset(&sa.sa_mask);
-            if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) {
-                err = std::string("dsm: sigaction(SIGSEGV): ") + strerror(errno);
-                return nullptr;
-            }
-            g_installed = true;
-        }
-    }
+    if (!fault_path_register(n.get(), I.slot, err)) return nullptr;
     I.register_handlers();
     return n;
 }
@@ -963,10 +763,7 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, st
 DsmNode::~DsmNode() {
     if (!impl_) return;
     Impl& I = *impl_;
-    if (I.slot >= 0) {
-        std::lock_guard<std::mutex> g(g_reg_mu);
-        g_nodes[I.slot].store(nullptr);
-    }
+    if (I.slot >= 0) fault_path_unregister(I.slot);
     if (t_bind.node == this) t_bind = {};
     if (I.app) munmap(I.app, cfg_.region_bytes);
     if (I.priv) munmap(I.priv, cfg_.region_bytes);

@@ -264,6 +264,13 @@ struct DsmNode::Impl {
 };
 
 RtEndpoint& bound_or_die(DsmNode& n, const char* what);
+// dsm_fault.cpp: the node joins (leaves) the registry the SIGSEGV handler searches, and the
+// handler is installed; false with `err` when 64 nodes are registered or sigaction fails.
+bool fault_path_register(DsmNode* node, int& slot, std::string& err);
+void fault_path_unregister(int slot);
+// The home-side handlers of each part (dsm_fault.cpp, ..., dsm_sync.cpp), set by register_handlers.
+void register_fault_handlers(DsmNode::Impl& I);
+void register_sync_handlers(DsmNode::Impl& I);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t now_ns();
 void set_error(const std::string& e);
