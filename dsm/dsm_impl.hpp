@@ -236,6 +236,7 @@ struct DsmNode::Impl {
     void fetch(uint64_t p, RtEndpoint& ep);
     void make_writable(uint64_t p, RtEndpoint& ep);
     bool flush_locked(RtEndpoint& ep);          // coh_mu held
+    void send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held
     // takes coh_mu; `home`: the cluster that sent `intervals` (pulled from there if left out)
     bool apply(const VC& target, Rd& intervals, RtEndpoint& ep, uint16_t home);
     void encode_vc(Wr& w, const VC& v);
@@ -270,6 +271,7 @@ bool fault_path_register(DsmNode* node, int& slot, std::string& err);
 void fault_path_unregister(int slot);
 // The home-side handlers of each part (dsm_fault.cpp, ..., dsm_sync.cpp), set by register_handlers.
 void register_fault_handlers(DsmNode::Impl& I);
+void register_diff_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t now_ns();

@@ -1,0 +1,217 @@
+// dsm_diff.cpp: twins and word diffs. A release write-protects the cluster's dirty pages, diffs
+// each twinned page against its twin word by word, sends the diffs to the homes in messages of at
+// most max_message() and waits for their acks, then closes an interval; the home applies them
+// (h_diff).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "dsm_impl.hpp"
+
+namespace iccs::dsm {
+
+namespace {
+// Word diff of `cur` against `old`: out(off, bytes, len) for every run of changed 4-byte words
+// (the grain at which two clusters may write different data of one page).
+template <class Out> void diff_page(const uint8_t* cur, const uint8_t* old, uint32_t len, Out&& out) {
+    const uint32_t words = len / 4;
+    uint32_t i = 0;
+    while (i < words) {
+        if (std::memcmp(cur + 4 * i, old + 4 * i, 4) == 0) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        while (j < words && std::memcmp(cur + 4 * j, old + 4 * j, 4) != 0) j++;
+        out(4 * i, cur + 4 * i, 4 * (j - i));
+        i = j;
+    }
+}
+
+// The diffs of one release to one home, cut into kHDiff messages of at most `limit` bytes each
+// ({u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}}): a page's runs continue in an
+// entry of the same page in the next message, and a run longer than a message is cut at a word,
+// so any release fits any max_message() (a jacobi paper release is 8 MB for one home).
+struct DiffBatch {
+    size_t limit;
+    std::vector<Wr> msgs;
+    uint32_t cnt = 0, runs = 0, page = 0;
+    size_t runs_at = 0;
+    bool open = false;  // an entry of `page` is open in msgs.back()
+
+    explicit DiffBatch(size_t lim) : limit(lim) {}
+    void start_page(uint32_t p) {
+        close_entry();
+        page = p;
+    }
+    void close_entry() {
+        if (open) std::memcpy(msgs.back().b.data() + runs_at, &runs, 4);
+        open = false;
+    }
+    void close_msg() {
+        close_entry();
+        if (!msgs.empty()) std::memcpy(msgs.back().b.data(), &cnt, 4);
+    }
+    // Returns the bytes it added (run headers and data), for the diff_bytes counter.
+    size_t run(uint32_t off, const uint8_t* d, uint32_t len) {
+        size_t added = 0;
+        while (len) {
+            // Room for an entry header (if none is open), a run header and one word.
+            if (msgs.empty() || msgs.back().b.size() + (open ? 0 : 8) + 8 + 4 > limit) {
+                close_msg();
+                msgs.emplace_back();
+                msgs.back().put<uint32_t>(0);
+                cnt = 0;
+            }
+            Wr& w = msgs.back();
+            if (!open) {
+                w.put<uint32_t>(page);
+                runs_at = w.b.size();
+                w.put<uint32_t>(0);
+                runs = 0;
+                cnt++;
+                open = true;
+            }
+            const uint32_t take = uint32_t(std::min<size_t>(len, (limit - w.b.size() - 8) & ~size_t(3)));
+            w.put<uint32_t>(off);
+            w.put<uint32_t>(take);
+            w.bytes(d, take);
+            runs++;
+            added += 8 + take;
+            off += take;
+            d += take;
+            len -= take;
+        }
+        return added;
+    }
+    size_t diff(uint32_t p, const uint8_t* cur, const uint8_t* old, uint32_t len) {
+        start_page(p);
+        size_t added = 0;
+        diff_page(cur, old, len, [&](uint32_t off, const uint8_t* d, uint32_t l) { added += run(off, d, l); });
+        close_entry();
+        return added;
+    }
+};
+
+// Sends every message of `b` to `home` and waits for each ack: the release is complete only when
+// the home acknowledged all of them.
+bool send_diffs(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, DiffBatch& b) {
+    b.close_msg();
+    std::vector<uint8_t> reply;
+    for (Wr& w : b.msgs) {
+        const RtStatus s = ep.request(I.service(home), I.h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply);
+        if (s != RtStatus::kOk) {
+            set_error("sending diffs to cluster " + std::to_string(home) + ": " + ep.last_error());
+            return false;
+        }
+    }
+    return true;
+}
+}  // namespace
+
+// Downgrade every page written in this interval, diff the twinned ones into messages per home
+// (as many as max_message() needs), wait for the homes' acks, and close the interval. coh_mu held.
+bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
+    std::vector<uint32_t> list;
+    {
+        std::lock_guard<std::mutex> d(dirty_mu);
+        list.swap(dirty_list);
+    }
+    if (list.empty()) return true;
+    std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message()));
+    // In page order, a run of consecutive pages at a time: its pages locked together, so one
+    // mprotect covers every writable page of the run (one per page was most of a release's cost:
+    // each splits the mapping and flushes the TLB of every core running a thread of the process).
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    for_each_page_run(list, [&](const uint32_t* run, size_t len) {
+        // Protect a twinned page before diffing it, so no write of another thread slips between
+        // diff and twin drop. Under block homes a home page stays writable, untracked (see
+        // h_fetch); under round-robin homes it is protected too: left writable, every other page
+        // would stay a mapping of its own (vm.max_map_count), and a run's one mprotect would
+        // become one per page (measured slower: perf/README.md, sixth pass).
+        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
+            return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
+        });
+        for (size_t k = 0; k < len; k++) {
+            const uint32_t p = run[k];
+            Page& pg = pages[p];
+            if (pg.twin) {
+                const size_t bytes =
+                    per_home[home_of_page(p)].diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                pg.twin = false;
+            }
+            pg.dirty = false;
+        }
+    });
+    for (uint16_t c = 0; c < n.clusters_; c++)
+        if (!per_home[c].msgs.empty() && !send_diffs(*this, ep, c, per_home[c])) return false;
+    std::lock_guard<std::mutex> k(know_mu);
+    const uint32_t idx = ++vc[n.cluster_];
+    store[n.cluster_][idx] = std::move(list);
+    n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+// One twinned page's diff home now (an invalidation found it written again since the flush). Its
+// page lock held.
+void DsmNode::Impl::send_page_diff(uint32_t p, RtEndpoint& ep) {
+    protect(p, 1, PROT_READ);
+    DiffBatch b(rt.max_message());
+    const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+    n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+    n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
+        fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
+              ep.last_error().c_str());
+}
+
+void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
+    // Waiting threads keep running their endpoint's handlers (the runtime's inline polling
+    // makes progress through them).
+    spin_wait(&ep, [&] { return coh_mu.try_lock(); });
+}
+
+DsmStatus DsmNode::flush() {
+    RtEndpoint& ep = bound_or_die(*this, "a release");
+    if (!parallel()) return DsmStatus::kOk;
+    impl_->lock_coh(ep);
+    const bool ok = impl_->flush_locked(ep);
+    impl_->coh_mu.unlock();
+    return ok ? DsmStatus::kOk : DsmStatus::kRuntime;
+}
+
+namespace {
+void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* I = static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    const uint32_t cnt = r.get<uint32_t>();
+    for (uint32_t j = 0; j < cnt && !r.bad; j++) {
+        const uint32_t p = r.get<uint32_t>();
+        const uint32_t runs = r.get<uint32_t>();
+        for (uint32_t k = 0; k < runs && !r.bad; k++) {
+            const uint32_t off = r.get<uint32_t>();
+            const uint32_t len = r.get<uint32_t>();
+            const uint8_t* d = r.take(len);
+            if (r.bad || p >= I->npages || uint64_t(off) + len > I->page) {
+                r.bad = true;
+                break;
+            }
+            // Only the changed words are written: home threads may be writing other words of the page.
+            std::memcpy(I->priv + uint64_t(p) * I->page + off, d, len);
+        }
+        I->n.counters().diffs_applied.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (r.bad) fprintf(stderr, "iccs dsm: cluster %u: malformed diff from cluster %u dropped\n",
+                       unsigned(I->n.cluster()), unsigned(m.src.cluster));
+    self.reply(m.token(), {});
+}
+
+}  // namespace
+
+void register_diff_handlers(DsmNode::Impl& I) { I.rt.set_handler(I.h(kHDiff), h_diff, &I); }
+
+}  // namespace iccs::dsm
