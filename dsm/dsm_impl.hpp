@@ -273,6 +273,7 @@ void fault_path_unregister(int slot);
 void register_fault_handlers(DsmNode::Impl& I);
 void register_diff_handlers(DsmNode::Impl& I);
 void register_notice_handlers(DsmNode::Impl& I);
+void register_alloc_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t now_ns();
