@@ -179,7 +179,7 @@ public:
     // The same counters as (name, value) pairs, times in ns (telemetry /iccs/dsm, the live file).
     std::vector<std::pair<std::string, uint64_t>> counter_pairs() const;
 
-    struct Impl;  // protocol state (dsm.cpp, dsm_sync.cpp)
+    struct Impl;  // protocol state (dsm_impl.hpp; dsm.cpp and the parts it names)
 
 private:
     DsmNode() = default;

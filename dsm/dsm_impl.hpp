@@ -1,6 +1,8 @@
-// dsm_impl.hpp: the DSM's internal state and wire helpers, shared by dsm.cpp (region, faults,
-// diffs, intervals) and dsm_sync.cpp (locks, barriers, counters, flags, condition variables and
-// their home-side managers). Not installed.
+// dsm_impl.hpp: the DSM's internal state and wire helpers, shared by its parts: dsm.cpp (the node,
+// the region), dsm_fault.cpp (faults, fetch), dsm_diff.cpp (twins, diffs, release),
+// dsm_notices.cpp (intervals, write notices, acquire), dsm_alloc.cpp, dsm_start.cpp (CREATE,
+// replay), dsm_config.cpp and dsm_sync.cpp (locks, barriers, counters, flags, condition variables
+// and their home-side managers). Not installed.
 #pragma once
 
 #include <time.h>
@@ -214,7 +216,7 @@ struct DsmNode::Impl {
             for (size_t k = len; k-- > 0;) pages[sorted[i + k]].mu.unlock();
         }
     }
-    void protect(uint32_t first, uint32_t count, int prot);  // mprotect of pages first .. first+count-1
+    void protect(uint32_t first, uint32_t count, int prot);  // mprotect of pages first .. first+count-1 (dsm_fault.cpp)
     // Within a chunk of for_each_page_run (locks held): each maximal run of consecutive pages
     // `pick` selects gets one mprotect to `prot` and the state `st`.
     template <class Pick> void protect_runs(const uint32_t* run, size_t len, int prot, uint8_t st, Pick&& pick) {
@@ -231,12 +233,15 @@ struct DsmNode::Impl {
         }
     }
 
-    // dsm.cpp
+    // dsm_fault.cpp
     void on_fault(uintptr_t addr, int write);  // write: 1 yes, 0 no, -1 unknown
     void fetch(uint64_t p, RtEndpoint& ep);
     void make_writable(uint64_t p, RtEndpoint& ep);
+    // dsm_diff.cpp
     bool flush_locked(RtEndpoint& ep);          // coh_mu held
     void send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held
+    void lock_coh(RtEndpoint& ep);
+    // dsm_notices.cpp
     // takes coh_mu; `home`: the cluster that sent `intervals` (pulled from there if left out)
     bool apply(const VC& target, Rd& intervals, RtEndpoint& ep, uint16_t home);
     void encode_vc(Wr& w, const VC& v);
@@ -258,8 +263,8 @@ struct DsmNode::Impl {
     // `from` raised to what `home` is known to hold (never beyond `to`); and learning what it holds.
     VC from_for_home(uint16_t home, VC from, const VC& to);
     void home_holds(uint16_t home, const VC& v);
-    void lock_coh(RtEndpoint& ep);
     DsmStatus release(uint32_t id, bool wait);  // dsm_sync.cpp
+    // dsm.cpp
     void register_handlers();
     bool map_pages(std::string& err);  // the page records (see `pages`)
 };
@@ -274,6 +279,7 @@ void register_fault_handlers(DsmNode::Impl& I);
 void register_diff_handlers(DsmNode::Impl& I);
 void register_notice_handlers(DsmNode::Impl& I);
 void register_alloc_handlers(DsmNode::Impl& I);
+void register_start_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t now_ns();
