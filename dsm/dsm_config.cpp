@@ -12,8 +12,10 @@
 namespace iccs::dsm {
 
 namespace {
+// A number as strtoull reads it (decimal, 0x hex, 0 octal), but only digits from the first
+// character: strtoull itself skips blanks and takes "-1" as 2^64 - 1.
 bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
-    if (!s || !*s) return false;
+    if (!s || *s < '0' || *s > '9') return false;
     char* end = nullptr;
     errno = 0;
     unsigned long long x = strtoull(s, &end, 0);
@@ -31,7 +33,7 @@ bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
         if (*end == 'i' || *end == 'B') end++;
         if (*end == 'B') end++;
     }
-    if (*end) return false;
+    if (*end || uint64_t(x) > UINT64_MAX / mul) return false;
     v = uint64_t(x) * mul;
     return true;
 }

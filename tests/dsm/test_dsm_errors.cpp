@@ -89,7 +89,17 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     setenv("ICCS_DSM_SIZE", "12X", 1);
     CHECK_FALSE(dsm_config_from_env(cfg, err));
     CHECK_THAT(err, Catch::StartsWith("ICCS_DSM_SIZE=12X"));
+    // Negative, blank-led and overflowing numbers are refused (strtoull alone takes "-1" as 2^64-1).
+    for (const char* bad : {"-1", " 4096", "+4096", "16777216T", "18446744073709551616"}) {
+        setenv("ICCS_DSM_SIZE", bad, 1);
+        CHECK_FALSE(dsm_config_from_env(cfg, err));
+        CHECK_THAT(err, Catch::StartsWith(std::string("ICCS_DSM_SIZE=") + bad + ": expected bytes"));
+    }
     setenv("ICCS_DSM_SIZE", "64M", 1);
+    setenv("ICCS_DSM_BASE", "-4096", 1);
+    CHECK_FALSE(dsm_config_from_env(cfg, err));
+    CHECK_THAT(err, Catch::StartsWith("ICCS_DSM_BASE=-4096: expected an address"));
+    unsetenv("ICCS_DSM_BASE");
     setenv("ICCS_DSM_PAGE", "16K", 1);
     CHECK(dsm_config_from_env(cfg, err));
     CHECK(cfg.region_bytes == 64ull << 20);
