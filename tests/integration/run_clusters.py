@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+from proxy_report import check_knobs, proxy_lines
+
 
 def leftovers(run_id):
     found = []
@@ -63,6 +65,140 @@ def udp_port_args(args):
     if args[args.index("--fabric") + 1:][:1] != ["udp"] or any("udp_port" in a for a in args):
         return []
     return ["--set", f"machine.udp_port={20000 + (os.getpid() % 48) * 256}"]
+
+
+def last_value(args, flag, default=None):
+    """The value of the last `flag` in args (the CLI takes the last one), else `default`."""
+    at = [i for i, a in enumerate(args) if a == flag and i + 1 < len(args)]
+    return args[at[-1] + 1] if at else default
+
+
+def set_value(args, key, default=None):
+    """The value of the last `--set KEY=VALUE` in args, else `default`."""
+    vals = [args[i + 1].split("=", 1)[1] for i, a in enumerate(args)
+            if a == "--set" and i + 1 < len(args) and args[i + 1].startswith(key + "=")]
+    return vals[-1] if vals else default
+
+
+def asked_of(args):
+    """What the test asked for, from its own arguments and environment (never from the run's output):
+    the CLI's defaults where a flag is absent."""
+    return {
+        "clusters": int(last_value(args, "--clusters", "2")),
+        "threads": int(last_value(args, "--threads", "2")),
+        "proxies": int(last_value(args, "--proxies", "1")),
+        "messages": int(last_value(args, "--messages", "1000")),
+        "max_size": int(last_value(args, "--max-size", "9000")),
+        "fabric": last_value(args, "--fabric", "memif"),
+        "polling": last_value(args, "--polling", "adaptive"),
+        "dispatch": last_value(args, "--dispatch", "round-robin"),
+        "order": last_value(args, "--order", "ordered"),
+        "mtu": int(last_value(args, "--mtu", "1500")),
+        "drop": float(last_value(args, "--drop", "0")),
+        "duplicate": float(last_value(args, "--duplicate", "0")),
+        "stripe_set": set_value(args, "convergence.stripe_threshold_bytes") is not None,
+        "uring_rx": os.environ.get("ICCS_URING_RX", ""),
+        "gso_off": os.environ.get("ICCS_URING_GSO") == "0",
+        "gro_off": os.environ.get("ICCS_URING_GRO") == "0",
+    }
+
+
+# Per frame: IPv4 20 + UDP 8 + slidwin 40 + convergence 40 bytes of headers (DESIGN.md §6).
+FRAME_HEADERS = 108
+
+HEADER_RE = (r"^iccs run \S+: (\d+) clusters x (\d+) compute threads, (\d+) proxies per cluster.*?, fabric (\S+) .*?"
+             r"polling (\S+), dispatch (\S+), (ordered|unordered) connections, stripe threshold (\d+) bytes, MTU (\d+)")
+
+
+def check_header(asked, out, whole):
+    """The run's first line and every cluster's start-up line name what was asked: shape, fabric,
+    polling, dispatch, order, MTU and its stripe threshold; the io_uring receive mode and GSO/GRO
+    as the environment asked."""
+    bad = []
+    m = re.search(HEADER_RE, out, re.M)
+    if not m:
+        return ["no run header line"]
+    c, t, p, fab, pol, disp, order, thr, mtu = m.groups()
+    said = {"clusters": int(c), "threads": int(t), "proxies": int(p), "fabric": fab, "polling": pol,
+            "dispatch": disp, "order": order, "mtu": int(mtu)}
+    for k, v in said.items():
+        if v != asked[k]:
+            bad.append(f"the run header says {k} {v}, the test asked for {asked[k]}")
+    if not asked["stripe_set"] and int(thr) != asked["mtu"] - FRAME_HEADERS:
+        bad.append(f"stripe threshold {thr} bytes at MTU {asked['mtu']}: want MTU - {FRAME_HEADERS} headers")
+    starts = re.findall(r"^cluster (\d+): (\d+) proxies, (\d+) compute threads, fabric (\S+) \((.*?)\), polling (\w+)",
+                        out, re.M)
+    if sorted(int(s[0]) for s in starts) != list(range(asked["clusters"])):
+        bad.append(f"start-up lines of clusters {sorted(int(s[0]) for s in starts)}, "
+                   f"want one from each of {asked['clusters']}")
+    for cl, np_, nt, fab, io, pol in starts:
+        if (int(np_), int(nt), fab, pol) != (asked["proxies"], asked["threads"], asked["fabric"], asked["polling"]):
+            bad.append(f"cluster {cl} started {np_} proxies, {nt} threads, fabric {fab}, polling {pol}: not what was asked")
+        if asked["fabric"] != "udp":
+            continue
+        if asked["uring_rx"] == "batched" and ("batched recvmsg (" not in io or "multishot" in io):
+            bad.append(f"cluster {cl}: ICCS_URING_RX=batched but its receive is: {io}")
+        if asked["gso_off"] and "UDP GSO" in io:
+            bad.append(f"cluster {cl}: ICCS_URING_GSO=0 but it says UDP GSO: {io}")
+        if asked["gro_off"] and "UDP GRO" in io:
+            bad.append(f"cluster {cl}: ICCS_URING_GRO=0 but it says UDP GRO: {io}")
+    # adaptive polling reports who ran each proxy's iterations; inline has no proxy thread to report
+    polled = re.findall(r"^  polling (\d+\.\d+): adaptive", out, re.M)
+    nprox = asked["clusters"] * asked["proxies"]
+    if whole and asked["polling"] == "adaptive" and len(polled) != nprox:
+        bad.append(f"adaptive polling: {len(polled)} proxies report their polling, want {nprox}")
+    if asked["polling"] != "adaptive" and polled:
+        bad.append(f"polling {asked['polling']} asked, but proxies {polled} report adaptive polling")
+    return bad
+
+
+def check_figures(asked, out):
+    """alltoall: the printed totals against what was asked. Every compute thread sends --messages
+    to every compute thread of every other cluster: each thread sends and receives (C-1) x T x M,
+    each cluster T times that; none missing, duplicated or corrupt; the clusters' received totals
+    add up to their sent totals; and the proxies carried at least that many messages each way."""
+    bad = []
+    C, T, M = asked["clusters"], asked["threads"], asked["messages"]
+    per_thread = (C - 1) * T * M
+    per_cluster = T * per_thread
+    lines = re.findall(r"^cluster (\d+): (PASS|FAIL)  sent (\d+), received (\d+), missing (\d+), duplicated (\d+), "
+                       r"corrupt (\d+)", out, re.M)
+    if sorted(int(x[0]) for x in lines) != list(range(C)):
+        bad.append(f"result lines of clusters {sorted(int(x[0]) for x in lines)}, want one from each of {C}")
+    sent_all = recv_all = 0
+    for cl, _, sent, recv, miss, dup, corrupt in lines:
+        sent, recv = int(sent), int(recv)
+        sent_all += sent
+        recv_all += recv
+        if sent != per_cluster or recv != per_cluster:
+            bad.append(f"cluster {cl}: sent {sent}, received {recv}; asked: {T} threads x {C - 1} other clusters x "
+                       f"{T} threads x {M} messages = {per_cluster} each way")
+        if (miss, dup, corrupt) != ("0", "0", "0"):
+            bad.append(f"cluster {cl}: missing {miss}, duplicated {dup}, corrupt {corrupt} (want 0, 0, 0)")
+    if sent_all != recv_all:
+        bad.append(f"the clusters received {recv_all} messages in all but sent {sent_all}")
+    threads = re.findall(r"^  thread (\d+)\.(\d+): msgs sent (\d+) received (\d+), pieces sent (\d+)", out, re.M)
+    if len(threads) != C * T:
+        bad.append(f"{len(threads)} compute threads reported, want {C * T}")
+    thr = asked["mtu"] - FRAME_HEADERS
+    most_pieces = -(-asked["max_size"] // thr) if asked["max_size"] > 0 else 1  # ceil
+    for cl, t, sent, recv, pieces in threads:
+        sent, recv, pieces = int(sent), int(recv), int(pieces)
+        if sent != per_thread or recv != per_thread:
+            bad.append(f"thread {cl}.{t}: sent {sent}, received {recv}; asked: {per_thread} each way")
+        # every message is at least one piece and at most ceil(max size / stripe threshold): a
+        # stripe threshold that ignored the MTU cuts more
+        if not asked["stripe_set"] and not sent <= pieces <= sent * most_pieces:
+            bad.append(f"thread {cl}.{t}: {pieces} pieces for {sent} messages of at most {asked['max_size']} bytes: "
+                       f"want between 1 and {most_pieces} (stripe threshold {thr} at MTU {asked['mtu']}) each")
+    prox = proxy_lines(out)
+    for cl in range(C):
+        mine = [v for (c, _), v in prox.items() if c == cl]
+        tx, rx = sum(v["msgs_tx"] for v in mine), sum(v["msgs_rx"] for v in mine)
+        if tx < per_cluster or rx < per_cluster:
+            bad.append(f"cluster {cl}: its proxies sent {tx} and delivered {rx} messages, fewer than the "
+                       f"{per_cluster} each way the threads exchanged")
+    return bad
 
 
 def main():
@@ -121,6 +257,10 @@ def main():
             failures.append(f"errors: cluster 0 did not pass ({passes})")
     elif clusters == 0 or len(passes) != clusters:
         failures.append(f"{len(passes)} of {clusters} clusters passed")
+    asked = asked_of(args)
+    failures += check_header(asked, out, whole=program == "alltoall")
+    if program == "alltoall":  # errors: cluster 1 dies on purpose, only cluster 0 reports
+        failures += check_figures(asked, out) + check_knobs(asked, out)
     # every proxy moved messages both ways
     for line in re.findall(r"^  proxy .*$", out, re.M):
         tx = int(re.search(r"msgs tx (\d+)", line).group(1))

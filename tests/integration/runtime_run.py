@@ -29,6 +29,8 @@ import tempfile
 import threading
 import time
 
+from proxy_report import check_knobs
+
 
 def fail(msg, out=""):
     print(out)
@@ -57,6 +59,69 @@ def clusters_of(args):
     return int(args[args.index("--clusters") + 1]) if "--clusters" in args else 2
 
 
+def flag(args, name, default):
+    at = [i for i, a in enumerate(args) if a == name and i + 1 < len(args)]
+    return args[at[-1] + 1] if at else default
+
+
+REQUESTS_PER_THREAD = 20  # the exchange program's requests per compute thread (`iccs run --help`)
+
+
+def check_exchange_figures(args, out):
+    """exchange: every cluster's printed totals against what the test asked (not against the
+    program's own expectation): each compute thread sends --messages to every compute thread of
+    every other cluster, so a cluster sends and receives T x (C-1) x T x M, none corrupt or out of
+    order; the clusters' received totals add up to their sent totals; every thread's requests were
+    answered and every barrier round checked; and each compute endpoint's runtime counters show at
+    least its data messages and their bytes (messages 0 and 1 are --min-size and --max-size long,
+    the rest at least --min-size, each with an 8-byte number)."""
+    bad = []
+    C, T = clusters_of(args), int(flag(args, "--threads", "2"))
+    M = int(flag(args, "--messages", "200"))
+    lo, hi = int(flag(args, "--min-size", "1")), int(flag(args, "--max-size", "9000"))
+    rounds = int(flag(args, "--barriers", "10"))
+    per_cluster = T * (C - 1) * T * M
+    lines = re.findall(r"^cluster (\d+): exchange (\w+): sent (\d+), received (\d+) of (\d+) \(corrupt (\d+), "
+                       r"duplicated/out of order (\d+)\), requests answered (\d+), barrier \+ barrier_gather rounds "
+                       r"checked (\d+)", out, re.M)
+    if sorted(int(x[0]) for x in lines) != list(range(C)):
+        return [f"exchange lines of clusters {sorted(int(x[0]) for x in lines)}, want one from each of {C}"]
+    sent_all = recv_all = 0
+    for c, word, sent, recv, of, corrupt, misordered, reqs, checked in lines:
+        sent_all += int(sent)
+        recv_all += int(recv)
+        if (int(sent), int(recv), int(of)) != (per_cluster,) * 3:
+            bad.append(f"cluster {c}: sent {sent}, received {recv} of {of}; asked: {T} threads x {C - 1} other "
+                       f"clusters x {T} threads x {M} = {per_cluster} each way")
+        if (corrupt, misordered) != ("0", "0"):
+            bad.append(f"cluster {c}: corrupt {corrupt}, duplicated/out of order {misordered}")
+        if int(reqs) != T * REQUESTS_PER_THREAD or int(checked) != rounds:
+            bad.append(f"cluster {c}: {reqs} requests answered, {checked} barrier rounds; want "
+                       f"{T * REQUESTS_PER_THREAD} and {rounds}")
+    if sent_all != recv_all:
+        bad.append(f"the clusters received {recv_all} messages in all but sent {sent_all}")
+    data = (C - 1) * T * M  # data messages each compute endpoint sends and receives
+    least = (C - 1) * T * (M * (8 + lo) + (hi - lo if M > 1 else 0))
+    eps = re.findall(r"^  rt (\d+)\.(\d+): msgs sent (\d+) \((\d+) bytes\) received (\d+) \((\d+) bytes\)", out, re.M)
+    if len(eps) != C * T:
+        bad.append(f"{len(eps)} compute endpoints reported their counters, want {C * T}")
+    for c, t, ns, bs, nr, br in eps:
+        if int(ns) < data or int(nr) < data or int(bs) < least or int(br) < least:
+            bad.append(f"endpoint {c}.{t}: sent {ns} ({bs} bytes), received {nr} ({br} bytes); its data alone is "
+                       f"{data} messages of at least {least} bytes each way")
+    m = re.search(r"runtime transport iccs \((\d+) proxies per cluster, fabric (\S+),", out)
+    if flag(args, "--transport", "iccs") == "iccs":
+        if not m:
+            bad.append("no runtime header naming the proxies and fabric of transport iccs")
+        else:  # the fault knobs' effect in the proxies' counters, as for the convergence programs
+            bad += check_knobs({"clusters": C, "proxies": int(m.group(1)), "fabric": m.group(2), "mtu": 1500,
+                                "drop": float(flag(args, "--drop", "0")),
+                                "duplicate": float(flag(args, "--duplicate", "0"))}, out)
+    print(f"figures: {C} clusters x {T} threads x {M} messages: {per_cluster} each way per cluster, "
+          f"{sent_all} sent and {recv_all} received in all")
+    return bad
+
+
 def main():
     cli, exe, case, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     if case == "exchange":
@@ -68,7 +133,10 @@ def main():
             fail(f"exit {rc}, {len(oks)} of {n} clusters ok", out)
         if len(re.findall(r"^  rt \d+\.service:", out, re.M)) != n:
             fail("the runtime counters of every cluster were not printed", out)
+        bad = check_exchange_figures(rest, out)
         print(out)
+        if bad:
+            fail("; ".join(bad))
     elif case == "delay-hold":
         d_us = 5000
         rc, out, pid = run([cli, "run", "ping", "--transport", "delay", "--delay-us", str(d_us), "--messages", "40",
