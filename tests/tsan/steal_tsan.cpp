@@ -1,13 +1,16 @@
 // steal_tsan.cpp: group/steal.hpp under ThreadSanitizer (test `steal-race-free-tsan`): the four
 // Satin programs under RS, CHS and CRS on 3 simulated clusters x 2 threads in 2 sites over the
-// loopback runtime (dsm/testing), each result against its sequential one. A data race in the
+// loopback runtime (dsm/testing), each result against its sequential one and the known answer
+// (tests/unit/satin_known.hpp); a run that fails on any thread fails the test. A data race in the
 // deques, the lent-job table, the idle flags or the result hand-off is reported by TSan (exit 66).
 // Not Catch2: a plain driver built with -fsanitize=thread (the unit binary is not).
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 #include "loopback_runtime.hpp"
 #include "satin_apps.hpp"
+#include "satin_known.hpp"
 #include "steal.hpp"
 using namespace iccs; using namespace iccs::group;
 namespace {
@@ -29,14 +32,27 @@ int main() {
     for (uint16_t c = 0; c < C; ++c) st.push_back(std::make_unique<Stealer>(lw.runtime(c), topo, o, kinds()));
     auto root = app.root_args(false, 1);
     std::vector<uint8_t> res; std::vector<std::thread> th;
+    std::atomic<int> thread_failures{0};  // a failed run() or counter gather on any thread fails the test
     for (uint16_t c = 0; c < C; ++c) for (uint16_t t = 0; t < T; ++t) th.emplace_back([&, c, t] {
-      if (!st[c]->run(t, app.kind, root, c == 0 && t == 0 ? &res : nullptr, nullptr)) std::printf("fail %s\n", st[c]->error().c_str());
-      StealCounters s; std::string e; gather_steal_counters(lw.runtime(c).endpoint(t), *st[c], s, e); });
+      if (!st[c]->run(t, app.kind, root, c == 0 && t == 0 ? &res : nullptr, nullptr)) {
+        std::printf("fail on thread %u.%u: %s\n", c, t, st[c]->error().c_str());
+        ++thread_failures;
+      }
+      StealCounters s; std::string e;
+      if (!gather_steal_counters(lw.runtime(c).endpoint(t), *st[c], s, e)) {
+        std::printf("fail on thread %u.%u: counters: %s\n", c, t, e.c_str());
+        ++thread_failures;
+      } });
     for (auto& x : th) x.join();
     lw.stop();
-    const bool ok = res == app.sequential(root);
+    std::string why;
+    const bool same = res == app.sequential(root), known = satin_known::check(app.name, root, res, why);
+    const bool ok = same && known && thread_failures == 0;
     bad += !ok;
-    std::printf("%s %s %s\n", app.name, to_string(p), ok ? "ok" : "DIFF");
+    std::printf("%s %s %s (%s; %d thread failures)\n", app.name, to_string(p), ok ? "ok" : "FAILED",
+                same ? "equals the sequential result" : "DIFFERS from the sequential result", thread_failures.load());
+    std::printf("  known answer: %s%s\n", why.c_str(), known ? "" : " (WRONG)");
   }
-  return bad;
+  std::printf("%s: %d of 12 runs failed\n", bad ? "FAIL" : "PASS", bad);
+  return bad ? 1 : 0;
 }

@@ -1,9 +1,12 @@
 // test_steal.cpp: group/steal.hpp (divide-and-conquer with work stealing) over the in-process
 // loopback runtime (dsm/testing): a synthetic tree whose every leaf must be counted exactly once,
 // under RS, CHS and CRS on several shapes of sites x clusters x threads; the four Satin programs
-// against their sequential references; CRS never has more than one WAN steal outstanding per
-// thread; CHS never steals over the WAN while its cluster has work (the trace counter).
+// against their sequential references and against answers from outside their kernels
+// (satin_known.hpp, itself checked against brute force); CRS never has more than one WAN steal
+// outstanding per thread; CHS never steals over the WAN while its cluster has work (the trace counter).
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,6 +16,7 @@
 #include "group.hpp"
 #include "loopback_runtime.hpp"
 #include "satin_apps.hpp"
+#include "satin_known.hpp"
 #include "steal.hpp"
 
 using namespace iccs;
@@ -142,7 +146,50 @@ TEST_CASE("steal: the four Satin programs equal their sequential references", "[
             REQUIRE(o.err.empty());
             CHECK(o.result == app.sequential(root));
             CHECK(o.sum.max_outstanding_wan <= 1);
+            // and the answer from outside the program's kernel (what sequential() cannot give)
+            std::string why;
+            const bool known = satin_known::check(app.name, root, o.result, why);
+            INFO(why);
+            CHECK(known);
         }
+}
+
+TEST_CASE("steal: the known answers themselves (n-queens table, closed-form integral, Held-Karp)", "[steal]") {
+    // Held-Karp against every tour of a small instance (5! orders from city 0)
+    const uint32_t n = 6;
+    const uint32_t d[n * n] = {0,  12, 29, 22, 13, 24, 12, 0,  19, 3,  25, 6,  29, 19, 0,  21, 23, 28,
+                               22, 3,  21, 0,  4,  5,  13, 25, 23, 4,  0,  16, 24, 6,  28, 5,  16, 0};
+    std::vector<uint32_t> order{1, 2, 3, 4, 5};
+    uint64_t brute = UINT64_MAX;
+    do {
+        uint64_t len = d[0 * n + order[0]] + d[order.back() * n + 0];
+        for (size_t i = 0; i + 1 < order.size(); ++i) len += d[order[i] * n + order[i + 1]];
+        brute = std::min(brute, len);
+    } while (std::next_permutation(order.begin(), order.end()));
+    CHECK(satin_known::tsp_held_karp(n, d) == brute);
+    // the closed form against a fine midpoint sum over [0, 10]
+    double mid = 0;
+    const int steps = 400'000;
+    for (int i = 0; i < steps; ++i) {
+        const double x = (i + 0.5) * 10.0 / steps;
+        double f = 0;
+        for (int k = 1; k <= 24; ++k) f += std::sin(x * k * 0.37) / k;
+        mid += (f * std::exp(-0.01 * x) + 1.5) * 10.0 / steps;
+    }
+    CHECK(std::fabs(satin_known::integrate_exact(0, 10) - mid) < 1e-6);
+    // n-queens: the table's small entries by brute force over permutations
+    for (uint32_t q = 1; q <= 8; ++q) {
+        std::vector<int> col(q);
+        for (uint32_t i = 0; i < q; ++i) col[i] = static_cast<int>(i);
+        uint64_t count = 0;
+        do {
+            bool ok = true;
+            for (uint32_t i = 0; i < q && ok; ++i)
+                for (uint32_t j = i + 1; j < q && ok; ++j) ok = std::abs(col[i] - col[j]) != static_cast<int>(j - i);
+            count += ok;
+        } while (std::next_permutation(col.begin(), col.end()));
+        CHECK(count == satin_known::kQueens[q]);
+    }
 }
 
 TEST_CASE("steal: a job of an unknown kind fails the run with its name on every cluster, no hang", "[steal]") {
