@@ -32,7 +32,9 @@ struct Shared {
     int value;        // written before SETPAUSE
     int value_seen;   // read after WAITPAUSE
     int ready;        // condition-variable predicate
+    int waiting;      // threads that took the lock to wait (each then sleeps in CONDVARWAIT)
     int woke;
+    int woke_early;   // threads past the wait before the broadcast (must stay 0)
 };
 
 Shared* sh;
@@ -53,7 +55,7 @@ void init_shared(int n) {
     for (auto& round : sh->handed)
         for (long& h : round) h = 0;
     sh->minus_one[0] = sh->minus_one[1] = 0;
-    sh->value = sh->value_seen = sh->ready = sh->woke = 0;
+    sh->value = sh->value_seen = sh->ready = sh->woke = sh->waiting = sh->woke_early = 0;
 }
 
 void PidWorker(void) {
@@ -123,18 +125,31 @@ void PauseWorker(void) {
     }
 }
 
+// The broadcast comes only after every other thread is asleep in CONDVARWAIT: a waiter counts
+// itself under the lock and gives the lock up only inside the wait, so once pid 0 holds the lock
+// with all of them counted, each is waiting. (Broadcasting first, as pid 0 usually could, let a
+// CONDVARWAIT that does not wait pass.)
 void CondWorker(void) {
     int pid;
     GET_PID(pid);
-    LOCK(sh->lock);
     if (pid == 0) {
+        for (;;) {
+            LOCK(sh->lock);
+            if (sh->waiting == kThreads - 1) break;  // the lock held: every waiter is in its wait
+            UNLOCK(sh->lock);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        sh->woke_early = sh->woke;
         sh->ready = 1;
         CONDVARBCAST(sh->cv);
+        UNLOCK(sh->lock);
     } else {
+        LOCK(sh->lock);
+        sh->waiting++;
         while (!sh->ready) CONDVARWAIT(sh->cv, sh->lock);
         sh->woke++;
+        UNLOCK(sh->lock);
     }
-    UNLOCK(sh->lock);
 }
 
 }  // namespace
@@ -198,7 +213,9 @@ TEST_CASE("CONDVARWAIT sleeps under the lock until CONDVARBCAST", "[parmacs]") {
     init_shared(kThreads);
     CREATE(CondWorker, kThreads);
     WAIT_FOR_END(kThreads);
-    REQUIRE(sh->woke == kThreads - 1);
+    REQUIRE(sh->waiting == kThreads - 1);
+    REQUIRE(sh->woke_early == 0);  // nobody left the wait before the broadcast
+    REQUIRE(sh->woke == kThreads - 1);  // the broadcast woke every waiter
 }
 
 TEST_CASE("G_MALLOC is 16-byte aligned; CLOCK counts microseconds", "[parmacs]") {
