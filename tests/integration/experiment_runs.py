@@ -3,14 +3,17 @@
 the `iccs` script calls (perf/experiments/runner.py), into a scratch results directory.
 
   latency    the CSV has size_bytes, median_us, p99_us (and the metadata lines), the JSON its
-             meta/results/counters, the PNG exists; and the fragmentation step is in the CSV:
-             median_us at 1501 bytes (2 frames) exceeds median_us at 1392 (1 frame) by more than
-             the noise of neighbouring points = the largest |median_us difference| between two
-             neighbouring sizes of the sweep with the same fragment count (this test computes it
-             from the CSV itself, over the quick sweep 1000..1900).
-  breakdown  every stage of the path is in the CSV, once, in path order, each duration >= 0 and
-             starts laid end to end; the JSON and PNG exist; the sum of the stages is close to the
-             median end-to-end time.
+             meta/results/counters, the PNG exists; with --long (suite long) the fragmentation
+             step is in the CSV: median_us at 1501 bytes (2 frames) exceeds median_us at 1392 (1
+             frame) by more than the noise of neighbouring points = the largest |median_us
+             difference| between two neighbouring sizes of the sweep with the same fragment count
+             (this test computes it from the CSV itself, over the quick sweep 1000..1900).
+  breakdown  every stage of the path is in the CSV, once, in path order, each duration >= 0, no
+             negative stage in any round; the JSON and PNG exist; the stamped one-way median is
+             shorter than the round trip the pinger times itself; with --long the sum of the
+             stages is within a factor 2 of the median end-to-end time (two-sided: suite long).
+  hw-counters  where the host has hardware counters, a breakdown run counts cycles and
+             instructions per thread; SKIP (77) with the reason where it has none.
   errors     a bad flag and a bad value each stop with exit 2 and a message naming them.
   apps, scaling, dispatch, wan (issues 9 and 10): `--quick` through `iccs-cli run APP --json`
              (the run contract): exit 0, CSV/JSON/PNG with the expected columns, and what the
@@ -21,8 +24,8 @@ the `iccs` script calls (perf/experiments/runner.py), into a scratch results dir
              (fake_app_cli.py, no clusters): a run that ends FAIL is recorded (`failures` column,
              its error in the JSON's raw runs), the sweep goes on, the files are written, exit 1;
              a JSON without a contract key (parallel_s) stops the experiment naming the key.
-Counters: hardware counters are null (unavailable) or numbers, never a made-up 0 on a host
-whose probe said unavailable.
+Counters: hardware counters are null where the probe said unavailable (never a made-up 0), and
+counted (> 0) where it said available.
   model      calibrate --quick, then scaling and apps --quick --model with its cost file (issue 22):
              the measured/modeled rows, the replays' measured_* columns, the projected layouts.
   widearea   `--quick` over every wide-area program of the registry: four rows each, all PASS, the CSV's
@@ -30,7 +33,7 @@ whose probe said unavailable.
   satin      (issue 20) --quick on nqueens, RS and CRS, scenario 6: the CSV's exact columns, the
              speedup against the single-cluster RS run, PASS rows; a bad --policies exits 2.
 Usage: experiment_runs.py ICCS_CLI SOURCE_ROOT latency|breakdown|errors|apps|scaling|dispatch|wan|widearea|app-errors|
-       app-failures|model|satin
+       app-failures|model|satin|hw-counters [--long]
 """
 import csv
 import json
@@ -41,6 +44,7 @@ import sys
 import tempfile
 
 CLI, ROOT, WHAT = sys.argv[1], sys.argv[2], sys.argv[3]
+LONG = "--long" in sys.argv[4:]  # suite long: the two-sided timing comparisons too
 CLI = os.environ.get("ICCS_EXPERIMENT_CLI") or CLI
 RUNNER = os.path.join(ROOT, "perf", "experiments", "runner.py")
 failures = []
@@ -103,6 +107,8 @@ def check_json_common(j, name):
             v = c.get(hw)
             if not src.get("perf_event_hardware"):
                 check(v is None, f"{name}: {role} {hw} recorded as unavailable (null), not 0")
+            elif hw != "llc_misses":  # a thread that ran spent cycles and retired instructions
+                check(isinstance(v, int) and v > 0, f"{name}: {role} {hw} counted ({v})")
         if src.get("perf_event_software"):
             check(isinstance(c.get("task_clock_ns"), int) and c["task_clock_ns"] > 0,
                   f"{name}: {role} task_clock_ns counted ({c.get('task_clock_ns')})")
@@ -136,7 +142,10 @@ def latency(out):
         d = {s: m for s, m, *_ in points}
         return d.get(1501, 0.0) - d.get(one, 0.0), max(diffs) if diffs else float("inf")
 
-    if one in by and 1501 in by:
+    if not LONG:
+        print("the fragmentation step (1392 -> 1501 bytes above the noise) is compared in suite long "
+              "(experiment-latency-long): on a loaded host one disturbed point hides it")
+    elif one in by and 1501 in by:
         step, noise = step_and_noise(pts)
         print(f"step {one} -> 1501: {by[one]:.3f} -> {by[1501]:.3f} us = +{step:.3f} us; noise {noise:.3f} us")
         if step <= noise:
@@ -164,18 +173,18 @@ def breakdown(out):
         check(rows and c in rows[0], f"breakdown: CSV column {c}")
     check([r["stage"] for r in rows] == STAGES, f"breakdown: every stage, in path order ({[r['stage'] for r in rows]})")
     durs = [float(r["duration_us"]) for r in rows]
-    starts = [float(r["start_us"]) for r in rows]
     check(all(d >= 0 for d in durs), f"breakdown: every duration >= 0 ({durs})")
-    check(all(abs(starts[i + 1] - (starts[i] + durs[i])) < 0.01 for i in range(len(rows) - 1)),
-          "breakdown: stages laid end to end (start = previous start + duration)")
     with open(paths["json"]) as f:
         j = json.load(f)
     check_json_common(j, "breakdown")
     s = j["summary"]
     check(s.get("negative_durations") == 0, f"breakdown: no round had a negative stage ({s.get('negative_durations')})")
-    total, e2e = s["sum_of_stage_medians_us"], s["end_to_end_median_us"]
-    # medians do not add exactly; a factor 2 either way would mean stages measure the wrong message
-    check(0.5 * e2e <= total <= 2.0 * e2e, f"breakdown: sum of stages {total} us close to end to end {e2e} us")
+    total, e2e, half = s["sum_of_stage_medians_us"], s["end_to_end_median_us"], s["rtt_half_median_us"]
+    # one-sided, from two clocks apart: the stamped one-way trip (sender's first stamp to the
+    # receiver's last) is part of the round trip the pinger times on its own
+    check(0 < e2e < 2 * half, f"breakdown: stamped one-way median {e2e} us within the timed round trip {2 * half} us")
+    if LONG:  # medians do not add exactly; a factor 2 either way would mean stages measure the wrong message
+        check(0.5 * e2e <= total <= 2.0 * e2e, f"breakdown: sum of stages {total} us close to end to end {e2e} us")
 
 
 def errors(out):
@@ -277,8 +286,21 @@ def dispatch(out):
           f"dispatch: the three policies ({[r['dispatch'] for r in rows]})")
     for r in rows:
         check(fnum(r["time_s"]) is not None and fnum(r["time_s"]) > 0, f"dispatch: {r['dispatch']}: time_s > 0")
-        imb = fnum(r["proxy_tx_imbalance"])
-        check(imb is None or imb >= 1.0, f"dispatch: {r['dispatch']}: imbalance >= 1 ({imb})")
+        check(fnum(r["proxy_tx_imbalance"]) is not None, f"dispatch: {r['dispatch']}: imbalance measured "
+                                                         f"({r['proxy_tx_imbalance']})")
+    # Round-robin's behaviour, from each run's own per-proxy counters (not the CSV): every endpoint
+    # (compute threads and the runtime's service endpoint) hands its messages to the proxies in
+    # turn, so within a cluster the proxies' msgs_tx differ by at most the number of endpoints.
+    rr = [x["run"] for x in j.get("raw", []) if x["cfg"].get("dispatch") == "round-robin" and x.get("run")]
+    check(bool(rr), "dispatch: round-robin runs in the JSON's raw runs")
+    for r in rr:
+        endpoints = r["cluster_size"] + 1
+        by = {}
+        for px in r["iccs"]["proxies"]:
+            by.setdefault(px["cluster"], []).append(px["msgs_tx"])
+        for c, tx in sorted(by.items()):
+            check(len(tx) >= 2 and max(tx) - min(tx) <= endpoints,
+                  f"dispatch: round-robin: cluster {c}'s proxies sent {tx}: within {endpoints} of each other")
 
 
 def wan(out):
@@ -486,17 +508,38 @@ def model(out):
     check(os.path.isfile(os.path.join(d, "apps-model.png")), "model: apps-model.png written")
 
 
+def hw_counters(out):
+    """Hardware counters (cycles, instructions, LLC misses) where the host has them: a breakdown
+    run's per-thread cycles and instructions counted (> 0). A host without them (a guest without a
+    virtual PMU) reports SKIP with the reason: the other experiment tests then only saw them null."""
+    sys.path.insert(0, os.path.join(ROOT, "perf", "experiments"))
+    import hwcounters
+    src = hwcounters.probe()
+    if not src.hw:
+        print(f"SKIP: no hardware counters here: {src.hw_reason}")
+        return 77
+    p = run("breakdown", [], out)
+    check(p.returncode == 0, "hw-counters: breakdown exit status 0")
+    with open(files(out, "breakdown")["json"]) as f:
+        j = json.load(f)
+    check(j["counters"]["sources"].get("perf_event_hardware") is True, "hw-counters: the run used them")
+    check_json_common(j, "hw-counters")
+    return None
+
+
 def main():
     if WHAT not in ("errors", "app-errors") and not have_matplotlib():
         print("SKIP: matplotlib is not installed (Debian package python3-matplotlib; ./iccs test installs it)")
         return 77
     out = tempfile.mkdtemp(prefix="iccs-exp-test-")
     try:
-        {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
-         "dispatch": dispatch, "wan": wan, "widearea": widearea, "app-errors": app_errors, "app-failures": app_failures,
-         "model": model, "satin": satin}[WHAT](out)
+        rc = {"latency": latency, "breakdown": breakdown, "errors": errors, "apps": apps, "scaling": scaling,
+              "dispatch": dispatch, "wan": wan, "widearea": widearea, "app-errors": app_errors,
+              "app-failures": app_failures, "model": model, "satin": satin, "hw-counters": hw_counters}[WHAT](out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if rc == 77 and not failures:
+        return 77
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0
