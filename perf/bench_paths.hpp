@@ -28,6 +28,7 @@ struct RttStats {
 struct RateStats {
     double msgs_per_s = 0;     // delivered messages / (first send .. last delivery)
     uint64_t sent = 0, delivered = 0;
+    uint64_t dropped = 0;  // raw udp stream: counted as dropped (the receiving socket's kernel drops, the ports' own)
     std::string error;
 };
 

@@ -43,6 +43,7 @@ struct Shared {
     std::atomic<uint32_t> ready[2];
     std::atomic<uint16_t> udp_port[2];
     std::atomic<uint64_t> t0_ns, last_ns, delivered, sent;
+    std::atomic<uint64_t> dropped;  // udp stream: datagrams a port or the kernel counted as dropped
     std::atomic<uint64_t> median_ns, p99_ns, samples;
     std::atomic<uint32_t> failed;
     char error[512];
@@ -290,6 +291,8 @@ int udp_side(Shared* sh, int me, const Job& j) {
             idle_iteration();
         }
         while (!port->tx_idle()) idle_iteration();
+        const UringUdpCounters& c = port->counters();
+        sh->dropped.fetch_add(c.tx_errors + c.tx_drop_queue_full + c.tx_drop_too_big);
         sh->sent.store(sent);
         return 0;
     }
@@ -307,6 +310,11 @@ int udp_side(Shared* sh, int me, const Job& j) {
         last = idle_since = now_ns();
     }
     if (got == 0) fail(sh, "raw udp baseline: no datagram arrived");
+    // What did not arrive was dropped where it was counted: the socket's buffer overflowing (the
+    // kernel's count, read now whatever the last sample's age) or this port's own drops.
+    port->sample_kernel_drops(UINT64_MAX);
+    const UringUdpCounters& c = port->counters();
+    sh->dropped.fetch_add(c.rx_kernel_drops + c.rx_drop_nopool + c.rx_drop_trunc + c.rx_drop_port + c.rx_errors);
     sh->delivered.store(got);
     sh->last_ns.store(last);
     return 0;
@@ -452,6 +460,7 @@ RateStats raw_stream(const std::string& fabric, uint32_t size, uint64_t messages
         [&s, &fabric](const Shared& sh, std::string& err) {
             s.sent = sh.sent.load();
             s.delivered = sh.delivered.load();
+            s.dropped = sh.dropped.load();
             const uint64_t t0 = sh.t0_ns.load(), last = sh.last_ns.load();
             if (s.delivered > 0 && last > t0)
                 s.msgs_per_s = static_cast<double>(s.delivered) * 1e9 / static_cast<double>(last - t0);
