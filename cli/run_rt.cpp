@@ -154,6 +154,10 @@ int cmd_run_rt(int argc, char** argv, RtRunInfo* info) {
             (a == "--json" ? json : so.inject_error) = true;
             continue;
         }
+        if (a == "--inject-error" && (program == "exchange" || program == "collectives" || program == "ordered")) {
+            ex.inject_error = co.inject_error = oo.inject_error = true;  // the test hook: the run must FAIL
+            continue;
+        }
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
         // --cluster-size is --threads' other name (as for iccs run APP and the wide-area programs).

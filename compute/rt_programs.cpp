@@ -134,6 +134,10 @@ int rt_program_exchange(std::unique_ptr<Runtime> rt, const RtExchangeOptions& o)
                     for (uint16_t dt = 0; dt < T; ++dt) {
                         const uint32_t size = ex_size(o, me, t, dc, dt, i);
                         for (uint32_t k = 0; k < size; ++k) body[k] = ex_byte(me, t, i, k);
+                        // the test hook: message 1 (--max-size bytes) of thread 0.0 to the first
+                        // remote thread arrives with one byte wrong; its receiver must count it corrupt
+                        if (o.inject_error && me == 0 && t == 0 && i == 1 && dc == 1 && dt == 0 && size > 0)
+                            body[size / 2] ^= 0x40;
                         if (RtStatus s = ep.send(RtAddr{dc, dt}, kHData, RtBytes{&i, 8}, RtBytes{body.data(), size});
                             s != RtStatus::kOk)
                             return failed("send", s);

@@ -114,6 +114,7 @@ struct RtExchangeOptions {
     uint32_t min_size = 1, max_size = 9000;
     uint32_t barriers = 10;   // barrier and barrier_gather rounds, contents checked
     uint64_t seed = 1;
+    bool inject_error = false;  // test hook: thread 0.0 corrupts one byte of one message it sends
 };
 int rt_program_exchange(std::unique_ptr<Runtime> rt, const RtExchangeOptions& o);
 struct RtPingOptions {

@@ -118,11 +118,15 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
             }
             for (size_t i = 0; i < o.families.size(); ++i) {
                 iccs::group::testing::CheckPlan plan;
+                iccs::group::testing::ResultDigests digests;
                 plan.family = o.families[i];
                 plan.sizes = o.elements;
                 plan.rounds = o.rounds;
+                plan.digests = &digests;
+                plan.inject_error = o.inject_error;
                 std::string why;
                 if (!iccs::group::testing::check_all_collectives(worlds[i]->group(t), plan, why)) return failed(why);
+                std::printf("results %u.%u %s: %s\n", me, t, to_string(o.families[i]), digests.format().c_str());
                 Counters sum;
                 if (!gather_counters(ep, *worlds[i], sum, why)) return failed(why);
                 if (t != 0) continue;
@@ -165,22 +169,35 @@ int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const
 namespace {
 
 
-// The replicated object of `iccs run ordered`: a balance and an order-sensitive digest of writes.
+// A rank as one character (ranks up to 61; '?' beyond): the senders of a sequence, printed.
+char rank_char(uint32_t r) {
+    static const char k[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    return r < 62 ? k[r] : '?';
+}
+
+// The replicated object of `iccs run ordered`: a balance and an order-sensitive digest of writes,
+// and who wrote, in the order applied (for the test's replay).
 struct Ledger {
     int64_t balance = 0;
     uint64_t digest = 1469598103934665603ull, writes = 0;
+    std::string writers;
 };
+// add: v = rank * 1000 + write number; halve: the writer's rank as its argument
 void ledger_add(Ledger& l, std::span<const uint8_t> a) {
     uint32_t v = 0;
     std::memcpy(&v, a.data(), std::min<size_t>(4, a.size()));
     l.balance += v;
     l.digest = (l.digest ^ v) * 1099511628211ull;
     ++l.writes;
+    l.writers += rank_char(v / 1000);
 }
-void ledger_halve(Ledger& l, std::span<const uint8_t>) {
+void ledger_halve(Ledger& l, std::span<const uint8_t> a) {
+    uint32_t rank = 0;
+    std::memcpy(&rank, a.data(), std::min<size_t>(4, a.size()));
     l.balance /= 2;
     l.digest = (l.digest ^ 0xFFFF) * 1099511628211ull;
     ++l.writes;
+    l.writers += rank_char(rank);
 }
 
 // Every thread's 8-byte words gathered; true when every thread of every cluster gave the same.
@@ -239,6 +256,7 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                 std::vector<uint8_t> body(std::max<uint32_t>(o.size, 8)), got;
                 std::vector<uint32_t> next(P, 0);
                 uint64_t hash = 1469598103934665603ull, delivered = 0;
+                std::string senders;  // thread 0.0 prints them
                 RtAddr from;
                 auto take = [&]() {
                     if (!ob.deliver(t, got, &from)) return false;
@@ -252,16 +270,21 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                     }
                     hash = (hash ^ (uint64_t{src} << 32 | i)) * 1099511628211ull;
                     ++delivered;
+                    if (rank == 0) senders += rank_char(src);
                     return true;
                 };
                 for (uint32_t i = 0; i < o.messages; ++i) {
-                    std::memcpy(body.data(), &i, 4);
+                    // the test hook: rank 0 sends its messages 0 and 1 the wrong way round
+                    const uint32_t num = o.inject_error && rank == 0 && i < 2 && o.messages >= 2 ? 1 - i : i;
+                    std::memcpy(body.data(), &num, 4);
                     if (!ob.send(t, body.data(), body.size())) return failed(ob.last_error());
                     if (i % 4 == 3 && !take()) return failed(ob.last_error());
                 }
                 while (delivered < N)
                     if (!take()) return failed(ob.last_error());
                 const uint64_t t1 = now_ns();
+                std::printf("sequence %u.%u %s: delivered %" PRIu64 " hash %016" PRIx64 "\n", me, t, pol, delivered, hash);
+                if (rank == 0) std::printf("sequence %s senders: %s\n", pol, senders.c_str());
                 std::vector<uint64_t> all;
                 const uint64_t mine[3] = {hash, t0, t1};
                 std::string why;
@@ -299,7 +322,7 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                 Replicated<Ledger>& rep = *reps[pi];
                 for (uint32_t w = 0; w < o.writes; ++w) {
                     const uint32_t v = rank * 1000 + w;
-                    const bool ok = w % 5 == 4 ? rep.write(t, 1, {})
+                    const bool ok = w % 5 == 4 ? rep.write(t, 1, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&rank), 4))
                                                : rep.write(t, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&v), 4));
                     if (!ok) return failed(std::string(pol) + ": replicated write: " + rep.bcast().last_error());
                 }
@@ -307,6 +330,9 @@ int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const Ord
                     return failed(std::string(pol) + ": the replicated object's writes did not all arrive: " +
                                   rep.bcast().last_error());
                 const Ledger l = rep.read([](const Ledger& x) { return x; });
+                std::printf("replica %u.%u %s: balance %" PRId64 " digest %016" PRIx64 " writes %" PRIu64 "\n", me, t, pol,
+                            l.balance, l.digest, l.writes);
+                if (rank == 0) std::printf("replica %s writers: %s\n", pol, l.writers.c_str());
                 const uint64_t st[3] = {static_cast<uint64_t>(l.balance), l.digest, l.writes};
                 if (!all_same(ep, T, st, all, why)) return failed(why);
                 for (size_t k = 0; k < all.size(); k += 3)

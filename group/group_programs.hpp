@@ -23,10 +23,13 @@ struct CollectivesRunOptions {
     // from another root), "size" (the last rank's allreduce is one element longer), "missing" (the
     // last rank skips the allreduce). Every thread's error is printed; the run fails.
     std::string bad;
+    bool inject_error = false;  // test hook: rank 0 adds 1 to one element of its input to an allreduce
 };
-// Every collective of every family against its sequential reference on every compute thread;
-// then the counters of every cluster summed (cluster 0 prints them) and, for the hierarchical
-// family, MagPIe's rule checked from them. Returns runtime_finish's status.
+// Every collective of every family against its sequential reference on every compute thread,
+// each thread printing a digest of its results per collective ("results C.T FAMILY: bcast CRC
+// ..."; group/testing/coll_check.hpp); then the counters of every cluster summed (cluster 0
+// prints them) and, for the hierarchical family, MagPIe's rule checked from them. Returns
+// runtime_finish's status.
 int program_collectives(std::unique_ptr<Runtime> rt, const Topology& topo, const CollectivesRunOptions& o);
 
 struct OrderedRunOptions {
@@ -37,11 +40,16 @@ struct OrderedRunOptions {
     uint32_t phase = 10;
     uint32_t writes = 20;          // replicated object: writes per thread
     std::string result_file;       // cluster 0: "ordered POLICY LATENCY_MEDIAN_US LATENCY_MEAN_US MSGS_PER_S" per policy
+    bool inject_error = false;     // test hook: rank 0 sends its messages 0 and 1 in the wrong order
 };
 // Per policy: every thread sends `messages` at once and delivers everyone's; every thread's
 // sequence must be the same (hashes compared across clusters) with each sender's messages in
 // order; then the latency of one message at a time from phased senders; then a replicated object
-// written by every thread must end identical on every cluster. Returns runtime_finish's status.
+// written by every thread must end identical on every cluster. Every thread prints its sequence's
+// hash and its replica ("sequence C.T POLICY: ...", "replica C.T POLICY: ..."), and thread 0.0
+// the senders in delivery order of both (one character per message: the sender's rank in base
+// 62), so that a test recomputes the hashes and replays the writes itself. Returns
+// runtime_finish's status.
 int program_ordered(std::unique_ptr<Runtime> rt, const Topology& topo, const OrderedRunOptions& o);
 
 // Runs body(t, failed) on one thread per compute thread (0..threads-1) and joins them; failed(why)

@@ -1,9 +1,35 @@
 // coll_check.cpp: every collective against a sequential reference (see the header).
 #include "coll_check.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 namespace iccs::group::testing {
+
+void ResultDigests::add(Coll c, const void* p, size_t n) {
+    uint32_t& crc = this->crc[static_cast<size_t>(c)];
+    uint32_t x = ~crc;
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) {
+        x ^= b[i];
+        for (int k = 0; k < 8; ++k) x = (x >> 1) ^ (0xEDB88320u & (0u - (x & 1u)));
+    }
+    crc = ~x;
+}
+
+std::string ResultDigests::format() const {
+    std::string s;
+    char w[16];
+    for (size_t k = 1; k < static_cast<size_t>(Coll::kCount); ++k) {  // barrier (0) has no result
+        std::snprintf(w, sizeof w, "%08x", crc[k]);
+        if (!s.empty()) s += ' ';
+        s += to_string(static_cast<Coll>(k));
+        s += ' ';
+        s += w;
+    }
+    return s;
+}
 
 namespace {
 
@@ -46,6 +72,11 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
     const Family f = plan.family;
     Ck ck{g, why, ""};
     uint64_t salt = 0;
+    auto digest = [&](Coll c, const auto& v) {
+        if (plan.digests) plan.digests->add(c, v.data(), v.size() * sizeof v[0]);
+    };
+    const uint32_t largest = plan.sizes.empty() ? 0 : *std::max_element(plan.sizes.begin(), plan.sizes.end());
+    bool injected = false;
     for (uint32_t round = 0; round < plan.rounds; ++round)
         for (uint32_t n : plan.sizes) {
             ++salt;
@@ -64,9 +95,17 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 std::vector<int64_t> b(n, -1), want(n);
                 for (uint32_t i = 0; i < n; ++i) want[i] = gen(root, i, salt);
                 if (me == root) b = want;
-                if (!ck.call(g.bcast(std::span<int64_t>(b), root, f)) || !ck.eq(b, want)) return false;
+                if (!ck.call(g.bcast(std::span<int64_t>(b), root, f))) return false;
+                digest(Coll::kBcast, b);
+                if (!ck.eq(b, want)) return false;
             }
-            const std::vector<int64_t> in = mine(salt);
+            std::vector<int64_t> in = mine(salt);
+            // the test hook: a wrong contribution of rank 0 to the first sum of the largest size
+            const bool inject = plan.inject_error && me == 0 && n == largest && n > 0 && !injected;
+            if (inject) {
+                in[0] += 1;
+                injected = true;
+            }
             for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
                 std::vector<int64_t> want(n);
                 for (uint32_t i = 0; i < n; ++i)
@@ -76,11 +115,14 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                     }
                 ck.what = std::string("allreduce ") + to_string(op) + tag;
                 std::vector<int64_t> out(n);
-                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), op, f)) || !ck.eq(out, want))
-                    return false;
+                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), op, f))) return false;
+                digest(Coll::kAllreduce, out);
+                if (!ck.eq(out, want)) return false;
+                if (inject) in[0] -= 1;  // one wrong call is enough
                 ck.what = std::string("reduce ") + to_string(op) + " root " + std::to_string(root) + tag;
                 std::vector<int64_t> o2(n, 0);
                 if (!ck.call(g.reduce(std::span<const int64_t>(in), std::span<int64_t>(o2), op, root, f))) return false;
+                if (me == root) digest(Coll::kReduce, o2);
                 if (me == root && !ck.eq(o2, want)) return false;
             }
             {  // prod over small values, and a user function (xor)
@@ -93,13 +135,14 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                     }
                 }
                 ck.what = "allreduce prod" + tag;
-                if (!ck.call(g.allreduce(std::span<const int64_t>(small), std::span<int64_t>(out), Op::kProd, f)) ||
-                    !ck.eq(out, want))
-                    return false;
+                if (!ck.call(g.allreduce(std::span<const int64_t>(small), std::span<int64_t>(out), Op::kProd, f))) return false;
+                digest(Coll::kAllreduce, out);
+                if (!ck.eq(out, want)) return false;
                 ck.what = "allreduce user function (xor)" + tag;
-                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), xor_op, nullptr, f)) ||
-                    !ck.eq(out, wx))
+                if (!ck.call(g.allreduce(std::span<const int64_t>(in), std::span<int64_t>(out), xor_op, nullptr, f)))
                     return false;
+                digest(Coll::kAllreduce, out);
+                if (!ck.eq(out, wx)) return false;
                 std::vector<double> din(n), dout(n), dwant(n, 0);
                 for (uint32_t i = 0; i < n; ++i) {
                     din[i] = static_cast<double>(in[i]);
@@ -107,6 +150,7 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 }
                 ck.what = "allreduce sum of doubles" + tag;
                 if (!ck.call(g.allreduce(std::span<const double>(din), std::span<double>(dout), Op::kSum, f))) return false;
+                digest(Coll::kAllreduce, dout);
                 for (uint32_t i = 0; i < n; ++i)
                     if (dout[i] != dwant[i]) return ck.eq({static_cast<int64_t>(dout[i])}, {static_cast<int64_t>(dwant[i])});
             }
@@ -115,8 +159,9 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 std::vector<int64_t> out(n), want(n, 0);
                 for (uint32_t i = 0; i < n; ++i)
                     for (uint32_t r = 0; r <= me; ++r) want[i] += gen(r, i, salt);
-                if (!ck.call(g.scan(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f)) || !ck.eq(out, want))
-                    return false;
+                if (!ck.call(g.scan(std::span<const int64_t>(in), std::span<int64_t>(out), Op::kSum, f))) return false;
+                digest(Coll::kScan, out);
+                if (!ck.eq(out, want)) return false;
             }
             // counts for the v-variants: vary by rank, some zero
             std::vector<uint32_t> counts(P);
@@ -131,9 +176,10 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 for (uint32_t i = 0; i < counts[me]; ++i)
                     for (uint32_t r = 0; r < P; ++r) want[i] += gen(r, displ[me] + i, salt + 1);
                 if (!ck.call(g.reduce_scatter(std::span<const int64_t>(big), std::span<int64_t>(out),
-                                              std::span<const uint32_t>(counts), Op::kSum, f)) ||
-                    !ck.eq(out, want))
+                                              std::span<const uint32_t>(counts), Op::kSum, f)))
                     return false;
+                digest(Coll::kReduceScatter, out);
+                if (!ck.eq(out, want)) return false;
             }
             ck.what = "gather root " + std::to_string(root) + tag;
             {
@@ -141,11 +187,13 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 for (uint32_t r = 0; r < P; ++r)
                     for (uint32_t i = 0; i < n; ++i) want.push_back(gen(r, i, salt));
                 if (!ck.call(g.gather(std::span<const int64_t>(in), std::span<int64_t>(out), root, f))) return false;
+                digest(Coll::kGather, out);  // empty but on the root
                 if (me == root && !ck.eq(out, want)) return false;
                 ck.what = "allgather" + tag;
                 std::vector<int64_t> all(size_t{n} * P);
-                if (!ck.call(g.allgather(std::span<const int64_t>(in), std::span<int64_t>(all), f)) || !ck.eq(all, want))
-                    return false;
+                if (!ck.call(g.allgather(std::span<const int64_t>(in), std::span<int64_t>(all), f))) return false;
+                digest(Coll::kAllgather, all);
+                if (!ck.eq(all, want)) return false;
             }
             ck.what = "gatherv root " + std::to_string(root) + tag;
             {
@@ -156,13 +204,15 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 if (!ck.call(g.gatherv(std::span<const int64_t>(part), std::span<int64_t>(out),
                                        std::span<const uint32_t>(counts), root, f)))
                     return false;
+                digest(Coll::kGather, out);
                 if (me == root && !ck.eq(out, want)) return false;
                 ck.what = "allgatherv" + tag;
                 std::vector<int64_t> all(displ[P]);
                 if (!ck.call(g.allgatherv(std::span<const int64_t>(part), std::span<int64_t>(all),
-                                          std::span<const uint32_t>(counts), f)) ||
-                    !ck.eq(all, want))
+                                          std::span<const uint32_t>(counts), f)))
                     return false;
+                digest(Coll::kAllgather, all);
+                if (!ck.eq(all, want)) return false;
             }
             ck.what = "scatter root " + std::to_string(root) + tag;
             {
@@ -171,8 +221,9 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                     for (uint32_t i = 0; i < n; ++i) src.push_back(gen(r + 100, i, salt));
                 for (uint32_t i = 0; i < n; ++i) want[i] = gen(me + 100, i, salt);
                 if (me != root) src.clear();
-                if (!ck.call(g.scatter(std::span<const int64_t>(src), std::span<int64_t>(out), root, f)) || !ck.eq(out, want))
-                    return false;
+                if (!ck.call(g.scatter(std::span<const int64_t>(src), std::span<int64_t>(out), root, f))) return false;
+                digest(Coll::kScatter, out);
+                if (!ck.eq(out, want)) return false;
                 ck.what = "scatterv root " + std::to_string(root) + tag;
                 std::vector<int64_t> vsrc, vout(counts[me]), vwant(counts[me]);
                 for (uint32_t r = 0; r < P; ++r)
@@ -180,9 +231,10 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 for (uint32_t i = 0; i < counts[me]; ++i) vwant[i] = gen(me + 200, i, salt);
                 if (me != root) vsrc.clear();
                 if (!ck.call(g.scatterv(std::span<const int64_t>(vsrc), std::span<const uint32_t>(counts),
-                                        std::span<int64_t>(vout), root, f)) ||
-                    !ck.eq(vout, vwant))
+                                        std::span<int64_t>(vout), root, f)))
                     return false;
+                digest(Coll::kScatter, vout);
+                if (!ck.eq(vout, vwant)) return false;
             }
             ck.what = "alltoall" + tag;
             {
@@ -193,8 +245,9 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                         src[size_t{d} * b + i] = gen(uint64_t{me} * P + d, i, salt);
                         want[size_t{d} * b + i] = gen(uint64_t{d} * P + me, i, salt);
                     }
-                if (!ck.call(g.alltoall(std::span<const int64_t>(src), std::span<int64_t>(out), f)) || !ck.eq(out, want))
-                    return false;
+                if (!ck.call(g.alltoall(std::span<const int64_t>(src), std::span<int64_t>(out), f))) return false;
+                digest(Coll::kAlltoall, out);
+                if (!ck.eq(out, want)) return false;
                 ck.what = "alltoallv" + tag;
                 auto cnt = [&](uint32_t s, uint32_t d) { return n == 0 ? 0u : static_cast<uint32_t>((s * 3 + d * 5 + salt) % 7); };
                 std::vector<uint32_t> sc(P), rc(P);
@@ -207,9 +260,10 @@ bool check_all_collectives(Group& g, const CheckPlan& plan, std::string& why) {
                 }
                 std::vector<int64_t> vo(vw.size());
                 if (!ck.call(g.alltoallv(std::span<const int64_t>(vs), std::span<const uint32_t>(sc), std::span<int64_t>(vo),
-                                         std::span<const uint32_t>(rc), f)) ||
-                    !ck.eq(vo, vw))
+                                         std::span<const uint32_t>(rc), f)))
                     return false;
+                digest(Coll::kAlltoall, vo);
+                if (!ck.eq(vo, vw)) return false;
             }
         }
     ck.what = "last barrier";

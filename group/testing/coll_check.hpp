@@ -12,10 +12,22 @@
 
 namespace iccs::group::testing {
 
+// Per collective, a CRC-32 (IEEE, as zlib's) chained over the bytes of every result this rank got,
+// in call order (roots only where only the root gets one): printed by `iccs run collectives` so that
+// the test compares them across clusters and with its own reference (tests/integration/coll_reference.py).
+struct ResultDigests {
+    uint32_t crc[static_cast<size_t>(Coll::kCount)] = {};
+    void add(Coll c, const void* p, size_t n);
+    std::string format() const;  // "bcast 1a2b3c4d reduce ..." (every collective but barrier)
+};
+
 struct CheckPlan {
     std::vector<uint32_t> sizes{0, 1, 1000};  // elements (int64) per rank and collective
     uint32_t rounds = 1;                      // every size this many times (roots and counts vary)
     Family family = Family::kHier;
+    ResultDigests* digests = nullptr;         // when set: every result this rank got, digested
+    bool inject_error = false;                // test hook: rank 0 gives the first allreduce sum of the
+                                              // largest size a wrong element (every rank must fail)
 };
 
 // Runs every collective of the plan on this thread's Group; false with `why` at the first wrong

@@ -4,7 +4,10 @@
 Usage: runtime_run.py ICCS_CLI RT_PING_EXE CASE [ARGS...]
 CASE:
   exchange ARGS...   `iccs run exchange ARGS` (e.g. --transport direct): every cluster says
-                     "exchange ok", the run says PASS, exit 0, nothing left behind
+                     "exchange ok", the run says PASS, exit 0, nothing left behind; and the printed
+                     figures against what was asked (check_exchange_figures)
+  inject-error ARGS...  `iccs run exchange --inject-error ARGS`: one message corrupted on purpose;
+                     cluster 1 counts it corrupt and the run FAILs with exit 1
   delay-hold         `iccs run ping --transport delay --delay-us 5000`: every round trip (two
                      messages) takes at least 2 x 5 ms (strict), the median at most 2 x 5 ms + 100 ms
   delay-auto         `iccs run exchange --transport delay --delay-us auto`: says which D it used and
@@ -137,6 +140,14 @@ def main():
         print(out)
         if bad:
             fail("; ".join(bad))
+    elif case == "inject-error":  # the negative control: a corrupt message on purpose fails the run
+        rc, out, pid = run([cli, "run", "exchange", "--inject-error"] + rest)
+        print(out)
+        lines = re.findall(r"^cluster (\d+): exchange (\w+): .*\(corrupt (\d+),", out, re.M)
+        if rc != 1 or ("1", "FAILED", "1") not in lines or re.search(r"^PASS", out, re.M):
+            fail(f"--inject-error: exit {rc} (1 expected); exchange lines {lines} (cluster 1 must count 1 corrupt)")
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}")
     elif case == "delay-hold":
         d_us = 5000
         rc, out, pid = run([cli, "run", "ping", "--transport", "delay", "--delay-us", str(d_us), "--messages", "40",
