@@ -214,14 +214,14 @@ void Proxy::report_pools() const {
     if (!line.empty()) std::fprintf(stderr, "proxy %u.%u: its buffer pools:%s\n", cfg_.cluster, cfg_.index, line.c_str() + 1);
 }
 
-void Proxy::trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns) {
+MsgTraceRecord Proxy::trace_record(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns) const {
     const uint8_t* h = m->data();  // the convergence header is in the first segment (checked by the callers)
     uint64_t enq_be;
     std::memcpy(&enq_be, h + offsetof(ConvHdr, enq_ns), 8);
-    trace_->record(MsgTraceRecord{now_ns, __builtin_bswap64(enq_be), m->pkt_len, load_be32(h + offsetof(ConvHdr, msg_id)),
-                                  load_be16(h + offsetof(ConvHdr, src_cluster)), load_be16(h + offsetof(ConvHdr, dst_cluster)),
-                                  load_be16(h + offsetof(ConvHdr, src_port)), load_be16(h + offsetof(ConvHdr, dst_port)),
-                                  thread, static_cast<uint8_t>(rx), h[offsetof(ConvHdr, type)]});
+    return MsgTraceRecord{now_ns, __builtin_bswap64(enq_be), m->pkt_len, load_be32(h + offsetof(ConvHdr, msg_id)),
+                          load_be16(h + offsetof(ConvHdr, src_cluster)), load_be16(h + offsetof(ConvHdr, dst_cluster)),
+                          load_be16(h + offsetof(ConvHdr, src_port)), load_be16(h + offsetof(ConvHdr, dst_port)),
+                          thread, static_cast<uint8_t>(rx), h[offsetof(ConvHdr, type)]};
 }
 
 bool Proxy::finish_trace(const std::string& path, std::string& err) {

@@ -322,7 +322,8 @@ class Proxy final : public SlidwinSink {
     std::unique_ptr<PcapngWriter> capture_;  // --pcap; null when off (the hot path's one branch)
     uint64_t capture_flush_ns_ = 0;
     std::unique_ptr<MsgTrace_st> trace_;  // --trace; null when off (the hot path's one branch)
-    void trace_msg(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns);  // out of line: cold
+    // A message's trace record (read while the proxy still owns it); out of line: cold.
+    MsgTraceRecord trace_record(const PktBuf* m, uint16_t thread, bool rx, uint64_t now_ns) const;
     bool udp_wait_ = false;              // adaptive over udp: sleep in io_uring (UringUdpPort::wait), unwatched
     std::vector<pollfd> poll_fds_;       // sleep_in_poll: the ports' descriptors, then the eventfd
     std::unique_ptr<UringUdpPort> udp_;  // fabric udp (then ports_ is empty); outlives ep_

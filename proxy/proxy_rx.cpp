@@ -184,6 +184,14 @@ bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
     }
     const auto port = static_cast<uint32_t>(owner);
     if (type == ConvType::kData) stamps::stamp(stamps::kRingDeliver);
+    // Everything read from the message is read before it is handed over: once in the thread's
+    // ring, the compute thread may take it, free it, and its buffer carry another message.
+    const uint32_t len = msg->pkt_len;
+    uint64_t enq_be;
+    std::memcpy(&enq_be, h + offsetof(ConvHdr, enq_ns), 8);
+    const uint64_t enq = __builtin_bswap64(enq_be);
+    MsgTraceRecord rec{};
+    if (trace_) [[unlikely]] rec = trace_record(msg, static_cast<uint16_t>(port), true, iter_now_ns_);
     if (rte_ring_mp_enqueue(rings_.to_thread(port), msg) != 0) {
         // Counted once per stop, not per retry: the retries run every loop until the ring drains.
         if (sc != nullptr && std::find(blocked_.begin(), blocked_.end(), sc) == blocked_.end()) {
@@ -194,12 +202,9 @@ bool Proxy::deliver(SubConnection* sc, PktBuf* msg) {
         return false;
     }
     ++ctr_.msgs_rx;
-    ctr_.bytes_rx += msg->pkt_len;
-    if (trace_) [[unlikely]] trace_msg(msg, static_cast<uint16_t>(port), true, iter_now_ns_);
+    ctr_.bytes_rx += len;
+    if (trace_) [[unlikely]] trace_->record(rec);
     // Message time: the sender's enqueue stamp to this delivery (same host: same clock).
-    uint64_t enq_be;
-    std::memcpy(&enq_be, msg->data() + offsetof(ConvHdr, enq_ns), 8);
-    const uint64_t enq = __builtin_bswap64(enq_be);
     const uint64_t now = iter_now_ns_;  // this iteration's clock: no clock read per message
     if (enq != 0 && enq <= now) {
         const uint64_t t = now - enq;

@@ -70,7 +70,7 @@ void Proxy::drain_rings(uint64_t now_ns, uint32_t& work) {
             }
             ++ctr_.msgs_tx;
             ctr_.bytes_tx += m->pkt_len;
-            if (trace_) [[unlikely]] trace_msg(m, static_cast<uint16_t>(t), false, now_ns);
+            if (trace_) [[unlikely]] trace_->record(trace_record(m, static_cast<uint16_t>(t), false, now_ns));
             if (cfg_.combine_max_bytes > 0 && m->pkt_len <= cfg_.combine_max_bytes) {
                 if (combine(dst, m)) continue;
                 flush_bundle(dst, now_ns);  // m cannot join: what is open goes first (order)

@@ -5,10 +5,14 @@ Runs water across 2 clusters of 2 compute threads with 2 proxies each over iccs,
 --json, and checks: one header, every line well formed (tx: the proxy's own cluster is the
 source, the destination another cluster; rx: the other way round; the thread index within the
 cluster's compute threads and its service endpoint), and per proxy the tx lines equal its msgs_tx
-counter and the rx lines its msgs_rx counter, nothing dropped, the JSON's trace summary the same.
+counter and the rx lines its msgs_rx counter, nothing dropped, the JSON's trace summary the same;
+across the clusters, every message delivered was sent once and every message sent was delivered,
+but connects refused by the peer's proxy (no listener yet; the refusal is checked) and closes sent
+at the end to a peer that had already finished (match_across).
 Then --trace with --transport direct is refused (exit 2, naming --trace).
 Usage: trace_run.py ICCS_CLI
 """
+import collections
 import json
 import os
 import subprocess
@@ -16,6 +20,38 @@ import sys
 import tempfile
 
 COLS = "dir,cluster,proxy,t_ns,enq_ns,src_cluster,dst_cluster,thread,src_port,dst_port,type,bytes,msg_id".split(",")
+
+
+KCONNECT, KREFUSE, KCLOSE = "2", "4", "5"  # ConvType (stack/conv_hdr.hpp)
+
+
+def match_across(lines):
+    """Each message's tx record (at its sender's proxy) against its rx record (at the receiver's):
+    every message delivered was sent, exactly once, and every message sent was delivered, but for
+    two kinds the proxies handle themselves. A connect that finds no listener yet (the runtime
+    connects before its peer listens, and retries) is answered by the receiving proxy with a
+    refusal, which no compute thread sent: each undelivered connect has its refusal, back to its
+    port. And closes (kClose) sent at the end reach a peer whose compute threads had already
+    ended. msgs_tx counts messages taken from the threads, delivered or not, msgs_rx those handed
+    to one: the difference between one cluster's msgs_tx and the other's msgs_rx is these."""
+    rows = [dict(zip(COLS, line.split(","))) for line in lines[1:] if not line.startswith("#")]
+    key = lambda r: (r["src_cluster"], r["dst_cluster"], r["src_port"], r["dst_port"], r["type"], r["msg_id"])  # noqa: E731
+    tx = collections.Counter(key(r) for r in rows if r["dir"] == "tx")
+    rx = collections.Counter(key(r) for r in rows if r["dir"] == "rx")
+    bad = [f"delivered {n} times, sent {tx[k]}: {k}" for k, n in rx.items() if n > tx[k] and k[4] != KREFUSE]
+    lost = [k for k, n in tx.items() for _ in range(n - rx[k]) if n > rx[k]]
+    # a refusal goes from the listener's cluster and port back to the connecting one
+    refused = collections.Counter((k[1], k[0], k[3], k[2]) for k, n in rx.items() for _ in range(n) if k[4] == KREFUSE)
+    connects = collections.Counter(k[:4] for k in lost if k[4] == KCONNECT)
+    if connects != refused:
+        bad.append(f"undelivered connects {dict(connects)} against the refusals sent back {dict(refused)}")
+    bad += [f"sent but never delivered: (src, dst, src_port, dst_port, type, msg_id) = {k}" for k in lost
+            if k[4] not in (KCLOSE, KCONNECT)]
+    closes = sum(1 for k in lost if k[4] == KCLOSE)
+    print(f"across the clusters: {sum(rx.values())} messages delivered, each sent once, or a refusal of a connect; "
+          f"{sum(tx.values())} sent, all delivered but {sum(connects.values())} connects refused (no listener yet) "
+          f"and {closes} closes (kClose) to a peer that had finished")
+    return bad[:20]
 
 
 def main():
@@ -52,6 +88,7 @@ def main():
             counts[key] = counts.get(key, 0) + 1
         if dropped != 0:
             fails.append(f"dropped: {dropped} (expected 0)")
+        fails += match_across(lines)
         tx_all = rx_all = 0
         for px in j["iccs"]["proxies"]:
             c, i = px["cluster"], px["proxy"]
