@@ -51,6 +51,8 @@ const char* kRunHelp =
     "            [--min-size, --max-size]; the first message has the smallest size, the second the\n"
     "            largest); every receiver checks each one: intact, exactly once, and in order on\n"
     "            ordered connections; then both ends close and the receiver sees end-of-stream.\n"
+    "            --inject-error (a test hook): thread 0.0's message 1 to thread 1.0 leaves with a byte\n"
+    "            wrong; its receiver counts it corrupt and the run FAILs (exit 1).\n"
     "  errors    the failure cases of connections on 2 clusters: connect to a port nobody bound\n"
     "            (refused), recv after the peer closed (end-of-stream), and cluster 1 killing itself\n"
     "            (its peer is told the cluster is down within [cluster] peer_timeout_ms).\n"
@@ -188,6 +190,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     uint32_t min_size = 1, max_size = 9000, timeout_s = 300;
     uint64_t warmup = 10;
     uint32_t gap_us = 0;
+    bool inject_error = false;
     std::string program = "alltoall";
     int i = 0;
     if (!demo) {
@@ -221,6 +224,10 @@ int cmd_run(int argc, char** argv, bool demo) {
         if (a == "--transport" || a == "--delay-us")
             usage_error(a + " is for programs on the cluster runtime (exchange, ping, or a PATH); " + program +
                         " is a convergence-level program that always runs over the proxies");
+        if (a == "--inject-error" && program == "alltoall") {  // the test hook: the run must FAIL
+            inject_error = true;
+            continue;
+        }
         if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run --help)");
         const std::string v = argv[++i];
         bool mapped = false;
@@ -286,6 +293,7 @@ int cmd_run(int argc, char** argv, bool demo) {
     plan.max_size = max_size;
     plan.warmup = warmup;
     plan.gap_us = gap_us;
+    plan.inject_error = inject_error;
     std::string result_file;
     if (program == "pingpong") {
         result_file = "/tmp/iccs-pingpong-" + std::to_string(::getpid()) + ".txt";

@@ -561,6 +561,14 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        // Fault injection ([test] drop, duplicate): what it did to the frames this proxy received,
+        // so that a test sees the knob took effect (retransmissions alone also come from load).
+        if (plan.impair.drop > 0 || plan.impair.duplicate > 0)
+            std::fprintf(out, "  faults %u.%zu: dropped %llu and duplicated %llu of %llu frames received (drop %g, "
+                         "duplicate %g)\n",
+                         plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.impair_dropped),
+                         static_cast<unsigned long long>(s.proxy.impair_duplicated),
+                         static_cast<unsigned long long>(s.port_rx), plan.impair.drop, plan.impair.duplicate);
         // Frames that were not the run's own (issue 17), by reason; only when there were some.
         const SlidwinCounters& w = s.slidwin;
         if (w.drop_token + w.drop_out_of_window + w.drop_unsynced + w.drop_unknown_subconn + w.drop_auth +

@@ -97,6 +97,7 @@ struct ClusterPlan {
     // compute thread pauses this long once its connections are open, before it sends (idle
     // proxies, then a burst).
     uint32_t gap_us = 0;
+    bool inject_error = false;  // alltoall's test hook: one message leaves with a byte wrong (FAIL)
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only
     // remove the runtime dir. Set by launch_clusters() for its forked cluster processes.

@@ -147,6 +147,10 @@ bool program_alltoall(ComputeEnv& env) {
                 for (int k = 0; k < 32 && o.next < p.messages; ++k) {
                     const uint32_t size = msg_size(p, me, t, o.dc, o.dt, o.next);
                     for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(me, t, o.next, b);
+                    // the test hook: message 1 (--max-size bytes) of thread 0.0 to thread 1.0 leaves
+                    // with one byte wrong; its receiver must count it corrupt
+                    if (p.inject_error && me == 0 && t == 0 && o.dc == 1 && o.dt == 0 && o.next == 1 && size > 0)
+                        pattern[size / 2] ^= 0x40;
                     const ConvError e = conv.send(o.c, pattern.data(), size, 0);
                     if (e == ConvError::kWouldBlock) break;
                     if (e != ConvError::kOk) return set_error(env, "send", e);

@@ -15,16 +15,41 @@ def proxy_lines(out):
     return res
 
 
+def fault_lines(out):
+    """{(cluster, proxy): (dropped, duplicated, frames received)} from the `  faults C.P:` lines."""
+    return {(int(c), int(p)): (int(d), int(u), int(n)) for c, p, d, u, n in re.findall(
+        r"^  faults (\d+)\.(\d+): dropped (\d+) and duplicated (\d+) of (\d+) frames received", out, re.M)}
+
+
+def share_ok(count, frames, p):
+    """The fault injection's count against its probability: between half and twice p x frames
+    (a binomial count of thousands of frames lies far inside; a knob ignored gives 0)."""
+    return frames > 0 and 0.5 * p * frames <= count <= 2 * p * frames + 10
+
+
 def check_knobs(asked, out):
-    """Each fault and fabric knob shows its effect in the proxies' counters: --drop: every proxy
-    retransmitted; --duplicate: every proxy saw duplicates; an MTU above 1500 on a DPDK fabric:
-    frames carry whole pieces (frames tx at most twice messages tx + retransmissions; at MTU 1500
-    the same pieces would be cut into several fragments each)."""
+    """Each fault and fabric knob shows its effect in the proxies' counters: --drop P: every proxy's
+    fault injection dropped about P of the frames it received (the `faults` line) and it
+    retransmitted; --duplicate P: about P duplicated and it counted duplicates; an MTU above 1500
+    on a DPDK fabric: frames carry whole pieces (frames tx at most twice messages tx +
+    retransmissions; at MTU 1500 the same pieces would be cut into several fragments each)."""
     bad = []
     prox = proxy_lines(out)
+    faults = fault_lines(out)
     if len(prox) != asked["clusters"] * asked["proxies"]:
         return [f"{len(prox)} proxy lines, want {asked['clusters'] * asked['proxies']}"]
     for (c, p), v in sorted(prox.items()):
+        if asked["drop"] > 0 or asked["duplicate"] > 0:
+            if (c, p) not in faults:
+                bad.append(f"proxy {c}.{p}: no faults line although --drop/--duplicate was given")
+                continue
+            dropped, duplicated, frames = faults[(c, p)]
+            if asked["drop"] > 0 and not share_ok(dropped, frames, asked["drop"]):
+                bad.append(f"--drop {asked['drop']}: proxy {c}.{p} dropped {dropped} of {frames} frames")
+            if asked["duplicate"] > 0 and not share_ok(duplicated, frames, asked["duplicate"]):
+                bad.append(f"--duplicate {asked['duplicate']}: proxy {c}.{p} duplicated {duplicated} of {frames} frames")
+        elif (c, p) in faults:
+            bad.append(f"proxy {c}.{p}: fault injection reported although none was asked")
         if asked["drop"] > 0 and v["retx"] == 0:
             bad.append(f"--drop {asked['drop']}: proxy {c}.{p} retransmitted nothing")
         if asked["duplicate"] > 0 and v["dup"] == 0:
@@ -33,5 +58,6 @@ def check_knobs(asked, out):
             bad.append(f"MTU {asked['mtu']}: proxy {c}.{p} sent {v['frames_tx']} frames for {v['msgs_tx']} messages "
                        f"and {v['retx']} retransmissions: pieces were fragmented")
     if asked["drop"] > 0 or asked["duplicate"] > 0:
-        print("knobs: " + ", ".join(f"proxy {c}.{p} retx {v['retx']} dup {v['dup']}" for (c, p), v in sorted(prox.items())))
+        print("knobs: " + ", ".join(f"proxy {c}.{p} retx {v['retx']} dup {v['dup']} faults {faults.get((c, p))}"
+                                    for (c, p), v in sorted(prox.items())))
     return bad

@@ -19,6 +19,8 @@ and the proxies' own "msgs tx" counters):
   --expect-combined       message combining (issue 21): every proxy sent and received bundles (the
                           report's "combining C.P:" line), none malformed
   --expect-not-combined   combining off ([cluster] combine_max_bytes = 0): no proxy sent a bundle
+  --inject-error          (passed on) one message corrupted on purpose: the run must exit 1 with
+                          cluster 1 FAILing on corrupt messages (the negative control)
   --expect-wan-dropped    WAN loss (issue 10): every emulated link with loss > 0 in the run's
                           report ("wan C.P: link A->B ... dropped N (loss P)") dropped frames, and
                           there is at least one such link (delivery is checked as for every run)
@@ -259,7 +261,17 @@ def main():
         failures.append(f"{len(passes)} of {clusters} clusters passed")
     asked = asked_of(args)
     failures += check_header(asked, out, whole=program == "alltoall")
-    if program == "alltoall":  # errors: cluster 1 dies on purpose, only cluster 0 reports
+    if "--inject-error" in args:
+        # the negative control: one message corrupted on purpose; only the failure is checked
+        lines = re.findall(r"^cluster (\d+): (PASS|FAIL)  sent \d+, received \d+, missing \d+, duplicated \d+, corrupt (\d+)",
+                           out, re.M)
+        failures = [f for f in failures if not f.startswith(("exit status", f"{len(passes)} of"))]
+        # on an ordered connection every message after the corrupt one is out of order: corrupt too
+        if proc.returncode != 1 or not any(c == "1" and r == "FAIL" and int(n) >= 1 for c, r, n in lines) or \
+                ("0", "PASS", "0") not in lines:
+            failures.append(f"--inject-error: exit {proc.returncode} (1 expected), result lines {lines}: cluster 1 "
+                            "must FAIL counting the corrupt message, cluster 0 PASS")
+    elif program == "alltoall":  # errors: cluster 1 dies on purpose, only cluster 0 reports
         failures += check_figures(asked, out) + check_knobs(asked, out)
     # every proxy moved messages both ways
     for line in re.findall(r"^  proxy .*$", out, re.M):
