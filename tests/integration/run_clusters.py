@@ -99,6 +99,7 @@ def asked_of(args):
         "drop": float(last_value(args, "--drop", "0")),
         "duplicate": float(last_value(args, "--duplicate", "0")),
         "stripe_set": set_value(args, "convergence.stripe_threshold_bytes") is not None,
+        "keyed": set_value(args, "security.key_file") is not None,
         "uring_rx": os.environ.get("ICCS_URING_RX", ""),
         "gso_off": os.environ.get("ICCS_URING_GSO") == "0",
         "gro_off": os.environ.get("ICCS_URING_GRO") == "0",
@@ -107,6 +108,9 @@ def asked_of(args):
 
 # Per frame: IPv4 20 + UDP 8 + slidwin 40 + convergence 40 bytes of headers (DESIGN.md §6).
 FRAME_HEADERS = 108
+# Under a key every datagram also carries the auth block after the slidwin header: counter 8 +
+# GCM tag 16 (stack/slidwin_auth.hpp kSlidwinAuthLen); the default piece leaves room for it.
+AUTH_BLOCK = 24
 
 HEADER_RE = (r"^iccs run \S+: (\d+) clusters x (\d+) compute threads, (\d+) proxies per cluster.*?, fabric (\S+) .*?"
              r"polling (\S+), dispatch (\S+), (ordered|unordered) connections, stripe threshold (\d+) bytes, MTU (\d+)")
@@ -126,8 +130,10 @@ def check_header(asked, out, whole):
     for k, v in said.items():
         if v != asked[k]:
             bad.append(f"the run header says {k} {v}, the test asked for {asked[k]}")
-    if not asked["stripe_set"] and int(thr) != asked["mtu"] - FRAME_HEADERS:
-        bad.append(f"stripe threshold {thr} bytes at MTU {asked['mtu']}: want MTU - {FRAME_HEADERS} headers")
+    headers = FRAME_HEADERS + (AUTH_BLOCK if asked["keyed"] else 0)
+    if not asked["stripe_set"] and int(thr) != asked["mtu"] - headers:
+        bad.append(f"stripe threshold {thr} bytes at MTU {asked['mtu']}: want MTU - {headers} bytes of headers"
+                   + (" (with the auth block)" if asked["keyed"] else ""))
     starts = re.findall(r"^cluster (\d+): (\d+) proxies, (\d+) compute threads, fabric (\S+) \((.*?)\), polling (\w+)",
                         out, re.M)
     if sorted(int(s[0]) for s in starts) != list(range(asked["clusters"])):
