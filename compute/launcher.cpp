@@ -175,6 +175,10 @@ static int prepare_run(ClusterPlan& plan) {
     // A quiet run (a benchmark) keeps stdout for its own result (`bench --json`): the
     // cluster's report goes to stderr.
     if (plan.quiet) dup2(2, 1);
+    // Every cluster process writes to the same stdout: fully buffered into a pipe, a 4 KiB buffer
+    // flushed mid-line puts another cluster's lines inside this one's (a report's table row cut
+    // in two). A line written whole is under PIPE_BUF, so the kernel never splits it.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     ClusterPlan mine = plan;
     mine.cluster_id = c;
     mine.exit_without_teardown = true;  // this process _exit()s right after the report
