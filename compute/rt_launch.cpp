@@ -19,85 +19,6 @@
 
 namespace iccs {
 
-const char* to_string(RtTransport t) {
-    switch (t) {
-        case RtTransport::kIccs: return "iccs";
-        case RtTransport::kDirect: return "direct";
-        case RtTransport::kDelay: return "delay";
-    }
-    return "?";
-}
-
-bool parse_transport(const std::string& s, RtTransport& out) {
-    if (s == "iccs") out = RtTransport::kIccs;
-    else if (s == "direct") out = RtTransport::kDirect;
-    else if (s == "delay") out = RtTransport::kDelay;
-    else return false;
-    return true;
-}
-
-namespace {
-
-bool parse_uint(const char* v, uint64_t max, uint64_t& out) {
-    if (v == nullptr || *v == '\0') return false;
-    uint64_t x = 0;
-    for (const char* p = v; *p; ++p) {
-        if (*p < '0' || *p > '9') return false;
-        x = x * 10 + uint64_t(*p - '0');
-        if (x > max) return false;
-    }
-    out = x;
-    return true;
-}
-
-std::string bad(const char* var, const char* v, const std::string& why) {
-    return std::string(var) + "=\"" + (v ? v : "") + "\": " + why;
-}
-
-}  // namespace
-
-bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err) {
-    out = RtRank{};
-    // (rank variable, size variable), in the order of DESIGN.md §8, our own launcher first.
-    const std::pair<const char*, const char*> order[] = {
-        {kEnvCluster, kEnvClusters},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"PMI_RANK", "PMI_SIZE"},
-        {"PMIX_RANK", "PMI_SIZE"},
-    };
-    for (const auto& [rv, sv] : order) {
-        const char* r = get(rv);
-        if (r == nullptr) continue;
-        uint64_t rank = 0, size = 0;
-        if (!parse_uint(r, 63, rank)) {
-            err = bad(rv, r, "expected a rank from 0 to 63 (one cluster per process, at most 64 clusters)");
-            return false;
-        }
-        const char* s = get(sv);
-        if (s != nullptr) {
-            if (!parse_uint(s, 64, size) || size == 0) {
-                err = bad(sv, s, "expected a size from 1 to 64");
-                return false;
-            }
-            if (rank >= size) {
-                err = bad(rv, r, std::string("rank must be below ") + sv + " = " + s);
-                return false;
-            }
-        } else if (std::strcmp(rv, "PMIX_RANK") != 0) {
-            err = std::string(rv) + " is set but " + sv + " is not: the launcher must give both";
-            return false;
-        }
-        out.found = true;
-        out.rank = static_cast<uint16_t>(rank);
-        out.size = static_cast<uint16_t>(size);
-        out.source = rv;
-        if (s != nullptr) out.size_source = sv;
-        return true;
-    }
-    return true;
-}
-
 bool load_security(const MachineConfig& cfg, ClusterPlan& plan, std::string& err) {
     const char* env = std::getenv("ICCS_KEY_FILE");
     const std::string path = env != nullptr && *env != '\0' ? std::string(env) : cfg.security.key_file;
@@ -174,22 +95,6 @@ std::vector<std::vector<std::string>> rt_peer_addresses(const ClusterPlan& plan)
     return out;
 }
 
-bool parse_overrides(const char* text, std::vector<std::pair<std::string, std::string>>& out, std::string& err) {
-    if (text == nullptr) return true;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        const auto eq = line.find('=');
-        if (eq == std::string::npos) {
-            err = std::string(kEnvOverrides) + ": line \"" + line + "\" is not section.key=value";
-            return false;
-        }
-        out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
-    }
-    return true;
-}
-
 bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec& out, std::string& err) {
     RtRank rank;
     if (!rt_discover_rank(get, rank, err)) return false;
@@ -233,36 +138,15 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
     out.delay_ns = cfg.runtime.delay_us * 1000;
     if (const char* t = get(kEnvTransport); t != nullptr && *t != '\0') {
         if (!parse_transport(t, out.transport)) {
-            err = bad(kEnvTransport, t, "allowed values are iccs, direct, delay");
+            err = env_bad(kEnvTransport, t, "allowed values are iccs, direct, delay");
             return false;
         }
     }
-    if (const char* d = get(kEnvDelayNs); d != nullptr && !parse_uint(d, 60'000'000'000ull, out.delay_ns)) {
-        err = bad(kEnvDelayNs, d, "expected nanoseconds from 0 to 60000000000");
+    if (const char* d = get(kEnvDelayNs); d != nullptr && !env_uint(d, 60'000'000'000ull, out.delay_ns)) {
+        err = env_bad(kEnvDelayNs, d, "expected nanoseconds from 0 to 60000000000");
         return false;
     }
-    // The run id names shared memory, EAL prefixes and socket directories: every process of one
-    // run must agree on it, and no other run on the host may use it.
-    std::string id;
-    for (const char* v : {kEnvRunId, "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
-        if (const char* x = get(v); x != nullptr && *x != '\0') {
-            id = x;
-            if (std::strcmp(v, "SLURM_JOB_ID") == 0)
-                if (const char* st = get("SLURM_STEP_ID")) id += std::string("s") + st;
-            break;
-        }
-    if (id.empty()) id = "job";
-    for (char& ch : id)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    if (id.size() > 8) {
-        // DPDK object names (mempools: 25 characters) carry "iccs-<run>-c<id>-...": a long job id
-        // (a PMIx namespace) becomes 8 hex digits of its FNV-1a hash.
-        uint32_t h = 2166136261u;
-        for (const char ch : id) h = (h ^ static_cast<uint8_t>(ch)) * 16777619u;
-        char hex[9];
-        std::snprintf(hex, sizeof hex, "%08x", h);
-        id = hex;
-    }
+    const std::string id = launcher_run_id(get);
     out.run_id = id;
     if (!plan_from_config(cfg, out.cluster, out.plan, err)) return false;
     out.plan.run_id = id;

@@ -64,7 +64,25 @@ struct RtRank {
     std::string source;       // "ICCS_CLUSTER", "SLURM_PROCID", ...
     std::string size_source;  // "ICCS_CLUSTERS", "SLURM_NTASKS", ... ("" when no size was given)
 };
-bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err);
+// Which of our own variables come first, and the ranks allowed: a cluster per process (the
+// runtime, default), or the MPI provider's ranks (mpi/provider/: ICCS_RANK/ICCS_RANKS).
+struct RankScheme {
+    const char* own_rank;
+    const char* own_size;
+    uint32_t max_size;
+    const char* what;  // said in the error of a rank out of range
+};
+inline constexpr RankScheme kClusterPerProcess{kEnvCluster, kEnvClusters, 64, "one cluster per process, at most 64 clusters"};
+bool rt_discover_rank(const std::function<const char*(const char*)>& get, RtRank& out, std::string& err,
+                      const RankScheme& scheme = kClusterPerProcess);
+// The run id from the environment: ICCS_RUN_ID, else SLURM_JOB_ID(+step), else Open MPI's job id
+// (OMPI_MCA_ess_base_jobid), else the PMIx namespace, else "job"; long ids become 8 hex digits.
+std::string launcher_run_id(const std::function<const char*(const char*)>& get);
+// A decimal number of at most max (false: empty, not a number, too large), and the line that
+// says a variable's value is wrong: VAR="value": why. (launcher_env.cpp, with the two above and
+// parse_overrides.)
+bool env_uint(const char* v, uint64_t max, uint64_t& out);
+std::string env_bad(const char* var, const char* v, const std::string& why);
 
 // The ClusterPlan of cluster `cluster` of a machine configuration (pinning spread over this host's
 // cores), for every launcher (`iccs run`, the runtime's). False with `err` when the [wan] script or
