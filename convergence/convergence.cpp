@@ -68,15 +68,6 @@ const char* conv_strerror(ConvError e) {
     return "?";
 }
 
-std::string_view to_string(Dispatch d) {
-    switch (d) {
-        case Dispatch::kFixed: return "fixed";
-        case Dispatch::kRoundRobin: return "round-robin";
-        case Dispatch::kLeastLoaded: return "least-loaded";
-    }
-    return "?";
-}
-
 uint32_t default_stripe_threshold(uint32_t mtu_bytes) {
     return mtu_bytes - kIpv4HdrLen - kUdpHdrLen - kSlidwinHdrLen - kConvHdrLen;
 }
@@ -175,7 +166,11 @@ uint64_t Convergence::spin_clock(uint64_t started_ns) {
 
 void Convergence::spin_fresh() { spin_passes_ = kInlineClockEvery - 1; }
 
-uint64_t Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
+uint64_t Convergence::idle(uint64_t started_ns, uint64_t deadline_ns, const std::function<bool()>& other_work) {
+    return wait_some(started_ns, deadline_ns, &other_work);
+}
+
+uint64_t Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns, const std::function<bool()>* other_work) {
     if (net_.poll_inline) {  // inline polling: this thread runs the stack
         const uint64_t now = spin_clock(started_ns);
         net_.poll_inline(now);
@@ -207,7 +202,7 @@ uint64_t Convergence::wait_some(uint64_t started_ns, uint64_t deadline_ns) {
     }
     Waker& w = net_.rings->thread_waker(thread_);
     w.prepare_sleep();
-    if (rte_ring_count(net_.rings->to_thread(thread_)) != 0) {
+    if (rte_ring_count(net_.rings->to_thread(thread_)) != 0 || (other_work != nullptr && (*other_work)())) {
         w.cancel_sleep();
         return now;
     }

@@ -247,6 +247,17 @@ class Convergence {
 
     // Take what arrived and answer control messages, without waiting. Calls that wait do this.
     void progress();
+    // For a thread that serves more than this module (mpi/provider/'s agent: a rank's shared-
+    // memory ring beside the rank's connections): one pass of the wait every blocking call makes
+    // (a spin that runs the proxies' iterations under the assist, then a sleep on this thread's
+    // waker until a proxy delivers or someone wakes it). other_work() is asked again after the
+    // thread said it sleeps, so work whose producer wakes the waker after making it is never slept
+    // on. started_ns: when the caller began waiting (monotonic_ns). Returns the time it went by.
+    uint64_t idle(uint64_t started_ns, uint64_t deadline_ns, const std::function<bool()>& other_work);
+    // The caller's wait is over (it found work): stop watching the proxies (the assist).
+    void idle_end() {
+        if (watching_) set_watching(false);
+    }
     const ConvCounters& counters() const { return ctr_; }
     uint16_t thread() const { return thread_; }
     uint16_t cluster() const { return net_.cluster; }
@@ -277,7 +288,7 @@ class Convergence {
     // Wait a little for something to happen (not past deadline_ns); started_ns: when the caller
     // began waiting (it spins briefly, then sleeps until a proxy wakes it). Returns the time it
     // went by (spin_clock: at most a few passes, or one sleep, old) for the caller's deadline.
-    uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns);
+    uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns, const std::function<bool()>* other_work = nullptr);
     // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
     // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
     // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
