@@ -1,0 +1,317 @@
+// agent.cpp: the agent's life (agent.hpp): region, cluster, socket, ranks, end.
+#include "agent.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "agent_link.hpp"
+#include "runtime_launch.hpp"
+
+namespace iccs::mpi {
+
+std::atomic<bool> g_agent_stop{false};
+
+namespace {
+
+constexpr uint32_t kAttachWaitMs = 60'000;  // no rank at all came within this: give up
+constexpr uint32_t kStartWaitMs = 60'000;   // the cluster's links and bridges up within this
+
+uint64_t env_ring_bytes(const char* name, uint64_t dflt) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return dflt;
+    uint64_t x = 0;
+    if (!env_uint(v, 1ull << 30, x) || x < (64u << 10) || (x & (x - 1)) != 0) {
+        std::fprintf(stderr, "iccs-mpi-agent: %s=\"%s\": expected a power of two from 65536 to 1073741824; using %" PRIu64 "\n",
+                     name, v, dflt);
+        return dflt;
+    }
+    return x;
+}
+
+int listen_on(const std::string& path, std::string& err) {
+    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        err = std::string("socket: ") + std::strerror(errno);
+        return -1;
+    }
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) {
+        err = path + ": too long for a Unix socket";
+        close(s);
+        return -1;
+    }
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ::unlink(path.c_str());  // a stale socket of a crashed run with the same id
+    if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(s, 256) != 0) {
+        err = path + ": " + std::strerror(errno);
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+}  // namespace
+
+Agent::~Agent() {
+    if (listen_ >= 0) close(listen_);
+    for (Member& mb : members_)
+        if (mb.sock >= 0) close(mb.sock);
+    for (int s : pending_) close(s);
+    if (cluster_.joinable()) {
+        shared_.stop = true;
+        cluster_.join();
+    }
+}
+
+bool Agent::start(std::string& err) {
+    RegionGeometry g;
+    g.members = m_.domain_members();
+    g.first_rank = m_.domain_first(domain_);
+    g.world = m_.world;
+    g.cluster_size = m_.cluster_size;
+    g.bridged = m_.bridged();
+    g.pair_ring_bytes = env_ring_bytes("ICCS_MPI_RING_BYTES", g.pair_ring_bytes);
+    g.agent_ring_bytes = env_ring_bytes("ICCS_MPI_AGENT_RING_BYTES", g.agent_ring_bytes);
+    region_layout(g);
+    if (!region_.create(g, static_cast<uint32_t>(m_.transport), m_.transport == RtTransport::kDelay ? m_.delay_ns : 0,
+                        m_.run_hash, err))
+        return false;
+    members_.assign(g.members, Member{});
+    if (m_.bridged()) {
+        // The cluster, as `iccs run` brings one up, with a compute thread per rank: the bridges.
+        if (!plan_from_config(*m_.config, static_cast<uint16_t>(domain_), plan_, err)) return false;
+        plan_.threads = static_cast<uint16_t>(m_.cluster_size);
+        plan_.run_id = m_.run_id;
+        plan_.sock_dir = m_.run_dir;
+        plan_.exit_without_teardown = true;
+        plan_.quiet = true;
+        shared_.machine = &m_;
+        shared_.region = &region_;
+        shared_.cluster = domain_;
+        shared_.counters.assign(m_.cluster_size, BridgeCounters{});
+        plan_.program = [this](ComputeEnv& env) { return bridge_program(env, shared_); };
+        cluster_ = std::thread([this] {
+            cluster_report_ = run_cluster(plan_);
+            if (!cluster_report_.ok && !cluster_report_.error.empty()) shared_.fail(cluster_report_.error);
+            cluster_ended_ = true;
+        });
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStartWaitMs);
+        while (shared_.ready.load() < m_.cluster_size) {
+            if (shared_.failed || cluster_ended_) {
+                std::lock_guard<std::mutex> lk(shared_.mu);
+                err = "cluster " + std::to_string(domain_) + ": " +
+                      (shared_.error.empty() ? std::string("its cluster ended before its bridges were up") : shared_.error);
+                return false;
+            }
+            if (g_agent_stop || std::chrono::steady_clock::now() > until) {
+                err = "cluster " + std::to_string(domain_) + ": its bridges were not connected to every other cluster within " +
+                      std::to_string(kStartWaitMs / 1000) + " s (is an agent of every cluster running?)";
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    listen_ = listen_on(m_.agent_socket(domain_), err);
+    return listen_ >= 0;
+}
+
+void Agent::on_hello(int sock) {
+    LinkHello h;
+    const long n = link_recv(sock, &h, sizeof h);
+    LinkReply r;
+    r.kind = LinkMsg::kRefused;
+    auto refuse = [&](const std::string& why) {
+        std::snprintf(r.why, sizeof r.why, "%s", why.c_str());
+        (void)link_send_reply(sock, r, -1);
+        close(sock);
+    };
+    if (n != static_cast<long>(sizeof h) || h.magic != kLinkMagic || h.kind != LinkMsg::kHello)
+        return refuse("not a hello of this provider");
+    if (h.version != kLinkVersion) return refuse("the provider and the agent come from different builds");
+    if (h.run_hash != m_.run_hash || h.world != m_.world || h.clusters != m_.clusters ||
+        h.cluster_size != m_.cluster_size || h.transport != static_cast<uint32_t>(m_.transport))
+        return refuse("the rank computed another run (run id, machine file or transport differ from the agent's: " +
+                      std::to_string(h.world) + " ranks, " + std::to_string(h.clusters) + " clusters, against " +
+                      std::to_string(m_.world) + " and " + std::to_string(m_.clusters) + ")");
+    if (!region_.is_member(h.rank)) return refuse("rank " + std::to_string(h.rank) + " is not served by this agent");
+    const uint32_t mb = region_.member_of(h.rank);
+    RankSlot& slot = region_.slot(mb);
+    if (slot.state.load() != static_cast<uint32_t>(RankState::kUnborn))
+        return refuse("rank " + std::to_string(h.rank) + " attached before (a rank attaches once)");
+    slot.pid.store(h.pid);
+    slot.state.store(static_cast<uint32_t>(RankState::kAlive), std::memory_order_release);
+    region_.bump_epoch();
+    r.kind = LinkMsg::kWelcome;
+    if (!link_send_reply(sock, r, region_.fd())) {
+        slot.state.store(static_cast<uint32_t>(RankState::kDead), std::memory_order_release);
+        close(sock);
+        return;
+    }
+    members_[mb].sock = sock;
+    members_[mb].ever = true;
+}
+
+void Agent::mark_dead(uint32_t mb) {
+    RankSlot& slot = region_.slot(mb);
+    slot.state.store(static_cast<uint32_t>(RankState::kDead), std::memory_order_release);
+    region_.bump_epoch();
+    for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
+    futex_wake_shared(&slot.bridge_word);  // its bridge tells the other clusters
+}
+
+void Agent::on_member_event(uint32_t mb) {
+    Member& me = members_[mb];
+    LinkBye b;
+    const long n = link_recv(me.sock, &b, sizeof b);
+    RankSlot& slot = region_.slot(mb);
+    if (n == static_cast<long>(sizeof b) && b.magic == kLinkMagic && b.kind == LinkMsg::kBye) {
+        slot.state.store(static_cast<uint32_t>(RankState::kFinished), std::memory_order_release);
+        region_.bump_epoch();
+    } else {
+        // A hang-up without goodbye: the rank's process ended (crash, kill, exit without closing).
+        mark_dead(mb);
+    }
+    close(me.sock);
+    me.sock = -1;
+}
+
+int Agent::serve() {
+    const auto started = std::chrono::steady_clock::now();
+    bool any = false;
+    while (!g_agent_stop) {
+        std::vector<pollfd> fds;
+        fds.push_back(pollfd{listen_, POLLIN, 0});
+        for (int s : pending_) fds.push_back(pollfd{s, POLLIN, 0});
+        std::vector<uint32_t> who;
+        for (uint32_t i = 0; i < members_.size(); ++i)
+            if (members_[i].sock >= 0) {
+                fds.push_back(pollfd{members_[i].sock, POLLIN, 0});
+                who.push_back(i);
+            }
+        const int rc = poll(fds.data(), fds.size(), 100);
+        if (rc < 0 && errno != EINTR) break;
+        if (rc > 0) {
+            if (fds[0].revents & POLLIN) {
+                const int s = accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
+                if (s >= 0) pending_.push_back(s);
+            }
+            std::vector<int> still;
+            for (size_t i = 0; i < pending_.size(); ++i) {
+                if (fds[1 + i].revents != 0) on_hello(pending_[i]);
+                else still.push_back(pending_[i]);
+            }
+            const size_t base = 1 + pending_.size();
+            pending_ = std::move(still);
+            for (size_t i = 0; i < who.size(); ++i)
+                if (fds[base + i].revents != 0) on_member_event(who[i]);
+        }
+        uint32_t alive = 0;
+        for (uint32_t i = 0; i < members_.size(); ++i) {
+            any = any || members_[i].ever;
+            if (members_[i].sock >= 0) ++alive;
+        }
+        if (any && alive == 0 && pending_.empty()) break;  // every rank that came has gone
+        if (!any && std::chrono::steady_clock::now() - started > std::chrono::milliseconds(kAttachWaitMs)) {
+            std::fprintf(stderr, "iccs-mpi-agent: no rank of %s %u attached within %u s: ending\n",
+                         m_.bridged() ? "cluster" : "the run's domain", domain_, kAttachWaitMs / 1000);
+            break;
+        }
+        if (shared_.failed && m_.bridged()) {
+            std::lock_guard<std::mutex> lk(shared_.mu);
+            std::fprintf(stderr, "iccs-mpi-agent: cluster %u: %s\n", domain_, shared_.error.c_str());
+            // The bridges are what reach the other clusters: without them every rank of this
+            // cluster is cut off from them, as if the other clusters were gone.
+            for (uint32_t r = 0; r < m_.world; ++r)
+                if (!region_.is_member(r)) region_.dead_flag(r).store(1);
+            region_.bump_epoch();
+            for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
+            shared_.failed = false;  // said once
+        }
+    }
+    // Ranks still attached when a signal ended the agent: they learn it from the hang-up.
+    for (Member& mb : members_)
+        if (mb.sock >= 0) {
+            close(mb.sock);
+            mb.sock = -1;
+        }
+    bool ok = true;
+    if (cluster_.joinable()) {
+        shared_.stop = true;
+        for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).bridge_word);
+        cluster_.join();
+        ok = cluster_report_.ok;
+    }
+    for (uint32_t k = 0; k < region_.hdr().members; ++k)
+        if (region_.slot(k).state.load() == static_cast<uint32_t>(RankState::kDead)) ok = false;
+    report(ok);
+    cleanup();
+    return ok ? 0 : 1;
+}
+
+void Agent::report(bool ok) {
+    const char* base = std::getenv("ICCS_REPORT");
+    if (base == nullptr || *base == '\0') return;
+    const std::string path = std::string(base) + ".mpi.c" + std::to_string(domain_);
+    FILE* out = std::fopen(path.c_str(), "w");
+    if (out == nullptr) return;
+    std::fprintf(out, "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"ranks\":[", domain_, ok ? "true" : "false",
+                 to_string(m_.transport));
+    for (uint32_t k = 0; k < region_.hdr().members; ++k) {
+        const RankSlot& s = region_.slot(k);
+        std::fprintf(out, "%s{\"rank\":%u,\"state\":%u", k ? "," : "", region_.hdr().first_rank + k, s.state.load());
+#define ICCS_X(name) std::fprintf(out, ",\"" #name "\":%" PRIu64, s.counters.name.load(std::memory_order_relaxed));
+        ICCS_MPI_RANK_COUNTERS(ICCS_X)
+#undef ICCS_X
+        if (k < shared_.counters.size()) {
+            const BridgeCounters& b = shared_.counters[k];
+            std::fprintf(out,
+                         ",\"bridge\":{\"records_out\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"records_in\":%" PRIu64
+                         ",\"bytes_in\":%" PRIu64 ",\"window_waits\":%" PRIu64 ",\"ring_full\":%" PRIu64
+                         ",\"dropped\":%" PRIu64 "}",
+                         b.records_out, b.bytes_out, b.records_in, b.bytes_in, b.window_waits, b.ring_full, b.dropped);
+        }
+        std::fprintf(out, "}");
+    }
+    std::fprintf(out, "],\"proxies\":[");
+    for (size_t i = 0; i < cluster_report_.proxies.size(); ++i) {
+        const ProxyCounters& p = cluster_report_.proxies[i].proxy;
+        std::fprintf(out,
+                     "%s{\"cluster\":%u,\"proxy\":%zu,\"msgs_tx\":%" PRIu64 ",\"msgs_rx\":%" PRIu64 ",\"bytes_tx\":%" PRIu64
+                     ",\"bytes_rx\":%" PRIu64 ",\"retransmissions\":%" PRIu64 ",\"utilization\":%.4f}",
+                     i ? "," : "", domain_, i, p.msgs_tx, p.msgs_rx, p.bytes_tx, p.bytes_rx,
+                     cluster_report_.proxies[i].slidwin.tx_retx,
+                     p.total_ns ? double(p.busy_ns) / double(p.total_ns) : 0.0);
+    }
+    std::fprintf(out, "]}\n");
+    std::fclose(out);
+}
+
+void Agent::cleanup() {
+    std::error_code ec;
+    std::filesystem::remove(m_.agent_socket(domain_), ec);
+    std::filesystem::remove(m_.agent_lock(domain_), ec);
+    if (m_.bridged()) {
+        // This cluster's files of the run directory: its proxies' doorbells and the memif
+        // sockets it served (the lower cluster of a link serves it).
+        const std::string bell = "bell-c" + std::to_string(domain_) + "p";
+        const std::string memif = "memif-" + std::to_string(domain_) + ".";
+        for (const auto& e : std::filesystem::directory_iterator(m_.run_dir, ec)) {
+            const std::string name = e.path().filename().string();
+            if (name.rfind(bell, 0) == 0 || name.rfind(memif, 0) == 0) std::filesystem::remove(e.path(), ec);
+        }
+    }
+    // The last agent out takes the directory (it fails while another agent's files are there).
+    ::rmdir(m_.run_dir.c_str());
+}
+
+}  // namespace iccs::mpi

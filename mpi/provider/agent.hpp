@@ -1,0 +1,91 @@
+// agent.hpp: iccs-mpi-agent, the process that serves one domain of an MPI run (mpi/README.md,
+// "The agent"): it makes the domain's shared region, hands it to each rank that says hello,
+// watches every rank's connection (a hang-up without goodbye is a dead rank), and under the
+// `iccs` transport runs the cluster: its proxies on the fabric, and one bridge thread per rank
+// (a compute thread with its own convergence module) that carries the rank's records to and from
+// the ranks of other clusters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster.hpp"
+#include "mpi_machine.hpp"
+#include "shm_region.hpp"
+
+namespace iccs::mpi {
+
+// The first port of the bridges: the bridge of member t listens on kBridgePortBase + t.
+inline constexpr uint16_t kBridgePortBase = 4000;
+
+// Per-bridge counters (the bridge thread writes them, the report reads them after it ended).
+struct BridgeCounters {
+    uint64_t records_out = 0, bytes_out = 0;  // records carried from the rank to other clusters
+    uint64_t records_in = 0, bytes_in = 0;    // ... from other clusters to the rank
+    uint64_t window_waits = 0;                // a record waited for its connection's window
+    uint64_t ring_full = 0;                   // an arrival waited for room in the rank's ring
+    uint64_t dropped = 0;                     // records for dead ranks (dropped)
+};
+
+// What the agent and its bridge threads share.
+struct BridgeShared {
+    const MpiMachine* machine = nullptr;
+    Region* region = nullptr;
+    uint32_t cluster = 0;
+    std::atomic<bool> stop{false};     // every rank of the cluster is gone: flush and end
+    std::atomic<uint32_t> ready{0};    // bridges whose connections are all open
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;                 // the first bridge's failure
+    std::vector<BridgeCounters> counters;  // by member
+    void fail(const std::string& e);
+};
+
+// The compute-thread program of member env.thread (run_cluster starts one per rank).
+bool bridge_program(ComputeEnv& env, BridgeShared& sh);
+
+class Agent {
+   public:
+    Agent(const MpiMachine& m, uint32_t domain) : m_(m), domain_(domain) {}
+    ~Agent();
+    // Region, cluster (iccs: proxies and bridges up, connections open), listening socket. False
+    // with err (one line).
+    bool start(std::string& err);
+    // Serve the ranks until each of them finished or died (or none came within the attach
+    // time); then stop the bridges, end the cluster, remove the run's files of this domain.
+    // Returns the exit status.
+    int serve();
+    // start() failed: remove what this domain made in the run directory.
+    void abandon() { cleanup(); }
+
+   private:
+    struct Member {
+        int sock = -1;
+        bool ever = false;
+    };
+    void on_hello(int sock);
+    void on_member_event(uint32_t member);
+    void mark_dead(uint32_t member);
+    void report(bool ok);
+    void cleanup();
+    const MpiMachine& m_;
+    uint32_t domain_;
+    Region region_;
+    int listen_ = -1;
+    std::vector<Member> members_;
+    std::vector<int> pending_;  // connections that have not said hello yet
+    BridgeShared shared_;
+    ClusterPlan plan_;
+    std::thread cluster_;
+    ClusterReport cluster_report_;
+    std::atomic<bool> cluster_ended_{false};
+};
+
+// A process-wide stop (SIGTERM, SIGINT): serve() ends as if every rank were gone.
+extern std::atomic<bool> g_agent_stop;
+
+}  // namespace iccs::mpi

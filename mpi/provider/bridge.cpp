@@ -1,0 +1,308 @@
+// bridge.cpp: one rank's bridge thread in its cluster's agent (agent.hpp): the rank's records for
+// other clusters go from its ring to a parallel connection (one per destination rank: ordered,
+// so MPI's order between a pair of ranks holds), and the records from other clusters go from the
+// connections into the rank's ring. It sleeps on one futex word that both the proxies (a
+// delivery) and the rank (a record written) ring.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "agent.hpp"
+#include "mpi_wire.hpp"
+
+namespace iccs::mpi {
+
+void BridgeShared::fail(const std::string& e) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (error.empty()) error = e;
+    failed = true;
+}
+
+namespace {
+
+constexpr uint32_t kConnectTimeoutMs = 30'000;  // every agent of the run starts within this
+constexpr int64_t kCloseFlushUs = 2'000'000;    // at the end: what the peers have not taken
+
+struct Inbound {
+    Connection* conn = nullptr;
+    uint16_t cluster = 0;
+};
+
+class Bridge {
+   public:
+    Bridge(ComputeEnv& env, BridgeShared& sh)
+        : env_(env),
+          sh_(sh),
+          m_(*sh.machine),
+          region_(*sh.region),
+          member_(env.thread),
+          rank_(m_.domain_first(sh.cluster) + env.thread),
+          slot_(region_.slot(member_)),
+          ctr_(sh.counters[member_]) {}
+
+    bool run();
+
+   private:
+    bool open_connections();
+    bool forward_out(uint32_t& work);
+    bool forward_in(uint32_t& work);
+    bool deliver(const RecvMsg& msg);
+    void on_control(const MpiRecHdr& h);
+    void cluster_lost(uint16_t c);
+    void announce_death();
+    bool rank_dead() const {
+        return slot_.state.load(std::memory_order_acquire) == static_cast<uint32_t>(RankState::kDead);
+    }
+    bool fail(const std::string& what, ConvError e) {
+        sh_.fail("bridge of rank " + std::to_string(rank_) + ": " + what + ": " + conv_strerror(e) + " (" +
+                 env_.conv.last_error() + ")");
+        return false;
+    }
+
+    ComputeEnv& env_;
+    BridgeShared& sh_;
+    const MpiMachine& m_;
+    Region& region_;
+    uint32_t member_, rank_;
+    RankSlot& slot_;
+    BridgeCounters& ctr_;
+    std::vector<Connection*> out_;  // by global rank (nullptr: a rank of this cluster, or lost)
+    std::vector<Inbound> in_;
+    std::vector<uint8_t> lost_;     // by cluster: its agent is gone
+    ShmRingConsumer to_agent_;
+    ShmRingProducer from_agent_;
+    RecvMsg pending_;               // an arrival waiting for room in the rank's ring
+    bool has_pending_ = false;
+    bool announced_ = false;
+    size_t next_in_ = 0;
+};
+
+bool Bridge::open_connections() {
+    Convergence& conv = env_.conv;
+    const uint16_t port = static_cast<uint16_t>(kBridgePortBase + member_);
+    if (const ConvError e = conv.listen(port); e != ConvError::kOk) return fail("listen on port " + std::to_string(port), e);
+    out_.assign(m_.world, nullptr);
+    lost_.assign(m_.clusters, 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+    uint32_t remote = 0;
+    for (uint32_t r = 0; r < m_.world; ++r) {
+        if (m_.cluster_of(r) == sh_.cluster) continue;
+        ++remote;
+        const Endpoint to{static_cast<uint16_t>(m_.cluster_of(r)),
+                          static_cast<uint16_t>(kBridgePortBase + r % m_.cluster_size)};
+        ConnOptions o;
+        o.order = ConnOptions::Order::kOrdered;
+        while (true) {
+            const ConvError e = conv.connect(to, out_[r], o);
+            if (e == ConvError::kOk) break;
+            if (e != ConvError::kRefused || sh_.stop || std::chrono::steady_clock::now() > until)
+                return fail("connect to the bridge of rank " + std::to_string(r), e);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    }
+    for (uint32_t i = 0; i < remote; ++i) {
+        Connection* c = nullptr;
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - std::chrono::steady_clock::now());
+        const ConvError e = conv.accept(port, c, std::max<int64_t>(left.count(), 0));
+        if (e != ConvError::kOk) return fail("accept the bridges of the other clusters (" + std::to_string(i) + " of " +
+                                                 std::to_string(remote) + " came)",
+                                             e);
+        in_.push_back(Inbound{c, c->remote().cluster});
+    }
+    return true;
+}
+
+void Bridge::cluster_lost(uint16_t c) {
+    if (c >= lost_.size() || lost_[c]) return;
+    lost_[c] = 1;
+    // Every rank of that cluster is unreachable: the ranks of this domain fail what involves them.
+    for (uint32_t r = c * m_.cluster_size; r < (c + 1u) * m_.cluster_size; ++r) {
+        region_.dead_flag(r).store(1, std::memory_order_release);
+        out_[r] = nullptr;
+    }
+    region_.bump_epoch();
+    for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
+}
+
+void Bridge::on_control(const MpiRecHdr& h) {
+    if (h.type != static_cast<uint8_t>(RecType::kRankDown)) return;
+    const uint32_t r = h.src_rank.get();
+    if (r >= m_.world || region_.is_member(r)) return;
+    if (region_.dead_flag(r).exchange(1, std::memory_order_acq_rel) == 0) {
+        region_.bump_epoch();
+        for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
+    }
+}
+
+void Bridge::announce_death() {
+    // Tell the bridge of every rank of the other clusters (its agent marks this rank dead there).
+    announced_ = true;
+    MpiRecHdr h{};
+    h.version = kMpiWireVersion;
+    h.type = static_cast<uint8_t>(RecType::kRankDown);
+    h.src_rank.set(rank_);
+    for (uint32_t r = 0; r < m_.world; ++r) {
+        if (out_[r] == nullptr) continue;
+        h.dst_rank.set(r);
+        (void)env_.conv.send(out_[r], &h, kMpiRecHdrLen, 100'000);
+    }
+}
+
+bool Bridge::forward_out(uint32_t& work) {
+    Convergence& conv = env_.conv;
+    for (uint32_t budget = 64; budget > 0; --budget) {
+        uint32_t len = 0;
+        const uint8_t* rec = to_agent_.peek(len);
+        if (rec == nullptr) return true;
+        MpiRecHdr h;
+        if (len < kMpiRecHdrLen) {
+            to_agent_.pop();
+            continue;
+        }
+        std::memcpy(&h, rec, kMpiRecHdrLen);
+        const uint32_t dst = h.dst_rank.get();
+        if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) {
+            ++ctr_.dropped;  // a rank of this cluster (never routed here), or one that is gone
+            to_agent_.pop();
+            continue;
+        }
+        const ConvError e = conv.send(out_[dst], rec, len, 0);
+        if (e == ConvError::kWouldBlock) {
+            ++ctr_.window_waits;
+            return true;  // the window is full: try again after progress
+        }
+        if (e == ConvError::kPeerDown || e == ConvError::kClosed) {
+            cluster_lost(static_cast<uint16_t>(m_.cluster_of(dst)));
+        } else if (e != ConvError::kOk) {
+            return fail("send a record to rank " + std::to_string(dst), e);
+        } else {
+            ++ctr_.records_out;
+            ctr_.bytes_out += len;
+        }
+        to_agent_.pop();
+        ++work;
+    }
+    return true;
+}
+
+bool Bridge::deliver(const RecvMsg& msg) {
+    const uint32_t len = msg.size();
+    uint8_t* at = from_agent_.reserve(len);
+    if (at == nullptr) return false;
+    msg.copy_to(at, len);
+    from_agent_.commit();
+    ++ctr_.records_in;
+    ctr_.bytes_in += len;
+    return true;
+}
+
+bool Bridge::forward_in(uint32_t& work) {
+    Convergence& conv = env_.conv;
+    const bool dead = rank_dead() || slot_.state.load(std::memory_order_acquire) ==
+                                         static_cast<uint32_t>(RankState::kFinished);
+    if (has_pending_) {
+        if (!dead && !deliver(pending_)) {
+            ++ctr_.ring_full;
+            return true;  // the rank has not taken enough yet
+        }
+        pending_.reset();
+        has_pending_ = false;
+        ++work;
+    }
+    for (size_t k = 0; k < in_.size(); ++k) {
+        Inbound& in = in_[(next_in_ + k) % in_.size()];
+        if (in.conn == nullptr) continue;
+        for (uint32_t budget = 64; budget > 0; --budget) {
+            RecvMsg msg;
+            const ConvError e = conv.recv_msg(in.conn, msg, 0);
+            if (e == ConvError::kWouldBlock) break;
+            if (e == ConvError::kPeerDown || e == ConvError::kEndOfStream || e == ConvError::kClosed) {
+                if (e == ConvError::kPeerDown) cluster_lost(in.cluster);
+                in.conn = nullptr;
+                break;
+            }
+            if (e != ConvError::kOk) return fail("receive a record", e);
+            ++work;
+            MpiRecHdr h;
+            if (msg.copy_to(&h, kMpiRecHdrLen) < kMpiRecHdrLen || h.version != kMpiWireVersion) {
+                ++ctr_.dropped;  // not a record of this provider
+                continue;
+            }
+            if (h.type != static_cast<uint8_t>(RecType::kData)) {
+                on_control(h);
+                continue;
+            }
+            if (dead) {
+                ++ctr_.dropped;
+                continue;
+            }
+            if (!deliver(msg)) {
+                ++ctr_.ring_full;
+                pending_ = std::move(msg);
+                has_pending_ = true;
+                next_in_ = (next_in_ + k) % in_.size();
+                return true;
+            }
+        }
+    }
+    if (!in_.empty()) next_in_ = (next_in_ + 1) % in_.size();
+    return true;
+}
+
+bool Bridge::run() {
+    // One futex word for both wakers of this thread: the proxies delivering to it, and the rank
+    // writing its ring (RankEngine: futex_wake_shared on bridge_word).
+    env_.rings->thread_waker(static_cast<uint16_t>(member_)).share(&slot_.bridge_word, &slot_.bridge_watch);
+    if (!open_connections()) return false;
+    to_agent_ = ShmRingConsumer(region_.base(), region_.to_agent_ring(member_));
+    from_agent_ = ShmRingProducer(region_.base(), region_.from_agent_ring(member_));
+    sh_.ready.fetch_add(1);
+    Convergence& conv = env_.conv;
+    const auto other_work = [this] {
+        return to_agent_.maybe_nonempty() || sh_.stop.load(std::memory_order_relaxed) ||
+               (rank_dead() && !announced_);
+    };
+    uint64_t idle_since = 0;
+    while (!sh_.stop.load(std::memory_order_acquire)) {
+        uint32_t work = 0;
+        conv.progress();
+        for (uint16_t c = 0; c < m_.clusters; ++c)
+            if (c != sh_.cluster && !lost_[c] && env_.rings->cluster_down(c)) cluster_lost(c);
+        if (rank_dead() && !announced_) announce_death();
+        if (!rank_dead() && !forward_out(work)) return false;
+        if (!forward_in(work)) return false;
+        if (work != 0) {
+            futex_wake_shared(&slot_.doorbell);  // the rank may sleep in fi_cq_sread
+            conv.idle_end();
+            idle_since = 0;
+            continue;
+        }
+        const uint64_t now = monotonic_ns();
+        if (idle_since == 0) idle_since = now;
+        // A pending arrival waits for the rank to take records: it does not ring us, so the
+        // sleep stays short (the wait's own bound) while one is held.
+        conv.idle(idle_since, has_pending_ ? now + 200'000 : UINT64_MAX, other_work);
+    }
+    conv.idle_end();
+    // The end: every rank of the cluster is gone. Records it left for other clusters go out, and
+    // the connections close once the peers took what was sent (bounded: a peer may be gone).
+    uint32_t work = 0;
+    if (!rank_dead()) (void)forward_out(work);
+    for (Connection*& c : out_)
+        if (c != nullptr) {
+            (void)conv.close(c, kCloseFlushUs);
+            c = nullptr;
+        }
+    return true;
+}
+
+}  // namespace
+
+bool bridge_program(ComputeEnv& env, BridgeShared& sh) {
+    Bridge b(env, sh);
+    if (b.run()) return true;
+    env.result.error = sh.error;
+    return false;
+}
+
+}  // namespace iccs::mpi

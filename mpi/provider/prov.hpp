@@ -1,0 +1,186 @@
+// prov.hpp: the libfabric objects of the `iccs` provider (libiccs-fi.so; mpi/README.md,
+// "The provider"), over one rank's engine (rank_engine.hpp).
+//
+// Each object starts with its libfabric fid struct, so a fid pointer is ours by a cast. A process
+// is one rank: its first domain attaches it to the domain's agent (agent_link.hpp) and builds the
+// engine; the endpoint, CQs and AV are views onto that one attachment. Progress is manual: every
+// CQ read (and every post) moves the engine. Under FI_THREAD_SAFE one mutex per domain orders
+// every call; under FI_THREAD_DOMAIN the application does.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent_link.hpp"
+#include "mpi_machine.hpp"
+#include "rank_engine.hpp"
+
+namespace iccs::mpi {
+
+extern fi_provider g_iccs_prov;
+
+inline constexpr uint32_t kProvVersion = FI_VERSION(1, 0);
+inline constexpr const char* kFabricName = "iccs";
+inline constexpr const char* kDomainName = "iccs";
+inline constexpr uint64_t kPrimaryCaps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV;
+inline constexpr uint64_t kSecondaryCaps = FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE;
+inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;
+inline constexpr size_t kDefaultCqSize = 1024;  // success entries a CQ holds when attr->size is 0
+// All 64 tag bits are the application's (fi_endpoint(3): a format whose top bit is set leaves the
+// high bits free; Open MPI's MTL counts them for its communicator ids). The value libfabric's
+// older headers named FI_TAG_GENERIC.
+inline constexpr uint64_t kMemTagFormat = 0xAAAAAAAAAAAAAAAAull;
+
+// An endpoint's address (fi_getname, fi_av_insert): the rank in its run.
+struct IccsAddr {
+    uint32_t magic;  // kAddrMagic
+    uint32_t rank;
+    uint64_t run_hash;
+};
+inline constexpr uint32_t kAddrMagic = 0x49434641;  // "ICFA"
+static_assert(sizeof(IccsAddr) == 16);
+
+// The process's rank, attached to its agent: made by the first domain, ended by the last close.
+struct Attachment {
+    MpiMachine machine;
+    AgentLink link;
+    std::unique_ptr<RankEngine> engine;
+    uint64_t next_agent_check_ns = 0;
+};
+
+struct IccsFabric {
+    fid_fabric fab;
+    std::shared_ptr<const MpiMachine> machine;
+};
+
+struct IccsDomain {
+    fid_domain dom;
+    IccsFabric* fabric = nullptr;
+    fi_info* info = nullptr;  // a copy of the info it was opened with
+    bool thread_safe = true;
+    std::mutex mu;
+    std::shared_ptr<Attachment> att;
+    uint32_t refs = 0;  // endpoints, CQs, AVs open on it
+    bool ep_open = false;
+    // Progress of the engine and the agent check; the caller holds the lock.
+    void progress();
+};
+
+// The domain's lock, taken only under FI_THREAD_SAFE.
+class DomainLock {
+   public:
+    explicit DomainLock(IccsDomain* d) : d_(d) {
+        if (d_->thread_safe) d_->mu.lock();
+    }
+    ~DomainLock() {
+        if (d_->thread_safe) d_->mu.unlock();
+    }
+    DomainLock(const DomainLock&) = delete;
+    DomainLock& operator=(const DomainLock&) = delete;
+
+   private:
+    IccsDomain* d_;
+};
+
+struct IccsAv;
+
+struct IccsCq final : CompletionSink {
+    fid_cq cq;
+    IccsDomain* domain = nullptr;
+    fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+    size_t capacity = 0;      // success entries held at most (attr->size)
+    size_t successes = 0;     // success entries in q
+    std::deque<Completion> q;
+    std::string err_text;     // the last error's words (err_data until the next read)
+    uint32_t binds = 0;       // endpoints bound to it
+    IccsAv* av = nullptr;     // the bound endpoint's AV (fi_cq_readfrom's addresses)
+    std::atomic<bool> signaled{false};  // fi_cq_signal: the next sread returns at once
+    bool has_room() const override { return successes < capacity; }
+    void push(const Completion& c) override {
+        if (c.err == 0) ++successes;
+        q.push_back(c);
+    }
+};
+
+struct IccsAv {
+    fid_av av;
+    IccsDomain* domain = nullptr;
+    fi_av_type type = FI_AV_MAP;
+    std::vector<uint32_t> ranks;      // table: fi_addr -> rank (UINT32_MAX: removed)
+    std::vector<fi_addr_t> by_rank;   // table: rank -> first fi_addr that holds it (readfrom)
+    uint32_t binds = 0;
+    // The rank an fi_addr names, or kAnyRank when it names none.
+    uint32_t rank_of(fi_addr_t a) const;
+    fi_addr_t addr_of(uint32_t rank) const;
+};
+
+struct IccsEq {
+    fid_eq eq;
+    IccsFabric* fabric = nullptr;
+    std::mutex mu;
+    struct Entry {
+        uint32_t event;
+        std::vector<uint8_t> bytes;
+    };
+    std::deque<Entry> q;
+};
+
+struct IccsEp {
+    fid_ep ep;
+    IccsDomain* domain = nullptr;
+    IccsAv* av = nullptr;
+    IccsCq* tx_cq = nullptr;
+    IccsCq* rx_cq = nullptr;
+    bool tx_selective = false, rx_selective = false;
+    uint64_t tx_op_flags = 0, rx_op_flags = 0;
+    uint64_t caps = 0;
+    bool enabled = false;
+};
+
+// Objects' constructors (prov_*.cpp).
+int iccs_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+int iccs_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
+int iccs_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+int iccs_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int iccs_av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context);
+int iccs_ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+
+// The machine of this process's run (read once from the environment); nullptr with err.
+std::shared_ptr<const MpiMachine> prov_machine(std::string& err);
+// The agent program: ICCS_MPI_AGENT, else iccs-mpi-agent beside this library, else the one
+// `meson install` put in libexecdir.
+std::string prov_agent_path();
+// A warning through libfabric's log (FI_LOG_LEVEL=warn shows it), and on standard error once when
+// the user asked for this provider by name (mpi/README.md, "Errors").
+void prov_warn(const char* what, const std::string& line);
+
+// Operation tables whose every entry returns -FI_ENOSYS (prov_noops.cpp): an endpoint's RMA,
+// atomics and collectives, which this provider does not offer (fi_read() on it must not crash).
+extern fi_ops_rma g_no_rma;
+extern fi_ops_atomic g_no_atomic;
+extern fi_ops_collective g_no_collective;
+
+// fi_ops entries that say "not supported here".
+int iccs_no_control(fid* f, int command, void* arg);
+int iccs_no_ops_open(fid* f, const char* name, uint64_t flags, void** ops, void* context);
+int iccs_no_bind(fid* f, fid* bf, uint64_t flags);
+
+}  // namespace iccs::mpi

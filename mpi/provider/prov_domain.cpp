@@ -1,0 +1,189 @@
+// prov_domain.cpp: fabric and domain objects; the domain attaches the process (one rank) to its
+// agent and builds its engine.
+#include <time.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "prov.hpp"
+
+namespace iccs::mpi {
+
+namespace {
+
+uint64_t coarse_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+uint64_t env_bytes(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return dflt;
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi) {
+        prov_warn(name, std::string(name) + "=\"" + v + "\": expected bytes from " + std::to_string(lo) + " to " +
+                            std::to_string(hi) + "; using " + std::to_string(dflt));
+        return dflt;
+    }
+    return x;
+}
+
+// The process's one attachment: shared by its domains, ended with the last.
+std::mutex g_att_mu;
+std::weak_ptr<Attachment> g_att;
+
+std::shared_ptr<Attachment> attach(const fi_info* info, std::string& err) {
+    std::lock_guard<std::mutex> lk(g_att_mu);
+    if (auto a = g_att.lock()) return a;
+    const std::shared_ptr<const MpiMachine> m = prov_machine(err);
+    if (!m) return nullptr;
+    if (!m->rank_known) {
+        err = "this process has no rank: start it with mpirun (or set ICCS_RANK and ICCS_RANKS)";
+        return nullptr;
+    }
+    auto a = std::make_shared<Attachment>();
+    a->machine = *m;
+    const uint32_t timeout_ms = 60'000;
+    if (!agent_connect(a->machine, prov_agent_path(), timeout_ms, a->link, err)) return nullptr;
+    EngineConfig ec;
+    ec.my_rank = m->rank;
+    ec.world = m->world;
+    ec.cluster_size = m->cluster_size;
+    ec.bridged = m->bridged();
+    ec.delay_ns = m->transport == RtTransport::kDelay ? m->delay_ns : 0;
+    ec.tx_size = info->tx_attr ? info->tx_attr->size : ec.tx_size;
+    ec.rx_size = info->rx_attr ? info->rx_attr->size : ec.rx_size;
+    ec.local_chunk = env_bytes("ICCS_MPI_LOCAL_CHUNK", ec.local_chunk, 4096, 16u << 20);
+    ec.remote_chunk = env_bytes("ICCS_MPI_REMOTE_CHUNK", ec.remote_chunk, 4096, 16u << 20);
+    a->engine = std::make_unique<RankEngine>(a->link.region, ec);
+    g_att = a;
+    return a;
+}
+
+int fabric_close(fid* f) {
+    delete reinterpret_cast<IccsFabric*>(f);
+    return 0;
+}
+
+fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, iccs_no_bind, iccs_no_control, iccs_no_ops_open, nullptr, nullptr};
+
+int no_passive_ep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
+int no_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
+int no_trywait(fid_fabric*, fid**, int) { return -FI_ENOSYS; }
+int domain2(fid_fabric* f, fi_info* info, fid_domain** d, uint64_t flags, void* ctx) {
+    if (flags != 0) return -FI_EBADFLAGS;
+    return iccs_domain_open(f, info, d, ctx);
+}
+
+fi_ops_fabric g_fabric_ops = {sizeof(fi_ops_fabric), iccs_domain_open, no_passive_ep, iccs_eq_open,
+                              no_wait_open,          no_trywait,       domain2};
+
+int domain_close(fid* f) {
+    auto* d = reinterpret_cast<IccsDomain*>(f);
+    {
+        DomainLock lk(d);
+        if (d->refs != 0) return -FI_EBUSY;
+    }
+    if (d->att) {
+        std::lock_guard<std::mutex> lk(g_att_mu);
+        if (d->att.use_count() == 1) {
+            // The last domain of the process: what is in the rings stays for the readers (the
+            // region is theirs too); say goodbye so the agent knows this was no crash.
+            d->att->link.bye();
+        }
+        d->att.reset();
+    }
+    fi_freeinfo(d->info);
+    delete d;
+    return 0;
+}
+
+fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, iccs_no_bind, iccs_no_control, iccs_no_ops_open, nullptr, nullptr};
+
+int no_scalable_ep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_cntr_open(fid_domain*, fi_cntr_attr*, fid_cntr**, void*) { return -FI_ENOSYS; }
+int no_poll_open(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int no_stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
+int no_srx_ctx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) { return -FI_ENOSYS; }
+int no_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) { return -FI_ENOSYS; }
+int endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* ctx) {
+    if (flags != 0) return -FI_EBADFLAGS;
+    return iccs_ep_open(d, info, ep, ctx);
+}
+
+fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), iccs_av_open,   iccs_cq_open,    iccs_ep_open,
+                              no_scalable_ep,        no_cntr_open,   no_poll_open,    no_stx_ctx,
+                              no_srx_ctx,            no_query_atomic, no_query_collective, endpoint2};
+
+// Memory registration is never needed (mr_mode 0): registering is not supported.
+int no_mr_reg(fid*, const void*, size_t, uint64_t, uint64_t, uint64_t, uint64_t, fid_mr**, void*) { return -FI_ENOSYS; }
+int no_mr_regv(fid*, const iovec*, size_t, uint64_t, uint64_t, uint64_t, uint64_t, fid_mr**, void*) { return -FI_ENOSYS; }
+int no_mr_regattr(fid*, const fi_mr_attr*, uint64_t, fid_mr**) { return -FI_ENOSYS; }
+fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), no_mr_reg, no_mr_regv, no_mr_regattr};
+
+}  // namespace
+
+void IccsDomain::progress() {
+    Attachment& a = *att;
+    a.engine->progress();
+    // Is the agent still there? A poll() of its socket, at most every 100 ms.
+    const uint64_t now = coarse_ns();
+    if (now >= a.next_agent_check_ns) {
+        a.next_agent_check_ns = now + 100'000'000;
+        if (a.link.sock >= 0 && a.link.agent_gone()) {
+            prov_warn("progress", "rank " + std::to_string(a.machine.rank) + ": the agent of its " +
+                                      (a.machine.bridged() ? "cluster" : "run") +
+                                      " is gone: messages to ranks outside it fail from now on");
+            close(a.link.sock);
+            a.link.sock = -1;
+            a.engine->agent_lost();
+        }
+    }
+}
+
+int iccs_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
+    if (attr != nullptr && attr->name != nullptr && std::strcmp(attr->name, kFabricName) != 0) return -FI_ENODATA;
+    std::string err;
+    auto m = prov_machine(err);
+    if (!m) {
+        prov_warn("fi_fabric", err);
+        return -FI_ENODATA;
+    }
+    auto* f = new IccsFabric{};
+    f->fab.fid.fclass = FI_CLASS_FABRIC;
+    f->fab.fid.context = context;
+    f->fab.fid.ops = &g_fabric_fi_ops;
+    f->fab.ops = &g_fabric_ops;
+    f->fab.api_version = attr ? attr->api_version : FI_VERSION(1, 5);
+    f->machine = std::move(m);
+    *fabric = &f->fab;
+    return 0;
+}
+
+int iccs_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context) {
+    if (info == nullptr || info->domain_attr == nullptr) return -FI_EINVAL;
+    if (info->domain_attr->name != nullptr && std::strcmp(info->domain_attr->name, kDomainName) != 0) return -FI_EINVAL;
+    std::string err;
+    std::shared_ptr<Attachment> att = attach(info, err);
+    if (!att) {
+        prov_warn("fi_domain", err);
+        return -FI_EIO;
+    }
+    auto* d = new IccsDomain{};
+    d->dom.fid.fclass = FI_CLASS_DOMAIN;
+    d->dom.fid.context = context;
+    d->dom.fid.ops = &g_domain_fi_ops;
+    d->dom.ops = &g_domain_ops;
+    d->dom.mr = &g_mr_ops;
+    d->fabric = reinterpret_cast<IccsFabric*>(fabric);
+    d->info = fi_dupinfo(info);
+    d->thread_safe = info->domain_attr->threading != FI_THREAD_DOMAIN;
+    d->att = std::move(att);
+    *dom = &d->dom;
+    return 0;
+}
+
+}  // namespace iccs::mpi
