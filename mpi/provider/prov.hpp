@@ -1,7 +1,8 @@
 // prov.hpp: the libfabric objects of the `iccs` provider (libiccs-fi.so; mpi/README.md,
 // "The provider"), over one rank's engine (rank_engine.hpp).
 //
-// Each object starts with its libfabric fid struct, so a fid pointer is ours by a cast. A process
+// Each object starts with its libfabric fid struct, so a fid pointer is ours by a cast: none of
+// them has a base class or a virtual function (which would put a vtable pointer first). A process
 // is one rank: its first domain attaches it to the domain's agent (agent_link.hpp) and builds the
 // engine; the endpoint, CQs and AV are views onto that one attachment. Progress is manual: every
 // CQ read (and every post) moves the engine. Under FI_THREAD_SAFE one mutex per domain orders
@@ -102,7 +103,16 @@ class DomainLock {
 
 struct IccsAv;
 
-struct IccsCq final : CompletionSink {
+// A CQ as the engine sees it (a member, so that IccsCq stays standard-layout: its fid_cq is at
+// offset 0 and a fid pointer converts back to it).
+struct IccsCq;
+struct CqSink final : CompletionSink {
+    IccsCq* cq = nullptr;
+    bool has_room() const override;
+    void push(const Completion& c) override;
+};
+
+struct IccsCq {
     fid_cq cq;
     IccsDomain* domain = nullptr;
     fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
@@ -113,12 +123,14 @@ struct IccsCq final : CompletionSink {
     uint32_t binds = 0;       // endpoints bound to it
     IccsAv* av = nullptr;     // the bound endpoint's AV (fi_cq_readfrom's addresses)
     std::atomic<bool> signaled{false};  // fi_cq_signal: the next sread returns at once
-    bool has_room() const override { return successes < capacity; }
-    void push(const Completion& c) override {
-        if (c.err == 0) ++successes;
-        q.push_back(c);
-    }
+    CqSink sink;
 };
+
+inline bool CqSink::has_room() const { return cq->successes < cq->capacity; }
+inline void CqSink::push(const Completion& c) {
+    if (c.err == 0) ++cq->successes;
+    cq->q.push_back(c);
+}
 
 struct IccsAv {
     fid_av av;

@@ -202,6 +202,7 @@ int iccs_cq_open(fid_domain* fdom, fi_cq_attr* attr, fid_cq** out, void* context
     cq->domain = d;
     cq->format = f;
     cq->capacity = attr->size != 0 ? attr->size : kDefaultCqSize;
+    cq->sink.cq = cq;
     {
         DomainLock lk(d);
         ++d->refs;

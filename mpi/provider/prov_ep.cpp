@@ -304,8 +304,8 @@ int ep_control(fid* f, int command, void* arg) {
             if (ep->av == nullptr) return -FI_ENOAV;
             if (ep->tx_cq == nullptr && ep->rx_cq == nullptr) return -FI_ENOCQ;
             RankEngine& e = *ep->domain->att->engine;
-            e.bind_tx(ep->tx_cq);
-            e.bind_rx(ep->rx_cq);
+            e.bind_tx(ep->tx_cq ? &ep->tx_cq->sink : nullptr);
+            e.bind_rx(ep->rx_cq ? &ep->rx_cq->sink : nullptr);
             if (ep->tx_cq) ep->tx_cq->av = ep->av;
             if (ep->rx_cq) ep->rx_cq->av = ep->av;
             ep->enabled = true;
