@@ -23,7 +23,6 @@ std::atomic<bool> g_agent_stop{false};
 namespace {
 
 constexpr uint32_t kAttachWaitMs = 60'000;  // no rank at all came within this: give up
-constexpr uint32_t kStartWaitMs = 60'000;   // the cluster's links and bridges up within this
 
 uint64_t env_ring_bytes(const char* name, uint64_t dflt) {
     const char* v = std::getenv(name);
@@ -105,21 +104,9 @@ bool Agent::start(std::string& err) {
             if (!cluster_report_.ok && !cluster_report_.error.empty()) shared_.fail(cluster_report_.error);
             cluster_ended_ = true;
         });
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStartWaitMs);
-        while (shared_.ready.load() < m_.cluster_size) {
-            if (shared_.failed || cluster_ended_) {
-                std::lock_guard<std::mutex> lk(shared_.mu);
-                err = "cluster " + std::to_string(domain_) + ": " +
-                      (shared_.error.empty() ? std::string("its cluster ended before its bridges were up") : shared_.error);
-                return false;
-            }
-            if (g_agent_stop || std::chrono::steady_clock::now() > until) {
-                err = "cluster " + std::to_string(domain_) + ": its bridges were not connected to every other cluster within " +
-                      std::to_string(kStartWaitMs / 1000) + " s (is an agent of every cluster running?)";
-                return false;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        // The ranks attach at once: what they send to other clusters waits in their rings until
+        // the bridges' connections are open; a cluster that cannot come up makes every rank of
+        // the other clusters unreachable (serve()), so the ranks get errors, not a hang.
     }
     listen_ = listen_on(m_.agent_socket(domain_), err);
     return listen_ >= 0;
@@ -201,19 +188,20 @@ int Agent::serve() {
         const int rc = poll(fds.data(), fds.size(), 100);
         if (rc < 0 && errno != EINTR) break;
         if (rc > 0) {
-            if (fds[0].revents & POLLIN) {
-                const int s = accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
-                if (s >= 0) pending_.push_back(s);
-            }
+            // fds: the listener, then pending_ as it was, then the members in `who`.
+            const size_t npending = pending_.size();
             std::vector<int> still;
-            for (size_t i = 0; i < pending_.size(); ++i) {
+            for (size_t i = 0; i < npending; ++i) {
                 if (fds[1 + i].revents != 0) on_hello(pending_[i]);
                 else still.push_back(pending_[i]);
             }
-            const size_t base = 1 + pending_.size();
-            pending_ = std::move(still);
             for (size_t i = 0; i < who.size(); ++i)
-                if (fds[base + i].revents != 0) on_member_event(who[i]);
+                if (fds[1 + npending + i].revents != 0) on_member_event(who[i]);
+            if (fds[0].revents & POLLIN) {
+                const int s = accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
+                if (s >= 0) still.push_back(s);
+            }
+            pending_ = std::move(still);
         }
         uint32_t alive = 0;
         for (uint32_t i = 0; i < members_.size(); ++i) {

@@ -180,9 +180,10 @@ std::shared_ptr<const MpiMachine> prov_machine(std::string& err);
 // The agent program: ICCS_MPI_AGENT, else iccs-mpi-agent beside this library, else the one
 // `meson install` put in libexecdir.
 std::string prov_agent_path();
-// A warning through libfabric's log (FI_LOG_LEVEL=warn shows it), and on standard error once when
-// the user asked for this provider by name (mpi/README.md, "Errors").
-void prov_warn(const char* what, const std::string& line);
+// A warning through libfabric's log (FI_LOG_LEVEL=warn shows it), and on standard error once per
+// process when the user asked for this provider by name (mpi/README.md, "Errors"): by rank 0 alone
+// for what every rank finds the same (a bad machine file), by any rank for its own failure.
+void prov_warn(const char* what, const std::string& line, bool every_rank = false);
 
 // Operation tables whose every entry returns -FI_ENOSYS (prov_noops.cpp): an endpoint's RMA,
 // atomics and collectives, which this provider does not offer (fi_read() on it must not crash).

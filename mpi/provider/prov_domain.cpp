@@ -134,9 +134,10 @@ void IccsDomain::progress() {
     if (now >= a.next_agent_check_ns) {
         a.next_agent_check_ns = now + 100'000'000;
         if (a.link.sock >= 0 && a.link.agent_gone()) {
-            prov_warn("progress", "rank " + std::to_string(a.machine.rank) + ": the agent of its " +
-                                      (a.machine.bridged() ? "cluster" : "run") +
-                                      " is gone: messages to ranks outside it fail from now on");
+            prov_warn("progress",
+                      "rank " + std::to_string(a.machine.rank) + ": the agent of its " +
+                          (a.machine.bridged() ? "cluster" : "run") + " is gone: messages to ranks outside it fail from now on",
+                      true);
             close(a.link.sock);
             a.link.sock = -1;
             a.engine->agent_lost();
@@ -169,7 +170,8 @@ int iccs_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* 
     std::string err;
     std::shared_ptr<Attachment> att = attach(info, err);
     if (!att) {
-        prov_warn("fi_domain", err);
+        const MpiMachine& m = *reinterpret_cast<IccsFabric*>(fabric)->machine;
+        prov_warn("fi_domain", (m.rank_known ? "rank " + std::to_string(m.rank) + ": " : std::string()) + err, true);
         return -FI_EIO;
     }
     auto* d = new IccsDomain{};

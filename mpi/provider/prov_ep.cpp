@@ -64,7 +64,10 @@ ssize_t do_recv(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t src, uint6
     if (!(ep->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
     if (count > kMaxIov) return -FI_EINVAL;
     RecvArgs a;
-    if (!source_rank(ep, src, a.src)) return -FI_EINVAL;
+    // A claim names its message by the context of the peek that claimed it (fi_tagged(3)):
+    // its address is not looked at (Open MPI's MPI_Mrecv passes 0).
+    const bool claim_only = (flags & FI_CLAIM) && !(flags & FI_PEEK);
+    if (!claim_only && !source_rank(ep, src, a.src)) return -FI_EINVAL;
     a.iov = iov;
     a.iov_count = static_cast<uint32_t>(count);
     a.tag = tag;

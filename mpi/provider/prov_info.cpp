@@ -191,10 +191,10 @@ fi_provider g_iccs_prov = {
     iccs_cleanup,
 };
 
-void prov_warn(const char* what, const std::string& line) {
+void prov_warn(const char* what, const std::string& line, bool every_rank) {
     FI_WARN(&g_iccs_prov, FI_LOG_CORE, "%s: %s\n", what, line.c_str());
     static std::atomic<bool> said{false};
-    if ((g_hints_asked || asked_for_iccs(nullptr)) && speaks_for_the_run() && !said.exchange(true))
+    if ((g_hints_asked || asked_for_iccs(nullptr)) && (every_rank || speaks_for_the_run()) && !said.exchange(true))
         std::fprintf(stderr, "libiccs-fi: %s\n", line.c_str());
 }
 
