@@ -217,6 +217,7 @@ int Agent::serve() {
         if (shared_.failed && m_.bridged()) {
             std::lock_guard<std::mutex> lk(shared_.mu);
             std::fprintf(stderr, "iccs-mpi-agent: cluster %u: %s\n", domain_, shared_.error.c_str());
+            region_.set_agent_error("the agent of cluster " + std::to_string(domain_) + " lost the other clusters: " + shared_.error);
             // The bridges are what reach the other clusters: without them every rank of this
             // cluster is cut off from them, as if the other clusters were gone.
             for (uint32_t r = 0; r < m_.world; ++r)

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
         const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {
             dup2(null, 0);
-            dup2(null, 1);  // standard error stays: the agent's few lines reach the user through mpirun
+            dup2(null, 1);  // standard error stays until the agent serves: a start-up failure is said there
             close(null);
         }
     }
@@ -106,9 +106,20 @@ int main(int argc, char** argv) {
         _exit(1);
     }
     if (ready_fd >= 0) {
+        // From now on nothing of the rank that started us stays open here: its launcher (mpirun)
+        // counts a rank as ended only once its standard error is closed too, so an agent holding
+        // it would hide a crashed rank from mpirun. What goes wrong later reaches the ranks through
+        // the region (Region::set_agent_error); the rest goes to ICCS_MPI_AGENT_LOG if set.
+        const char* log = std::getenv("ICCS_MPI_AGENT_LOG");
+        const int fd = log != nullptr && *log != '\0' ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+                                                      : open("/dev/null", O_WRONLY | O_CLOEXEC);
         const char y = 'y';
         (void)!write(ready_fd, &y, 1);
         close(ready_fd);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
     }
     const int rc = agent.serve();
     // DPDK's memory and threads go with the process (run_cluster left them: exit_without_teardown).

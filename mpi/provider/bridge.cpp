@@ -115,6 +115,7 @@ bool Bridge::open_connections() {
 void Bridge::cluster_lost(uint16_t c) {
     if (c >= lost_.size() || lost_[c]) return;
     lost_[c] = 1;
+    region_.set_agent_error("cluster " + std::to_string(c) + " is unreachable (its proxies stopped answering, or its agent ended): its ranks count as dead");
     // Every rank of that cluster is unreachable: the ranks of this domain fail what involves them.
     for (uint32_t r = c * m_.cluster_size; r < (c + 1u) * m_.cluster_size; ++r) {
         region_.dead_flag(r).store(1, std::memory_order_release);

@@ -65,6 +65,7 @@ struct Attachment {
     AgentLink link;
     std::unique_ptr<RankEngine> engine;
     uint64_t next_agent_check_ns = 0;
+    bool said_agent_error = false;  // the agent's reason (region) printed once
 };
 
 struct IccsFabric {

@@ -129,6 +129,12 @@ fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), no_mr_reg, no_mr_regv, no_mr_regattr};
 void IccsDomain::progress() {
     Attachment& a = *att;
     a.engine->progress();
+    if (!a.said_agent_error && a.engine->peers_lost()) {
+        if (const std::string why = a.link.region.agent_error(); !why.empty()) {
+            a.said_agent_error = true;
+            prov_warn("agent", "rank " + std::to_string(a.machine.rank) + ": " + why, true);
+        }
+    }
     // Is the agent still there? A poll() of its socket, at most every 100 ms.
     const uint64_t now = coarse_ns();
     if (now >= a.next_agent_check_ns) {

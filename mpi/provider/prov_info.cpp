@@ -1,6 +1,8 @@
 // prov_info.cpp: the provider's entry point (fi_prov_ini) and fi_getinfo: what the provider
 // offers, stated truthfully, against the application's hints.
 #include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <mutex>
 
 #include "prov.hpp"
+#include "runtime_launch.hpp"
 
 namespace iccs::mpi {
 
@@ -27,11 +30,25 @@ bool asked_for_iccs(const fi_info* hints) {
            names_iccs(std::getenv("OMPI_MCA_opal_common_ofi_provider_include"));
 }
 
-// Rank 0 (or a process with no rank) speaks for all: one line per run, not one per rank.
+// One process of the run speaks for all (one line per run, not one per rank): the first to bind
+// the run's name in the abstract socket namespace, which it holds until it exits (nothing to
+// remove). Not rank 0: the launcher may kill it before it gets here when a faster rank failed.
 bool speaks_for_the_run() {
-    for (const char* v : {"ICCS_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-        if (const char* r = std::getenv(v)) return std::strcmp(r, "0") == 0;
-    return true;
+    static int claim = -2;
+    if (claim == -2) {
+        claim = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        const std::string name = "iccs-mpi-said-" + std::to_string(getuid()) + "-" +
+                                 iccs::launcher_run_id([](const char* n) -> const char* { return std::getenv(n); });
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));
+        const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+        if (claim >= 0 && bind(claim, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+            close(claim);
+            claim = -1;
+        }
+    }
+    return claim >= 0;
 }
 
 std::atomic<bool> g_hints_asked{false};
@@ -194,7 +211,7 @@ fi_provider g_iccs_prov = {
 void prov_warn(const char* what, const std::string& line, bool every_rank) {
     FI_WARN(&g_iccs_prov, FI_LOG_CORE, "%s: %s\n", what, line.c_str());
     static std::atomic<bool> said{false};
-    if ((g_hints_asked || asked_for_iccs(nullptr)) && (every_rank || speaks_for_the_run()) && !said.exchange(true))
+    if ((g_hints_asked || asked_for_iccs(nullptr)) && !said.exchange(true) && (every_rank || speaks_for_the_run()))
         std::fprintf(stderr, "libiccs-fi: %s\n", line.c_str());
 }
 

@@ -540,6 +540,7 @@ void RankEngine::agent_lost() {
 
 void RankEngine::fail_peer(uint32_t rank, int prov_errno) {
     dead_[rank] = 1;
+    peers_lost_ = true;
     uint64_t failed = 0;
     auto fail_recv = [&](const RecvOp& x) {
         ++failed;

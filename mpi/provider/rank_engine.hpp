@@ -134,6 +134,8 @@ class RankEngine {
     // The agent hung up: every rank outside this domain is unreachable from now on.
     void agent_lost();
 
+    // Some peer was found dead (its operations failed).
+    bool peers_lost() const { return peers_lost_; }
     uint64_t tx_left() const { return cfg_.tx_size - sends_outstanding_; }
     uint64_t rx_left() const { return cfg_.rx_size - recvs_posted_; }
     const EngineConfig& config() const { return cfg_; }
@@ -232,6 +234,7 @@ class RankEngine {
     std::vector<Incoming> incoming_;  // by source rank
     std::vector<uint8_t> dead_;       // by rank
     uint32_t seen_epoch_ = 0;
+    bool peers_lost_ = false;
     uint64_t sends_outstanding_ = 0, recvs_posted_ = 0, inject_queued_ = 0;
     uint32_t next_in_ = 0;  // round-robin start over the inbound rings
     CompletionSink* tx_sink_ = nullptr;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -125,6 +126,20 @@ ShmRingDesc Region::from_agent_ring(uint32_t member) const {
     const uint64_t base = h.rings_off + uint64_t{h.members} * h.members * ring_span(h.pair_ring_bytes) +
                           uint64_t{h.members} * ring_span(h.agent_ring_bytes);
     return ShmRingDesc{base + uint64_t{member} * ring_span(h.agent_ring_bytes), h.agent_ring_bytes};
+}
+
+void Region::set_agent_error(const std::string& why) const {
+    RegionHeader& h = hdr();
+    uint32_t free = 0;  // 0: no text, 2: being written, 1: complete (the agent's threads race for it)
+    if (!h.agent_error_set.compare_exchange_strong(free, 2, std::memory_order_acq_rel)) return;
+    std::snprintf(h.agent_error, sizeof h.agent_error, "%s", why.c_str());
+    h.agent_error_set.store(1, std::memory_order_release);
+}
+
+std::string Region::agent_error() const {
+    const RegionHeader& h = hdr();
+    if (h.agent_error_set.load(std::memory_order_acquire) != 1) return "";
+    return std::string(h.agent_error, strnlen(h.agent_error, sizeof h.agent_error));
 }
 
 void futex_wake_shared(std::atomic<uint32_t>* word) {

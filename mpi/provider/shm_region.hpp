@@ -86,6 +86,11 @@ struct RegionHeader {
     std::atomic<uint32_t> epoch;    // +1 after every change of a slot's state or a dead flag
     std::atomic<uint32_t> bridged;  // 1: the agent carries records to and from other clusters
     std::atomic<uint32_t> agent_pid;
+    // The agent's first failure after start-up, in words, for the ranks to print (the agent's own
+    // standard error is not the ranks': holding their launcher's pipes would keep it from seeing
+    // a rank end). agent_error_set: 1 once the text is complete.
+    std::atomic<uint32_t> agent_error_set;
+    char agent_error[400];
 };
 
 // The geometry both sides compute from the same numbers.
@@ -128,6 +133,10 @@ class Region {
     ShmRingDesc to_agent_ring(uint32_t member) const;    // bridged only
     ShmRingDesc from_agent_ring(uint32_t member) const;  // bridged only
     void bump_epoch() const { hdr().epoch.fetch_add(1, std::memory_order_seq_cst); }
+    // The agent: say why ranks outside this domain are lost (the first reason stays).
+    void set_agent_error(const std::string& why) const;
+    // The ranks: that reason, or "" while there is none.
+    std::string agent_error() const;
 
    private:
     uint8_t* base_ = nullptr;

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Integration test: an MPI program of tests/mpi/ started by real mpirun (Debian's Open MPI, pml cm,
+mtl ofi, provider iccs) on a machine file of C clusters x S ranks, and the run checked from outside:
+every rank printed its PASS line once and mpirun exited 0; the agents' reports (ICCS_REPORT) say
+every rank finished, the ranks of one cluster talked through shared memory (every byte a rank's
+bridge carried was a byte it sent to another cluster, and nothing else), messages to other clusters
+crossed the proxies (iccs transport); nothing of the run is left (run directory, EAL runtime
+directories, agent processes).
+
+Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
+  --clusters C --cluster-size S   the machine (default 2 x 2)
+  --fabric memif|udp              (default memif)
+  --proxies P                     proxies per cluster (default 2)
+  --transport iccs|direct|delay   (default iccs)
+  --drop P                        frames dropped on receive ([test] drop): slidwin must recover
+  --key [encrypt]                 a fresh [security] key_file (and encrypt = true)
+  --killed VICTIM                 the program kills rank VICTIM (mpi_killed.c): mpirun runs with
+                                  orte_enable_recovery, and every other rank must end with an MPI
+                                  error within the time-out, none with "no error"
+  --bad-size N                    mpirun starts N ranks against the machine file's C*S: the run must
+                                  fail with the one line naming both counts, said once
+  --no-config                     ICCS_CONFIG not passed: the run must fail with the one line that
+                                  says so, said once
+  --timeout S                     seconds for the whole run (default 240)
+Exit status 77 (skip) when mpirun is not installed.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HDR = 56  # mpi/provider/mpi_wire.hpp: the record header
+
+
+def fail(msg, out=""):
+    if out:
+        sys.stdout.write(out[-6000:])
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def leftovers(run):
+    found = glob.glob(f"/tmp/iccs-{run}") + glob.glob(f"/var/run/dpdk/iccs-{run}-*")
+    for env in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(env, "rb") as f:
+                if f"ICCS_RUN_ID={run[1:]}".encode() + b"\0" in f.read():
+                    with open(env.replace("environ", "cmdline"), "rb") as c:
+                        cmd = c.read().replace(b"\0", b" ").decode(errors="replace")
+                    if "iccs-mpi-agent" in cmd:
+                        found.append(f"agent process {env.split('/')[2]}: {cmd}")
+        except OSError:
+            pass
+    return found
+
+
+def main():
+    argv = sys.argv[1:]
+    prog_args = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, prog_args = argv[:i], argv[i + 1:]
+    provider_dir, program = argv[0], argv[1]
+    opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
+            "--drop": None, "--killed": None, "--bad-size": None, "--timeout": "240"}
+    key = None
+    no_config = False
+    i = 2
+    while i < len(argv):
+        a = argv[i]
+        if a == "--key":
+            key = "plain"
+            if i + 1 < len(argv) and argv[i + 1] == "encrypt":
+                key = "encrypt"
+                i += 1
+        elif a == "--no-config":
+            no_config = True
+        elif a in opts:
+            opts[a] = argv[i + 1]
+            i += 1
+        else:
+            fail(f"unknown option {a}")
+        i += 1
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIP: mpirun is not installed (Debian's openmpi-bin; ./iccs installs it)")
+        sys.exit(77)
+    clusters, size = int(opts["--clusters"]), int(opts["--cluster-size"])
+    ranks = clusters * size
+    started = ranks if opts["--bad-size"] is None else int(opts["--bad-size"])
+    run = f"m{os.getpid() % 10000000}"  # the provider's run id: "m" + ICCS_RUN_ID
+    tmp = tempfile.mkdtemp(prefix="iccs-mpi-test-")
+    try:
+        cfg = os.path.join(tmp, "machine.toml")
+        lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"',
+                 "[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", 'polling = "adaptive"']
+        if opts["--drop"] is not None:
+            lines += ["[test]", f"drop = {opts['--drop']}", "seed = 7"]
+        if key:
+            kf = os.path.join(tmp, "key")
+            fd = os.open(kf, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, os.urandom(32))
+            os.close(fd)
+            lines += ["[security]", f'key_file = "{kf}"'] + (["encrypt = true"] if key == "encrypt" else [])
+        with open(cfg, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        rep = os.path.join(tmp, "rep")
+        env = dict(os.environ)
+        env.update({"FI_PROVIDER_PATH": provider_dir, "ICCS_CONFIG": cfg, "ICCS_RUN_ID": run[1:], "ICCS_REPORT": rep,
+                    "ICCS_TRANSPORT": opts["--transport"], "OMPI_MCA_mtl_ofi_provider_include": "iccs"})
+        if no_config:
+            del env["ICCS_CONFIG"]
+        cmd = [mpirun, "--oversubscribe", "-n", str(started), "--mca", "pml", "cm", "--mca", "mtl", "ofi",
+               "--mca", "mtl_ofi_provider_include", "iccs"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        if opts["--killed"] is not None:
+            cmd += ["--mca", "orte_enable_recovery", "1"]
+        for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT"):
+            if var in env:
+                cmd += ["-x", var]
+        cmd += [program] + prog_args
+        print("$ " + " ".join(cmd), flush=True)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=int(opts["--timeout"]))
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            fail(f"mpirun did not end within {opts['--timeout']} s (a hang)", out)
+        took = time.monotonic() - t0
+        out = p.stdout
+        print(f"mpirun exited {p.returncode} after {took:.1f} s")
+
+        if opts["--bad-size"] is not None or no_config:
+            want = (rf"OMPI_COMM_WORLD_SIZE={started}: the launcher started {started} ranks but the machine file "
+                    rf"\S+ makes {ranks} \(\[machine\] clusters = {clusters} x \[cluster\] compute_threads = {size}\)"
+                    if not no_config else r"ICCS_CONFIG is not set: it must name the iccs machine file")
+            said = re.findall(r"^libiccs-fi: " + want, out, re.M)
+            if p.returncode == 0:
+                fail("the run passed", out)
+            if len(said) != 1:
+                fail(f"the reason was said {len(said)} times, not once (wanted: {want})", out)
+            print(f"refused as expected: {re.search('^libiccs-fi: .*$', out, re.M).group(0)}")
+        elif opts["--killed"] is not None:
+            victim = int(opts["--killed"])
+            survivors = [r for r in range(ranks) if r != victim]
+            for r in survivors:
+                if not re.search(rf"^survivor {r}: MPI error after a peer died", out, re.M):
+                    fail(f"rank {r} did not end with an MPI error", out)
+            if re.search(r"no error", out):
+                fail("a rank ran to its end without an error", out)
+            print(f"every survivor ({survivors}) ended with an MPI error, {took:.1f} s in all")
+        else:
+            if p.returncode != 0:
+                fail(f"mpirun exited {p.returncode}", out)
+            for r in range(ranks):
+                n = len(re.findall(rf"PASS rank {r} of {ranks}$", out, re.M))
+                if n != 1:
+                    fail(f"rank {r} printed its PASS line {n} times", out)
+            sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "PASS" in l))
+            check_reports(rep, clusters, size, opts, out)
+        deadline = time.monotonic() + 20
+        while leftovers(run) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = leftovers(run)
+        if left:
+            fail(f"left behind: {left}", out)
+        print("PASS")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_reports(rep, clusters, size, opts, out):
+    bridged = opts["--transport"] == "iccs"
+    domains = clusters if bridged else 1
+    deadline = time.monotonic() + 20  # the agents write their report after the last rank left
+    paths = [f"{rep}.mpi.c{d}" for d in range(domains)]
+    while not all(os.path.exists(p) for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    reports = []
+    for pth in paths:
+        try:
+            with open(pth) as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError) as e:
+            fail(f"no agent report {pth}: {e}", out)
+    remote_bytes = 0
+    for r in reports:
+        if not r["ok"]:
+            fail(f"the agent of domain {r['domain']} says not ok: {r}", out)
+        for k in r["ranks"]:
+            if k["state"] != 2:
+                fail(f"rank {k['rank']} did not finish (state {k['state']})", out)
+            if k["errors"] != 0:
+                fail(f"rank {k['rank']} counted {k['errors']} failed operations", out)
+            if bridged:
+                b = k["bridge"]
+                # Every byte the bridge took from the rank was a record for another cluster.
+                if b["bytes_out"] != k["sent_remote_bytes"] + HDR * b["records_out"]:
+                    fail(f"rank {k['rank']}: its bridge carried {b['bytes_out']} bytes in {b['records_out']} records, "
+                         f"but the rank sent {k['sent_remote_bytes']} bytes to other clusters", out)
+                if b["bytes_in"] != k["recv_remote_bytes"] + HDR * b["records_in"]:
+                    fail(f"rank {k['rank']}: its bridge delivered {b['bytes_in']} bytes in {b['records_in']} records, "
+                         f"but the rank received {k['recv_remote_bytes']} bytes from other clusters", out)
+                remote_bytes += k["sent_remote_bytes"]
+            elif k["sent_remote_msgs"] + k["sent_local_msgs"] == 0:
+                fail(f"rank {k['rank']} sent nothing", out)
+    if bridged and clusters > 1:
+        tx = sum(p["bytes_tx"] for r in reports for p in r["proxies"])
+        if remote_bytes == 0 or tx < remote_bytes:
+            fail(f"the proxies sent {tx} bytes, less than the {remote_bytes} the ranks sent to other clusters", out)
+        local = sum(k["sent_local_msgs"] for r in reports for k in r["ranks"])
+        print(f"ranks sent {remote_bytes} bytes to other clusters, the proxies {tx}; "
+              f"{local} messages within clusters through shared memory")
+        if opts["--drop"] is not None:
+            retx = sum(p["retransmissions"] for r in reports for p in r["proxies"])
+            if retx == 0:
+                fail("frames were dropped but no proxy retransmitted", out)
+            print(f"proxies retransmitted {retx} datagrams")
+
+
+if __name__ == "__main__":
+    main()
