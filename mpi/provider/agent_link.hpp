@@ -1,5 +1,5 @@
 // agent_link.hpp: how a rank reaches its domain's agent, and the little protocol on that socket
-// (mpi/README.md, "Start-up" and "Failures").
+// (mpi/provider/README.md, "The agent and its bridges" and "Failures").
 //
 // The agent of domain d listens on a Unix socket in the run directory (MpiMachine::agent_socket).
 // A rank connects, says hello (its rank, the run and the machine it computed), and gets back the

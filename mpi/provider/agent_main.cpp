@@ -35,7 +35,7 @@ int usage() {
     std::fprintf(stderr,
                  "usage: iccs-mpi-agent --domain D [--detach]\n"
                  "  the agent of domain D (cluster D under the iccs transport) of the MPI run its environment\n"
-                 "  describes (ICCS_CONFIG, the launcher's job id); started by the iccs provider (mpi/README.md)\n");
+                 "  describes (ICCS_CONFIG, the launcher's job id); started by the iccs provider (mpi/provider/README.md)\n");
     return 2;
 }
 

@@ -289,6 +289,9 @@ bool Bridge::run() {
     // the connections close once the peers took what was sent (bounded: a peer may be gone).
     uint32_t work = 0;
     if (!rank_dead()) (void)forward_out(work);
+    // A rank that died just before the end (its cluster's last) is announced all the same: else
+    // the other clusters' ranks would learn it only when this cluster's proxies fall silent.
+    if (rank_dead() && !announced_) announce_death();
     for (Connection*& c : out_)
         if (c != nullptr) {
             (void)conv.close(c, kCloseFlushUs);

@@ -1,5 +1,5 @@
 // mpi_machine.hpp: which ranks form which cluster, as every rank and agent of a run computes it
-// from the same environment and machine file (mpi/README.md, "Machine file").
+// from the same environment and machine file (mpi/provider/README.md, "The model").
 //
 // The machine file is the iccs one (iccs.example.toml): [machine] clusters = C and [cluster]
 // compute_threads = S make C*S ranks, and ranks c*S .. c*S+S-1 form cluster c (mpirun's default

@@ -1,4 +1,4 @@
-// mpi_wire.hpp: the header of one MPI message record (mpi/README.md, "Records").
+// mpi_wire.hpp: the header of one MPI message record (mpi/provider/README.md, "Records").
 //
 // A record is what the provider writes into a shared-memory ring (mpi/provider/shm_ring.hpp): this
 // header, then up to one chunk of the message's bytes. The same bytes cross the fabric unchanged

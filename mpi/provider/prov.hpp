@@ -1,5 +1,5 @@
-// prov.hpp: the libfabric objects of the `iccs` provider (libiccs-fi.so; mpi/README.md,
-// "The provider"), over one rank's engine (rank_engine.hpp).
+// prov.hpp: the libfabric objects of the `iccs` provider (libiccs-fi.so; mpi/provider/README.md,
+// "What the provider offers"), over one rank's engine (rank_engine.hpp).
 //
 // Each object starts with its libfabric fid struct, so a fid pointer is ours by a cast: none of
 // them has a base class or a virtual function (which would put a vtable pointer first). A process
@@ -44,7 +44,8 @@ inline constexpr uint64_t kPrimaryCaps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV;
 inline constexpr uint64_t kSecondaryCaps = FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;
-inline constexpr size_t kDefaultCqSize = 1024;  // success entries a CQ holds when attr->size is 0
+inline constexpr size_t kDefaultCqSize = 1024;
+inline constexpr uint32_t kIdleReadsPerYield = 16;  // success entries a CQ holds when attr->size is 0
 // All 64 tag bits are the application's (fi_endpoint(3): a format whose top bit is set leaves the
 // high bits free; Open MPI's MTL counts them for its communicator ids). The value libfabric's
 // older headers named FI_TAG_GENERIC.
@@ -82,8 +83,14 @@ struct IccsDomain {
     std::shared_ptr<Attachment> att;
     uint32_t refs = 0;  // endpoints, CQs, AVs open on it
     bool ep_open = false;
-    // Progress of the engine and the agent check; the caller holds the lock.
-    void progress();
+    // Progress of the engine and the agent check; the caller holds the lock. Returns the work done.
+    uint32_t progress();
+    // A CQ read found nothing: the caller polls in a loop (MPI's progress). Every kIdleReadsPerYield
+    // such reads in a row give the core away once (sched_yield), so the threads this rank waits for
+    // (its cluster's bridge and proxies, the peer rank) run on a host with fewer cores than
+    // threads; on an idle core the yield returns at once.
+    void idle_read();
+    uint32_t idle_reads = 0;
 };
 
 // The domain's lock, taken only under FI_THREAD_SAFE.
@@ -182,8 +189,9 @@ std::shared_ptr<const MpiMachine> prov_machine(std::string& err);
 // `meson install` put in libexecdir.
 std::string prov_agent_path();
 // A warning through libfabric's log (FI_LOG_LEVEL=warn shows it), and on standard error once per
-// process when the user asked for this provider by name (mpi/README.md, "Errors"): by rank 0 alone
-// for what every rank finds the same (a bad machine file), by any rank for its own failure.
+// process when the user asked for this provider by name (mpi/provider/README.md, "Errors at
+// start"): by one process of the run for what every rank finds the same (a bad machine file), by
+// any rank for its own failure.
 void prov_warn(const char* what, const std::string& line, bool every_rank = false);
 
 // Operation tables whose every entry returns -FI_ENOSYS (prov_noops.cpp): an endpoint's RMA,

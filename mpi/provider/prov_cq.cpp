@@ -49,7 +49,11 @@ void write_entry(fi_cq_format f, void* at, const Completion& c) {
 ssize_t take(IccsCq* cq, void* buf, size_t count, fi_addr_t* src) {
     if (count == 0) return 0;
     cq->domain->progress();
-    if (cq->q.empty()) return -FI_EAGAIN;
+    if (cq->q.empty()) {
+        cq->domain->idle_read();
+        return -FI_EAGAIN;
+    }
+    cq->domain->idle_reads = 0;
     if (cq->q.front().err != 0) return -FI_EAVAIL;
     const size_t sz = entry_size(cq->format);
     size_t n = 0;

@@ -1,5 +1,6 @@
 // prov_domain.cpp: fabric and domain objects; the domain attaches the process (one rank) to its
 // agent and builds its engine.
+#include <sched.h>
 #include <time.h>
 
 #include <cstdlib>
@@ -126,9 +127,14 @@ fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), no_mr_reg, no_mr_regv, no_mr_regattr};
 
 }  // namespace
 
-void IccsDomain::progress() {
+void IccsDomain::idle_read() {
+    if (++idle_reads % kIdleReadsPerYield == 0) sched_yield();
+}
+
+uint32_t IccsDomain::progress() {
     Attachment& a = *att;
-    a.engine->progress();
+    const uint32_t work = a.engine->progress();
+    if (work != 0) idle_reads = 0;
     if (!a.said_agent_error && a.engine->peers_lost()) {
         if (const std::string why = a.link.region.agent_error(); !why.empty()) {
             a.said_agent_error = true;
@@ -149,6 +155,7 @@ void IccsDomain::progress() {
             a.engine->agent_lost();
         }
     }
+    return work;
 }
 
 int iccs_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {

@@ -1,5 +1,5 @@
-// rank_engine.hpp: one rank's messaging over its domain's shared region (mpi/README.md, "The
-// rank's engine"): tag matching, chunking, progress. The libfabric objects (prov_*.cpp) are thin
+// rank_engine.hpp: one rank's messaging over its domain's shared region (mpi/provider/README.md,
+// "The rank's engine"): tag matching, chunking, progress. The libfabric objects (prov_*.cpp) are thin
 // over it; it knows libfabric only by its constants, so it is unit-tested without the library.
 //
 // The one idea: every message is a run of records (mpi_wire.hpp) in one outbound ring, and every

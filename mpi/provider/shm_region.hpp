@@ -1,5 +1,5 @@
-// shm_region.hpp: the memory the ranks of one domain and their agent share (mpi/README.md, "The
-// shared region"): a header, a slot per member rank, and the rings.
+// shm_region.hpp: the memory the ranks of one domain and their agent share
+// (mpi/provider/README.md, "The shared region"): a header, a slot per member rank, and the rings.
 //
 // A domain is the set of ranks that reach each other through shared memory: the ranks of one
 // cluster under the `iccs` transport (their messages to other clusters go through the cluster's

@@ -1,5 +1,5 @@
 // shm_ring.hpp: a single-producer single-consumer ring of variable-length records in memory that
-// two processes map (mpi/README.md, "The shared region").
+// two processes map (mpi/provider/README.md, "The shared region").
 //
 // The one idea: the ring lives at an offset of a shared mapping (no pointers in it: every process
 // maps the region at its own address), and each side keeps its own position privately and

@@ -87,6 +87,9 @@ def main():
             fail(f"unknown option {a}")
         i += 1
     mpirun = shutil.which("mpirun")
+    if program.startswith("missing:"):
+        print(f"SKIP: {program[8:]} is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
+        sys.exit(77)
     if mpirun is None:
         print("SKIP: mpirun is not installed (Debian's openmpi-bin; ./iccs installs it)")
         sys.exit(77)
