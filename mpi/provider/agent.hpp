@@ -2,9 +2,8 @@
 // (mpi/provider/README.md, "The agent and its bridges"): it makes the domain's shared region,
 // hands it to each rank that says hello, watches every rank's connection (a hang-up without
 // goodbye is a dead rank), and under the `iccs` transport runs the cluster: its proxies on the
-// fabric, and one bridge thread per rank
-// (a compute thread with its own convergence module) that carries the rank's records to and from
-// the ranks of other clusters.
+// fabric, and one bridge thread per rank (a compute thread with its own convergence module) that
+// carries the rank's records to and from the ranks of other clusters.
 #pragma once
 
 #include <atomic>
