@@ -23,6 +23,7 @@ std::atomic<bool> g_agent_stop{false};
 namespace {
 
 constexpr uint32_t kAttachWaitMs = 60'000;  // no rank at all came within this: give up
+constexpr uint32_t kLingerMs = 1000;        // the last rank left: a process may reattach this long
 
 uint64_t env_ring_bytes(const char* name, uint64_t dflt) {
     const char* v = std::getenv(name);
@@ -133,8 +134,13 @@ void Agent::on_hello(int sock) {
     if (!region_.is_member(h.rank)) return refuse("rank " + std::to_string(h.rank) + " is not served by this agent");
     const uint32_t mb = region_.member_of(h.rank);
     RankSlot& slot = region_.slot(mb);
-    if (slot.state.load() != static_cast<uint32_t>(RankState::kUnborn))
-        return refuse("rank " + std::to_string(h.rank) + " attached before (a rank attaches once)");
+    // A rank attaches once; the same process may come back after closing its last domain (a
+    // program that opens libfabric again), its rings as it left them.
+    const uint32_t state = slot.state.load();
+    const bool again = state == static_cast<uint32_t>(RankState::kFinished) && slot.pid.load() == h.pid;
+    if (state != static_cast<uint32_t>(RankState::kUnborn) && !again)
+        return refuse("rank " + std::to_string(h.rank) + " attached before (process " + std::to_string(slot.pid.load()) +
+                      ")");
     slot.pid.store(h.pid);
     slot.state.store(static_cast<uint32_t>(RankState::kAlive), std::memory_order_release);
     region_.bump_epoch();
@@ -174,6 +180,7 @@ void Agent::on_member_event(uint32_t mb) {
 
 int Agent::serve() {
     const auto started = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point empty_since{};
     bool any = false;
     while (!g_agent_stop) {
         std::vector<pollfd> fds;
@@ -208,7 +215,14 @@ int Agent::serve() {
             any = any || members_[i].ever;
             if (members_[i].sock >= 0) ++alive;
         }
-        if (any && alive == 0 && pending_.empty()) break;  // every rank that came has gone
+        // Every rank that came has gone: end, after a short while in which a rank that closed
+        // its last domain may still come back (agent.hpp).
+        if (any && alive == 0 && pending_.empty()) {
+            if (empty_since == std::chrono::steady_clock::time_point{}) empty_since = std::chrono::steady_clock::now();
+            if (std::chrono::steady_clock::now() - empty_since > std::chrono::milliseconds(kLingerMs)) break;
+        } else {
+            empty_since = {};
+        }
         if (!any && std::chrono::steady_clock::now() - started > std::chrono::milliseconds(kAttachWaitMs)) {
             std::fprintf(stderr, "iccs-mpi-agent: no rank of %s %u attached within %u s: ending\n",
                          m_.bridged() ? "cluster" : "the run's domain", domain_, kAttachWaitMs / 1000);

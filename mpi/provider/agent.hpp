@@ -56,8 +56,9 @@ class Agent {
     // with err (one line).
     bool start(std::string& err);
     // Serve the ranks until each of them finished or died (or none came within the attach
-    // time); then stop the bridges, end the cluster, remove the run's files of this domain.
-    // Returns the exit status.
+    // time), and a second more (a process that closed its last domain may open one again: it
+    // attaches anew, its slot and rings as it left them); then stop the bridges, end the cluster,
+    // remove the run's files of this domain. Returns the exit status.
     int serve();
     // start() failed: remove what this domain made in the run directory.
     void abandon() { cleanup(); }

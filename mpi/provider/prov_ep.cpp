@@ -244,6 +244,7 @@ int ep_close(fid* f) {
             // so a close that dropped them would lose messages the application believes sent).
             RankEngine& e = *d->att->engine;
             for (int i = 0; i < 100000 && e.sends_pending(); ++i) d->progress();
+            e.forget_receives();
             e.bind_tx(nullptr);
             e.bind_rx(nullptr);
         }

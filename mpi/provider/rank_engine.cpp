@@ -104,6 +104,8 @@ RankEngine::RankEngine(const Region& region, const EngineConfig& cfg) : region_(
         out_agent_.remote = true;
         in_.push_back(InPath{ShmRingConsumer(region.base(), region.from_agent_ring(my_member_)), kAnyRank});
     }
+    for (OutPath& p : out_) paths_.push_back(&p);
+    if (cfg.bridged) paths_.push_back(&out_agent_);
     incoming_.resize(cfg.world);
     dead_.assign(cfg.world, 0);
     seen_epoch_ = h.epoch.load(std::memory_order_acquire) - 1;  // look at the peers at the first progress
@@ -203,7 +205,8 @@ bool RankEngine::push_out(OutPath& p) {
         if (!op.failed) {
             while (!op.started || op.sent < op.total) {
                 if (!write_chunk(p, op)) {
-                    add(slot_->counters.send_ring_full, 1);
+                    if (!op.waited) add(slot_->counters.send_ring_full, 1);
+                    op.waited = true;
                     goto out;
                 }
                 wrote = true;
@@ -230,9 +233,8 @@ out:
 uint32_t RankEngine::progress() {
     check_peers();
     uint32_t work = 0;
-    for (OutPath& p : out_)
-        if (!p.queue.empty() && push_out(p)) ++work;
-    if (!out_agent_.queue.empty() && push_out(out_agent_)) ++work;
+    for (OutPath* p : paths_)
+        if (!p->queue.empty() && push_out(*p)) ++work;
     const uint32_t n = static_cast<uint32_t>(in_.size());
     for (uint32_t k = 0; k < n; ++k) {
         InPath& in = in_[(next_in_ + k) % n];
@@ -243,9 +245,24 @@ uint32_t RankEngine::progress() {
 }
 
 bool RankEngine::sends_pending() const {
-    for (const OutPath& p : out_)
-        if (!p.queue.empty()) return true;
-    return !out_agent_.queue.empty();
+    for (const OutPath* p : paths_)
+        if (!p->queue.empty()) return true;
+    return false;
+}
+
+void RankEngine::forget_receives() {
+    for (Incoming& in : incoming_)
+        if (in.kind == Incoming::kPosted) in.kind = Incoming::kDiscard;
+    posted_tagged_.clear();
+    posted_msg_.clear();
+    active_.clear();
+    recvs_posted_ = 0;
+    for (Unexpected& u : unexpected_) {
+        u.claimed = false;
+        u.claimed_by = nullptr;
+    }
+    for (OutPath* p : all_paths())
+        for (SendOp& op : p->queue) op.completion = false;  // nobody reads the closed endpoint's CQ
 }
 
 void RankEngine::sleep_until_work(uint64_t timeout_us) {
@@ -271,9 +288,7 @@ void RankEngine::wake_self() { futex_wake_shared(&slot_->doorbell); }
 bool RankEngine::busy() {
     for (InPath& in : in_)
         if (!in.ring.empty()) return true;
-    for (OutPath& p : out_)
-        if (!p.queue.empty()) return true;
-    return !out_agent_.queue.empty();
+    return sends_pending();
 }
 
 bool RankEngine::take_in(InPath& in, uint32_t& records) {
@@ -584,8 +599,7 @@ void RankEngine::fail_peer(uint32_t rank, int prov_errno) {
             push_tx(c);
         }
     };
-    for (OutPath& p : out_) fail_sends(p);
-    fail_sends(out_agent_);
+    for (OutPath* p : paths_) fail_sends(*p);
     add(slot_->counters.errors, failed);
 }
 

@@ -126,6 +126,10 @@ class RankEngine {
     bool busy();
     // Sends still queued (a closing endpoint lets them go out first).
     bool sends_pending() const;
+    // The endpoint closes: its posted receives are forgotten (no completions; the rest of a
+    // message one of them was taking is dropped) and claims are undone. Unexpected messages stay:
+    // they are the rank's, for its next endpoint.
+    void forget_receives();
     // Sleep until a ring of this rank may hold a record, a peer's state changed, or timeout_us
     // passed (fi_cq_sread). Safe beside progress() on another thread.
     void sleep_until_work(uint64_t timeout_us);
@@ -154,6 +158,7 @@ class RankEngine {
         uint32_t iov_count = 0;
         uint64_t total = 0, sent = 0;
         bool started = false;           // its first record is in the ring
+        bool waited = false;            // it found its ring full once (counted once)
         std::vector<uint8_t> copy;      // an injected message's bytes
     };
     struct OutPath {
@@ -199,6 +204,8 @@ class RankEngine {
     };
 
     OutPath& route(uint32_t dst);
+    // Every outbound path: the pair rings, then the ring to the agent (when bridged).
+    const std::vector<OutPath*>& all_paths() { return paths_; }
     bool dead(uint32_t rank) const { return rank < dead_.size() && dead_[rank]; }
     bool rank_is_remote(uint32_t rank) const { return rank / cfg_.cluster_size != cfg_.my_rank / cfg_.cluster_size; }
     // Write what fits of the queue's front ops; true when it wrote something.
@@ -228,6 +235,7 @@ class RankEngine {
     uint32_t my_member_ = 0;
     std::vector<OutPath> out_;   // by member of this domain (its own: to itself)
     OutPath out_agent_;          // bridged: to the agent
+    std::vector<OutPath*> paths_;  // all of the above
     std::vector<InPath> in_;     // pair rings from every member (itself too), then the agent's
     std::list<RecvOp> posted_tagged_, posted_msg_, active_;
     std::list<Unexpected> unexpected_;

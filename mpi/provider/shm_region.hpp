@@ -51,7 +51,7 @@ enum class RankState : uint32_t {
     X(cancels)            /* receives cancelled (fi_cancel) */                                            \
     X(truncations)        /* receives whose message was longer than the buffer (FI_ETRUNC) */             \
     X(injects)            /* fi_tinject*, fi_inject* */                                                   \
-    X(send_ring_full)     /* a send found its ring full and waited */                                     \
+    X(send_ring_full)     /* sends that found their ring full and waited */                                     \
     X(cq_full)            /* progress stopped because a CQ had no room */                                 \
     X(errors)             /* operations ended with an error (a dead peer) */
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The provider's own conformance checks (fi_conformance.cpp) between two processes, ranks 0 and 1
+of a machine of 2 clusters x 1 rank (ICCS_RANK/ICCS_RANKS, no MPI launcher), for each given
+configuration: both must print every "ok" line and "conformance PASS", none "FAIL"; nothing of
+the run may be left.
+
+Usage: fi_conformance.py PROVIDER_DIR EXE [--transport iccs|direct|delay] [--fabric memif|udp]
+                         CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged)
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_mpi import leftovers  # noqa: E402
+
+
+def main():
+    provider_dir, exe = sys.argv[1], sys.argv[2]
+    rest = sys.argv[3:]
+    transport, fabric, configs = "iccs", "memif", []
+    i = 0
+    while i < len(rest):
+        if rest[i] == "--transport":
+            transport = rest[i + 1]
+            i += 2
+        elif rest[i] == "--fabric":
+            fabric = rest[i + 1]
+            i += 2
+        else:
+            configs.append(rest[i].split(","))
+            i += 1
+    for av, threading, cq in configs:
+        tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
+        run = f"c{os.getpid() % 100000}{len(av)}{len(cq)}"
+        try:
+            cfg = os.path.join(tmp, "machine.toml")
+            with open(cfg, "w") as f:
+                f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = 2\n'
+                        'polling = "adaptive"\n')
+            env = dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
+                       ICCS_TRANSPORT=transport)
+            procs = [subprocess.Popen([exe, tmp, av, threading, cq], env=dict(env, ICCS_RANK=str(r)),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+            outs = []
+            t0 = time.monotonic()
+            for p in procs:
+                try:
+                    outs.append(p.communicate(timeout=max(10, 280 - (time.monotonic() - t0)))[0])
+                except subprocess.TimeoutExpired:
+                    for q in procs:
+                        q.kill()
+                    print("FAIL: a hang\n" + "".join(q.communicate()[0] or "" for q in procs))
+                    sys.exit(1)
+            print(f"== {av} {threading} {cq} over {transport}/{fabric}: {time.monotonic() - t0:.1f} s")
+            print(outs[0] + ("" if procs[1].returncode == 0 else "rank 1:\n" + outs[1]))
+            for r, p in enumerate(procs):
+                if p.returncode != 0 or f"conformance PASS rank {r}" not in outs[r] or "FAIL" in outs[r]:
+                    print(f"FAIL: rank {r} exit {p.returncode}")
+                    sys.exit(1)
+            deadline = time.monotonic() + 20
+            while leftovers("m" + run) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if leftovers("m" + run):
+                print(f"FAIL: left behind: {leftovers('m' + run)}")
+                sys.exit(1)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
