@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent.hpp"
+#include "clock.hpp"
 #include "mpi_wire.hpp"
 
 namespace iccs::mpi {
@@ -278,7 +279,7 @@ bool Bridge::run() {
             idle_since = 0;
             continue;
         }
-        const uint64_t now = monotonic_ns();
+        const uint64_t now = now_ns();
         if (idle_since == 0) idle_since = now;
         // A pending arrival waits for the rank to take records: it does not ring us, so the
         // sleep stays short (the wait's own bound) while one is held.

@@ -7,17 +7,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "clock.hpp"
 #include "prov.hpp"
 
 namespace iccs::mpi {
 
 namespace {
 
-uint64_t mono_ms() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
-}
+uint64_t mono_ms() { return now_ns() / 1'000'000; }
 
 size_t entry_size(fi_cq_format f) {
     switch (f) {

@@ -6,17 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
+
+#include "clock.hpp"
 
 namespace iccs::mpi {
 
 namespace {
-
-uint64_t mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
 
 uint64_t iov_total(const iovec* iov, uint32_t n) {
     uint64_t t = 0;
@@ -189,7 +184,7 @@ bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
     h.cq_data.set(op.data);
     h.total_len.set(op.total);
     h.offset.set(op.sent);
-    h.send_ns.set(cfg_.delay_ns != 0 ? mono_ns() : 0);
+    h.send_ns.set(cfg_.delay_ns != 0 ? now_ns() : 0);
     std::memcpy(rec, &h, kMpiRecHdrLen);
     gather(op.iov, op.iov_count, op.sent, rec + kMpiRecHdrLen, n);
     p.ring.commit();
@@ -308,7 +303,7 @@ bool RankEngine::take_in(InPath& in, uint32_t& records) {
         std::memcpy(&h, rec, kMpiRecHdrLen);
         const uint32_t src = h.src_rank.get();
         const bool remote = src < cfg_.world && rank_is_remote(src);
-        if (cfg_.delay_ns != 0 && remote && mono_ns() < h.send_ns.get() + cfg_.delay_ns) return true;  // not due yet
+        if (cfg_.delay_ns != 0 && remote && now_ns() < h.send_ns.get() + cfg_.delay_ns) return true;  // not due yet
         if (h.version == kMpiWireVersion && h.type == static_cast<uint8_t>(RecType::kData) &&
             h.chunk_len.get() == len - kMpiRecHdrLen && h.dst_rank.get() == cfg_.my_rank)
             on_record(h, rec + kMpiRecHdrLen, remote);
