@@ -1,6 +1,7 @@
 // prov_info.cpp: the provider's entry point (fi_prov_ini) and fi_getinfo: what the provider
 // offers, stated truthfully, against the application's hints.
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "clock.hpp"
 #include "prov.hpp"
 #include "runtime_launch.hpp"
 
@@ -33,22 +35,49 @@ bool asked_for_iccs(const fi_info* hints) {
 // One process of the run speaks for all (one line per run, not one per rank): the first to bind
 // the run's name in the abstract socket namespace, which it holds until it exits (nothing to
 // remove). Not rank 0: the launcher may kill it before it gets here when a faster rank failed.
+// A rank that finds the name taken tells the speaker so (one datagram), and the speaker, once it
+// has spoken, waits (at most 2 s) until every rank of the run has checked: a rank checking after
+// the speaker exited would find the name free and say it all again.
+int g_claim = -2;
+
+sockaddr_un run_claim_name(socklen_t& len) {
+    const std::string name = "iccs-mpi-said-" + std::to_string(getuid()) + "-" +
+                             iccs::launcher_run_id([](const char* n) -> const char* { return std::getenv(n); });
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const size_t n = std::min(name.size(), sizeof a.sun_path - 2);
+    std::memcpy(a.sun_path + 1, name.data(), n);
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    return a;
+}
+
 bool speaks_for_the_run() {
-    static int claim = -2;
-    if (claim == -2) {
-        claim = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        const std::string name = "iccs-mpi-said-" + std::to_string(getuid()) + "-" +
-                                 iccs::launcher_run_id([](const char* n) -> const char* { return std::getenv(n); });
-        sockaddr_un a{};
-        a.sun_family = AF_UNIX;
-        std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));
-        const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-        if (claim >= 0 && bind(claim, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-            close(claim);
-            claim = -1;
+    if (g_claim == -2) {
+        g_claim = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        socklen_t len = 0;
+        const sockaddr_un a = run_claim_name(len);
+        if (g_claim >= 0 && bind(g_claim, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+            const char checked = 1;
+            (void)sendto(g_claim, &checked, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&a), len);
+            close(g_claim);
+            g_claim = -1;
         }
     }
-    return claim >= 0;
+    return g_claim >= 0;
+}
+
+void wait_until_every_rank_checked() {
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    const long ranks = size != nullptr ? std::strtol(size, nullptr, 10) : 1;
+    const uint64_t deadline = now_ns() + 2'000'000'000ull;
+    for (long heard = 1; heard < ranks && g_claim >= 0;) {
+        const uint64_t now = now_ns();
+        if (now >= deadline) return;
+        pollfd p{g_claim, POLLIN, 0};
+        if (poll(&p, 1, static_cast<int>((deadline - now) / 1'000'000) + 1) <= 0) return;
+        char checked = 0;
+        if (recv(g_claim, &checked, 1, MSG_DONTWAIT) == 1) ++heard;
+    }
 }
 
 std::atomic<bool> g_hints_asked{false};
@@ -211,8 +240,13 @@ fi_provider g_iccs_prov = {
 void prov_warn(const char* what, const std::string& line, bool every_rank) {
     FI_WARN(&g_iccs_prov, FI_LOG_CORE, "%s: %s\n", what, line.c_str());
     static std::atomic<bool> said{false};
-    if ((g_hints_asked || asked_for_iccs(nullptr)) && !said.exchange(true) && (every_rank || speaks_for_the_run()))
+    if (!(g_hints_asked || asked_for_iccs(nullptr)) || said.exchange(true)) return;
+    if (every_rank) {
         std::fprintf(stderr, "libiccs-fi: %s\n", line.c_str());
+    } else if (speaks_for_the_run()) {
+        std::fprintf(stderr, "libiccs-fi: %s\n", line.c_str());
+        wait_until_every_rank_checked();
+    }
 }
 
 std::shared_ptr<const MpiMachine> prov_machine(std::string& err) {
