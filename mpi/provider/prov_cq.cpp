@@ -149,13 +149,7 @@ int cq_signal(fid_cq* f) {
 }
 
 const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
-    const char* s = prov_errno_text(prov_errno);
-    if (buf != nullptr && len > 0) {
-        std::strncpy(buf, s, len - 1);
-        buf[len - 1] = '\0';
-        return buf;
-    }
-    return s;
+    return prov_errno_text(prov_errno, buf, len);
 }
 
 fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read, cq_readfrom, cq_readerr, cq_sread, cq_sreadfrom, cq_signal, cq_strerror};

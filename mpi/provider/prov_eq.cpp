@@ -53,13 +53,7 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
 }
 
 const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) {
-    const char* s = prov_errno_text(prov_errno);
-    if (buf != nullptr && len > 0) {
-        std::strncpy(buf, s, len - 1);
-        buf[len - 1] = '\0';
-        return buf;
-    }
-    return s;
+    return prov_errno_text(prov_errno, buf, len);
 }
 
 fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread, eq_strerror};

@@ -66,6 +66,14 @@ const char* prov_errno_text(int e) {
     }
 }
 
+const char* prov_errno_text(int prov_errno, char* buf, size_t len) {
+    const char* s = prov_errno_text(prov_errno);
+    if (buf == nullptr || len == 0) return s;
+    std::strncpy(buf, s, len - 1);
+    buf[len - 1] = '\0';
+    return buf;
+}
+
 std::string to_string(const MpiRecHdr& h) {
     char b[200];
     std::snprintf(b, sizeof b, "%s%s src %u dst %u tag 0x%llx len %llu off %llu chunk %u",

@@ -43,6 +43,8 @@ enum ProvErrno : int {
     kErrTruncated = 5,
 };
 const char* prov_errno_text(int prov_errno);
+// fi_cq_strerror's and fi_eq_strerror's answer: the text, copied into buf when the caller gave one.
+const char* prov_errno_text(int prov_errno, char* buf, size_t len);
 
 // One entry of a CQ, before the CQ writes it in the format it was opened with.
 struct Completion {

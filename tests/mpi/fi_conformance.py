@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_mpi import leftovers  # noqa: E402
+from run_mpi import left_behind  # noqa: E402
 
 
 def main():
@@ -61,11 +61,9 @@ def main():
                 if p.returncode != 0 or f"conformance PASS rank {r}" not in outs[r] or "FAIL" in outs[r]:
                     print(f"FAIL: rank {r} exit {p.returncode}")
                     sys.exit(1)
-            deadline = time.monotonic() + 20
-            while leftovers("m" + run) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if leftovers("m" + run):
-                print(f"FAIL: left behind: {leftovers('m' + run)}")
+            left = left_behind("m" + run)
+            if left:
+                print(f"FAIL: left behind: {left}")
                 sys.exit(1)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

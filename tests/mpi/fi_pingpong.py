@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_mpi import leftovers  # noqa: E402
+from run_mpi import left_behind  # noqa: E402
 
 
 def main():
@@ -64,11 +64,9 @@ def main():
             if want not in sizes:
                 print(f"FAIL: no result for {want} bytes (got {sizes})")
                 sys.exit(1)
-        deadline = time.monotonic() + 20
-        while leftovers("m" + run) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if leftovers("m" + run):
-            print(f"FAIL: left behind: {leftovers('m' + run)}")
+        left = left_behind("m" + run)
+        if left:
+            print(f"FAIL: left behind: {left}")
             sys.exit(1)
         print(f"PASS: {len(sizes)} sizes, data checked")
     finally:

@@ -59,6 +59,15 @@ def leftovers(run):
     return found
 
 
+def left_behind(run):
+    """What the run left behind, once the agents had 20 s to end and clean up (they linger 1 s
+    after their last rank, then write their report)."""
+    deadline = time.monotonic() + 20
+    while leftovers(run) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return leftovers(run)
+
+
 def main():
     argv = sys.argv[1:]
     prog_args = []
@@ -168,10 +177,7 @@ def main():
                     fail(f"rank {r} printed its PASS line {n} times", out)
             sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "PASS" in l))
             check_reports(rep, clusters, size, opts, out)
-        deadline = time.monotonic() + 20
-        while leftovers(run) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = leftovers(run)
+        left = left_behind(run)
         if left:
             fail(f"left behind: {left}", out)
         print("PASS")
