@@ -37,6 +37,18 @@ constexpr const char* kMpiNames[kColls] = {
     "MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter",
     "MPI_Scatterv", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall", "MPI_Alltoallv", "MPI_Reduce_scatter",
     "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Exscan"};
+// Every counter of a collective, by its name in the files (and iccs_magpie_counter).
+struct Field {
+    const char* name;
+    std::atomic<uint64_t> CollCounters::*member;
+};
+constexpr Field kFields[] = {
+    {"calls", &CollCounters::calls},         {"passthrough", &CollCounters::passthrough},
+    {"bytes", &CollCounters::bytes},         {"msgs", &CollCounters::msgs},
+    {"sent_bytes", &CollCounters::sent_bytes}, {"shm_msgs", &CollCounters::shm_msgs},
+    {"shm_bytes", &CollCounters::shm_bytes}, {"wan_msgs", &CollCounters::wan_msgs},
+    {"wan_bytes", &CollCounters::wan_bytes}, {"wan_bytes_min", &CollCounters::wan_bytes_min},
+    {"wan_hops_max", &CollCounters::wan_hops_max}};  // the only one summed by its maximum
 constexpr const char* kPassNames[kPasses] = {"intercomm", "arguments", "outside_world", "unplaced", "too_large", "disabled"};
 
 const char* env(const char* name) {
@@ -151,16 +163,10 @@ void setup(bool collective) {
 }
 
 std::string json_counters(const CollCounters& k) {
-    char s[512];
-    std::snprintf(s, sizeof s,
-                  "{\"calls\": %" PRIu64 ", \"passthrough\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"msgs\": %" PRIu64
-                  ", \"sent_bytes\": %" PRIu64 ", \"shm_msgs\": %" PRIu64 ", \"shm_bytes\": %" PRIu64
-                  ", \"wan_msgs\": %" PRIu64 ", \"wan_bytes\": %" PRIu64 ", \"wan_bytes_min\": %" PRIu64
-                  ", \"wan_hops_max\": %" PRIu64 "}",
-                  k.calls.load(), k.passthrough.load(), k.bytes.load(), k.msgs.load(), k.sent_bytes.load(),
-                  k.shm_msgs.load(), k.shm_bytes.load(), k.wan_msgs.load(), k.wan_bytes.load(), k.wan_bytes_min.load(),
-                  k.wan_hops_max.load());
-    return s;
+    std::string s = "{";
+    for (const Field& f : kFields)
+        s += std::string(s.size() > 1 ? ", " : "") + "\"" + f.name + "\": " + std::to_string((k.*f.member).load());
+    return s + "}";
 }
 
 // The counters as one JSON object (this rank's, or summed over the ranks).
@@ -178,20 +184,17 @@ std::string json_all(const Counters& k, const std::string& head) {
 std::vector<uint64_t> words(const Counters& k) {
     std::vector<uint64_t> w;
     for (const CollCounters& c : k.coll)
-        for (const std::atomic<uint64_t>* a : {&c.calls, &c.passthrough, &c.bytes, &c.msgs, &c.sent_bytes, &c.shm_msgs,
-                                               &c.shm_bytes, &c.wan_msgs, &c.wan_bytes, &c.wan_bytes_min, &c.wan_hops_max})
-            w.push_back(a->load());
+        for (const Field& f : kFields) w.push_back((c.*f.member).load());
     for (const auto& p : k.pass) w.push_back(p.load());
     return w;
 }
 void from_words(const std::vector<uint64_t>& sum, const std::vector<uint64_t>& max, Counters& k) {
     size_t i = 0;
-    for (CollCounters& c : k.coll) {
-        for (std::atomic<uint64_t>* a : {&c.calls, &c.passthrough, &c.bytes, &c.msgs, &c.sent_bytes, &c.shm_msgs,
-                                         &c.shm_bytes, &c.wan_msgs, &c.wan_bytes, &c.wan_bytes_min})
-            a->store(sum[i++]);
-        c.wan_hops_max.store(max[i++]);
-    }
+    for (CollCounters& c : k.coll)
+        for (const Field& f : kFields) {
+            (c.*f.member).store(f.member == &CollCounters::wan_hops_max ? max[i] : sum[i]);
+            ++i;
+        }
     for (auto& p : k.pass) p.store(sum[i++]);
 }
 
@@ -229,6 +232,16 @@ void print_table(const Counters& k) {
 }
 
 }  // namespace
+
+uint64_t counter_value(const char* collective, const char* field) {
+    if (collective == nullptr || field == nullptr) return ~uint64_t{0};
+    for (size_t i = 0; i < kColls; ++i) {
+        if (std::strcmp(collective, kCollNames[i]) != 0) continue;
+        for (const Field& f : kFields)
+            if (std::strcmp(field, f.name) == 0) return (g_counters.coll[i].*f.member).load(std::memory_order_relaxed);
+    }
+    return ~uint64_t{0};
+}
 
 const char* to_string(Coll c) { return static_cast<size_t>(c) < kColls ? kCollNames[static_cast<size_t>(c)] : "?"; }
 const char* mpi_name(Coll c) { return static_cast<size_t>(c) < kColls ? kMpiNames[static_cast<size_t>(c)] : "?"; }

@@ -19,5 +19,7 @@ int raise_error(MPI_Comm comm, int code, const std::string& text);
 // In MPI_Finalize before PMPI_Finalize: frees the library's communicators, writes the counters
 // (ICCS_MAGPIE_COUNTERS_FILE) and the report (ICCS_MAGPIE_REPORT; collective).
 void finish_before_finalize();
+// iccs_magpie_counter's value (iccs_magpie.h): ~0 for an unknown name.
+uint64_t counter_value(const char* collective, const char* field);
 
 }  // namespace iccs::magpie

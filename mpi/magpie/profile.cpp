@@ -11,6 +11,7 @@
 #include <mutex>
 #include <utility>
 
+#include "iccs_magpie.h"
 #include "library.hpp"
 #include "magpie.hpp"
 
@@ -128,6 +129,10 @@ Blocks blocks(const int* counts, const int* displs, int count, MPI_Datatype t) {
 }
 
 }  // namespace
+
+ICCS_EXPORT unsigned long long iccs_magpie_counter(const char* collective, const char* field) {
+    return counter_value(collective, field);
+}
 
 ICCS_EXPORT int MPI_Init(int* argc, char*** argv) {
     const int rc = PMPI_Init(argc, argv);
