@@ -4,12 +4,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
 #include "bench_compare.hpp"
 #include "bench_collectives.hpp"
+#include "bench_mpi_collectives.hpp"
 #include "bench_dsm.hpp"
 #include "bench_paths.hpp"
 #include "bench_rtt.hpp"
@@ -69,6 +72,34 @@ bool key_flag(const std::string& a, const char* v, std::string& key_file, bool& 
     return false;
 }
 
+// A one-way latency in milliseconds, 0..100000.
+double parse_ms(const std::string& flag, const char* v) {
+    if (v == nullptr) usage_error(flag + " needs a value");
+    char* end = nullptr;
+    const double ms = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(ms >= 0) || ms > 100000)
+        usage_error("bad value '" + std::string(v) + "' for " + flag + ": milliseconds from 0 to 100000");
+    return ms;
+}
+
+// --colls: all, or collectives of MPI by their counter names.
+std::string colls_arg(const char* v) {
+    static const std::set<std::string> known = {"barrier", "bcast", "reduce", "allreduce", "gather", "gatherv",
+                                                "scatter", "scatterv", "allgather", "allgatherv", "alltoall",
+                                                "alltoallv", "reduce_scatter", "reduce_scatter_block", "scan", "exscan"};
+    if (v == nullptr) usage_error("--colls needs a value: all, or a list such as bcast,allreduce");
+    const std::string list = v;
+    if (list == "all") return list;
+    std::istringstream in(list);
+    std::string c;
+    while (std::getline(in, c, ','))
+        if (!known.count(c))
+            usage_error("bad value '" + c + "' in --colls: allowed are all, or a list of barrier, bcast, reduce, "
+                        "allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall, alltoallv, "
+                        "reduce_scatter, reduce_scatter_block, scan, exscan");
+    return list;
+}
+
 int cmd_bench(int argc, char** argv) {
     if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
         std::printf(
@@ -83,6 +114,9 @@ int cmd_bench(int argc, char** argv) {
             "       iccs bench collectives [--sites S] [--clusters C] [--cluster-size T] [--wan-latency-ms L]\n"
             "                              [--wan-bandwidth B] [--size N] [--reps R] [--layout block|cyclic]\n"
             "                              [--ordered-messages M] [--json]\n"
+            "       iccs bench mpi-collectives [--sites S] [--clusters C] [--cluster-size R] [--proxies P]\n"
+            "                              [--wan-latency-ms L] [--wan-bandwidth B] [--size N] [--reps R]\n"
+            "                              [--colls all|NAME,...] [--no-han] [--transport iccs|tcp] [--json]\n"
             "  rtt      round-trip time of messages between compute threads of two clusters (processes,\n"
             "           proxies) over --fabric memif (DPDK, the default) or udp (kernel UDP sockets via\n"
             "           io_uring), median and p99, with the kernel's UDP ping-pong on loopback and the\n"
@@ -154,6 +188,21 @@ int cmd_bench(int argc, char** argv) {
             "           hier_median_us, flat_median_us, speedup (flat / hier), wan_bytes, wan_bytes_min,\n"
             "           flat_wan_bytes, min/max, hops; ordered_bcast.<central|rotating|migrating> with\n"
             "           latency_us (median), latency_mean_us and msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n"
+            "  mpi-collectives  MagPIe for MPI programs (mpi/magpie/, libiccs-magpie.so) against Open MPI's\n"
+            "           own collectives: our MPI program (perf/mpi_collectives.c) under real mpirun on S sites\n"
+            "           (default 4) of C clusters (default 2) of R ranks (default 2), P proxies per cluster\n"
+            "           (default 1), over the iccs provider (mpi/provider/: pml cm, mtl ofi) whose proxies\n"
+            "           emulate the WAN (L ms one way, default 10; B bytes/s per link, default 1000000); each\n"
+            "           collective timed as MPI_X (MagPIe) and PMPI_X (Open MPI's tuned) in the same run,\n"
+            "           interleaved, every measurement started at one instant on every rank (one host, one\n"
+            "           clock), median (and min..max) of --reps R (default 5) after a warm-up; then a second\n"
+            "           run with coll han preferred (--no-han: not), reported where it runs. Sizes (bytes per\n"
+            "           rank; --size N for one): 8, 1024, 65536 for all 16 collectives, 1048576 for bcast and\n"
+            "           allreduce; --colls a list. WAN data bytes per MagPIe call against the minimum.\n"
+            "           --transport tcp: Open MPI's own TCP, no WAN emulation (checks the programs; not the\n"
+            "           WAN figure). JSON: mpi_collectives.<name>.<size> with magpie_ms, mpi_ms, speedup\n"
+            "           (tuned / magpie), wan_bytes, wan_bytes_min, min/max, han_ms, speedup_han;\n"
+            "           wan_bytes_at_min, goal_config, goal_met, cores, oversubscribed.\n"
             "  stack    CPU ns per delivered message (send + receive + ack) of the iccs stack over the\n"
             "           in-memory wire, against the kernel's UDP loopback path (sendmmsg/recvmmsg x32)\n"
             "           measured in the same run; prints both and their ratio. --key FILE [--encrypt]: the\n"
@@ -305,13 +354,8 @@ int cmd_bench(int argc, char** argv) {
             if (a == "--sites") o.sites = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
             else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
             else if (a == "--cluster-size") o.cluster_size = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
-            else if (a == "--wan-latency-ms") {
-                if (v == nullptr) usage_error(a + " needs a value");
-                char* end = nullptr;
-                o.wan_latency_ms = std::strtod(v, &end);
-                if (end == v || *end != '\0' || !(o.wan_latency_ms >= 0) || o.wan_latency_ms > 100000)
-                    usage_error("bad value '" + std::string(v) + "' for --wan-latency-ms: milliseconds from 0 to 100000");
-            } else if (a == "--wan-bandwidth") o.wan_bandwidth = parse_u64(a, v, 0, 1'000'000'000'000);
+            else if (a == "--wan-latency-ms") o.wan_latency_ms = parse_ms(a, v);
+            else if (a == "--wan-bandwidth") o.wan_bandwidth = parse_u64(a, v, 0, 1'000'000'000'000);
             else if (a == "--size") o.size = static_cast<uint32_t>(parse_u64(a, v, 8, 16u << 20));
             else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
             else if (a == "--layout") {
@@ -324,8 +368,38 @@ int cmd_bench(int argc, char** argv) {
         if (o.sites * o.clusters > 64) usage_error("--sites x --clusters is at most 64 clusters");
         return iccs::bench_collectives(o);
     }
+    if (which == "mpi-collectives") {
+        iccs::BenchMpiCollectivesOptions o;
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+            if (a == "--json") {
+                o.json = true;
+                continue;
+            }
+            if (a == "--no-han") {
+                o.han = false;
+                continue;
+            }
+            ++i;
+            if (a == "--sites") o.sites = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--cluster-size") o.cluster_size = static_cast<uint32_t>(parse_u64(a, v, 1, 16));
+            else if (a == "--proxies") o.proxies = static_cast<uint32_t>(parse_u64(a, v, 1, 8));
+            else if (a == "--wan-latency-ms") o.wan_latency_ms = parse_ms(a, v);
+            else if (a == "--wan-bandwidth") o.wan_bandwidth = parse_u64(a, v, 0, 1'000'000'000'000);
+            else if (a == "--size") o.size = static_cast<uint32_t>(parse_u64(a, v, 8, 16u << 20));
+            else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_u64(a, v, 1, 1000));
+            else if (a == "--colls") o.colls = colls_arg(v);
+            else if (a == "--transport") o.transport = one_of("--transport", v, {"iccs", "tcp"});
+            else usage_error("unknown option '" + a + "' for bench mpi-collectives (see iccs bench --help)");
+        }
+        if (o.sites * o.clusters > 64) usage_error("--sites x --clusters is at most 64 clusters");
+        return iccs::bench_mpi_collectives(o);
+    }
     if (which != "stack")
-        usage_error("unknown benchmark '" + which + "' (available: stack, rtt, stripe, compare, dsm, collectives)");
+        usage_error("unknown benchmark '" + which +
+                    "' (available: stack, rtt, stripe, compare, dsm, collectives, mpi-collectives)");
     iccs::BenchStackOptions o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

@@ -24,6 +24,45 @@ bool cluster_bcast(Call& call, void* buf, int count, MPI_Datatype t, int leader)
     return call.wait_all();
 }
 
+bool spread_in_site(Call& call, char* buf, uint64_t total, uint32_t n, const std::vector<uint32_t>& clusters,
+                    MPI_Datatype t, MPI_Aint unit, int root) {
+    const Comm& c = call.comm();
+    const uint32_t my_cluster = c.my_cluster();
+    const auto& site = c.site_ranks[c.my_site()];
+    const uint32_t holder = static_cast<uint32_t>(std::find(clusters.begin(), clusters.end(), my_cluster) - clusters.begin());
+    const bool holds = holder < n && c.me == c.leader(my_cluster, root);
+    auto piece = [&](uint32_t j, int dest_or_src, bool send) {
+        uint64_t first, len;
+        piece_range(total, n, j, first, len);
+        if (send)
+            call.send(buf + first * unit, int(len), t, dest_or_src);
+        else
+            call.recv(buf + first * unit, int(len), t, dest_or_src);
+    };
+    if (site.size() <= kFanOutRanks) {
+        // One hop: each holder to every other rank of the site.
+        if (holds)
+            for (int r : site)
+                if (r != c.me) piece(holder, r, true);
+        for (uint32_t j = 0; j < n; ++j)
+            if (!(holds && j == holder)) piece(j, c.leader(clusters[j], root), false);
+        return call.wait_all();
+    }
+    // The holders swap pieces among the site's leaders, then each leader down its cluster.
+    if (c.me == c.leader(my_cluster, root)) {
+        for (uint32_t j = 0; j < n; ++j) {
+            if (holds && j == holder) {
+                for (uint32_t k : clusters)
+                    if (k != my_cluster) piece(j, c.leader(k, root), true);
+            } else {
+                piece(j, c.leader(clusters[j], root), false);
+            }
+        }
+        if (!call.wait_all()) return false;
+    }
+    return cluster_bcast(call, buf, int(total), t, c.leader(my_cluster, root));
+}
+
 int bcast(Call& call, void* buf, int count, const TypeInfo& t) {
     const Comm& c = call.comm();
     const int root = call.root(), me = c.me;
@@ -42,6 +81,7 @@ int bcast(Call& call, void* buf, int count, const TypeInfo& t) {
     }
     const uint32_t root_site = c.site_of[root], my_site = c.my_site(), my_cluster = c.my_cluster();
 
+    // The root: the whole to its own site, and piece j of it to leader j of every other site.
     if (me == root) {
         call.add_wan_min(wan_min_bcast(c, root, m));
         for (uint32_t s = 0; s < c.sites(); ++s) {
@@ -54,33 +94,18 @@ int bcast(Call& call, void* buf, int count, const TypeInfo& t) {
                 call.send_bytes(bytes + first, len, c.leader(clusters[j]));
             }
         }
-        for (uint32_t k : c.site_clusters[root_site])
-            if (k != my_cluster) call.send_bytes(bytes, m, c.leader(k, root));
-    } else if (me == c.leader(my_cluster, root)) {
-        if (my_site == root_site) {
-            call.wait(call.recv_bytes(bytes, m, root));
-        } else {
-            // Piece j came from the root to leader j; every leader needs all of them.
-            const auto clusters = c.clusters_for(my_site, -1);
-            const uint32_t n = pieces_for(c, my_site, m, m);
-            const uint32_t mine = static_cast<uint32_t>(std::find(clusters.begin(), clusters.end(), my_cluster) - clusters.begin());
-            int own = -1;
-            for (uint32_t j = 0; j < n; ++j) {
-                uint64_t first, len;
-                piece_range(m, n, j, first, len);
-                const int h = call.recv_bytes(bytes + first, len, j == mine ? root : c.leader(clusters[j]));
-                if (j == mine) own = h;
-            }
-            if (own >= 0 && call.wait(own)) {
-                uint64_t first, len;
-                piece_range(m, n, mine, first, len);
-                for (uint32_t k : clusters)
-                    if (k != my_cluster) call.send_bytes(bytes + first, len, c.leader(k));
-            }
-        }
     }
-    if (!call.wait_all()) return call.error();
-    if (!cluster_bcast(call, bytes, static_cast<int>(m), MPI_BYTE, c.leader(my_cluster, root))) return call.error();
+    const bool root_site_here = my_site == root_site;
+    const auto clusters = c.clusters_for(my_site, root);
+    const uint32_t n = root_site_here ? 1 : pieces_for(c, my_site, m, m);
+    const uint32_t j_me = static_cast<uint32_t>(std::find(clusters.begin(), clusters.end(), my_cluster) - clusters.begin());
+    if (!root_site_here && j_me < n && me == c.leader(my_cluster)) {  // a piece comes from the root
+        uint64_t first, len;
+        piece_range(m, n, j_me, first, len);
+        if (!call.wait(call.recv_bytes(bytes + first, len, root))) return call.error();
+    }
+    // (the root's own sends complete in there: its site need not wait for them)
+    if (!spread_in_site(call, bytes, m, n, clusters, MPI_BYTE, 1, root)) return call.error();
     if (!t.contiguous && me != root && unpack(bytes, buf, count, t) != MPI_SUCCESS)
         return call.raise(MPI_ERR_TYPE, "unpacking failed");
     return MPI_SUCCESS;

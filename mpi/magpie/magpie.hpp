@@ -247,6 +247,16 @@ void piece_range(uint64_t total, uint32_t n, uint32_t j, uint64_t& first, uint64
 // tree (posts and waits).
 bool cluster_bcast(Call& call, void* buf, int count, MPI_Datatype t, int leader);
 
+// Inside this rank's site: piece j of n of `total` units (elements of t, `unit` bytes apart: an
+// extent, or 1 for bytes) is at the leader of clusters[j] (the root's cluster: the root); after it,
+// every rank of the site has all of buf. Sites of at most kFanOutRanks ranks: each holder sends its
+// piece straight to every other rank (one hop); larger ones: the holders swap pieces among the
+// leaders, then each leader passes the whole down its cluster (two). A holder calls it with its
+// piece in place.
+inline constexpr size_t kFanOutRanks = 8;
+bool spread_in_site(Call& call, char* buf, uint64_t total, uint32_t n, const std::vector<uint32_t>& clusters,
+                    MPI_Datatype t, MPI_Aint unit, int root);
+
 // Runs of `ranks` (ascending) as [first, last]: each a row of consecutive ranks of the
 // communicator, or, when `split` is false, all of them in one (MPI lets a commutative
 // reduction combine in any order).

@@ -1,15 +1,18 @@
 // reduce.cpp: MPI_Reduce, MPI_Allreduce, MPI_Reduce_scatter(_block).
 //
-// All three start alike: a cluster's leader combines its ranks' inputs (shared memory), a site's
-// coordinator combines its clusters' partials, so each site has one partial (or, for an operation
+// All three start alike: a cluster's leader combines its ranks' inputs (shared memory), then a
+// site's clusters' partials are combined (reduce, reduce_scatter: at the coordinator; allreduce:
+// piece by piece at the site's leaders), so each site has one partial (or, for an operation
 // that does not commute, one per row of consecutive ranks of the site: MPI fixes the order of
 // the operands, x0 op x1 op ... op x(n-1), and only such rows may be combined early). Then:
 //   reduce:         the partials cross once to the root's site (long ones in pieces to several of
 //                   its leaders, which combine their piece and pass it on to the root);
-//   allreduce:      every coordinator sends its partials to every other site (one wide-area
-//                   latency), in pieces to several leaders when long; each such leader combines
-//                   its piece of every site's partials in rank order (so every site computes the
-//                   same bits), the leaders swap pieces, and each passes the whole to its cluster;
+//   allreduce:      no coordinator: the vector is cut into pieces, one per leader of the site
+//                   (one piece when short); the leaders swap the pieces of their cluster partials,
+//                   so leader j holds piece j of the site's partials, and sends it to every other
+//                   site (one wide-area latency; to the leader(s) holding that piece there); each
+//                   leader combines its piece of every site's partials in rank order (so every site
+//                   computes the same bits), and the pieces spread over the site's ranks;
 //   reduce_scatter: a coordinator sends each cluster of every site only that cluster's blocks of
 //                   its partials; the cluster's leader combines them and hands each rank its block.
 #include <algorithm>
@@ -66,47 +69,13 @@ char* combine(std::vector<Operand>& ops, int count, const Reduction& red, Call& 
     return acc;
 }
 
-// Phases 1 and 2 (see the top of the file): on return the site's coordinator holds `out`, the
-// partials of the site's runs in rank order; every other rank's part is sent.
-bool site_partials(Call& call, const void* in, const Reduction& red, int root, bool split, std::vector<Partial>& out) {
-    const Comm& c = call.comm();
-    const int me = c.me, count = red.count;
-    const uint32_t my_cluster = c.my_cluster(), my_site = c.my_site();
-    const int leader = c.leader(my_cluster, root), coord = c.coord(my_site, root);
-    out.clear();
-    if (me != leader) {
-        call.send(in, count, red.t.type, leader);
-        return call.wait_all();
-    }
-    const auto& members = c.cluster_ranks[my_cluster];
-    std::vector<TypedBuf> xs;
-    if (!cluster_inputs(call, in, red, xs)) return false;
-    std::vector<Partial> parts;
-    for (const auto& [first, last] : runs_of(members, split)) {
-        std::vector<Operand> ops;
-        size_t last_i = 0;
-        for (size_t i = 0; i < members.size(); ++i)
-            if (members[i] >= first && members[i] <= last) {
-                ops.push_back(Operand{members[i], xs[i].base()});
-                last_i = i;
-            }
-        if (!combine(ops, count, red, call)) return false;
-        parts.push_back(Partial{first, last, std::move(xs[last_i])});
-    }
-    if (me != coord) {
-        for (Partial& p : parts) call.send(p.buf.base(), count, red.t.type, coord);
-        return call.wait_all();
-    }
-    for (uint32_t k : c.site_clusters[my_site]) {
-        if (k == my_cluster) continue;
-        for (const auto& [first, last] : runs_of(c.cluster_ranks[k], split)) {
-            parts.push_back(Partial{first, last, TypedBuf(red.t, count)});
-            call.recv(parts.back().buf.base(), count, red.t.type, c.leader(k, root));
-        }
-    }
-    if (!call.wait_all()) return false;
+// The partials of `rows` (runs of ranks) from `parts` (partials of sub-runs, each inside one row),
+// each combined in rank order into the buffer of its last part.
+bool merge_rows(Call& call, std::vector<Partial>& parts, const std::vector<std::pair<int, int>>& rows, int count,
+                const Reduction& red, std::vector<Partial>& out) {
     std::sort(parts.begin(), parts.end(), [](const Partial& a, const Partial& b) { return a.first < b.first; });
-    for (const auto& [first, last] : runs_of(c.site_ranks[my_site], split)) {
+    out.clear();
+    for (const auto& [first, last] : rows) {
         std::vector<Operand> ops;
         size_t last_i = 0;
         for (size_t i = 0; i < parts.size(); ++i)
@@ -114,10 +83,54 @@ bool site_partials(Call& call, const void* in, const Reduction& red, int root, b
                 ops.push_back(Operand{parts[i].first, parts[i].buf.base()});
                 last_i = i;
             }
-        if (!combine(ops, count, red, call)) return false;
+        if (!combine(ops, count, red, call)) return false;  // (fails on a row without partials)
         out.push_back(Partial{first, last, std::move(parts[last_i].buf)});
     }
     return true;
+}
+
+// Phase 1: at a cluster's leader, the partials of the cluster's runs (rows of consecutive ranks,
+// or all of it when the operation commutes); a member sends its input to its leader (and returns
+// with `parts` empty).
+bool cluster_partials(Call& call, const void* in, const Reduction& red, int root, bool split, std::vector<Partial>& parts) {
+    const Comm& c = call.comm();
+    const uint32_t my_cluster = c.my_cluster();
+    const int leader = c.leader(my_cluster, root);
+    parts.clear();
+    if (c.me != leader) {
+        call.send(in, red.count, red.t.type, leader);
+        return call.wait_all();
+    }
+    const auto& members = c.cluster_ranks[my_cluster];
+    std::vector<TypedBuf> xs;
+    if (!cluster_inputs(call, in, red, xs)) return false;
+    std::vector<Partial> inputs;
+    for (size_t i = 0; i < members.size(); ++i) inputs.push_back(Partial{members[i], members[i], std::move(xs[i])});
+    return merge_rows(call, inputs, runs_of(members, split), red.count, red, parts);
+}
+
+// Phases 1 and 2 (see the top of the file): on return the site's coordinator holds `out`, the
+// partials of the site's runs in rank order; every other rank's part is sent.
+bool site_partials(Call& call, const void* in, const Reduction& red, int root, bool split, std::vector<Partial>& out) {
+    const Comm& c = call.comm();
+    const uint32_t my_cluster = c.my_cluster(), my_site = c.my_site();
+    const int coord = c.coord(my_site, root);
+    std::vector<Partial> parts;
+    out.clear();
+    if (!cluster_partials(call, in, red, root, split, parts)) return false;
+    if (parts.empty()) return true;  // a member
+    if (c.me != coord) {
+        for (Partial& p : parts) call.send(p.buf.base(), red.count, red.t.type, coord);
+        return call.wait_all();
+    }
+    for (uint32_t k : c.site_clusters[my_site]) {
+        if (k == my_cluster) continue;
+        for (const auto& [first, last] : runs_of(c.cluster_ranks[k], split)) {
+            parts.push_back(Partial{first, last, TypedBuf(red.t, red.count)});
+            call.recv(parts.back().buf.base(), red.count, red.t.type, c.leader(k, root));
+        }
+    }
+    return call.wait_all() && merge_rows(call, parts, runs_of(c.site_ranks[my_site], split), red.count, red, out);
 }
 
 uint32_t index_in(const std::vector<uint32_t>& v, uint32_t x) {
@@ -233,65 +246,85 @@ int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
     call.add_bytes(m);
     if (count == 0) return MPI_SUCCESS;
     if (me == 0) call.add_wan_min(wan_min_allreduce(c, m, split));
-    std::vector<Partial> mine;
-    if (!site_partials(call, in, red, -1, split, mine)) return call.error();
-
     const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
-    const int leader = c.leader(my_cluster);
-    // The coordinator: its site's partials to every site (its own included when that site's
-    // pieces go to several leaders), piece j to that site's leader j.
-    if (me == c.coord(my_site)) {
-        for (uint32_t t = 0; t < c.sites(); ++t) {
-            const auto clusters = c.clusters_for(t, -1);
-            const uint32_t n = c.sites() > 1 ? pieces_for(c, t, m, count) : 1;
-            for (uint32_t j = t == my_site ? 1 : 0; j < n; ++j) {
-                uint64_t first, cnt;
-                piece_range(count, n, j, first, cnt);
-                for (Partial& p : mine) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
-            }
-        }
-    }
+    // Every site's vector is cut into pieces, one per leader (of the first n of its clusters).
+    auto pieces = [&](uint32_t s) { return pieces_for(c, s, m, count); };
     const auto clusters = c.clusters_for(my_site, -1);
-    const uint32_t n = c.sites() > 1 ? pieces_for(c, my_site, m, count) : 1, j_me = index_in(clusters, my_cluster);
-    if (me == leader && j_me < n) {
-        // Leader j: piece j of every site's partials, combined in rank order.
-        uint64_t first, cnt;
-        piece_range(count, n, j_me, first, cnt);
-        std::vector<TypedBuf> got;
-        std::vector<Operand> ops;
-        for (uint32_t s = 0; s < c.sites(); ++s) {
-            if (s == my_site && me == c.coord(my_site)) {
-                for (Partial& p : mine) ops.push_back(Operand{p.first, p.buf.base() + red.offset(first)});
-                continue;
-            }
-            for (const auto& run : runs_of(c.site_ranks[s], split)) {
-                got.emplace_back(red.t, cnt);
-                ops.push_back(Operand{run.first, got.back().base()});
-                call.recv(got.back().base(), int(cnt), red.t.type, c.coord(s));
-            }
-        }
-        if (!call.wait_all()) return call.error();
-        char* acc = combine(ops, int(cnt), red, call);
-        if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(first), int(cnt), red.t) != MPI_SUCCESS)
-            return call.raise(MPI_ERR_OP, "combining the partials failed");
-    }
-    if (!call.wait_all()) return call.error();
-    // The leaders of the site swap their pieces; then each passes the whole down its cluster.
-    if (me == leader) {
+    const uint32_t n = pieces(my_site), j_me = index_in(clusters, my_cluster);
+    std::vector<Partial> parts;
+    if (!cluster_partials(call, in, red, -1, split, parts)) return call.error();
+    if (me == c.leader(my_cluster)) {
+        // The site's leaders: piece j of every cluster partial to leader j ...
         for (uint32_t j = 0; j < n; ++j) {
+            if (j == j_me) continue;
             uint64_t first, cnt;
             piece_range(count, n, j, first, cnt);
-            char* at = static_cast<char*>(out) + red.offset(first);
-            if (j == j_me) {
-                for (uint32_t k : clusters)
-                    if (k != my_cluster) call.send(at, int(cnt), red.t.type, c.leader(k));
-            } else {
-                call.recv(at, int(cnt), red.t.type, c.leader(clusters[j]));
-            }
+            for (Partial& p : parts) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
         }
-        if (!call.wait_all()) return call.error();
+        if (j_me < n) {
+            uint64_t first, cnt;
+            piece_range(count, n, j_me, first, cnt);
+            // ... which combines its piece of the site's rows (the partials of the site's runs) ...
+            std::vector<Partial> mine, rows;
+            for (Partial& p : parts) {  // own partials: their piece, moved to the front
+                TypedBuf b(red.t, cnt);
+                copy_typed(p.buf.base() + red.offset(first), b.base(), int(cnt), red.t);
+                mine.push_back(Partial{p.first, p.last, std::move(b)});
+            }
+            for (uint32_t k : c.site_clusters[my_site]) {
+                if (k == my_cluster) continue;
+                for (const auto& [f, l] : runs_of(c.cluster_ranks[k], split)) {
+                    mine.push_back(Partial{f, l, TypedBuf(red.t, cnt)});
+                    call.recv(mine.back().buf.base(), int(cnt), red.t.type, c.leader(k));
+                }
+            }
+            if (!call.wait_all() || !merge_rows(call, mine, runs_of(c.site_ranks[my_site], split), int(cnt), red, rows))
+                return call.error();
+            // ... sends them to every other site, to the leader(s) whose piece overlaps it (the
+            // same pieces when the sites are alike) ...
+            for (uint32_t t = 0; t < c.sites(); ++t) {
+                if (t == my_site) continue;
+                const auto tc = c.clusters_for(t, -1);
+                const uint32_t tn = pieces(t);
+                for (uint32_t i = 0; i < tn; ++i) {
+                    uint64_t tf, tcnt;
+                    piece_range(count, tn, i, tf, tcnt);
+                    const uint64_t lo = std::max(first, tf), hi = std::min(first + cnt, tf + tcnt);
+                    if (lo >= hi) continue;
+                    for (Partial& r : rows) call.send(r.buf.base() + red.offset(lo - first), int(hi - lo), red.t.type, c.leader(tc[i]));
+                }
+            }
+            // ... and gets the other sites' rows for its piece, assembled from their pieces.
+            std::vector<Operand> ops;
+            for (Partial& r : rows) ops.push_back(Operand{r.first, r.buf.base()});
+            std::vector<TypedBuf> got;
+            got.reserve(c.n);
+            for (uint32_t s = 0; s < c.sites(); ++s) {
+                if (s == my_site) continue;
+                const auto sc = c.clusters_for(s, -1);
+                const uint32_t sn = pieces(s);
+                for (const auto& row : runs_of(c.site_ranks[s], split)) {
+                    got.emplace_back(red.t, cnt);
+                    ops.push_back(Operand{row.first, got.back().base()});
+                    for (uint32_t j = 0; j < sn; ++j) {
+                        uint64_t sf, scnt;
+                        piece_range(count, sn, j, sf, scnt);
+                        const uint64_t lo = std::max(first, sf), hi = std::min(first + cnt, sf + scnt);
+                        if (lo < hi) call.recv(got.back().base() + red.offset(lo - first), int(hi - lo), red.t.type, c.leader(sc[j]));
+                    }
+                }
+            }
+            if (!call.wait_all()) return call.error();
+            char* acc = combine(ops, int(cnt), red, call);
+            if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(first), int(cnt), red.t) != MPI_SUCCESS)
+                return call.raise(MPI_ERR_OP, "combining the partials failed");
+        }
     }
-    return cluster_bcast(call, out, count, red.t.type, leader) ? MPI_SUCCESS : call.error();
+    if (!call.wait_all()) return call.error();
+    // Every rank of the site gets every piece.
+    return spread_in_site(call, static_cast<char*>(out), uint64_t(count), n, clusters, red.t.type, red.t.extent, -1)
+               ? MPI_SUCCESS
+               : call.error();
 }
 
 int reduce_scatter(Call& call, const void* in, void* out, const int* counts, const Reduction& whole) {

@@ -171,8 +171,11 @@ def cmd_bad(a):
     took = time.time() - t0
     if p.returncode == 0:
         fail(f"--bad {a.bad}: the job succeeded", p.stdout)
+    # Whichever rank notices first reports: the call it is in, or the later call in which the
+    # mismatched call's message arrives (e.g. "MPI_Barrier ...: rank 1 sent a message of another
+    # call (MPI_Bcast ...)"); either way the line names the mismatched collective.
     want = {"root": "MPI_Bcast", "count": "MPI_Allreduce", "coll": "MPI_", "skip": "MPI_Allreduce"}[a.bad]
-    lines = [l for l in p.stdout.splitlines() if l.startswith("iccs-magpie: " + want)]
+    lines = [l for l in p.stdout.splitlines() if l.startswith("iccs-magpie: MPI_") and want in l]
     if not lines:
         fail(f"--bad {a.bad}: no iccs-magpie error naming {want}", p.stdout)
     if a.bad == "skip" and "ICCS_MAGPIE_TIMEOUT_MS" not in lines[0]:

@@ -1,0 +1,285 @@
+// bench_mpi_collectives.cpp: `iccs bench mpi-collectives`. Writes the machine file (S*C clusters of
+// R ranks, [wan] sites in blocks, latency and bandwidth), starts mpirun on perf/mpi_collectives.c
+// over the iccs provider, reads its measurement lines, and prints medians side by side (and JSON).
+// One host, one clock: every measurement starts at one instant on every rank (mpi_collectives.c).
+#include "bench_mpi_collectives.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+
+namespace iccs {
+
+namespace {
+
+struct Series {
+    std::vector<double> ms;  // per measured rep
+    uint64_t wan = 0, wan_min = 0;
+    int late = 0;
+    double median() const {
+        if (ms.empty()) return 0;
+        std::vector<double> v = ms;
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    }
+    double lo() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
+    double hi() const { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }
+};
+// (collective, size) -> impl ("magpie", "mpi", "han") -> series
+using Results = std::map<std::pair<std::string, long>, std::map<std::string, Series>>;
+
+// Runs argv with `env` added, stdout captured (stderr passes through); the exit status.
+int run_capture(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& out) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    const pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+        std::vector<char*> a;
+        for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        execvp(a[0], a.data());
+        std::fprintf(stderr, "iccs bench mpi-collectives: cannot run %s\n", a[0]);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// "m COLL SIZE IMPL REP TIME_US LATE WAN WAN_MIN" lines; rep 0 (the warm-up) left out. `mpi_as`
+// names what PMPI_ measured in this run (mpi = tuned, or han).
+void parse(const std::string& out, const std::string& mpi_as, bool take_magpie, Results& r) {
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string tag, coll, impl;
+        long size = 0;
+        int rep = 0, late = 0;
+        double us = 0;
+        unsigned long long wan = 0, wan_min = 0;
+        if (!(ls >> tag >> coll >> size >> impl >> rep >> us >> late >> wan >> wan_min) || tag != "m" || rep == 0) continue;
+        if (impl == "magpie" && !take_magpie) continue;
+        Series& s = r[{coll, size}][impl == "magpie" ? impl : mpi_as];
+        s.ms.push_back(us / 1e3);
+        s.late += late;
+        if (impl == "magpie") {
+            s.wan = wan;
+            s.wan_min = wan_min;
+        }
+    }
+}
+
+std::string build_dir() {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return (ec ? std::filesystem::path("build/cli") : self.parent_path()).parent_path().string();
+}
+
+}  // namespace
+
+int bench_mpi_collectives(const BenchMpiCollectivesOptions& o) {
+    const uint32_t C = o.sites * o.clusters, P = C * o.cluster_size;
+    const bool iccs = o.transport == "iccs";
+    const std::string build = build_dir();
+    const std::string program = build + "/perf/iccs-mpi-collectives";
+    const std::string provider = build + "/mpi/provider";
+    if (access(program.c_str(), X_OK) != 0) {
+        std::fprintf(stderr, "iccs bench mpi-collectives: %s was not built (Open MPI's libopenmpi-dev missing?)\n",
+                     program.c_str());
+        return 2;
+    }
+    if (iccs && access((provider + "/libiccs-fi.so").c_str(), R_OK) != 0) {
+        std::fprintf(stderr,
+                     "iccs bench mpi-collectives: the iccs provider (%s/libiccs-fi.so, mpi/provider/, issue 35) is not "
+                     "built: the WAN emulation is in its proxies. --transport tcp runs the programs over Open MPI's TCP "
+                     "without WAN emulation (a functional run, not the WAN figure)\n",
+                     provider.c_str());
+        return 2;
+    }
+    std::string sites;
+    for (uint32_t c = 0; c < C; ++c) sites += (c ? ", " : "") + std::to_string(c / o.clusters);
+    char lat[64];
+    std::snprintf(lat, sizeof lat, "%g", o.wan_latency_ms);
+    char tmpl[] = "/tmp/iccs-bench-mpi-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+        std::perror("iccs bench mpi-collectives: mkdtemp");
+        return 1;
+    }
+    const std::string dir = tmpl, machine = dir + "/machine.toml";
+    {
+        std::ofstream m(machine);
+        m << "[machine]\nclusters = " << C << "\nfabric = \"memif\"\n[cluster]\ncompute_threads = " << o.cluster_size
+          << "\nproxies = " << o.proxies << "\npolling = \"adaptive\"\npeer_timeout_ms = 60000\n[wan]\nsites = [" << sites
+          << "]\nlatency_ms = " << lat << "\nbandwidth_bytes_per_s = " << o.wan_bandwidth << "\n";
+    }
+    const ConfigResult cr = configure(machine, {});
+    if (!cr.ok()) {
+        std::fprintf(stderr, "iccs bench mpi-collectives: %s\n", cr.error.c_str());
+        std::filesystem::remove_all(dir);
+        return 2;
+    }
+    const std::string sizes = o.size ? std::to_string(o.size) : "8,1024,65536";
+    const unsigned cores = std::max(1u, host_core_count());
+    char wan[160] = "Open MPI's own TCP, no WAN emulation: a functional run, not the WAN figure";
+    if (iccs)
+        std::snprintf(wan, sizeof wan, "the iccs provider, WAN %s ms one way and %" PRIu64 " bytes/s per link, %u proxies per cluster",
+                      lat, o.wan_bandwidth, o.proxies);
+    std::fprintf(stderr,
+                 "bench mpi-collectives: %u sites x %u clusters x %u ranks (%u ranks) under mpirun over %s; MagPIe "
+                 "(libiccs-magpie) against Open MPI's own collectives (tuned%s) in the same run, interleaved, median of "
+                 "%u reps after a warm-up; %u ranks on %u cores\n",
+                 o.sites, o.clusters, o.cluster_size, P, wan, o.han ? ", then han" : "", o.reps, P, cores);
+    // What to run: the sizes for every collective, and 1 MiB for bcast and allreduce by default.
+    struct Pass {
+        std::string colls, sizes;
+    };
+    std::vector<Pass> passes = {{o.colls, sizes}};
+    if (o.size == 0) {
+        std::string big;
+        for (const char* k : {"bcast", "allreduce"})
+            if (o.colls == "all" || ("," + o.colls + ",").find(std::string(",") + k + ",") != std::string::npos)
+                big += (big.empty() ? "" : ",") + std::string(k);
+        if (!big.empty()) passes.push_back({big, "1048576"});
+    }
+    Results res;
+    std::string err;
+    const std::vector<std::string> modules = o.han ? std::vector<std::string>{"mpi", "han"} : std::vector<std::string>{"mpi"};
+    int run_no = 0;
+    for (const std::string& module : modules)
+        for (const Pass& p : passes) {
+            std::vector<std::string> argv = {"mpirun", "--oversubscribe", "-n", std::to_string(P)};
+            if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+            std::vector<std::string> env;
+            if (iccs) {
+                for (const char* a : {"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "iccs"})
+                    argv.push_back(a);
+                env = {"FI_PROVIDER_PATH=" + provider, "ICCS_CONFIG=" + machine,
+                       "ICCS_RUN_ID=bm" + std::to_string(getpid()) + "r" + std::to_string(run_no++)};
+            } else {
+                for (const char* a : {"--mca", "pml", "ob1", "--mca", "btl", "tcp,self,vader"}) argv.push_back(a);
+                env = {"ICCS_CONFIG=" + machine};
+            }
+            if (module == "han")
+                for (const char* a : {"--mca", "coll_han_priority", "100"}) argv.push_back(a);
+            for (const std::string& e : env) {
+                argv.push_back("-x");
+                argv.push_back(e.substr(0, e.find('=')));
+            }
+            for (const std::string& a : {program, std::string("--sizes"), p.sizes, std::string("--reps"),
+                                         std::to_string(o.reps), std::string("--colls"), p.colls})
+                argv.push_back(a);
+            std::string out;
+            const int rc = run_capture(argv, env, out);
+            if (rc != 0) {
+                const std::string what = "the " + std::string(module == "han" ? "han" : "tuned") + " run (" + p.colls +
+                                         ", sizes " + p.sizes + ") exited " + std::to_string(rc);
+                if (module == "han") {
+                    std::fprintf(stderr, "bench mpi-collectives: han does not run here: %s\n", what.c_str());
+                    break;
+                }
+                err += (err.empty() ? "" : "; ") + what;
+            }
+            parse(out, module, module == "mpi", res);
+        }
+    std::filesystem::remove_all(dir);
+
+    auto ms = [&](const std::pair<std::string, long>& k, const char* impl) {
+        const auto it = res[k].find(impl);
+        return it == res[k].end() ? 0.0 : it->second.median();
+    };
+    bool all_min = true;
+    for (auto& [k, by] : res)
+        if (by.count("magpie") && by["magpie"].wan != by["magpie"].wan_min) all_min = false;
+    const auto speed = [&](const std::pair<std::string, long>& k) {
+        const double m = ms(k, "magpie");
+        return m > 0 ? ms(k, "mpi") / m : 0.0;
+    };
+    const bool goal_cfg = o.sites == 4 && o.wan_latency_ms == 10 && o.wan_bandwidth == 1'000'000 && iccs;
+    const std::pair<std::string, long> bc{"bcast", 65536}, ar{"allreduce", 65536};
+    const bool have_goal = res.count(bc) && res.count(ar);
+    const bool goal = have_goal && speed(bc) >= 3 && speed(ar) >= 3 && all_min;
+    if (o.json) {
+        std::printf("{\"sites\": %u, \"clusters_per_site\": %u, \"cluster_size\": %u, \"ranks\": %u, \"proxies\": %u, "
+                    "\"transport\": \"%s\", \"wan_latency_ms\": %s, \"wan_bandwidth\": %" PRIu64 ", \"reps\": %u, "
+                    "\"cores\": %u, \"oversubscribed\": %s, \"mpi_collectives\": {",
+                    o.sites, o.clusters, o.cluster_size, P, o.proxies, o.transport.c_str(), lat, o.wan_bandwidth, o.reps,
+                    cores, P > cores ? "true" : "false");
+        std::string last;
+        for (auto& [k, by] : res) {
+            if (k.first != last) std::printf("%s\"%s\": {", last.empty() ? "" : "}, ", k.first.c_str());
+            else std::printf(", ");
+            last = k.first;
+            const Series& m = by["magpie"];
+            std::printf("\"%ld\": {\"magpie_ms\": %.2f, \"mpi_ms\": %.2f, \"speedup\": %.3f, \"wan_bytes\": %" PRIu64
+                        ", \"wan_bytes_min\": %" PRIu64 ", \"magpie_min_ms\": %.2f, \"magpie_max_ms\": %.2f, "
+                        "\"mpi_min_ms\": %.2f, \"mpi_max_ms\": %.2f",
+                        k.second, m.median(), ms(k, "mpi"), speed(k), m.wan, m.wan_min, m.lo(), m.hi(),
+                        by["mpi"].lo(), by["mpi"].hi());
+            if (by.count("han") && !by["han"].ms.empty())
+                std::printf(", \"han_ms\": %.2f, \"speedup_han\": %.3f", by["han"].median(),
+                            m.median() > 0 ? by["han"].median() / m.median() : 0.0);
+            std::printf("}");
+        }
+        std::printf("%s}, \"wan_bytes_at_min\": %s, \"goal_config\": %s, \"goal_met\": %s", last.empty() ? "" : "}",
+                    all_min ? "true" : "false", goal_cfg ? "true" : "false", goal ? "true" : "false");
+        if (!err.empty()) std::printf(", \"error\": %s", json_quote(err).c_str());
+        std::printf("}\n");
+    } else {
+        std::printf("bench mpi-collectives: %u sites x %u clusters x %u ranks over %s; medians of %u reps (MagPIe and "
+                    "MPI interleaved)\n",
+                    o.sites, o.clusters, o.cluster_size, wan, o.reps);
+        std::printf("  %-21s %8s %10s %10s %8s %10s %8s %11s %11s  %s\n", "collective", "bytes", "magpie ms", "tuned ms",
+                    "speedup", "han ms", "vs han", "wan bytes", "wan min", "magpie min..max / tuned min..max ms");
+        for (auto& [k, by] : res) {
+            const Series& m = by["magpie"];
+            const bool han = by.count("han") && !by["han"].ms.empty();
+            char hs[32] = "-", hv[32] = "-";
+            if (han) {
+                std::snprintf(hs, sizeof hs, "%.1f", by["han"].median());
+                std::snprintf(hv, sizeof hv, "%.2f", m.median() > 0 ? by["han"].median() / m.median() : 0.0);
+            }
+            std::printf("  %-21s %8ld %10.1f %10.1f %8.2f %10s %8s %11" PRIu64 " %11" PRIu64 "  %.0f..%.0f / %.0f..%.0f\n",
+                        k.first.c_str(), k.second, m.median(), ms(k, "mpi"), speed(k), hs, hv, m.wan, m.wan_min, m.lo(),
+                        m.hi(), by["mpi"].lo(), by["mpi"].hi());
+        }
+        std::printf("  speedup = tuned / magpie; wan bytes = MagPIe's data bytes over WAN links per call, summed over "
+                    "the ranks; wan min = each item once to each site that needs it\n");
+        std::printf("  WAN bytes at the minimum for every collective: %s\n", all_min ? "yes" : "NO");
+        if (have_goal)
+            std::printf("  goal (4 sites, 10 ms, 1 MB/s: bcast and allreduce of 64 KiB >= 3x tuned, WAN bytes at the "
+                        "minimum): %s%s\n",
+                        goal ? "met" : "not met", goal_cfg ? "" : " (this is not the goal's configuration)");
+        if (P > cores)
+            std::printf("  note: %u ranks (and their clusters' agents and proxies) on %u cores: oversubscribed, not a "
+                        "dedicated-core figure\n",
+                        P, cores);
+        if (!err.empty()) std::printf("  error: %s\n", err.c_str());
+    }
+    return err.empty() ? 0 : 1;
+}
+
+}  // namespace iccs
