@@ -5,8 +5,8 @@
  * or whatever module mpirun's --mca coll_* chose). Each measurement starts at one instant on
  * every rank: rank 0 broadcasts a start time far enough ahead (every rank is on this host and
  * reads one CLOCK_MONOTONIC), every rank sleeps until it, calls, and notes its end; the time is
- * the last end minus the start. A rank that got the start time late is noted (the margin then
- * grows for the rest of the run). For the library's calls, the wide-area bytes of one call and
+ * the last end minus the start. The margin follows the start time's own slowest arrival (twice
+ * it, at least --margin-ms, at most 2 s); a rank that got the start time late is noted. For the library's calls, the wide-area bytes of one call and
  * their minimum come from its counters (iccs_magpie_counter), summed over the ranks.
  *
  * Sizes are bytes per rank as in `iccs bench collectives`: bcast, reduce, allreduce, scan,
@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     counts = malloc(sizeof(int) * P);
     displs = malloc(sizeof(int) * P);
     for (long i = 0; i < most + P; ++i) a[i] = me + i % 7, b[i] = 0;
-    int64_t margin = (int64_t)(margin_ms * 1e6);
+    const int64_t base_margin = (int64_t)(margin_ms * 1e6);
+    int64_t margin = base_margin;
     int64_t* ends = malloc(sizeof(int64_t) * P);
     for (int rep = 0; rep <= reps; ++rep)
         for (int k = 0; k < NCOLLS; ++k) {
@@ -136,8 +137,10 @@ int main(int argc, char** argv) {
                     unsigned long long wan0 = 0, min0 = 0;
                     if (magpie) wan0 = counter_sum(names[k], "wan_bytes"), min0 = counter_sum(names[k], "wan_bytes_min");
                     PMPI_Barrier(MPI_COMM_WORLD);
-                    int64_t start = now_ns() + margin;
-                    PMPI_Bcast(&start, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+                    int64_t when[2] = {now_ns(), 0}; /* sent at, start */
+                    when[1] = when[0] + margin;
+                    PMPI_Bcast(when, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+                    const int64_t start = when[1], took = now_ns() - when[0];
                     const int late = now_ns() > start;
                     sleep_until(start);
                     const int rc = run(k, n, magpie);
@@ -148,9 +151,14 @@ int main(int argc, char** argv) {
                         MPI_Abort(MPI_COMM_WORLD, 1);
                     }
                     int any_late = 0;
+                    int64_t slowest = 0;
                     PMPI_Gather(&end, 1, MPI_INT64_T, ends, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
                     PMPI_Allreduce(&late, &any_late, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-                    if (any_late) margin *= 2; /* too short for this machine: longer from now on */
+                    PMPI_Allreduce(&took, &slowest, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+                    /* The next margin: twice the slowest arrival of the start time, within [base, 2 s]. */
+                    margin = 2 * slowest;
+                    if (margin < base_margin) margin = base_margin;
+                    if (margin > 2000000000) margin = 2000000000;
                     unsigned long long wan = 0, min = 0;
                     if (magpie) {
                         wan = counter_sum(names[k], "wan_bytes") - wan0;

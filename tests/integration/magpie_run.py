@@ -15,6 +15,9 @@ Usage: magpie_run.py MODE [OPTIONS]
   bad     --binary PROG --bad root|count|coll|skip: a mismatched call (or a rank that skips one)
           must end the job with a non-zero status and an iccs-magpie error naming the call,
           within ICCS_MAGPIE_TIMEOUT_MS plus a margin: never a hang.
+  Over the iccs provider (--provider DIR: mpi/provider/'s build directory): pml cm, mtl ofi, the
+  ranks placed by a machine file whose proxies emulate the WAN between the sites (--wan-latency-ms,
+  --wan-bandwidth, --wan-loss: frames lost on the WAN links, which slidwin recovers).
   relink  --lib-dir DIR --pc-dir DIR: the documented line `mpicc prog.c -o prog $(pkg-config
           --libs iccs-magpie)` (from the build tree) gives a program whose collectives are the
           library's, and `ICCS_MAGPIE=off` hands them all to MPI.
@@ -49,12 +52,17 @@ def skip(msg):
     sys.exit(77)
 
 
-def mpirun_base(ranks, btl):
+def mpirun_base(ranks, btl, provider=""):
     if shutil.which("mpirun") is None:
         skip("mpirun not found (Debian package openmpi-bin)")
     # As root (CI), Open MPI wants to be told; oversubscribe: more ranks than this host's cores.
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "--mca", "pml", "ob1",
-            "--mca", "btl", btl, "--mca", "btl_tcp_if_include", "lo"]
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)]
+    if provider:  # the iccs provider (mpi/provider/): Open MPI's cm PML and ofi MTL
+        if not os.path.exists(os.path.join(provider, "libiccs-fi.so")):
+            skip(f"the iccs provider is not built ({provider}/libiccs-fi.so)")
+        return cmd + ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "iccs",
+                      "-x", f"FI_PROVIDER_PATH={provider}", "-x", f"ICCS_RUN_ID=mg{os.getpid()}"]
+    return cmd + ["--mca", "pml", "ob1", "--mca", "btl", btl, "--mca", "btl_tcp_if_include", "lo"]
 
 
 def shape_ranks(spec):
@@ -66,12 +74,19 @@ def shape_ranks(spec):
     return len(entries), len({e.split(":")[0] for e in entries})
 
 
-def machine_file(path, spec):
-    """A machine file placing the ranks of SxCxR as `iccs run --mpi` would."""
+def machine_file(path, spec, a):
+    """A machine file placing the ranks of SxCxR as `iccs run --mpi` would (and, over the provider,
+    its proxies and the WAN emulation between the sites)."""
     s, c, r = (int(v) for v in spec.split("x"))
     sites = ", ".join(str(k // c) for k in range(s * c))
+    lines = [f"[machine]", f"clusters = {s * c}", "[cluster]", f"compute_threads = {r}"]
+    if a.provider:
+        lines += ["proxies = 1", 'polling = "adaptive"', "peer_timeout_ms = 60000"]
+    lines += ["[wan]", f"sites = [{sites}]"]
+    if a.provider:
+        lines += [f"latency_ms = {a.wan_latency_ms}", f"bandwidth_bytes_per_s = {a.wan_bandwidth}", f"loss = {a.wan_loss}"]
     with open(path, "w") as f:
-        f.write(f"[machine]\nclusters = {s * c}\n[cluster]\ncompute_threads = {r}\n[wan]\nsites = [{sites}]\n")
+        f.write("\n".join(lines) + "\n")
 
 
 def run_check(a, spec, tmp):
@@ -86,11 +101,11 @@ def run_check(a, spec, tmp):
         env["ICCS_SITES"] = spec
     elif a.placement == "machine":
         mf = os.path.join(tmp, "machine.toml")
-        machine_file(mf, spec)
+        machine_file(mf, spec, a)
         env["ICCS_CONFIG"] = mf
     if a.preload:
         env["LD_PRELOAD"] = a.preload
-    cmd = mpirun_base(ranks, a.btl)
+    cmd = mpirun_base(ranks, a.btl, a.provider)
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
     cmd += [a.binary, "--counts", a.counts]
@@ -249,7 +264,13 @@ def main():
     ap.add_argument("--lib-dir", default="")
     ap.add_argument("--pc-dir", default="")
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--provider", default="", help="over the iccs provider in DIR (placement from the machine file)")
+    ap.add_argument("--wan-latency-ms", default="5")
+    ap.add_argument("--wan-bandwidth", default="0")
+    ap.add_argument("--wan-loss", default="0")
     a = ap.parse_args()
+    if a.provider:
+        a.placement = "machine"  # the provider reads the machine file; so does the library
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     {"check": cmd_check, "sweep": cmd_sweep, "bad": cmd_bad, "relink": cmd_relink}[a.mode](a)
