@@ -102,7 +102,23 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, st
     Impl& I = *n->impl_;
     I.page = cfg.page_bytes;
     I.npages = cfg.region_bytes / cfg.page_bytes;
-    if (I.npages > UINT32_MAX) {
+    I.gpage = uint32_t(sysconf(_SC_PAGESIZE));
+    I.total_pages = I.npages;
+    for (const auto& [addr, bytes] : cfg.globals) {
+        if (bytes == 0) continue;
+        if (addr % I.gpage || bytes % I.gpage) {
+            err = "dsm: a range of the program's globals (" + std::to_string(bytes) + " bytes at " +
+                  std::to_string(addr) + ") is not page-aligned";
+            return nullptr;
+        }
+        Impl::Area a;
+        a.first = I.total_pages + 1;  // one unused number: a run of pages never crosses an area
+        a.count = bytes / I.gpage;
+        a.app = reinterpret_cast<uint8_t*>(addr);
+        I.globals.push_back(a);
+        I.total_pages = a.first + a.count;
+    }
+    if (I.total_pages > UINT32_MAX) {
         err = "dsm region of " + std::to_string(cfg.region_bytes) + " bytes has more than 2^32 pages";
         return nullptr;
     }
@@ -163,6 +179,12 @@ DsmNode::~DsmNode() {
     if (I.priv) munmap(I.priv, cfg_.region_bytes);
     if (I.twins) munmap(I.twins, cfg_.region_bytes);
     if (I.memfd >= 0) close(I.memfd);
+    // The globals stay mapped where they are (the program's variables), no longer coherent.
+    for (const Impl::Area& a : I.globals) {
+        if (a.priv) munmap(a.priv, a.count * I.gpage);
+        if (a.twins) munmap(a.twins, a.count * I.gpage);
+        if (a.memfd >= 0) close(a.memfd);
+    }
     if (I.pages_map_bytes) munmap(I.pages, I.pages_map_bytes);
     else delete[] I.pages;
 }
@@ -176,15 +198,15 @@ bool DsmNode::Impl::map_pages(std::string& err) {
     const bool zero_is_fresh = std::memcmp(probe, zero, sizeof(Page)) == 0;
     std::launder(reinterpret_cast<Page*>(probe))->~Page();
     if (!zero_is_fresh) {
-        pages = new (std::nothrow) Page[npages];
-        if (!pages) err = "dsm: no memory for the records of " + std::to_string(npages) + " pages";
+        pages = new (std::nothrow) Page[total_pages];
+        if (!pages) err = "dsm: no memory for the records of " + std::to_string(total_pages) + " pages";
         return pages != nullptr;
     }
-    const uint64_t bytes = (npages * sizeof(Page) + 4095) & ~4095ull;
+    const uint64_t bytes = (total_pages * sizeof(Page) + 4095) & ~4095ull;
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         err = "dsm: cannot reserve " + std::to_string(bytes) + " bytes of address space for the records of " +
-              std::to_string(npages) + " pages: " + strerror(errno) + " (" + map_limits() +
+              std::to_string(total_pages) + " pages: " + strerror(errno) + " (" + map_limits() +
               "); set a smaller ICCS_DSM_SIZE or larger ICCS_DSM_PAGE";
         return false;
     }
@@ -221,12 +243,13 @@ std::string DsmNode::format_counters() const {
              "  diffs_sent %llu  diff_bytes %llu  diffs_applied %llu  invalidations %llu  intervals %llu  "
              "notices_received %llu\n"
              "  lock_acquires %llu  lock_wait_us %.1f  barriers %llu  barrier_wait_us %.1f  getsubs %llu  "
-             "remote_allocs %llu  shared_used_bytes %llu\n",
+             "remote_allocs %llu  shared_used_bytes %llu  private_global_words %llu\n",
              unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
              L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
              L(ctr_.write_notices_received), L(ctr_.lock_acquires),
              double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.barriers), double(ctr_.barrier_wait_ns.load()) / 1e3,
-             L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()));
+             L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()),
+             L(ctr_.private_global_words));
     return buf;
 }
 
@@ -249,7 +272,8 @@ std::vector<std::pair<std::string, uint64_t>> DsmNode::counter_pairs() const {
             {"barrier_wait_ns", c.barrier_wait_ns.load()},
             {"getsubs", c.getsubs.load()},
             {"remote_allocs", c.remote_allocs.load()},
-            {"shared_used_bytes", used_.load()}};
+            {"shared_used_bytes", used_.load()},
+            {"private_global_words", c.private_global_words.load()}};
 }
 
 }  // namespace iccs::dsm

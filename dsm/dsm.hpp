@@ -59,6 +59,13 @@ struct DsmConfig {
     // so data written before one caller's GETSUB is seen by the caller of a later index. false:
     // a bare counter at the home (one request, orders no data).
     bool getsub_orders = true;
+    // The program's own writable globals: page-aligned ranges (address, bytes) shared like the
+    // region once parallel, under the same consistency (start_parallel maps each range onto DSM
+    // memory in place; PARMACS passes the .data and .bss of the program's object files, which
+    // the linker script dsm/parmacs_globals.ld puts on pages of their own). Coherence unit: the
+    // OS page. One process per cluster only: clusters simulated in one process share their
+    // globals through the hardware.
+    std::vector<std::pair<uintptr_t, uint64_t>> globals;
 };
 inline constexpr uint16_t kDsmHandlers = 16;
 
@@ -81,6 +88,9 @@ struct DsmCounters {
     std::atomic<uint64_t> lock_acquires{0}, lock_wait_ns{0};
     std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
     std::atomic<uint64_t> getsubs{0}, remote_allocs{0};
+    // Words of the program's globals whose values differed between the clusters at CREATE
+    // (pointers to memory from malloc): each cluster keeps its own.
+    std::atomic<uint64_t> private_global_words{0};
 };
 
 enum class DsmStatus : uint8_t { kOk, kBadArg, kNoSpace, kMismatch, kRuntime };
@@ -163,6 +173,10 @@ public:
     DsmStatus fence();
     // Flush this cluster's writes to their homes (part of every release).
     DsmStatus flush();
+    // After the run's collective end (no handler runs any more): the region and the globals turn
+    // plain read-write memory of this process, so code that runs after it (exit handlers, static
+    // destructors writing globals) takes no fault.
+    void end_coherence();
 
     // Cluster 0's side of alloc() and alloc_sync_ids() once parallel (its service thread only).
     void alloc_commit(uint64_t new_used);

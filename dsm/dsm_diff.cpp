@@ -1,5 +1,5 @@
-// dsm_diff.cpp: twins and word diffs. A release write-protects the cluster's dirty pages, diffs
-// each twinned page against its twin word by word, sends the diffs to the homes in messages of at
+// dsm_diff.cpp: twins and diffs. A release write-protects the cluster's dirty pages, diffs each
+// twinned page against its twin at byte grain, sends the diffs to the homes in messages of at
 // most max_message() and waits for their acks, then closes an interval; the home applies them
 // (h_diff).
 #include <sys/mman.h>
@@ -12,27 +12,46 @@
 namespace iccs::dsm {
 
 namespace {
-// Word diff of `cur` against `old`: out(off, bytes, len) for every run of changed 4-byte words
-// (the grain at which two clusters may write different data of one page).
+// Bit k set: byte k of x is not zero (for x = new ^ old: the bytes a write changed).
+inline uint8_t changed_bytes(uint64_t x) {
+    uint64_t t = (((x & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | x) & 0x8080808080808080ull;
+    return uint8_t((t * 0x0002040810204081ull) >> 56);
+}
+inline uint64_t word(const uint8_t* p, uint32_t k) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * k, 8);
+    return w;
+}
+
+// Diff of `cur` against `old` at byte grain: out(off, cur + off, old + off, len, masked) for
+// every run of 8-byte words with a changed byte; `masked` when some word of the run is only
+// partly changed, whose unchanged bytes must not be sent as data: another cluster may have
+// written them in the same interval (two clusters writing different bytes of one word, both
+// writes kept). A byte equal to its twin is never sent: if this cluster wrote it, it wrote the
+// value the home had, and in a race-free program no other cluster wrote it meanwhile.
 template <class Out> void diff_page(const uint8_t* cur, const uint8_t* old, uint32_t len, Out&& out) {
-    const uint32_t words = len / 4;
+    const uint32_t words = len / 8;
     uint32_t i = 0;
     while (i < words) {
-        if (std::memcmp(cur + 4 * i, old + 4 * i, 4) == 0) {
+        if (word(cur, i) == word(old, i)) {
             i++;
             continue;
         }
-        uint32_t j = i + 1;
-        while (j < words && std::memcmp(cur + 4 * j, old + 4 * j, 4) != 0) j++;
-        out(4 * i, cur + 4 * i, 4 * (j - i));
+        uint32_t j = i;
+        bool masked = false;
+        for (uint64_t x; j < words && (x = word(cur, j) ^ word(old, j)) != 0; j++) masked |= changed_bytes(x) != 0xff;
+        out(8 * i, cur + 8 * i, old + 8 * i, 8 * (j - i), masked);
         i = j;
     }
 }
 
 // The diffs of one release to one home, cut into kHDiff messages of at most `limit` bytes each
-// ({u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}}): a page's runs continue in an
-// entry of the same page in the next message, and a run longer than a message is cut at a word,
-// so any release fits any max_message() (a jacobi paper release is 8 MB for one home).
+// ({u32 count, {u32 page, u32 runs, {u32 off, u32 len | kRunMasked, bytes, [mask]}}}, off and len
+// multiples of 8; a masked run ends in one byte a word, bit k: byte k is data): a page's runs
+// continue in an entry of the same page in the next message, and a run longer than a message is
+// cut at a word, so any release fits any max_message() (a jacobi paper release is 8 MB for one
+// home).
+constexpr uint32_t kRunMasked = 0x80000000u;
 struct DiffBatch {
     size_t limit;
     std::vector<Wr> msgs;
@@ -53,12 +72,12 @@ struct DiffBatch {
         close_entry();
         if (!msgs.empty()) std::memcpy(msgs.back().b.data(), &cnt, 4);
     }
-    // Returns the bytes it added (run headers and data), for the diff_bytes counter.
-    size_t run(uint32_t off, const uint8_t* d, uint32_t len) {
+    // Returns the bytes it added (run headers, data and masks), for the diff_bytes counter.
+    size_t run(uint32_t off, const uint8_t* d, const uint8_t* o, uint32_t len, bool masked) {
         size_t added = 0;
         while (len) {
-            // Room for an entry header (if none is open), a run header and one word.
-            if (msgs.empty() || msgs.back().b.size() + (open ? 0 : 8) + 8 + 4 > limit) {
+            // Room for an entry header (if none is open), a run header and one word (and its mask).
+            if (msgs.empty() || msgs.back().b.size() + (open ? 0 : 8) + 8 + 9 > limit) {
                 close_msg();
                 msgs.emplace_back();
                 msgs.back().put<uint32_t>(0);
@@ -73,14 +92,18 @@ struct DiffBatch {
                 cnt++;
                 open = true;
             }
-            const uint32_t take = uint32_t(std::min<size_t>(len, (limit - w.b.size() - 8) & ~size_t(3)));
+            const size_t room = limit - w.b.size() - 8;
+            const uint32_t take = uint32_t(std::min<size_t>(len, (masked ? room / 9 * 8 : room) & ~size_t(7)));
             w.put<uint32_t>(off);
-            w.put<uint32_t>(take);
+            w.put<uint32_t>(take | (masked ? kRunMasked : 0));
             w.bytes(d, take);
+            if (masked)
+                for (uint32_t k = 0; k < take / 8; k++) w.put<uint8_t>(changed_bytes(word(d, k) ^ word(o, k)));
             runs++;
-            added += 8 + take;
+            added += 8 + take + (masked ? take / 8 : 0);
             off += take;
             d += take;
+            o += take;
             len -= take;
         }
         return added;
@@ -88,7 +111,9 @@ struct DiffBatch {
     size_t diff(uint32_t p, const uint8_t* cur, const uint8_t* old, uint32_t len) {
         start_page(p);
         size_t added = 0;
-        diff_page(cur, old, len, [&](uint32_t off, const uint8_t* d, uint32_t l) { added += run(off, d, l); });
+        diff_page(cur, old, len, [&](uint32_t off, const uint8_t* d, const uint8_t* o, uint32_t l, bool m) {
+            added += run(off, d, o, l, m);
+        });
         close_entry();
         return added;
     }
@@ -138,8 +163,8 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
             const uint32_t p = run[k];
             Page& pg = pages[p];
             if (pg.twin) {
-                const size_t bytes =
-                    per_home[home_of_page(p)].diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+                leave_out_private(p);
+                const size_t bytes = per_home[home_of_page(p)].diff(p, page_priv(p), page_twin(p), page_len(p));
                 n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
                 n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
                 pg.twin = false;
@@ -160,13 +185,21 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
 // page lock held.
 void DsmNode::Impl::send_page_diff(uint32_t p, RtEndpoint& ep) {
     protect(p, 1, PROT_READ);
+    leave_out_private(p);
     DiffBatch b(rt.max_message());
-    const size_t bytes = b.diff(p, priv + uint64_t(p) * page, twins + uint64_t(p) * page, page);
+    const size_t bytes = b.diff(p, page_priv(p), page_twin(p), page_len(p));
     n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
     n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
     if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
         fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
               ep.last_error().c_str());
+}
+
+// A twinned page's words that stay this cluster's own (private_words): equal in the twin, so no
+// diff carries them.
+void DsmNode::Impl::leave_out_private(uint64_t p) {
+    if (const std::vector<uint32_t>* keep = private_of(p))
+        for (uint32_t off : *keep) std::memcpy(page_twin(p) + off, page_priv(p) + off, 8);
 }
 
 void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
@@ -194,14 +227,30 @@ void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
         const uint32_t runs = r.get<uint32_t>();
         for (uint32_t k = 0; k < runs && !r.bad; k++) {
             const uint32_t off = r.get<uint32_t>();
-            const uint32_t len = r.get<uint32_t>();
+            const uint32_t len_flags = r.get<uint32_t>();
+            const uint32_t len = len_flags & ~kRunMasked;
+            const bool masked = (len_flags & kRunMasked) != 0;
             const uint8_t* d = r.take(len);
-            if (r.bad || p >= I->npages || uint64_t(off) + len > I->page) {
+            const uint8_t* mask = masked ? r.take(len / 8) : nullptr;
+            if (r.bad || !I->valid_page(p) || uint64_t(off) + len > I->page_len(p) || (off | len) % 8) {
                 r.bad = true;
                 break;
             }
-            // Only the changed words are written: home threads may be writing other words of the page.
-            std::memcpy(I->priv + uint64_t(p) * I->page + off, d, len);
+            // Only the changed bytes are written: home threads, and other clusters' diffs, may be
+            // writing other bytes of the page, even of the same word.
+            uint8_t* at = I->page_priv(p) + off;
+            if (!masked) {
+                std::memcpy(at, d, len);
+                continue;
+            }
+            for (uint32_t w = 0; w < len / 8; w++) {
+                if (mask[w] == 0xff) {
+                    std::memcpy(at + 8 * w, d + 8 * w, 8);
+                    continue;
+                }
+                for (uint32_t b = 0; b < 8; b++)
+                    if (mask[w] >> b & 1) at[8 * w + b] = d[8 * w + b];
+            }
         }
         I->n.counters().diffs_applied.fetch_add(1, std::memory_order_relaxed);
     }

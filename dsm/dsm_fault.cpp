@@ -47,9 +47,9 @@ struct FaultDispatch {
         for (auto& slot : g_nodes) {
             DsmNode* node = slot.load(std::memory_order_acquire);
             if (!node) continue;
-            const uintptr_t b = node->cfg_.base_addr;
-            if (a < b || a >= b + node->cfg_.region_bytes) continue;
-            if (!node->parallel()) break;  // the region is read-write before start: not ours to fix
+            const uint64_t p = node->impl_->page_at(a);
+            if (p == UINT64_MAX) continue;
+            if (!node->parallel()) break;  // read-write before start: not ours to fix
             int write = -1;
 #if defined(__x86_64__)
             // Page-fault error code bit 1: the access was a write.
@@ -58,7 +58,7 @@ struct FaultDispatch {
             // The interrupted code may be about to read errno (the fault is synchronous, at any
             // access): the protocol's system calls must not change it.
             const int saved_errno = errno;
-            node->impl_->on_fault(a, write);
+            node->impl_->on_fault(a, p, write);
             errno = saved_errno;
             return;
         }
@@ -77,14 +77,13 @@ struct FaultDispatch {
     }
 };
 
-void DsmNode::Impl::on_fault(uintptr_t addr, int write) {
+void DsmNode::Impl::on_fault(uintptr_t addr, uint64_t p, int write) {
     RtEndpoint* bound = n.bound_endpoint();
     if (!bound)
         fatal("cluster %u: a thread that is not a compute thread of this DSM touched shared address %p "
               "(bind_thread first; PARMACS: only CREATEd threads and main between CREATE and WAIT_FOR_END)",
               unsigned(n.cluster_), reinterpret_cast<void*>(addr));
     RtEndpoint& ep = *bound;
-    const uint64_t p = (addr - n.cfg_.base_addr) / page;
     Page& pg = pages[p];
     const uint8_t st = pg.state.load(std::memory_order_acquire);
     if (write == 1 || (write == -1 && st == kReadOnly)) {
@@ -116,14 +115,18 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         RtStatus s = ep.request(service(home_of_page(p)), h(kHFetch), RtBytes{&pn, sizeof pn}, {}, reply);
         g.lock();
         pg.fetching.store(false, std::memory_order_release);
-        if (s != RtStatus::kOk || reply.size() != page)
+        if (s != RtStatus::kOk || reply.size() != page_len(p))
             fatal("cluster %u: fetching page %" PRIu64 " from its home cluster %u failed: %s", unsigned(n.cluster_), p,
                   unsigned(home_of_page(p)), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
         n.ctr_.page_fetches.fetch_add(1, std::memory_order_relaxed);
         n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
         if (pg.epoch != e) continue;  // invalidated while in flight: the copy may predate the notice
-        std::memcpy(priv + p * page, reply.data(), page);
-        if (mprotect(app + p * page, page, PROT_READ) != 0) mprotect_failed();
+        // Words of globals that differ between the clusters keep this cluster's values.
+        if (const std::vector<uint32_t>* keep = private_of(p)) {
+            for (uint32_t off : *keep) std::memcpy(reply.data() + off, page_priv(p) + off, 8);
+        }
+        std::memcpy(page_priv(p), reply.data(), page_len(p));
+        if (mprotect(page_app(p), page_len(p), PROT_READ) != 0) mprotect_failed();
         pg.state.store(kReadOnly, std::memory_order_release);
         return;
     }
@@ -141,7 +144,7 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             continue;
         }
         if (home_of_page(p) != n.cluster_) {
-            std::memcpy(twins + p * page, priv + p * page, page);
+            std::memcpy(page_twin(p), page_priv(p), page_len(p));
             pg.twin = true;
         }
         if (!pg.dirty) {
@@ -149,14 +152,15 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             std::lock_guard<std::mutex> d(dirty_mu);
             dirty_list.push_back(uint32_t(p));
         }
-        if (mprotect(app + p * page, page, PROT_READ | PROT_WRITE) != 0) mprotect_failed();
+        if (mprotect(page_app(p), page_len(p), PROT_READ | PROT_WRITE) != 0) mprotect_failed();
         pg.state.store(kWritable, std::memory_order_release);
         return;
     }
 }
 
 void DsmNode::Impl::protect(uint32_t first, uint32_t count, int prot) {
-    if (mprotect(app + uint64_t(first) * page, uint64_t(count) * page, prot) != 0) mprotect_failed();
+    // A run of consecutive numbers lies in one area (the region, or one range of globals).
+    if (mprotect(page_app(first), uint64_t(count) * page_len(first), prot) != 0) mprotect_failed();
 }
 
 bool fault_path_register(DsmNode* node, int& slot, std::string& err) {
@@ -200,7 +204,7 @@ void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     const uint32_t p = r.get<uint32_t>();
-    if (r.bad || p >= I->npages) {
+    if (r.bad || !I->valid_page(p)) {
         self.reply(m.token(), {});
         return;
     }
@@ -219,7 +223,7 @@ void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
             pg.state.store(kReadOnly, std::memory_order_release);
         }
     }
-    self.reply(m.token(), RtBytes{I->priv + uint64_t(p) * I->page, I->page});
+    self.reply(m.token(), RtBytes{I->page_priv(p), I->page_len(p)});
 }
 
 }  // namespace

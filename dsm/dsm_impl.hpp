@@ -34,10 +34,11 @@ enum : uint16_t {
     kHCond,         // req  u32 id, u8 op (0 register, 1 block, 2 signal, 3 broadcast) -> ack (block: deferred)
     kHAlloc,        // req  u64 bytes, u64 align               -> u8 ok, u64 offset, u64 used
     kHSyncIds,      // req  u32 n [, u64 object]               -> u32 first (an object's ids: the same at every init)
-    kHStart,        // req  u64 hash, u64 used, u32 next_sync  -> (deferred) u8 ok, text
+    kHStart,        // req  u64 hash, u64 used, u32 next_sync, u64 region, u64 globals, u64 page hash... -> (deferred) u8 ok, text or u32 n, u32 page...
     kHReplay,       // req  u64 k                              -> (deferred) u64 cluster 0's k-th prefix value
     kHNotices,      // req  intervals (pushed ahead of a release/barrier arrival) -> ack
     kHPull,         // req  VC from, VC to, u8 started, u16 c, u32 i -> intervals, u8 done, u16 c, u32 i
+    kHPrivate,      // req  u32 n, {u32 page, u32 offset} (to cluster 0) -> (deferred) the union, the same form
     kHCount
 };
 static_assert(kHCount <= kDsmHandlers);
@@ -146,8 +147,21 @@ struct DsmNode::Impl {
     uint8_t* app = nullptr;   // application view at cfg.base_addr (protected)
     uint8_t* priv = nullptr;  // protocol view of the same memory (always read-write)
     uint8_t* twins = nullptr; // twin of page p at twins + p * page
-    uint64_t npages = 0;
+    uint64_t npages = 0;      // pages of the region: 0 .. npages-1
     uint32_t page = 0;
+    // The program's globals (DsmConfig::globals), each range an area of pages of gpage bytes
+    // numbered after the region's, one unused number between areas (a run of consecutive
+    // numbers never crosses an area). Shared in place from start_parallel on.
+    struct Area {
+        uint64_t first = 0, count = 0;  // page numbers first .. first+count-1
+        uint8_t* app = nullptr;         // the program's own addresses (the application view)
+        uint8_t* priv = nullptr;        // protocol view and twins, mapped at start_parallel
+        uint8_t* twins = nullptr;
+        int memfd = -1;
+    };
+    std::vector<Area> globals;
+    uint32_t gpage = 4096;    // the OS page
+    uint64_t total_pages = 0;  // page records: the region's and every area's (with the gaps)
     // One record a page of the whole region, in anonymous memory that is only reserved (mmap
     // MAP_NORESERVE): a zero record is a valid one (read-only, unlocked, no twin), so the region
     // can be tens of GiB and only the records of touched pages cost memory.
@@ -181,7 +195,17 @@ struct DsmNode::Impl {
 
     // Home-side managers: only the service thread touches these.
     std::unordered_map<uint32_t, SyncObj> objs;
-    std::vector<std::pair<ReplyToken, std::array<uint64_t, 4>>> start_arrived;
+    struct StartArrival {
+        ReplyToken tok;
+        std::array<uint64_t, 5> v;  // region hash, used bytes, next sync id, region bytes, globals bytes
+        std::vector<uint64_t> page_hashes;  // of every page of the globals, in order
+    };
+    std::vector<StartArrival> start_arrived;
+    std::vector<std::pair<ReplyToken, std::vector<uint64_t>>> private_arrived;  // (page << 32 | offset)...
+    // The words of the program's globals that differ between the clusters at CREATE (a pointer to
+    // memory from malloc, a process id), by page: each cluster keeps its own value of them (a
+    // fetch restores them, a diff leaves them out). Byte offsets of 8-byte words.
+    std::unordered_map<uint64_t, std::vector<uint32_t>> private_words;
 
     // Cluster 0's values of non-deterministic inputs of the prefix (CLOCK), by sequence number,
     // and the requests of other clusters waiting for a value it has not produced yet.
@@ -200,6 +224,47 @@ struct DsmNode::Impl {
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }
+    // Page p's area of globals (p must not be a region page); nullptr when p is in no area.
+    const Area* area_of(uint64_t p) const {
+        for (const Area& a : globals)
+            if (p >= a.first && p < a.first + a.count) return &a;
+        return nullptr;
+    }
+    // A page named by a message: the region's or a global one.
+    bool valid_page(uint64_t p) const { return p < npages || area_of(p) != nullptr; }
+    // Page p's bytes in the application view, the protocol view and its twin, and its length.
+    uint8_t* page_app(uint64_t p) const {
+        if (p < npages) return app + p * page;
+        const Area* a = area_of(p);
+        return a->app + (p - a->first) * gpage;
+    }
+    uint8_t* page_priv(uint64_t p) const {
+        if (p < npages) return priv + p * page;
+        const Area* a = area_of(p);
+        return a->priv + (p - a->first) * gpage;
+    }
+    uint8_t* page_twin(uint64_t p) const {
+        if (p < npages) return twins + p * page;
+        const Area* a = area_of(p);
+        return a->twins + (p - a->first) * gpage;
+    }
+    uint32_t page_len(uint64_t p) const { return p < npages ? page : gpage; }
+    // The private words of page p (private_words), or nullptr: only pages of globals have some.
+    const std::vector<uint32_t>* private_of(uint64_t p) const {
+        if (p < npages || private_words.empty()) return nullptr;
+        auto it = private_words.find(p);
+        return it == private_words.end() ? nullptr : &it->second;
+    }
+    // The page holding address a (the region or an area of globals); UINT64_MAX when none does.
+    uint64_t page_at(uintptr_t a) const {
+        const uintptr_t b = n.cfg_.base_addr;
+        if (a >= b && a < b + n.cfg_.region_bytes) return (a - b) / page;
+        for (const Area& r : globals) {
+            const uintptr_t s = reinterpret_cast<uintptr_t>(r.app);
+            if (a >= s && a < s + r.count * gpage) return r.first + (a - s) / gpage;
+        }
+        return UINT64_MAX;
+    }
     // Home pages left writable after their release (h_fetch): only where homes are contiguous.
     bool untracked_homes() const { return n.cfg_.home != HomePolicy::kRoundRobin; }
     RtAddr service(uint16_t c) const { return RtAddr{c, kRtService}; }
@@ -234,12 +299,13 @@ struct DsmNode::Impl {
     }
 
     // dsm_fault.cpp
-    void on_fault(uintptr_t addr, int write);  // write: 1 yes, 0 no, -1 unknown
+    void on_fault(uintptr_t addr, uint64_t p, int write);  // page p holds addr; write: 1 yes, 0 no, -1 unknown
     void fetch(uint64_t p, RtEndpoint& ep);
     void make_writable(uint64_t p, RtEndpoint& ep);
     // dsm_diff.cpp
     bool flush_locked(RtEndpoint& ep);          // coh_mu held
     void send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held
+    void leave_out_private(uint64_t p);  // before diffing page p
     void lock_coh(RtEndpoint& ep);
     // dsm_notices.cpp
     // takes coh_mu; `home`: the cluster that sent `intervals` (pulled from there if left out)
@@ -267,6 +333,14 @@ struct DsmNode::Impl {
     // dsm.cpp
     void register_handlers();
     bool map_pages(std::string& err);  // the page records (see `pages`)
+    // dsm_start.cpp
+    bool share_globals(std::string& err);  // each area of globals onto DSM memory in place
+    // The start-up exchange (region and globals compared at cluster 0); `differing`: the pages of
+    // globals whose bytes differ between clusters. kMismatch etc. with set_error.
+    DsmStatus start_exchange(RtEndpoint& ep, uint64_t used, std::vector<uint32_t>& differing);
+    // Which words of those pages differ, agreed by every cluster (into private_words).
+    DsmStatus agree_private_words(RtEndpoint& ep, const std::vector<uint32_t>& differing);
+    void fix_homes(uint64_t used);  // the home table of block policies
 };
 
 RtEndpoint& bound_or_die(DsmNode& n, const char* what);

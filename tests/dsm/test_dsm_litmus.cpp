@@ -266,6 +266,41 @@ TEST_CASE("dsm: false sharing (clusters write different words of one page betwee
     CHECK(diffs >= uint64_t(C - 1) * 8);
 }
 
+TEST_CASE("dsm: clusters writing different bytes of one word between barriers both keep their writes",
+          "[dsm-litmus]") {
+    // Byte i of two pages belongs to thread i mod P: every 8-byte word is written by every thread,
+    // so by every cluster. Each thread writes its bytes 3 times in an interval, the last time with
+    // the value of the first; some values equal what the byte held before the phase (a write that
+    // changes nothing). A diff of whole words would carry a neighbour's stale byte home.
+    const uint16_t C = GENERATE(2, 3);
+    const HomePolicy home = GENERATE(HomePolicy::kAllocBlock, HomePolicy::kRoundRobin);
+    DsmConfig cfg = test_config();
+    cfg.home = home;
+    Machine m(C, 2, cfg);
+    const uint32_t P = C * 2, kBytes = 2 * 4096;
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(kBytes, 4096)) - static_cast<uint8_t*>(n->base()));
+    auto value = [](uint32_t round, uint32_t write, uint32_t i) { return uint8_t((round / 2) * 29 + write * 5 + i * 3); };
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* b = m.at<uint8_t>(c, off);
+        const uint32_t me = c * 2 + t;
+        for (uint32_t round = 1; round <= 8; round++) {
+            for (uint32_t w = 0; w < 3; w++)
+                for (uint32_t i = me; i < kBytes; i += P) b[i] = value(round, w == 2 ? 0 : w, i);
+            n.barrier(4);
+            for (uint32_t i = 0; i < kBytes; i++)
+                if (b[i] != value(round, 0, i)) {
+                    f.fail("round " + std::to_string(round) + ": byte " + std::to_string(i) + " = " + std::to_string(b[i]) +
+                           " at cluster " + std::to_string(c) + ", written by thread " + std::to_string(i % P));
+                    break;
+                }
+            n.barrier(4);
+        }
+    });
+    f.check();
+}
+
 TEST_CASE("dsm: flags (PAUSE) and condition variables order data across clusters", "[dsm-litmus]") {
     Machine m(3, 2);
     uint64_t off = 0;
