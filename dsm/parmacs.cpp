@@ -1,7 +1,11 @@
 // parmacs.cpp: the PARMACS functions behind parmacs.h / parmacs.m4, over one DsmNode per process.
-// Start-up by replay (dsm/README.md): every cluster runs main's sequential prefix; CREATE turns
-// the region coherent (start_parallel compares the clusters' copies) and starts this cluster's
-// share of the n threads: pids are dealt in blocks of ceil(n / C), pid 0 being main on cluster 0.
+// Start-up by replay (dsm/README.md): every cluster runs main's sequential prefix; the first CREATE
+// turns the region and the program's globals coherent (start_parallel compares the clusters'
+// copies) and starts this cluster's share of the n threads: pids are dealt in blocks of
+// ceil(n / C), pid 0 being main on cluster 0. From there on only cluster 0 runs main: the main
+// thread of every other cluster serves (servant_loop), running its share of each later CREATE
+// that cluster 0's main announces, until cluster 0 ends the run. So main's code between and after
+// CREATEs (an epilogue that frees, writes a file, counts) runs once, as in one process.
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,11 +21,29 @@
 
 #include "parmacs.h"
 #include "parmacs_attach.hpp"
-#include "parmacs_globals.hpp"
+
+// Bounds of the program's own globals, from the linker script parmacs_globals.ld (pkg-config
+// --libs iccs); null when the program was linked without it.
+extern "C" {
+extern char __iccs_globals_data_start[] __attribute__((weak, visibility("hidden")));
+extern char __iccs_globals_data_end[] __attribute__((weak, visibility("hidden")));
+extern char __iccs_globals_bss_start[] __attribute__((weak, visibility("hidden")));
+extern char __iccs_globals_bss_end[] __attribute__((weak, visibility("hidden")));
+}
 
 namespace iccs::parmacs {
 
 namespace {
+
+// What cluster 0's main tells the other clusters' mains after the first CREATE, written before the
+// main barrier (a release) and read after it (an acquire).
+struct Command {
+    enum Kind : uint32_t { kCreate = 1, kWaitForEnd, kEnd };
+    uint32_t kind;
+    int32_t status;  // kEnd: the run's exit status
+    long n;          // kCreate: the threads
+    void (*fn)(void);
+};
 
 struct State {
     Runtime* rt = nullptr;
@@ -32,11 +54,14 @@ struct State {
     long created = 0;  // n of the last CREATE
     long per = 1;      // pids per cluster
     std::vector<std::thread> workers;
-    uint32_t end_barrier = 0;
+    uint32_t main_barrier = 0;  // the mains of the clusters meet here at every command of cluster 0
+    // In the shared region: what cluster 0's main announces, command k in slot k % 2 (it writes
+    // command k+1 while the others may still read command k; k+2 only after they all met it at k+1).
+    Command* cmd = nullptr;
+    uint64_t cmd_seq = 0;
+    bool serving = false;       // cluster 0's main announces to the other clusters' (after CREATE)
     uint64_t roi_begin_ns = 0, roi_ns = 0;
     std::thread::id main_thread;
-    ProgramGlobals globals;        // the program's own globals, merged at WAIT_FOR_END
-    bool globals_looked = false, globals_on = false;
 };
 State g;
 thread_local long t_pid = -1;
@@ -191,49 +216,64 @@ void start_counters_file(Runtime& rt) {
     }).detach();
 }
 
-// At the first CREATE of a run of several clusters: find the program's globals and remember them
-// (ICCS_DSM_GLOBALS=off leaves each cluster's globals its own, as before).
-void globals_at_create() {
-    if (!g.globals_looked) {
-        g.globals_looked = true;
-        const char* v = getenv("ICCS_DSM_GLOBALS");
-        if (g.clusters > 1 && !(v != nullptr && strcmp(v, "off") == 0)) {
-            std::string why;
-            g.globals_on = g.globals.find(why);
-            if (!g.globals_on && g.cluster == 0)
-                dprintf(diag_fd(), "iccs parmacs: the program's globals written by threads are not merged at WAIT_FOR_END: "
-                        "%s (keep such data in G_MALLOC memory)\n", why.c_str());
-        }
-    }
-    if (g.globals_on) g.globals.snapshot();
+// The program's own globals as the linker script bounds them (empty ranges left out).
+std::vector<std::pair<uintptr_t, uint64_t>> program_globals() {
+    std::vector<std::pair<uintptr_t, uint64_t>> out;
+    const std::pair<char*, char*> ranges[] = {{__iccs_globals_data_start, __iccs_globals_data_end},
+                                              {__iccs_globals_bss_start, __iccs_globals_bss_end}};
+    for (const auto& [a, e] : ranges)
+        if (a != nullptr && e > a) out.emplace_back(reinterpret_cast<uintptr_t>(a), uint64_t(e - a));
+    return out;
 }
 
-// At WAIT_FOR_END, on every cluster (main, its workers joined): every cluster's changes to the
-// program's globals since CREATE, applied in cluster order, so all epilogues see the same values.
-// One barrier_gather of the runtime (the cluster's other endpoints join it from helper threads).
-void globals_at_wait_for_end() {
-    if (!g.globals_on) return;
-    constexpr size_t kMaxChanges = 512 * 1024;  // well inside one runtime message per cluster
-    std::vector<uint8_t> mine = g.globals.changes();
-    if (mine.size() > kMaxChanges) {
-        dprintf(diag_fd(), "iccs parmacs (cluster %u): %zu bytes of the program's globals changed since CREATE: more "
-                "than %zu, not merged (keep such data in G_MALLOC memory)\n", unsigned(g.cluster), mine.size(), kMaxChanges);
-        mine.clear();
-    }
-    std::vector<std::thread> helpers;
-    std::atomic<int> bad{0};
-    for (uint16_t t = 1; t < g.threads; t++)
-        helpers.emplace_back([&, t] {
-            std::vector<std::vector<uint8_t>> ignored;
-            if (g.rt->endpoint(t).barrier_gather({}, ignored) != RtStatus::kOk) bad++;
+// This cluster's share of CREATE(fn, n): threads for its pids but the first, which the calling
+// thread (main) runs; the threads of an earlier CREATE have ended (join_workers).
+void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
+    g.created = n;
+    g.per = (n + g.clusters - 1) / g.clusters;
+    const long mine = local_share(n, g.cluster);
+    const long first = long(g.cluster) * g.per;
+    for (long i = 1; i < mine; i++)
+        g.workers.emplace_back([fn, i, first, &nd] {
+            nd.bind_thread(uint16_t(i));
+            t_pid = first + i;
+            fn();
+            nd.unbind_thread();  // a release: this thread's writes go home
         });
-    std::vector<std::vector<uint8_t>> by_cluster;
-    if (g.rt->endpoint(0).barrier_gather(mine, by_cluster) != RtStatus::kOk) bad++;
-    for (auto& h : helpers) h.join();
-    if (bad.load()) die("WAIT_FOR_END: merging the program's globals failed: %s", g.rt->endpoint(0).last_error().c_str());
-    for (size_t c = 0; c < by_cluster.size(); ++c)
-        if (!g.globals.apply(by_cluster[c])) die("WAIT_FOR_END: cluster %zu sent malformed changes of the globals", c);
-    g.globals.snapshot();
+    if (mine > 0) {
+        t_pid = first;
+        fn();
+        check(nd.flush(), "end of the thread function");
+    }
+}
+
+void join_workers() {
+    for (auto& w : g.workers) w.join();
+    g.workers.clear();
+}
+
+// Cluster 0's main: every cluster's main meets it in the main barrier, then reads `c`.
+void announce(dsm::DsmNode& nd, const Command& c, const char* what) {
+    g.cmd[g.cmd_seq++ % 2] = c;
+    check(nd.barrier(g.main_barrier, 1, g.clusters), what);
+}
+
+// The main thread of a cluster other than 0 from the first CREATE on: meets cluster 0's main at
+// each of its commands, after this cluster's threads of the last CREATE ended; never returns.
+[[noreturn]] void servant_loop(dsm::DsmNode& nd) {
+    for (;;) {
+        join_workers();
+        check(nd.barrier(g.main_barrier, 1, g.clusters), "the clusters' mains meeting");
+        const Command c = g.cmd[g.cmd_seq++ % 2];
+        if (c.kind == Command::kCreate) {
+            run_share(nd, c.fn, c.n);
+        } else if (c.kind == Command::kEnd) {
+            t_pid = 0;
+            exit(c.status);  // ends the run collectively (MAIN_END's path, the on_exit handler)
+        } else if (c.kind != Command::kWaitForEnd) {
+            die("cluster 0's main sent an unknown command %u", unsigned(c.kind));
+        }
+    }
 }
 
 }  // namespace
@@ -241,6 +281,12 @@ void globals_at_wait_for_end() {
 bool attach(Runtime& rt, std::string& err) {
     dsm::DsmConfig cfg;
     if (!dsm::dsm_config_from_env(cfg, err)) return false;
+    cfg.globals = program_globals();
+    if (cfg.globals.empty() && rt.clusters() > 1 && __iccs_globals_data_start == nullptr) {
+        err = "the program was not linked with the iccs linker script (pkg-config --libs iccs gives -Wl,-T,"
+              "parmacs_globals.ld): its globals cannot be shared between the clusters";
+        return false;
+    }
     auto n = dsm::DsmNode::attach(rt, cfg, err);
     if (!n) return false;
     g.rt = &rt;
@@ -266,7 +312,7 @@ bool attach(Runtime& rt, std::string& err) {
     dsm::DsmNode* node = g.node;
     if (!rt.serve_counters("dsm", [node] { return node->counter_pairs(); })) start_counters_file(rt);
     g.main_thread = std::this_thread::get_id();
-    g.end_barrier = g.node->alloc_sync_ids(1);  // == 1: the first id after the fence lock
+    g.main_barrier = g.node->alloc_sync_ids(1);  // == 1: the first id after the fence lock
     g.node->bind_thread(0);  // main is compute thread 0 (the prefix's CLOCK replay uses its endpoint)
     if (g.cluster != 0 && fds.saved_stdout < 0) {  // a rank the environment did not give (tests)
         if (!keep_real_fds()) {
@@ -293,13 +339,13 @@ void write_report_file() {
             "\"page_fetch_us_mean\":%.3f,\"diffs_sent\":%llu,\"diff_bytes\":%llu,\"diffs_applied\":%llu,"
             "\"invalidations\":%llu,\"intervals\":%llu,\"notices_received\":%llu,\"lock_acquires\":%llu,"
             "\"lock_wait_s\":%.9f,\"barriers\":%llu,\"barrier_wait_s\":%.9f,\"getsubs\":%llu,"
-            "\"remote_allocs\":%llu,\"shared_used_bytes\":%llu,\"roi_s\":%s}\n",
+            "\"remote_allocs\":%llu,\"shared_used_bytes\":%llu,\"private_global_words\":%llu,\"roi_s\":%s}\n",
             unsigned(g.node->cluster()), u(c.read_faults), u(c.write_faults), u(c.page_fetches),
             c.page_fetches.load() ? double(c.page_fetch_ns.load()) / 1e3 / double(c.page_fetches.load()) : 0.0,
             u(c.diffs_sent), u(c.diff_bytes), u(c.diffs_applied), u(c.invalidations), u(c.intervals),
             u(c.write_notices_received), u(c.lock_acquires), double(c.lock_wait_ns.load()) / 1e9, u(c.barriers),
             double(c.barrier_wait_ns.load()) / 1e9, u(c.getsubs), u(c.remote_allocs),
-            static_cast<unsigned long long>(g.node->used_bytes()),
+            static_cast<unsigned long long>(g.node->used_bytes()), u(c.private_global_words),
             g.roi_ns ? std::to_string(double(g.roi_ns) / 1e9).c_str() : "null");
     fclose(out);
 }
@@ -330,6 +376,15 @@ dsm::DsmNode* node() { return g.node; }
 
 bool quiescent_main() { return g.workers.empty() && std::this_thread::get_id() == g.main_thread; }
 
+void end_servants(int status) {
+    if (!g.serving || g.cluster != 0) return;
+    g.serving = false;
+    Command c{};
+    c.kind = Command::kEnd;
+    c.status = status;
+    announce(*g.node, c, "the end of the run");
+}
+
 }  // namespace iccs::parmacs
 
 using namespace iccs;
@@ -354,44 +409,51 @@ void* iccs_pm_malloc(size_t bytes, const char* file, int line) {
 // memory is not reused.
 void iccs_pm_free(void*) {}
 
+// CREATE(fn, n): the threads of an earlier CREATE end first, in every cluster (none of SPLASH-3's
+// programs lets them run on past a later CREATE: volrend's meet main in a barrier); then n threads
+// across the clusters, main running pid 0.
 void iccs_pm_create(void (*fn)(void), long n) {
     dsm::DsmNode& nd = parmacs::need_node("CREATE");
     const long cap = long(g.clusters) * g.threads;
     if (n < 1 || n > cap)
         parmacs::die("CREATE(fn, %ld): the run has %u clusters x %u compute threads = %ld; n must be 1..%ld (run with "
                      "more --clusters or --threads)", n, unsigned(g.clusters), unsigned(g.threads), cap, cap);
-    if (!g.workers.empty()) parmacs::die("CREATE while the threads of an earlier CREATE run (WAIT_FOR_END first)");
-    g.created = n;
-    g.per = (n + g.clusters - 1) / g.clusters;
-    if (!nd.parallel()) parmacs::check(nd.start_parallel(), "CREATE");
-    parmacs::globals_at_create();
-    parmacs::quiet(false);
-    const long mine = parmacs::local_share(n, g.cluster);
-    const long first = long(g.cluster) * g.per;
-    for (long i = 1; i < mine; i++)
-        g.workers.emplace_back([fn, i, first, &nd] {
-            nd.bind_thread(uint16_t(i));
-            t_pid = first + i;
-            fn();
-            nd.unbind_thread();  // a release: this thread's writes go home
-        });
-    if (mine > 0) {
-        t_pid = first;
-        fn();
-        parmacs::check(nd.flush(), "end of the thread function");
+    parmacs::join_workers();
+    if (!nd.parallel()) {
+        if (g.clusters > 1) {  // where cluster 0's main writes its commands: the prefix's last allocation
+            g.cmd = static_cast<parmacs::Command*>(nd.alloc(2 * sizeof(parmacs::Command), 64));
+            if (g.cmd == nullptr) parmacs::die("CREATE: %s", dsm::DsmNode::error().c_str());
+        }
+        parmacs::check(nd.start_parallel(), "CREATE");
+        parmacs::quiet(false);
+        g.serving = g.clusters > 1;
+        if (g.cluster != 0) {
+            parmacs::run_share(nd, fn, n);
+            parmacs::servant_loop(nd);
+        }
+    } else if (g.serving) {
+        parmacs::Command c{};
+        c.kind = parmacs::Command::kCreate;
+        c.n = n;
+        c.fn = fn;
+        parmacs::announce(nd, c, "CREATE");
     }
+    parmacs::run_share(nd, fn, n);
 }
 
 void iccs_pm_wait_for_end(long) {
     dsm::DsmNode& nd = parmacs::need_node("WAIT_FOR_END");
-    for (auto& w : g.workers) w.join();
-    g.workers.clear();
-    // One barrier of the clusters' main threads: every thread's writes are visible to every
-    // cluster's epilogue (which reads results, e.g. to print them on cluster 0).
-    parmacs::check(nd.barrier(g.end_barrier, 1, g.clusters), "WAIT_FOR_END");
-    parmacs::globals_at_wait_for_end();
+    parmacs::join_workers();
+    // The clusters' mains meet once their threads ended: every thread's writes are visible to
+    // main's code after it (its epilogue reads results, e.g. to print them).
+    if (g.serving) {
+        parmacs::Command c{};
+        c.kind = parmacs::Command::kWaitForEnd;
+        parmacs::announce(nd, c, "WAIT_FOR_END");
+    } else if (nd.parallel()) {
+        parmacs::check(nd.flush(), "WAIT_FOR_END");
+    }
     t_pid = 0;
-    parmacs::quiet(true);
 }
 
 long iccs_pm_pid(void) { return t_pid < 0 ? 0 : t_pid; }

@@ -23,6 +23,9 @@ dsm::DsmNode* node();
 // True when the calling thread is main and no thread of CREATE is running: the program may end
 // the run collectively from here (an exit() after WAIT_FOR_END or before CREATE, in every cluster).
 bool quiescent_main();
+// Cluster 0 ending the run (MAIN_END, or exit() from main): the other clusters' mains, serving
+// since the first CREATE, end too, with `status`. Nothing elsewhere, or before CREATE.
+void end_servants(int status);
 // Where our own diagnostics go: the real standard error (a cluster other than 0 has the
 // program's standard error on /dev/null outside the parallel section).
 int diag_fd();

@@ -25,8 +25,10 @@ void exit_without_main_end(int status, void*) {
         fflush(nullptr);
         _exit(status);
     }
+    iccs::parmacs::end_servants(status);
     iccs::parmacs::finish_report();
     iccs::runtime_finish(std::move(g_rt), status == 0);
+    if (iccs::parmacs::node()) iccs::parmacs::node()->end_coherence();
     fflush(nullptr);
 }
 }  // namespace
@@ -47,6 +49,9 @@ void iccs::parmacs::start_backend() {
 }
 
 extern "C" void iccs_pm_end(void) {
+    iccs::parmacs::end_servants(0);
     iccs::parmacs::finish_report();
-    exit(iccs::runtime_finish(std::move(g_rt), true));
+    const int status = iccs::runtime_finish(std::move(g_rt), true);
+    if (iccs::parmacs::node()) iccs::parmacs::node()->end_coherence();
+    exit(status);
 }

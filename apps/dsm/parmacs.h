@@ -2,8 +2,7 @@
 // (dsm/parmacs.h: page-grain DSM across cluster processes, started by `./iccs run <app>`) with one
 // addition: when the launcher names a report (ICCS_REPORT), each cluster writes its DSM counters
 // as JSON to ICCS_REPORT.dsm.c<cluster> at MAIN_END (or at exit, when a failed check exits first),
-// so `iccs run <app> --json` can merge them (apps/dsm/dsm_report.cpp); and an exit() after
-// WAIT_FOR_END but before MAIN_END (a failed check) waits for the other clusters' epilogues first.
+// so `iccs run <app> --json` can merge them (apps/dsm/dsm_report.cpp).
 // The apps' sources are the same for every backend.
 #ifndef ICCS_APPS_DSM_PARMACS_H
 #define ICCS_APPS_DSM_PARMACS_H
@@ -15,9 +14,6 @@ extern "C" {
 void iccs_app_report_init(void);
 // Writes the DSM counters now (once; later calls do nothing); MAIN_END calls it.
 void iccs_app_report_write(void);
-// After WAIT_FOR_END on main's thread: from here an exit() before MAIN_END (a failed check) first
-// meets the other clusters' mains (see dsm_report.cpp).
-void iccs_app_after_wait(void);
 }
 
 #undef MAIN_INITENV
@@ -25,12 +21,6 @@ void iccs_app_after_wait(void);
     do {                  \
         iccs_pm_init();   \
         iccs_app_report_init(); \
-    } while (0)
-#undef WAIT_FOR_END
-#define WAIT_FOR_END(n)                  \
-    do {                                 \
-        iccs_pm_wait_for_end((long)(n)); \
-        iccs_app_after_wait();           \
     } while (0)
 #undef MAIN_END
 #define MAIN_END                 \

@@ -1,10 +1,11 @@
 /* dsm_exit.C: a PARMACS program that ends as the SPLASH applications do on a wrong answer: after
- * WAIT_FOR_END, every cluster's main calls exit(STATUS) and never reaches MAIN_END. The run must
- * end cleanly (tests/integration/dsm_run.py exit-status): every cluster process exits with STATUS,
- * its DSM counters are printed, nothing is left behind, `iccs run` exits with STATUS.
+ * WAIT_FOR_END, main calls exit(STATUS) and never reaches MAIN_END. The run must end cleanly
+ * (tests/integration/dsm_run.py exit-status): main's epilogue runs once (on cluster 0, whose
+ * exit ends the other clusters with its status), every cluster process exits with STATUS, its DSM
+ * counters are printed, nothing is left behind, `iccs run` exits with STATUS.
  *   usage: dsm_exit STATUS [NPROCS]
- * Cluster 1's epilogue reads every pid's result (pages homed at cluster 0 too) after cluster 0
- * may already have called exit(): cluster 0 must keep serving until every cluster is done.
+ * The epilogue reads every pid's result, from pages homed on every cluster: the other clusters
+ * keep serving until cluster 0 ends the run.
  */
 MAIN_ENV
 

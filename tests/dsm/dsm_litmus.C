@@ -13,6 +13,15 @@
  *            read) under its lock; main replays the logs and checks every read against the
  *            sequential model, the final array against it, and that every pid saw the same array
  *            after every phase's barrier
+ *   bytes    false sharing at byte grain: pid p writes bytes p, p + P, ... of the same 2 pages (so the
+ *            clusters write different bytes of each 8-byte word), several times between barriers,
+ *            some bytes rewritten with the value they had; after each barrier every byte holds its
+ *            writer's last value (word diffs lost a neighbour's bytes)
+ *   globals  the program's own globals shared as under pthreads while the threads run: a global
+ *            pointer pid 0 sets (to memory it allocates) and every pid follows after a barrier; a
+ *            global counter every pid increments under a lock and reads after a barrier; a global
+ *            array of 2 pages written byte by byte as in `bytes`; a token passed through a lock in
+ *            a global (before: each cluster had its own globals until WAIT_FOR_END)
  *   getsub   GETSUB as an acquire and release (SPLASH-2 builds it with a lock): before each GETSUB
  *            call a pid marks the call in its own page; the taker of index k records the marks it
  *            sees; main checks that every mark made before a call that got an index below k was
@@ -54,6 +63,12 @@ long nprocs = 4, rounds = 20, cap = 0;
 static long gs_indices(void) { return rounds * 8; }
 unsigned long seed = 1;
 const char *mode = "lock";
+/* globals mode: ordinary globals of the program (not G_MALLOC memory) */
+long *g_list;                     /* set by pid 0 in the parallel section, followed by all */
+long g_counter;                   /* incremented under token_lock */
+long g_turn;                      /* the token, under token_lock */
+unsigned char g_bytes[2 * 4096];  /* byte i written by pid i % nprocs */
+long g_seen[MAX_PROCS];           /* what each pid saw of g_counter after the last barrier */
 
 static unsigned long rnd(unsigned long *s) {   /* xorshift64 */
     *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s;
@@ -106,6 +121,53 @@ static void false_mode(long pid)
         for (i = 0; i < words; i++)
             if (pages[i] != (int)(k * 100000 + 4 * 1000 + i % nprocs)) { failed(pid, "falsely shared word lost (phase, word, seen)", k, i, pages[i]); break; }
         BARRIER(Global->bar, nprocs)
+    }
+}
+
+/* The value pid `owner`'s byte i holds after write j of phase k (a pattern whose bytes change). */
+static unsigned char byte_value(long k, long j, long i) { return (unsigned char)(k * 31 + j * 7 + i * 13 + 1); }
+
+static void bytes_mode(long pid, unsigned char *b, long nbytes, const char *what)
+{
+    long k, j, i;
+    for (k = 1; k <= rounds; k++) {
+        for (j = 0; j < 4; j++)                 /* several writes, the last the value of write 0 */
+            for (i = pid; i < nbytes; i += nprocs) b[i] = byte_value(k, j == 3 ? 0 : j, i);
+        BARRIER(Global->bar, nprocs)
+        for (i = 0; i < nbytes; i++)
+            if (b[i] != byte_value(k, 0, i)) { failed(pid, what, k, i, b[i]); break; }
+        BARRIER(Global->bar, nprocs)
+    }
+}
+
+static void globals_mode(long pid)
+{
+    long k, i, t;
+    if (pid == 0) {
+        g_list = (long *) G_MALLOC(100 * sizeof(long));
+        for (i = 0; i < 100; i++) g_list[i] = i * i;
+    }
+    BARRIER(Global->bar, nprocs)
+    if (g_list == NULL) failed(pid, "the global pointer pid 0 set is null after the barrier", 0, 0, 0);
+    else for (i = 0; i < 100; i++) if (g_list[i] != i * i) { failed(pid, "global pointer's data", i, g_list[i], 0); break; }
+    for (k = 0; k < rounds; k++) {
+        LOCK(Global->token_lock)
+        g_counter++;
+        UNLOCK(Global->token_lock)
+    }
+    BARRIER(Global->bar, nprocs)
+    g_seen[pid] = g_counter;
+    if (g_counter != rounds * nprocs) failed(pid, "global counter after the barrier (seen, expected)", g_counter, rounds * nprocs, 0);
+    bytes_mode(pid, g_bytes, sizeof g_bytes, "global byte lost (phase, byte, seen)");
+    for (k = 0; k < rounds; k++) {              /* the token, in a global */
+        for (;;) {
+            LOCK(Global->token_lock)
+            t = g_turn;
+            if (t % nprocs == pid) break;
+            UNLOCK(Global->token_lock)
+        }
+        g_turn = t + 1;
+        UNLOCK(Global->token_lock)
     }
 }
 
@@ -177,6 +239,8 @@ void slave(void)
     else if (!strcmp(mode, "barrier")) barrier_mode(pid);
     else if (!strcmp(mode, "false")) false_mode(pid);
     else if (!strcmp(mode, "getsub")) getsub_mode(pid);
+    else if (!strcmp(mode, "bytes")) bytes_mode(pid, (unsigned char *) pages, 2 * 4096, "falsely shared byte lost (phase, byte, seen)");
+    else if (!strcmp(mode, "globals")) globals_mode(pid);
     else stress_mode(pid);
 }
 
@@ -227,11 +291,11 @@ int main(int argc, char **argv)
 {
     long i, bad = 0, a;
     MAIN_INITENV(,64000000)
-    if (argc < 2) { fprintf(stderr, "usage: dsm_litmus lock|barrier|false|stress|getsub [-p N] [-r ROUNDS] [-s SEED]\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: dsm_litmus lock|barrier|false|bytes|globals|stress|getsub [-p N] [-r ROUNDS] [-s SEED]\n"); return 2; }
     mode = argv[1];
     if (strcmp(mode, "lock") && strcmp(mode, "barrier") && strcmp(mode, "false") && strcmp(mode, "stress") &&
-        strcmp(mode, "getsub")) {
-        fprintf(stderr, "dsm_litmus: mode %s: allowed are lock, barrier, false, stress, getsub\n", mode);
+        strcmp(mode, "getsub") && strcmp(mode, "bytes") && strcmp(mode, "globals")) {
+        fprintf(stderr, "dsm_litmus: mode %s: allowed are lock, barrier, false, bytes, globals, stress, getsub\n", mode);
         return 2;
     }
     for (a = 2; a + 1 < argc; a += 2) {
@@ -267,6 +331,10 @@ int main(int argc, char **argv)
     for (i = 0; i < nprocs; i++) bad += Global->fails[i];
     if (!strcmp(mode, "lock") && Global->turn != rounds * nprocs) { printf("FAIL: turn %ld, expected %ld\n", Global->turn, rounds * nprocs); bad++; }
     if (!strcmp(mode, "stress")) bad += check_stress();
+    if (!strcmp(mode, "globals")) {   /* main's epilogue reads the globals the threads wrote */
+        if (g_counter != rounds * nprocs || g_turn != rounds * nprocs) { printf("FAIL: globals after WAIT_FOR_END: counter %ld, turn %ld, expected %ld\n", g_counter, g_turn, rounds * nprocs); bad++; }
+        for (i = 0; i < nprocs; i++) if (g_seen[i] != rounds * nprocs) { printf("FAIL: pid %ld saw the global counter at %ld\n", i, g_seen[i]); bad++; }
+    }
     if (!strcmp(mode, "getsub")) bad += check_getsub();
     if (bad) { printf("FAIL litmus %s: %ld checks failed\n", mode, bad); exit(1); }
     printf("PASS litmus %s: %ld processes, %ld rounds\n", mode, nprocs, rounds);

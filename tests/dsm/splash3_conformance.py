@@ -14,7 +14,16 @@ byte for byte (the timing line and the threads' own lines aside, whose order no 
 every thread's line must arrive whole, nothing of the launcher may be on standard output, and the
 launcher's report must be on standard error; with --report FILE, standard error is empty and FILE
 holds the report as JSON. A usage error of the program (exit 2 in every cluster) is the run's
-exit status. Usage: splash3_conformance.py CLI BUILD_DIR SPLASH3_SOURCE_DIR"""
+exit status.
+The shapes program (tests/dsm/splash3/shapes.C: a global pointer one thread sets, a global counter
+under a lock, bytes of one word written by threads of different clusters, five CREATEs without
+WAIT_FOR_END and one after it, main's code after WAIT_FOR_END writing a file and freeing into
+shared memory once) is built by m4, by the header, and by make the suite's way (a Makefile.config
+of the suite's shape ending in `-include $(ICCS_MK)`, a program Makefile that adds its own -I
+flag the source needs and builds a library in a sub-make, `make ICCS_MK=$(pkg-config
+--variable=parmacs_mk iccs)`), run on 2x2 and 3x2 over direct and iccs: standard output equal to
+the pthread build's, shapes.log written once.
+Usage: splash3_conformance.py CLI BUILD_DIR SPLASH3_SOURCE_DIR"""
 import json
 import os
 import re
@@ -46,15 +55,15 @@ def fail(msg):
     sys.exit(1)
 
 
-def build(name, src_dir, work, env, macros=None, header_route=False):
+def build(name, src_dir, work, env, macros=None, header_route=False, sources=SOURCES, headers=HEADERS):
     """Compiles the program into work/name/; returns the binary's path."""
     d = os.path.join(work, name)
     os.makedirs(d)
     cflags = sh(["pkg-config", "--cflags", "iccs"], env=env).stdout.split()
     libs = sh(["pkg-config", "--libs", "iccs"], env=env).stdout.split()
-    if name == "REF":
+    if name.endswith("REF"):
         cflags, libs = [], []
-    for f in SOURCES + HEADERS:
+    for f in sources + headers:
         out = os.path.join(d, f[:-2] + "." + f[-1].lower())  # conform.C -> conform.c, .H -> .h
         if header_route:
             shutil.copy(os.path.join(src_dir, f), out)
@@ -65,13 +74,93 @@ def build(name, src_dir, work, env, macros=None, header_route=False):
         open(out, "w").write(r.stdout)
     extra = ["-include", "parmacs.h"] if header_route else []
     exe = os.path.join(d, name)
-    cmd = ["cc", *CFLAGS, *extra, *cflags, *[s[:-2] + ".c" for s in SOURCES], "-o", exe, *libs, "-lm"]
+    cmd = ["cc", *CFLAGS, *extra, *cflags, *[s[:-2] + ".c" for s in sources], "-o", exe, *libs, "-lm"]
     r = sh(cmd, cwd=d, env=env)
     if r.returncode != 0:
         fail(f"{name}: {' '.join(cmd)}\n{r.stderr[-4000:]}")
     print(f"built {name}: {'-include parmacs.h' if header_route else 'm4 ' + os.path.basename(macros)}, "
           f"{' '.join(CFLAGS)}")
     return exe
+
+
+# The suite's Makefile.config, in its shape (our text), with the one line of the recipe at the end;
+# a program Makefile that adds its own flags after including it and builds a library in a sub-make
+# (radiosity's -I./glibdumb and glibdumb/glib.a), whose source needs the program's m4 header.
+MAKEFILE_CONFIG = """CC := cc
+CFLAGS := {cflags}
+LDFLAGS := -lm
+BASEDIR := $(shell dirname $(realpath $(lastword $(MAKEFILE_LIST))))
+MACROS := $(BASEDIR)/pthreads_ref.m4
+M4 := m4 -Ulen -Uindex
+
+$(TARGET): $(OBJS) $(EXTRADEPS)
+	$(CC) $(CFLAGS) -o $(TARGET) $(OBJS) $(LDFLAGS)
+
+%.h: %.h.in
+	$(M4) $(MACROS) $< > $@
+
+%.c: %.c.in
+	$(M4) $(MACROS) $< > $@
+
+%.o: %.c $(EXTRADEPS)
+	$(CC) -c $(CFLAGS) $<
+-include $(ICCS_MK)
+"""
+PROGRAM_MAKEFILE = """TARGET = SHAPES
+OBJS = shapes.o
+include ../../Makefile.config
+CFLAGS := $(CFLAGS) -I./extra
+LOADLIBES = extra/extra.a
+
+$(TARGET): $(OBJS) $(LOADLIBES)
+	$(CC) $(OBJS) $(CFLAGS) $(LOADLIBES) -o $(TARGET) $(LDFLAGS)
+
+shapes.o: shapes.h
+
+extra/extra.a:
+	$(MAKE) -C extra
+"""
+EXTRA_MAKEFILE = """OBJS = extra.o
+TARGET = extra.a
+include ../../../Makefile.config
+
+$(TARGET): $(OBJS)
+	ar crv $(TARGET) $(OBJS)
+"""
+
+
+def build_with_make(name, src_dir, work, env, iccs):
+    """SHAPES built by make in a tree of the suite's shape: with ICCS_MK (iccs) or without (the
+    pthread build of the same tree)."""
+    codes = os.path.join(work, name, "codes")
+    prog = os.path.join(codes, "apps", "shapes")
+    os.makedirs(os.path.join(prog, "extra"))
+    open(os.path.join(codes, "Makefile.config"), "w").write(MAKEFILE_CONFIG.format(cflags=" ".join(CFLAGS)))
+    shutil.copy(os.path.join(src_dir, "pthreads_ref.m4"), codes)
+    open(os.path.join(prog, "Makefile"), "w").write(PROGRAM_MAKEFILE)
+    open(os.path.join(prog, "extra", "Makefile"), "w").write(EXTRA_MAKEFILE)
+    # The program's source needs its own -I (extra/shapes_flags.h); the sub-make's source needs
+    # the program's header made by m4 (so, on the iccs route, parmacs.h and its -I).
+    open(os.path.join(prog, "extra", "shapes_flags.h"), "w").write("#define SHAPES_FLAGS_SEEN 1\n")
+    open(os.path.join(prog, "extra", "extra.c"), "w").write(
+        '#include "../shapes.h"\nint shapes_extra(void) { return SHAPES_FLAGS; }\n')
+    open(os.path.join(prog, "shapes.h.in"), "w").write("EXTERN_ENV\n#define SHAPES_FLAGS 1\n")
+    open(os.path.join(prog, "shapes.c.in"), "w").write(
+        '#include "shapes_flags.h"\n' + open(os.path.join(src_dir, "shapes.C")).read())
+    cmd = ["make"]
+    if iccs:
+        mk = sh(["pkg-config", "--variable=parmacs_mk", "iccs"], env=env).stdout.strip()
+        if not os.path.isfile(mk):
+            fail(f"pkg-config --variable=parmacs_mk iccs gave {mk!r}: no such file")
+        cmd.append("ICCS_MK=" + mk)
+    r = sh(cmd, cwd=prog, env=env)
+    if r.returncode != 0:
+        fail(f"{name}: {' '.join(cmd)} in {prog}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    if iccs and ("-I./extra" not in r.stdout or "parmacs.m4" not in r.stdout):
+        fail(f"{name}: make did not keep the program's flags with ours:\n{r.stdout[-3000:]}")
+    print(f"built {name}: make{' ICCS_MK=' + os.path.basename(cmd[-1]) if iccs else ''} in a tree of the suite's shape "
+          f"(the program's -I./extra and its sub-make kept)")
+    return os.path.join(prog, "SHAPES")
 
 
 def split_output(out, nprocs, label):
@@ -89,6 +178,45 @@ def split_output(out, nprocs, label):
     if seen != want:
         fail(f"{label}: threads' lines: missing {sorted(want - seen)[:6]}, unexpected {sorted(seen - want)[:6]}")
     return "\n".join(same)
+
+
+def shapes(cli, src_dir, work, env, m4file):
+    """The shapes program: every build's output equal to the pthread build's; the epilogue once."""
+    one = {"sources": ["shapes.C"], "headers": []}
+    ref = build("SHAPES-REF", src_dir, work, env, macros=os.path.join(src_dir, "pthreads_ref.m4"), **one)
+    bins = {"SHAPES-M4": build("SHAPES-M4", src_dir, work, env, macros=m4file, **one),
+            "SHAPES-HDR": build("SHAPES-HDR", src_dir, work, env, header_route=True, **one),
+            "SHAPES-MK": build_with_make("SHAPES-MK", src_dir, work, env, iccs=True)}
+    mk_ref = build_with_make("SHAPES-MKREF", src_dir, work, env, iccs=False)
+    run_dir = os.path.join(work, "run-shapes")
+    os.makedirs(run_dir)
+    log = os.path.join(run_dir, "shapes.log")
+    refs = {}
+    for p in (4, 6):
+        for exe in (ref, mk_ref):
+            if os.path.exists(log):
+                os.remove(log)
+            r = sh([exe, "-p", str(p)], cwd=run_dir, timeout=120)
+            if r.returncode != 0 or not r.stdout.rstrip().endswith("PASS"):
+                fail(f"the pthread build of shapes failed at -p {p}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+            if refs.get(p, r.stdout) != r.stdout:
+                fail(f"shapes: the pthread builds by m4 and by make differ:\n{refs[p]}\n{r.stdout}")
+            refs[p] = r.stdout
+    for (b, clusters, transport) in (("SHAPES-M4", 2, "direct"), ("SHAPES-HDR", 3, "direct"), ("SHAPES-MK", 2, "iccs"),
+                                     ("SHAPES-M4", 3, "iccs")):
+        if os.path.exists(log):
+            os.remove(log)
+        p = clusters * 2
+        label = f"{b} {clusters}x2 {transport}"
+        r = sh([cli, "run", bins[b], "--clusters", str(clusters), "--threads", "2", "--transport", transport, "--",
+                "-p", str(p)], cwd=run_dir, timeout=300)
+        if r.returncode != 0 or r.stdout != refs[p]:
+            fail(f"{label}: exit {r.returncode}, standard output\n{r.stdout}\n--- the pthread build's\n{refs[p]}"
+                 f"\n--- stderr\n{r.stderr[-3000:]}")
+        lines = open(log).read().splitlines() if os.path.exists(log) else []
+        if lines != [f"epilogue of a run of {p} processes"]:
+            fail(f"{label}: main's code after WAIT_FOR_END ran {len(lines)} times (shapes.log: {lines})")
+        print(f"{label}: PASS, standard output identical to the pthread build's (-p {p}), shapes.log written once")
 
 
 def main():
@@ -167,6 +295,8 @@ def main():
         if r.returncode != 2 or "usage: CONFORM" not in r.stderr:
             fail(f"exit status: the program exited 2, the run {r.returncode}\n{r.stderr[-2000:]}")
         print("exit status: the program's usage error (2) is the run's")
+
+        shapes(cli, src_dir, work, env, m4file)
 
         # An application of apps/: its own lines on standard output, the report on standard error.
         r = sh([cli, "run", "jacobi", "--transport", "direct"], cwd=run_dir, timeout=300)
