@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "mem_wire.hpp"
+#include "options.hpp"
 #include "run.hpp"
+#include "run_app.hpp"
+#include "run_table.hpp"
 #include "slidwin_endpoint.hpp"
 
 namespace iccs {
@@ -39,57 +42,65 @@ StackConfig host(uint8_t last) { return mem_wire_host(last); }
 int cmd_demo(int argc, char** argv) {
     bool wire = false, alltoall = false;
     for (int i = 0; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::printf("usage: iccs demo [--runs N] [--app APP] [RUN OPTIONS]   the study in miniature (the default)\n"
-                        "       iccs demo --alltoall [RUN OPTIONS]                 checked messages over the proxies\n"
-                        "       iccs demo --wire [--messages N]                    the stack alone\n"
-                        "  By default: Water (apps/water, test size: 64 molecules, 2 time steps) on the page-grain\n"
-                        "  DSM across 2 cluster processes of 2 compute threads (-p 4), proxies auto (2 per cluster),\n"
-                        "  round-robin dispatch, memif links, adaptive polling; run over direct (no delay: no proxy,\n"
-                        "  no stack) and over the ICCS, --runs N times each (default 3, interleaved). Prints PASS or\n"
-                        "  FAIL of each run (the app checks its result against a sequential reference), both median\n"
-                        "  times of the parallel section, the slowdown (ICCS / direct) and the per-proxy counters of\n"
-                        "  the ICCS run (messages, mean message time, queue length, utilization) in one table.\n"
-                        "  --app APP picks another of the eight applications; RUN OPTIONS (iccs run APP --help, e.g.\n"
-                        "  --cluster-size S, --proxies P, --dispatch fixed) override the defaults. Exit 0 when every\n"
-                        "  run passed.\n"
-                        "  --alltoall: 2 cluster processes of 2 compute threads each, proxies auto, memif links;\n"
-                        "  every compute thread sends 2000 messages of 1..9000 bytes to every compute thread of the\n"
-                        "  other cluster; each is checked; per-proxy counters at the end. Takes the options of\n"
-                        "  `iccs run alltoall` (see iccs run --help), e.g. --pcap DIR: every proxy writes the frames\n"
-                        "  it sends and receives to DIR/cluster<C>-proxy<P>.pcapng.\n"
-                        "  --wire: the protocol stack alone, two stack instances in one process over the in-memory\n"
-                        "  wire (10%% loss, 5%% duplicates, reordering within 64 frames, 1%% bit flips).\n");
-            return 0;
-        }
         if (std::strcmp(argv[i], "--wire") == 0) wire = true;
         if (std::strcmp(argv[i], "--alltoall") == 0) alltoall = true;
     }
-    if (wire) return cmd_demo_wire(argc, argv);
-    if (alltoall) {
-        std::vector<char*> rest;
-        for (int i = 0; i < argc; ++i)
-            if (std::strcmp(argv[i], "--alltoall") != 0) rest.push_back(argv[i]);
-        return cmd_run(static_cast<int>(rest.size()), rest.data(), true);
-    }
-    return cmd_demo_study(argc, argv);
+    if (wire && alltoall) cli::usage_error("demo", "--wire and --alltoall are two different demos: choose one");
+    // Each demo takes its own options, read once against its table (cli/options.hpp).
+    static const std::vector<cli::Option> wire_own = {
+        cli::flag("--wire", "the protocol stack alone over the in-memory wire"),
+        cli::uint_opt("--messages", "N", 1, 100'000'000, "messages sent each way", "200000")};
+    static const std::vector<cli::Option> alltoall_own = [] {
+        std::vector<cli::Option> o = {cli::flag("--alltoall", "checked messages over the proxies")};
+        const ProgramRow* row = find_run_row("alltoall");
+        o.insert(o.end(), row->options.begin(), row->options.end());
+        o[1].dflt = "2000";  // --messages: the demo sends more than iccs run alltoall
+        return o;
+    }();
+    static const std::vector<cli::Option> study_own = [] {
+        std::vector<std::string> apps;
+        for (const char* a : app_names()) apps.emplace_back(a);
+        return std::vector<cli::Option>{
+            cli::choice_opt("--app", apps, "the application", "water"),
+            cli::uint_opt("--runs", "N", 1, 21, "runs over each transport, interleaved; the medians are shown", "3"),
+            timeout_option(300)};
+    }();
+    cli::OptionSet set;
+    set.who = "demo";
+    set.own = wire ? &wire_own : alltoall ? &alltoall_own : &study_own;
+    if (!wire) set.groups = {&machine_options(), &config_options()};
+    cli::OptionSet study_set = set, alltoall_set = set, wire_set = set;
+    study_set.own = &study_own;
+    alltoall_set.own = &alltoall_own;
+    wire_set.own = &wire_own;
+    wire_set.groups.clear();
+    const std::string help =
+        "usage: iccs demo [--runs N] [--app APP] [machine options]   the study in miniature (the default)\n"
+        "       iccs demo --alltoall [options of iccs run alltoall]    checked messages over the proxies\n"
+        "       iccs demo --wire [--messages N]                        the stack alone\n"
+        "  By default: Water (apps/water, test size: 64 molecules, 2 time steps) on the page-grain\n"
+        "  DSM across 2 cluster processes of 2 compute threads (-p 4), proxies auto (2 per cluster),\n"
+        "  round-robin dispatch, memif links, adaptive polling; run over direct (no delay: no proxy,\n"
+        "  no stack) and over the ICCS, --runs N times each (interleaved). Prints PASS or FAIL of each\n"
+        "  run (the app checks its result against a sequential reference), both median times of the\n"
+        "  parallel section, the slowdown (ICCS / direct) and the per-proxy counters of the ICCS run\n"
+        "  (messages, mean message time, queue length, utilization) in one table. The machine options\n"
+        "  override the demo's shape. Exit 0 when every run passed.\n" +
+        cli::option_help(study_set) +
+        "--alltoall: 2 cluster processes of 2 compute threads each, proxies auto, memif links; every\n"
+        "  compute thread sends 2000 messages of 1..9000 bytes to every compute thread of the other\n"
+        "  cluster; each is checked; per-proxy counters at the end. Takes the options of iccs run\n"
+        "  alltoall (iccs run alltoall --help), e.g. --pcap DIR.\n"
+        "--wire: the protocol stack alone, two stack instances in one process over the in-memory wire\n"
+        "  (10% loss, 5% duplicates, reordering within 64 frames, 1% bit flips).\n" +
+        cli::option_help(wire_set);
+    const cli::Args p = cli::parse_options(set, argc, argv, 0, help);
+    if (wire) return cmd_demo_wire(p.u64("--messages", 200'000));
+    if (alltoall) return run_alltoall_demo(p);
+    return cmd_demo_study(p);
 }
 
-int cmd_demo_wire(int argc, char** argv) {
-    uint64_t n = 200'000;
-    for (int i = 0; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--wire") == 0) continue;
-        if (std::strcmp(argv[i], "--messages") == 0 && i + 1 < argc) {
-            n = std::strtoull(argv[++i], nullptr, 10);
-            if (n == 0 || n > 100'000'000) {
-                std::fprintf(stderr, "iccs demo: bad value '%s' for --messages: 1..100000000 allowed\n", argv[i]);
-                return 2;
-            }
-            continue;
-        }
-        std::fprintf(stderr, "iccs demo: unknown option '%s' (see iccs demo --help)\n", argv[i]);
-        return 2;
-    }
+int cmd_demo_wire(uint64_t n) {
     std::printf("iccs demo --wire: the protocol stack (eth/arp/ipv4/udp/slidwin) between two stack instances in\n"
                 "one process over the in-memory wire (no proxies, no DPDK: the stack alone).\n\n");
     HeapPktPool pa(16384, 2048), pb(16384, 2048);

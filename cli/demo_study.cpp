@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "args.hpp"
 #include "config.hpp"
 #include "demo.hpp"
 #include "run_app.hpp"
@@ -19,8 +18,6 @@
 namespace iccs {
 
 namespace {
-
-[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("demo", msg); }
 
 double median(std::vector<double> v) {
     if (v.empty()) return -1;
@@ -30,34 +27,15 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int cmd_demo_study(int argc, char** argv) {
-    std::string app = "water";
-    unsigned runs = 3;
-    std::vector<std::string> flags = {"--clusters", "2", "--threads", "2", "--proxies", "auto",
-                                      "--dispatch", "round-robin"};
-    for (int i = 0; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (i + 1 >= argc) usage_error(a + " needs a value, or is not an option of iccs demo (see iccs demo --help)");
-        const std::string v = argv[++i];
-        if (a == "--app") {
-            if (!is_app_name(v.c_str()))
-                usage_error("bad value '" + v + "' for --app: allowed values are jacobi, matmul, gauss, fft, tsp, water, "
-                            "barnes, unstructured");
-            app = v;
-        } else if (a == "--runs") {
-            runs = static_cast<unsigned>(cli::parse_u64("demo", a, v.c_str(), 1, 21));
-        } else if (a == "--transport" || a == "--delay-us") {
-            usage_error(a + ": the demo runs over direct and then over iccs itself");
-        } else if (a == "--cluster-size") {
-            flags.push_back("--threads");
-            flags.push_back(v);
-        } else if (a.rfind("--", 0) == 0) {
-            flags.push_back(a);  // later flags override the demo's defaults (cmd_run_rt keeps the last)
-            flags.push_back(v);
-        } else {
-            usage_error("unexpected argument '" + a + "' (see iccs demo --help)");
-        }
-    }
+int cmd_demo_study(const cli::Args& p) {
+    const std::string app = p.text("--app", "water");
+    const unsigned runs = static_cast<unsigned>(p.u64("--runs", 3));
+    // The demo's shape; the machine options given override it.
+    const RunSetup setup = run_setup(p, 300,
+                                     {{"machine.clusters", "2"},
+                                      {"cluster.compute_threads", "2"},
+                                      {"cluster.proxies", "auto"},
+                                      {"cluster.dispatch", "round-robin"}});
     const std::string log = "/tmp/iccs-demo-" + std::to_string(getpid()) + ".log";
     FILE* logf = std::fopen(log.c_str(), "w");
     if (logf == nullptr) {
@@ -76,13 +54,12 @@ int cmd_demo_study(int argc, char** argv) {
     bool pass_direct = true, pass_iccs = true;
     for (unsigned r = 0; r < runs; ++r) {
         for (const char* tr : {"direct", "iccs"}) {
-            std::vector<std::string> f = flags;
-            f.push_back("--transport");
-            f.push_back(tr);
+            RunSetup over = setup;
+            over.transport = tr;
             std::fprintf(logf, "==== run %u over %s\n", r + 1, tr);
             std::fflush(logf);
             AppOutcome o;
-            run_app(app, f, {"--size", "test"}, fileno(logf), o);
+            run_app(app, over, {"--size", "test"}, fileno(logf), o);
             std::printf("  run %u over %-6s: %s", r + 1, tr, o.pass ? "PASS" : "FAIL");
             if (o.parallel_s >= 0) std::printf(", parallel section %.4f s", o.parallel_s);
             std::printf("\n");

@@ -4,7 +4,6 @@
 // given sizes to a kernel UDP echo server and checks that each comes back intact. The sizes go
 // past the MTU, so both directions exercise IP fragmentation and reassembly against Linux.
 // Used by tests/integration/interop_afpacket.py (two network namespaces joined by a veth pair).
-#include "args.hpp"
 #include "interop.hpp"
 
 #include <arpa/inet.h>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "dpdk_env.hpp"
+#include "options.hpp"
 #include "dpdk_pool.hpp"
 #include "port.hpp"
 #include "proxy.hpp"
@@ -48,33 +48,11 @@ const char* kInteropHelp =
     "  It stops after --seconds, or earlier once every datagram it sent came back and --expect\n"
     "  datagrams arrived on --port (and were echoed). Prints the non-zero stack counters and\n"
     "  `interop: sent N, echoed back M, received K, echoed K`; exits 0 when everything expected arrived.\n"
-    "options:\n"
-    "  --iface NAME         Linux interface (must exist and be up)\n"
-    "  --ip A.B.C.D         the stack's IPv4 address\n"
-    "  --mac auto|MAC       the stack's MAC (default auto: the interface's; the port is promiscuous)\n"
-    "  --port N             UDP port of the echo service (default 7777)\n"
-    "  --mtu N              IPv4 MTU, 576..1900 (af_packet frames are 2048 bytes; default 1500)\n"
-    "  --seconds S          run at most S seconds (default 10)\n"
-    "  --expect N           stay until N datagrams arrived on --port (default 0)\n"
-    "  --peer A.B.C.D       send datagrams to this kernel echo server ...\n"
-    "  --peer-port N        ... on this UDP port (default: --port)\n"
-    "  --src-port N         our UDP port for them (default: --port + 1)\n"
-    "  --send N             how many datagrams (default 20)\n"
-    "  --sizes a,b,c        their payload sizes, 0..65507 (default 1,100,1472,1473,4000,9000,65507)\n"
-    "  --send-delay MS      wait MS milliseconds after start before sending (default 0)\n"
-    "  --kernel-defrag      keep DPDK 22.11 af_packet's PACKET_FANOUT_FLAG_DEFRAG: the kernel then\n"
-    "                       reassembles fragments before the stack sees them, and datagrams longer\n"
-    "                       than a ring frame (~1980 bytes) arrive truncated. By default the PMD's\n"
-    "                       socket is replaced by an identical one without fanout, so the stack\n"
-    "                       receives the fragments as they are on the wire.\n";
+    ;
 
 std::atomic<bool> g_stop{false};
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("interop", msg); }
-
-uint64_t parse_u64(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
-    return cli::parse_u64("interop", flag, v.c_str(), lo, hi);
-}
 
 // The content of datagram `seq` of `size` bytes: distinct per datagram, so a wrong or stale echo
 // is told apart from the right one.
@@ -240,61 +218,64 @@ struct Options {
     bool kernel_defrag = false;
 };
 
+const std::vector<cli::Option>& interop_options() {
+    static const std::vector<cli::Option> o = {
+        cli::text_opt("--iface", "NAME", "Linux interface (must exist and be up; required)"),
+        cli::text_opt("--ip", "A.B.C.D", "the stack's IPv4 address (required)"),
+        cli::text_opt("--mac", "auto|MAC", "the stack's MAC (default auto: the interface's; the port is promiscuous)"),
+        cli::uint_opt("--port", "N", 1, 65535, "UDP port of the echo service", "7777"),
+        cli::uint_opt("--mtu", "N", kMtuMin, 1900, "IPv4 MTU (af_packet frames are 2048 bytes)", "1500"),
+        cli::uint_opt("--seconds", "S", 1, 86400, "run at most S seconds", "10"),
+        cli::uint_opt("--expect", "N", 0, 1'000'000'000, "stay until N datagrams arrived on --port", "0"),
+        cli::text_opt("--peer", "A.B.C.D", "send datagrams to this kernel UDP echo server ..."),
+        cli::uint_opt("--peer-port", "N", 1, 65535, "... on this UDP port (default: --port)"),
+        cli::uint_opt("--src-port", "N", 1, 65535, "our UDP port for them (default: --port + 1)"),
+        cli::uint_opt("--send", "N", 0, 1'000'000, "how many datagrams", "20"),
+        cli::uint_list_opt("--sizes", "a,b,c", 0, kUdpMaxPayload, "their payload sizes", "1,100,1472,1473,4000,9000,65507"),
+        cli::uint_opt("--send-delay", "MS", 0, 3'600'000, "wait MS milliseconds after start before sending", "0"),
+        cli::flag("--kernel-defrag",
+                  "keep DPDK 22.11 af_packet's PACKET_FANOUT_FLAG_DEFRAG: the kernel then reassembles fragments "
+                  "before the stack sees them, and datagrams longer than a ring frame (~1980 bytes) arrive "
+                  "truncated. By default the PMD's socket is replaced by an identical one without fanout, so the "
+                  "stack receives the fragments as they are on the wire."),
+    };
+    return o;
+}
+
 Options parse(int argc, char** argv) {
+    cli::OptionSet set;
+    set.who = "interop";
+    set.own = &interop_options();
+    const cli::Args p = cli::parse_options(set, argc, argv, 0, std::string(kInteropHelp) + cli::option_help(set));
     Options o;
-    for (int i = 0; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--help" || a == "-h") {
-            std::fputs(kInteropHelp, stdout);
-            std::exit(0);
-        }
-        if (a == "--kernel-defrag") {
-            o.kernel_defrag = true;
-            continue;
-        }
-        if (i + 1 >= argc) usage_error(a + " needs a value (see iccs-cli interop --help)");
-        const std::string v = argv[++i];
-        if (a == "--iface") {
-            o.iface = v;
-        } else if (a == "--ip") {
-            if (!parse_ipv4(v, o.ip)) usage_error("bad IPv4 address '" + v + "' for --ip");
-            o.have_ip = true;
-        } else if (a == "--mac") {
-            MacAddr m;
-            if (v != "auto" && !parse_mac(v, m)) usage_error("bad MAC '" + v + "' for --mac (auto or xx:xx:xx:xx:xx:xx)");
-            o.mac = v;
-        } else if (a == "--port") {
-            o.port = static_cast<uint16_t>(parse_u64(a, v, 1, 65535));
-        } else if (a == "--mtu") {
-            o.mtu = static_cast<uint32_t>(parse_u64(a, v, kMtuMin, 1900));
-        } else if (a == "--seconds") {
-            o.seconds = static_cast<uint32_t>(parse_u64(a, v, 1, 86400));
-        } else if (a == "--expect") {
-            o.expect = parse_u64(a, v, 0, 1'000'000'000);
-        } else if (a == "--peer") {
-            if (!parse_ipv4(v, o.peer)) usage_error("bad IPv4 address '" + v + "' for --peer");
-            o.have_peer = true;
-        } else if (a == "--peer-port") {
-            o.peer_port = static_cast<int>(parse_u64(a, v, 1, 65535));
-        } else if (a == "--src-port") {
-            o.src_port = static_cast<int>(parse_u64(a, v, 1, 65535));
-        } else if (a == "--send") {
-            o.send = static_cast<uint32_t>(parse_u64(a, v, 0, 1'000'000));
-        } else if (a == "--sizes") {
-            o.sizes.clear();
-            size_t start = 0;
-            while (start <= v.size()) {
-                const size_t comma = std::min(v.find(',', start), v.size());
-                o.sizes.push_back(static_cast<uint32_t>(parse_u64("--sizes", v.substr(start, comma - start), 0,
-                                                                  kUdpMaxPayload)));
-                start = comma + 1;
-            }
-        } else if (a == "--send-delay") {
-            o.send_delay_ms = static_cast<uint32_t>(parse_u64(a, v, 0, 3'600'000));
-        } else {
-            usage_error("unknown option '" + a + "' (see iccs-cli interop --help)");
-        }
+    o.kernel_defrag = p.flag("--kernel-defrag");
+    o.iface = p.text("--iface");
+    if (p.has("--ip")) {
+        if (!parse_ipv4(p.text("--ip"), o.ip)) usage_error("bad IPv4 address '" + p.text("--ip") + "' for --ip");
+        o.have_ip = true;
     }
+    if (p.has("--mac")) {
+        const std::string v = p.text("--mac");
+        MacAddr m;
+        if (v != "auto" && !parse_mac(v, m)) usage_error("bad MAC '" + v + "' for --mac (auto or xx:xx:xx:xx:xx:xx)");
+        o.mac = v;
+    }
+    o.port = static_cast<uint16_t>(p.u64("--port", o.port));
+    o.mtu = static_cast<uint32_t>(p.u64("--mtu", o.mtu));
+    o.seconds = static_cast<uint32_t>(p.u64("--seconds", o.seconds));
+    o.expect = p.u64("--expect", o.expect);
+    if (p.has("--peer")) {
+        if (!parse_ipv4(p.text("--peer"), o.peer)) usage_error("bad IPv4 address '" + p.text("--peer") + "' for --peer");
+        o.have_peer = true;
+    }
+    if (p.has("--peer-port")) o.peer_port = static_cast<int>(p.u64("--peer-port", 0));
+    if (p.has("--src-port")) o.src_port = static_cast<int>(p.u64("--src-port", 0));
+    o.send = static_cast<uint32_t>(p.u64("--send", o.send));
+    if (p.has("--sizes")) {
+        o.sizes.clear();
+        for (const uint64_t n : p.u64_list("--sizes")) o.sizes.push_back(static_cast<uint32_t>(n));
+    }
+    o.send_delay_ms = static_cast<uint32_t>(p.u64("--send-delay", o.send_delay_ms));
     if (o.iface.empty()) usage_error("--iface is required (see iccs-cli interop --help)");
     if (!o.have_ip) usage_error("--ip is required (see iccs-cli interop --help)");
     if (o.peer_port < 0) o.peer_port = o.port;

@@ -1,6 +1,12 @@
-// run.hpp: `iccs run` and the cluster part of `iccs demo`.
+// run.hpp: the convergence-level programs of `iccs run` (alltoall, errors, pingpong: rows of
+// run_table.cpp) and `iccs demo --alltoall`.
 #pragma once
+
+#include "options.hpp"
+
 namespace iccs {
-// argv: the arguments after "run" (or after "demo" when demo is true).
-int cmd_run(int argc, char** argv, bool demo);
-}
+
+// `iccs demo --alltoall`: alltoall with the demo's message count (2000), options as parsed.
+int run_alltoall_demo(const cli::Args& p);
+
+}  // namespace iccs

@@ -7,6 +7,7 @@
 #include "run_app.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,16 +24,14 @@
 #include <utility>
 #include <vector>
 
-#include "args.hpp"
 #include "config.hpp"
 #include "msg_trace.hpp"
+#include "run_table.hpp"
 #include "runtime_launch.hpp"
 
 namespace iccs {
 
 namespace {
-
-constexpr const char* kApps[] = {"jacobi", "matmul", "gauss", "fft", "tsp", "water", "barnes", "unstructured"};
 
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error("run", msg); }
 
@@ -148,68 +147,35 @@ std::string app_binary(const std::string& app) {
     return (dir.parent_path() / "apps" / ("iccs-app-" + app + "-dsm")).string();
 }
 
-// The shape of the run from the configuration flags among `flags` (as cmd_run_rt reads them).
-void resolve_shape(const std::vector<std::string>& flags, uint32_t& clusters, uint32_t& threads) {
-    std::string config_path;
-    std::vector<std::pair<std::string, std::string>> overrides;
-    for (size_t i = 0; i + 1 < flags.size(); ++i) {
-        const std::string& a = flags[i];
-        const std::string& v = flags[i + 1];
-        bool mapped = false;
-        for (const auto& [flag, key] : cli::kRunConfigFlags)
-            if (a == flag) {
-                overrides.emplace_back(key, v);
-                mapped = true;
-            }
-        if (mapped) {
-            ++i;
-            continue;
-        }
-        if (a == "--config") config_path = v, ++i;
-        else if (a == "--set") {
-            const auto eq = v.find('=');
-            if (eq == std::string::npos) usage_error("--set takes SECTION.KEY=VALUE, got '" + v + "'");
-            overrides.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-            ++i;
-        } else if (a.rfind("--", 0) == 0) {
-            ++i;  // another option with a value (--transport, --delay-us, --timeout): cmd_run_rt checks it
-        }
-    }
-    const ConfigResult cr = configure(config_path, overrides);
-    if (!cr.ok()) {
-        std::fprintf(stderr, "%s\n", cr.error.c_str());
-        std::exit(2);
-    }
-    clusters = cr.config->machine.clusters;
-    threads = cr.config->cluster.compute_threads;
-}
-
 }  // namespace
 
-bool is_app_name(const char* name) {
-    for (const char* a : kApps)
-        if (std::strcmp(a, name) == 0) return true;
+const std::vector<const char*>& app_names() {
+    static const std::vector<const char*> names = {"jacobi", "matmul", "gauss", "fft",
+                                                   "tsp",    "water",  "barnes", "unstructured"};
+    return names;
+}
+
+bool is_app_name(const std::string& name) {
+    for (const char* a : app_names())
+        if (name == a) return true;
     return false;
 }
 
-void run_app(const std::string& app, const std::vector<std::string>& run_flags, const std::vector<std::string>& app_args,
-             int quiet_fd, AppOutcome& out, bool report_to_file) {
+void run_app(const std::string& app, const RunSetup& setup, const std::vector<std::string>& app_args, int quiet_fd,
+             AppOutcome& out, bool report_to_file) {
     const std::string bin = app_binary(app);
     if (access(bin.c_str(), X_OK) != 0)
         usage_error("the DSM build of " + app + " (" + bin + ") is not there: build it with ninja -C build (./iccs does)");
-    uint32_t clusters = 0, threads = 0;
-    resolve_shape(run_flags, clusters, threads);
-    std::vector<std::string> args = {"-p", std::to_string(clusters * threads)};
+    std::vector<std::string> args = {
+        "-p", std::to_string(setup.cfg.machine.clusters * setup.cfg.cluster.compute_threads)};
     args.insert(args.end(), app_args.begin(), app_args.end());
-    run_reported(bin, run_flags, args, quiet_fd, report_to_file, /*app=*/true, out);
+    run_reported(bin, setup, args, quiet_fd, report_to_file, /*app=*/true, out);
 }
 
-void run_reported(const std::string& bin, const std::vector<std::string>& run_flags,
-                  const std::vector<std::string>& prog_args, int quiet_fd, bool report_to_file, bool app,
-                  AppOutcome& out) {
+void run_reported(const std::string& bin, const RunSetup& setup, const std::vector<std::string>& prog_args,
+                  int quiet_fd, bool report_to_file, bool app, AppOutcome& out) {
     out = AppOutcome{};
-    uint32_t clusters = 0, threads = 0;
-    resolve_shape(run_flags, clusters, threads);
+    const uint32_t clusters = setup.cfg.machine.clusters;
     const std::string base = "/tmp/iccs-report-" + std::to_string(getpid()) + "-" +
                              std::filesystem::path(bin).filename().string();
     auto remove_files = [&] {
@@ -221,13 +187,12 @@ void run_reported(const std::string& bin, const std::vector<std::string>& run_fl
 
     // Counters only in the report files (not on standard error) when they go to --report FILE.
     if (report_to_file) setenv("ICCS_REPORT_ONLY", "1", 1);
-    std::vector<std::string> args = {bin};
-    args.insert(args.end(), run_flags.begin(), run_flags.end());
-    args.push_back("--");
-    args.insert(args.end(), prog_args.begin(), prog_args.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    RtRequest r;
+    r.name = bin;
+    r.args = prog_args;
+    r.one_cluster_ok = true;
+    r.lines_on_stdout = false;  // a program given by path owns standard output
+    if (!app) r.pass_line = "PASS: every cluster process exited with status 0";
 
     std::fflush(stdout);
     std::fflush(stderr);
@@ -240,7 +205,7 @@ void run_reported(const std::string& bin, const std::vector<std::string>& run_fl
     }
     out.info.app = app;
     out.info.report_to_file = report_to_file;
-    out.rc = cmd_run_rt(static_cast<int>(args.size()), argv.data(), &out.info);
+    out.rc = run_rt(setup, r, &out.info);
     std::fflush(stdout);
     std::fflush(stderr);
     if (quiet_fd >= 0) {
@@ -502,40 +467,6 @@ void print_text(const std::string& app, const AppOutcome& o) {
     std::fflush(stderr);
 }
 
-const char* kAppRunHelp =
-    "usage: iccs run APP [--clusters C] [--cluster-size S] [--proxies P|auto]\n"
-    "                    [--dispatch fixed|round-robin|least-loaded] [--transport iccs|direct|delay]\n"
-    "                    [--delay-us N|auto] [--size test|paper] [--json] [other run options]\n"
-    "  APP: jacobi, matmul, gauss, fft, tsp, water, barnes, unstructured (apps/README.md).\n"
-    "  Starts C cluster processes of build/apps/iccs-app-APP-dsm (the application on the page-grain\n"
-    "  DSM across clusters) with S compute threads each; the application gets -p C*S and --size,\n"
-    "  checks its result against a sequential reference, and this prints PASS/FAIL, the parallel\n"
-    "  section's time, the runtime's messages, each proxy's counters (over iccs: messages and bytes\n"
-    "  each way, mean message time, queue length, utilization) and the DSM's counters summed over\n"
-    "  the clusters. Standard output carries the application's lines only (cluster 0's); this\n"
-    "  report goes to standard error (or to --report FILE).\n"
-    "  --cluster-size S     compute threads per cluster ([cluster] compute_threads; --threads is the same)\n"
-    "  --size test|paper    problem size (default test; paper = the study's Table 1)\n"
-    "  --json               stdout is one JSON object on one line (everything else goes to stderr):\n"
-    "                       app, size, threads, clusters, cluster_size, proxies_per_cluster (0 over\n"
-    "                       direct/delay), dispatch, transport, delay_us (null unless delay), result,\n"
-    "                       parallel_s, check, host_cores, oversubscribed, rt {msgs, bytes,\n"
-    "                       mean_msg_bytes}, iccs (null unless iccs) {msg_time_us_mean, queue_len_mean,\n"
-    "                       utilization_mean, proxies [...]}, dsm {...summed}, dsm_per_cluster [...];\n"
-    "                       a value no source gave is null (apps/README.md has every key)\n"
-    "  --report FILE        the launcher's report (the --json object) goes to FILE instead of\n"
-    "                       standard error; standard output keeps only the application's own lines\n"
-    "  --trace FILE         record every message the proxies take from and deliver to compute\n"
-    "                       threads (transport iccs): one CSV line each (dir tx|rx, cluster, proxy,\n"
-    "                       t_ns, enq_ns, src/dst cluster, thread, ports, type, bytes, msg_id), written\n"
-    "                       at the end (ICCS_TRACE_RECORDS per proxy at most, default 262144; more are\n"
-    "                       counted as dropped); --json gains trace {file, records, tx, rx, dropped}.\n"
-    "                       The input of the proxy model (perf/model/README.md)\n"
-    "  --inject-error       test hook: the application corrupts its result before the check (FAIL)\n"
-    "  Other options as for runtime programs (iccs run --help): --config, --set, --polling,\n"
-    "  --fabric, --timeout, ... Exit status 0 PASS, 1 FAIL (wrong answer or a cluster failed), 2 a\n"
-    "  usage error.\n";
-
 }  // namespace
 
 namespace {
@@ -553,28 +484,27 @@ void write_report(FILE* f, const std::string& path, const std::string& json) {
 
 }  // namespace
 
-int cmd_run_path(int argc, char** argv) {
-    const std::string program = argv[0];
-    std::vector<std::string> run_flags, prog_args;
-    std::string report;
-    int i = 1;
-    for (; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--") {
-            for (++i; i < argc; ++i) prog_args.emplace_back(argv[i]);
-            break;
-        }
-        if (a == "--report") {
-            if (i + 1 >= argc) usage_error("--report needs a value (a file for the run's JSON report)");
-            report = argv[++i];
-            continue;
-        }
-        run_flags.push_back(a);
+int launch_path(const ProgramRow& row, const std::string& program, const cli::Args& p) {
+    struct stat st {};
+    if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(program.c_str(), X_OK) != 0)
+        cli::usage_error("run", "program '" + program + "' is not an executable file (iccs run --help lists the "
+                                "built-in programs)");
+    const std::vector<std::string>& prog_args = p.rest;
+    const std::string report = p.text("--report");
+    // A program given by path runs as long as it needs: only a given --timeout stops it (24 h at most).
+    const RunSetup setup = run_setup(p, 86400);
+    if (report.empty()) {  // the launcher's lines on standard error
+        RtRequest r;
+        r.name = program;
+        r.args = prog_args;
+        r.one_cluster_ok = true;
+        r.lines_on_stdout = false;
+        r.pass_line = row.pass_line;
+        return run_rt(setup, r);
     }
-    if (report.empty()) return cmd_run_rt(argc, argv);  // the launcher's lines on standard error
     FILE* out = open_report(report);
     AppOutcome o;
-    run_reported(program, run_flags, prog_args, -1, /*report_to_file=*/true, /*app=*/false, o);
+    run_reported(program, setup, prog_args, -1, /*report_to_file=*/true, /*app=*/false, o);
     if (!o.info.resolved) {  // stopped before the run (its message is out): no report
         std::fclose(out);
         std::remove(report.c_str());
@@ -593,54 +523,13 @@ int cmd_run_path(int argc, char** argv) {
     return o.rc;
 }
 
-int cmd_run_app(int argc, char** argv) {
-    const std::string app = argv[0];
-    std::vector<std::string> run_flags, app_args;
-    std::string size = "test";
-    bool json = false, inject = false;
-    std::string cluster_size, threads, report, trace, transport = "iccs";
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--help" || a == "-h") {
-            std::fputs(kAppRunHelp, stdout);
-            return 0;
-        }
-        if (a == "--json") {
-            json = true;
-            continue;
-        }
-        if (a == "--inject-error") {
-            inject = true;
-            continue;
-        }
-        if (a == "--") usage_error("'--' passes arguments to a program given by path; " + app +
-                                   " gets -p and --size from --clusters, --cluster-size and --size");
-        if (a == "--messages" || a == "--min-size" || a == "--max-size" || a == "--barriers" || a == "--warmup")
-            usage_error(a + " is for the built-in programs exchange and ping, not for the application " + app);
-        if (i + 1 >= argc) usage_error(a + " needs a value (see iccs run " + app + " --help)");
-        const std::string v = argv[++i];
-        if (a == "--trace") {
-            if (v.empty()) usage_error("--trace needs a file name");
-            trace = v;
-            continue;
-        }
-        if (a == "--transport") transport = v;
-        if (a == "--size") {
-            if (v != "test" && v != "paper") usage_error("bad value '" + v + "' for --size: allowed values are test, paper");
-            size = v;
-        } else if (a == "--report") {
-            report = v;
-        } else if (a == "--cluster-size" || a == "--threads") {
-            cli::note_cluster_size("run", a, v, cluster_size, threads);
-            run_flags.push_back("--threads");
-            run_flags.push_back(v);
-        } else if (a.rfind("--", 0) == 0) {
-            run_flags.push_back(a);
-            run_flags.push_back(v);
-        } else {
-            usage_error("unexpected argument '" + a + "' (see iccs run " + app + " --help)");
-        }
-    }
+int launch_app(const ProgramRow&, const std::string& app, const cli::Args& p) {
+    const std::string size = p.text("--size", "test");
+    const bool json = p.flag("--json"), inject = p.flag("--inject-error");
+    const std::string report = p.text("--report"), trace = p.text("--trace");
+    const RunSetup setup = run_setup(p, 300);
+    const std::string transport = setup.transport.empty() ? to_string(setup.cfg.runtime.transport) : setup.transport;
+    std::vector<std::string> app_args;
     app_args = {"--size", size};
     if (json) app_args.push_back("--json");
     if (inject) app_args.push_back("--inject-error");
@@ -657,7 +546,7 @@ int cmd_run_app(int argc, char** argv) {
     AppOutcome o;
     // --json: our stdout carries only the final object; the launcher's and the clusters' lines go
     // to stderr.
-    run_app(app, run_flags, app_args, json ? 2 : -1, o, report_out != nullptr);
+    run_app(app, setup, app_args, json ? 2 : -1, o, report_out != nullptr);
     if (!trace.empty()) {
         unsetenv("ICCS_TRACE");
         std::string terr;

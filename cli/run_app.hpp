@@ -10,10 +10,9 @@
 
 namespace iccs {
 
-// jacobi matmul gauss fft tsp water barnes unstructured.
-bool is_app_name(const char* name);
-// argv[0] is the app; the rest are run options (`iccs run --help`).
-int cmd_run_app(int argc, char** argv);
+// jacobi matmul gauss fft tsp water barnes unstructured: the rows of `iccs run` (run_table.cpp).
+const std::vector<const char*>& app_names();
+bool is_app_name(const std::string& name);
 
 // One run of an application, gathered from the files its cluster processes wrote (ICCS_REPORT).
 struct AppOutcome {
@@ -37,29 +36,20 @@ struct AppOutcome {
     std::string trace_json;  // --trace: {"file", "records", "tx", "rx", "dropped"}; "" when not traced
 };
 
-// Runs `app` (its binary next to this one: ../apps/iccs-app-<app>-dsm) with `run_flags` (any
-// `iccs run` option of a runtime program: --clusters, --threads, --proxies, --transport, ...),
-// giving the application `-p clusters*threads` followed by `app_args` (--size, ...). `quiet_fd`
-// >= 0: every output of the run (launcher and clusters) goes to that descriptor instead of
-// stdout/stderr. A usage error (bad flag or value) exits 2 with its message, as every subcommand.
-// `report_to_file`: as run_reported's (`--report FILE`).
-void run_app(const std::string& app, const std::vector<std::string>& run_flags, const std::vector<std::string>& app_args,
-             int quiet_fd, AppOutcome& out, bool report_to_file = false);
+// Runs `app` (its binary next to this one: ../apps/iccs-app-<app>-dsm) as `setup` says (the
+// shared options, configured once), giving the application `-p clusters*threads` followed by
+// `app_args` (--size, ...). `quiet_fd` >= 0: every output of the run (launcher and clusters) goes
+// to that descriptor instead of stdout/stderr. `report_to_file`: as run_reported's (`--report FILE`).
+void run_app(const std::string& app, const RunSetup& setup, const std::vector<std::string>& app_args, int quiet_fd,
+             AppOutcome& out, bool report_to_file = false);
 
-// The same for any program (PATH) linked with the runtime: started with `run_flags`, given
-// `prog_args`, its clusters' report files gathered into `out` (app_json stays "" unless the program
-// wrote ICCS_REPORT.app.c0, as the applications do). `report_to_file`: the launcher prints nothing
-// of its own and the clusters write their counters only to the report files (`--report FILE`).
-// `app`: an application run (the launcher prints no closing PASS/FAIL line of its own).
-void run_reported(const std::string& bin, const std::vector<std::string>& run_flags,
-                  const std::vector<std::string>& prog_args, int quiet_fd, bool report_to_file, bool app,
-                  AppOutcome& out);
-
-// `iccs run PATH [options] [--report FILE] [-- ARGS]`: a program linked with the runtime, as mpirun
-// runs it: its standard output is the program's (cluster 0's before CREATE), the launcher's lines
-// go to standard error, or with --report FILE nowhere but FILE (one JSON object); the exit status
-// is the program's.
-int cmd_run_path(int argc, char** argv);
+// The same for any program (PATH) linked with the runtime: given `prog_args`, its clusters' report
+// files gathered into `out` (app_json stays "" unless the program wrote ICCS_REPORT.app.c0, as the
+// applications do). `report_to_file`: the launcher prints nothing of its own and the clusters write
+// their counters only to the report files (`--report FILE`). `app`: an application run (the
+// launcher prints no closing PASS/FAIL line of its own).
+void run_reported(const std::string& bin, const RunSetup& setup, const std::vector<std::string>& prog_args,
+                  int quiet_fd, bool report_to_file, bool app, AppOutcome& out);
 
 // The run's shape as JSON members, each with its leading comma: threads, clusters, cluster_size,
 // proxies_per_cluster, proxies_auto, dispatch, transport, delay_us, polling, fabric.

@@ -30,6 +30,11 @@ std::vector<group::JobFn> job_kinds() {
 
 bool is_program(const std::string& name) { return find_app(name) != nullptr; }
 const char* program_names() { return "integrate, nqueens, raytrace, satin-tsp"; }
+std::vector<std::string> program_list() {
+    std::vector<std::string> names;
+    for (const App& a : apps()) names.emplace_back(a.name);
+    return names;
+}
 
 int program(std::unique_ptr<Runtime> rt, const group::Topology& topo, const RunOptions& o) {
     const App* app = find_app(o.app);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime.hpp"
 #include "steal.hpp"
@@ -15,6 +16,7 @@ namespace iccs::satin {
 // "integrate", "nqueens", "raytrace", "satin-tsp".
 bool is_program(const std::string& name);
 const char* program_names();  // "integrate, nqueens, raytrace, satin-tsp"
+std::vector<std::string> program_list();  // the same, in table order (the rows of `iccs run`)
 
 struct RunOptions {
     std::string app;

@@ -1,0 +1,382 @@
+// bench_table.cpp: `iccs bench` as a table of bench rows (bench_table.hpp): each row its name,
+// summary, help, its options (type and range), and its launch function into perf/. `iccs bench
+// NAME ...` looks the row up, parses once against it (cli/options.hpp) and runs it.
+#include "bench_table.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_collectives.hpp"
+#include "bench_compare.hpp"
+#include "bench_dsm.hpp"
+#include "bench_mpi_collectives.hpp"
+#include "bench_paths.hpp"
+#include "bench_rtt.hpp"
+#include "bench_stack.hpp"
+#include "bench_stripe.hpp"
+#include "cluster.hpp"
+
+namespace iccs {
+
+using cli::choice_opt;
+using cli::flag;
+using cli::Option;
+using cli::text_opt;
+using cli::uint_opt;
+
+namespace {
+
+const std::vector<std::string> kPollings = {"inline", "adaptive", "busy"};
+
+// --pcap DIR of the cluster benchmarks: capture needs DPDK frames and a directory we can write.
+void check_pcap(const std::string& who, const std::string& dir, const std::string& fabric) {
+    if (dir.empty()) return;
+    if (fabric == "udp")
+        cli::usage_error(who, "--pcap records the frames of DPDK ports; --fabric udp has kernel sockets and no frames "
+                              "(use --fabric memif, or tcpdump -i lo)");
+    std::string err;
+    if (!pcap_dir_ready(dir, err)) cli::usage_error(who, err);
+}
+
+void check_key(const std::string& who, const cli::Args& p) {
+    if (p.flag("--encrypt") && !p.has("--key")) cli::usage_error(who, "--encrypt needs --key FILE");
+}
+
+Option pcap_option() {
+    return text_opt("--pcap", "DIR",
+                    "every proxy of each cluster run writes its frames to DIR/<measurement>-<fabric>-<n>/"
+                    "cluster<C>-proxy<P>.pcapng (memif only); the iccs figures then include the capture's cost");
+}
+Option combine_option() {
+    return uint_opt("--combine", "BYTES", 0, 1400,
+                    "message combining in the iccs runs, as [cluster] combine_max_bytes (0 = off)",
+                    std::to_string(bench_combine()));
+}
+Option json_option() { return flag("--json", "one JSON object instead of the table"); }
+Option key_option() {
+    return text_opt("--key", "FILE",
+                    "also with every datagram authenticated ([security] key_file: >= 16 random bytes, mode 0600)");
+}
+Option encrypt_option() { return flag("--encrypt", "with --key: authenticated and encrypted"); }
+
+int launch_stack(const BenchRow& row, const cli::Args& p) {
+    check_key("bench " + row.name, p);
+    BenchStackOptions o;
+    o.size_bytes = static_cast<uint32_t>(p.u64("--size", o.size_bytes));
+    o.messages = p.u64("--messages", o.messages);
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.key_file = p.text("--key");
+    o.encrypt = p.flag("--encrypt");
+    o.json = p.flag("--json");
+    const auto r = bench_stack(o);
+    if (!r.key_error.empty()) {
+        std::fprintf(stderr, "iccs bench stack: --key: %s\n", r.key_error.c_str());
+        return 2;
+    }
+    print_bench_stack(o, r);
+    return 0;
+}
+
+int launch_rtt(const BenchRow& row, const cli::Args& p) {
+    check_key("bench " + row.name, p);
+    BenchRttOptions o;
+    o.size_bytes = static_cast<uint32_t>(p.u64("--size", o.size_bytes));
+    o.samples = p.u64("--samples", o.samples);
+    o.polling = p.text("--polling", o.polling);
+    o.fabric = p.text("--fabric", o.fabric);
+    o.pcap_dir = p.text("--pcap");
+    if (p.has("--combine")) bench_set_combine(static_cast<uint32_t>(p.u64("--combine", 0)));
+    o.only = p.text("--only");
+    o.key_file = p.text("--key");
+    o.encrypt = p.flag("--encrypt");
+    o.json = p.flag("--json");
+    check_pcap("bench " + row.name, o.pcap_dir, o.fabric);
+    return bench_rtt(o);
+}
+
+int launch_stripe(const BenchRow& row, const cli::Args& p) {
+    BenchStripeOptions o;
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.big_messages = static_cast<uint32_t>(p.u64("--messages", o.big_messages));
+    o.polling = p.text("--polling", o.polling);
+    o.fabric = p.text("--fabric", o.fabric);
+    o.pcap_dir = p.text("--pcap");
+    o.json = p.flag("--json");
+    check_pcap("bench " + row.name, o.pcap_dir, o.fabric);
+    return bench_stripe(o);
+}
+
+int launch_compare(const BenchRow& row, const cli::Args& p) {
+    BenchCompareOptions o;
+    o.size_bytes = static_cast<uint32_t>(p.u64("--size", o.size_bytes));
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.samples = p.u64("--samples", o.samples);
+    o.messages = p.u64("--messages", o.messages);
+    o.polling = p.text("--polling", o.polling);
+    o.pcap_dir = p.text("--pcap");
+    if (p.has("--combine")) bench_set_combine(static_cast<uint32_t>(p.u64("--combine", 0)));
+    o.json = p.flag("--json");
+    check_pcap("bench " + row.name, o.pcap_dir, "memif");  // compare captures its memif runs only
+    return bench_compare(o);
+}
+
+int launch_dsm(const BenchRow&, const cli::Args& p) {
+    BenchDsmOptions o;
+    o.rounds = static_cast<uint32_t>(p.u64("--rounds", o.rounds));
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.json = p.flag("--json");
+    return bench_dsm(o);
+}
+
+int launch_collectives(const BenchRow& row, const cli::Args& p) {
+    BenchCollectivesOptions o;
+    o.sites = static_cast<uint32_t>(p.u64("--sites", o.sites));
+    o.clusters = static_cast<uint32_t>(p.u64("--clusters", o.clusters));
+    o.cluster_size = static_cast<uint32_t>(p.u64("--cluster-size", o.cluster_size));
+    o.wan_latency_ms = p.real("--wan-latency-ms", o.wan_latency_ms);
+    o.wan_bandwidth = p.u64("--wan-bandwidth", o.wan_bandwidth);
+    o.size = static_cast<uint32_t>(p.u64("--size", o.size));
+    o.reps = static_cast<uint32_t>(p.u64("--reps", o.reps));
+    o.cyclic = p.text("--layout", "block") == "cyclic";
+    o.ordered_messages = static_cast<uint32_t>(p.u64("--ordered-messages", o.ordered_messages));
+    o.json = p.flag("--json");
+    if (o.sites * o.clusters > 64) cli::usage_error("bench " + row.name, "--sites x --clusters is at most 64 clusters");
+    return bench_collectives(o);
+}
+
+// --colls: all, or a comma-separated list of MPI collectives by their counter names.
+const std::set<std::string> kMpiColls = {"barrier", "bcast", "reduce", "allreduce", "gather", "gatherv",
+                                         "scatter", "scatterv", "allgather", "allgatherv", "alltoall",
+                                         "alltoallv", "reduce_scatter", "reduce_scatter_block", "scan", "exscan"};
+
+int launch_mpi_collectives(const BenchRow& row, const cli::Args& p) {
+    BenchMpiCollectivesOptions o;
+    o.sites = static_cast<uint32_t>(p.u64("--sites", o.sites));
+    o.clusters = static_cast<uint32_t>(p.u64("--clusters", o.clusters));
+    o.cluster_size = static_cast<uint32_t>(p.u64("--cluster-size", o.cluster_size));
+    o.proxies = static_cast<uint32_t>(p.u64("--proxies", o.proxies));
+    o.wan_latency_ms = p.real("--wan-latency-ms", o.wan_latency_ms);
+    o.wan_bandwidth = p.u64("--wan-bandwidth", o.wan_bandwidth);
+    o.size = static_cast<uint32_t>(p.u64("--size", o.size));
+    o.reps = static_cast<uint32_t>(p.u64("--reps", o.reps));
+    o.colls = p.text("--colls", o.colls);
+    o.han = !p.flag("--no-han");
+    o.transport = p.text("--transport", o.transport);
+    o.json = p.flag("--json");
+    if (o.colls != "all") {
+        std::istringstream in(o.colls);
+        std::string c;
+        while (std::getline(in, c, ','))
+            if (!kMpiColls.count(c)) {
+                std::string all;
+                for (const std::string& k : kMpiColls) all += (all.empty() ? "" : ", ") + k;
+                cli::usage_error("bench " + row.name, "bad value '" + c + "' in --colls: allowed: all, or a list of " + all);
+            }
+    }
+    if (o.sites * o.clusters > 64) cli::usage_error("bench " + row.name, "--sites x --clusters is at most 64 clusters");
+    return bench_mpi_collectives(o);
+}
+
+std::vector<BenchRow> make_rows() {
+    std::vector<BenchRow> rows;
+    rows.push_back(BenchRow{
+        "stack", "the stack's CPU ns per message against the kernel's UDP path",
+        "  CPU ns per delivered message (send + receive + ack) of the iccs stack over the in-memory wire,\n"
+        "  against the kernel's UDP loopback path (sendmmsg/recvmmsg x32) measured in the same run;\n"
+        "  prints both and their ratio. --key FILE [--encrypt]: the iccs stack also with every datagram\n"
+        "  authenticated (and encrypted), runs interleaved: auth_ns_per_msg, auth_overhead (auth /\n"
+        "  plain).\n",
+        {uint_opt("--size", "N", 1, 1400, "payload bytes", "100"),
+          uint_opt("--messages", "N", 1000, 1'000'000'000, "messages per run", "2000000"),
+          uint_opt("--runs", "N", 1, 100, "runs; the median is reported", "5"), key_option(), encrypt_option(),
+          json_option()},
+        launch_stack});
+    rows.push_back(BenchRow{
+        "rtt", "cluster-to-cluster round trip against kernel UDP, the shared-memory floor and the raw fabric",
+        "  round-trip time of messages between compute threads of two clusters (processes, proxies) over\n"
+        "  --fabric memif (DPDK, the default) or udp (kernel UDP sockets via io_uring), median and p99,\n"
+        "  with the kernel's UDP ping-pong on loopback and the shared-memory floor (one cache line\n"
+        "  between two pinned processes) in the same run, and the raw fabric: the same two pinned\n"
+        "  processes exchanging a frame of the same size over the same fabric with no stack (memif: DPDK\n"
+        "  rx/tx bursts on a net_memif port; udp: the proxies' io_uring loop with bare datagrams);\n"
+        "  refused, with the reason, where that fabric is unavailable. --samples N (default 20000, at\n"
+        "  least 100). JSON keys: iccs_rtt_median_us, iccs_rtt_p99_us, kernel_rtt_median_us,\n"
+        "  floor_rtt_median_us, raw_rtt_median_us, raw_rtt_p99_us, raw_frame_bytes, overhead_ratio (iccs\n"
+        "  / raw), ratio_to_kernel, ratio_to_floor, cores, fabric, polling. --key FILE: the iccs round\n"
+        "  trip again with every datagram authenticated ([security] key_file; --encrypt: and encrypted),\n"
+        "  beside the plain one: auth_rtt_median_us, auth_rtt_p99_us, auth_overhead (auth / plain).\n"
+        "  --only iccs|raw: that path alone (to profile it: perf record sees nothing else); the other\n"
+        "  paths' figures and the ratios are then 0.\n",
+        {uint_opt("--size", "N", 1, 9000, "payload bytes", "100"),
+          uint_opt("--samples", "N", 100, 10'000'000, "timed round trips", "20000"),
+          choice_opt("--polling", kPollings, "the proxies' polling", "inline"),
+          choice_opt("--fabric", {"memif", "udp"}, "memif (DPDK) or udp (kernel UDP sockets via io_uring)", "memif"),
+          combine_option(), pcap_option(), key_option(), encrypt_option(),
+          choice_opt("--only", {"iccs", "raw"}, "that path alone (to profile it)"), json_option()},
+        launch_rtt});
+    rows.push_back(BenchRow{
+        "stripe", "1 MiB throughput over 1, 2, 4 proxies against kernel TCP; message rate per dispatch policy",
+        "  what striping buys: throughput of 1 MiB messages between two clusters (processes) over one\n"
+        "  parallel connection with 1, 2 and 4 proxies per cluster, against a kernel TCP loopback stream\n"
+        "  of the same messages in the same run; and the message rate of 100-byte messages with each\n"
+        "  dispatch policy (fixed, round-robin, least-loaded) over 2 proxies, also with proxy 1 slowed on\n"
+        "  purpose. --fabric memif (default) or udp; --polling (default adaptive); --runs N (default 3,\n"
+        "  medians); --messages N: 1 MiB messages per run (default 64). States the host's cores; with\n"
+        "  fewer cores than threads the figures are functional, and it says so. JSON keys: cores, fabric,\n"
+        "  kernel_tcp_mb_per_s, mb_per_s_1_proxy, mb_per_s_2_proxies, mb_per_s_4_proxies, ratio_2_to_1,\n"
+        "  ratio_4_to_1, ratio_1_proxy_to_kernel, msgs_per_s_fixed, msgs_per_s_round_robin,\n"
+        "  msgs_per_s_least_loaded, slowed_msgs_per_s_round_robin, slowed_msgs_per_s_least_loaded,\n"
+        "  slowed_share_round_robin, slowed_share_least_loaded (proxy 1 slowed: rate and the share it\n"
+        "  got), functional_only.\n",
+        {uint_opt("--runs", "N", 1, 101, "runs; medians are reported", "3"),
+          uint_opt("--messages", "N", 2, 100'000, "1 MiB messages per run", "64"),
+          choice_opt("--polling", kPollings, "the proxies' polling", "adaptive"),
+          choice_opt("--fabric", {"memif", "udp"}, "memif (DPDK) or udp (kernel UDP sockets via io_uring)", "memif"),
+          pcap_option(), json_option()},
+        launch_stripe});
+    rows.push_back(BenchRow{
+        "compare", "the headline table: RTT and message rate over memif, udp and kernel sockets",
+        "  the headline table: the same 100-byte round trip (median) and one-way message rate (one sender\n"
+        "  thread) over memif (DPDK), udp (io_uring) and plain blocking kernel sockets, all on the same\n"
+        "  two pinned threads, interleaved over --runs N runs (default 5), medians with min and max, and\n"
+        "  the ratio of each to the kernel sockets; beside each iccs path its raw fabric (as for rtt: no\n"
+        "  stack) and ours / raw. --samples N round trips (default 10000) and --messages N (default\n"
+        "  200000) per run; --polling as for rtt (default inline: no thread but the two). JSON:\n"
+        "  paths.memif, paths.raw_memif, paths.udp, paths.raw_udp, paths.kernel, each with rtt_median_us,\n"
+        "  rtt_ratio_to_kernel, rate_msgs_per_s, rate_ratio_to_kernel, min/max; memif and udp also\n"
+        "  raw_rtt_median_us, raw_rate_msgs_per_s, overhead_ratio (round trip, ours / raw),\n"
+        "  rate_overhead_ratio (time per message, ours / raw); cores, oversubscribed, combine_max_bytes\n"
+        "  (--combine).\n",
+        {uint_opt("--size", "N", 1, 9000, "payload bytes", "100"),
+          uint_opt("--runs", "N", 1, 100, "runs, interleaved; medians with min and max", "5"),
+          uint_opt("--samples", "N", 100, 10'000'000, "round trips per run", "10000"),
+          uint_opt("--messages", "N", 1000, 100'000'000, "messages per rate measurement", "200000"),
+          choice_opt("--polling", kPollings, "the iccs paths' polling", "inline"), combine_option(), pcap_option(),
+          json_option()},
+        launch_compare});
+    rows.push_back(BenchRow{
+        "dsm", "the DSM's page fetch, diff, lock and barrier over iccs against direct",
+        "  the DSM's costs between 2 cluster processes (1 compute thread each) started by the runtime's\n"
+        "  launcher, over the iccs transport (1 proxy per cluster, memif) and over direct (shared memory,\n"
+        "  no proxy) in the same command: page fetch round trip (fault to data), release of one fully\n"
+        "  written 4 KiB page (diff to its home, acked), lock acquire+release of a lock homed at the\n"
+        "  other cluster, 2-cluster barrier; median and p99 of --rounds N (default 400, 10..100000) each,\n"
+        "  and the ratio iccs/direct of the medians; --runs N (default 3, 1..20) runs per transport,\n"
+        "  interleaved iccs, direct, iccs, ..., each figure the median of the runs'. States the host's\n"
+        "  cores and whether threads are oversubscribed. direct is the floor: an operation where it is\n"
+        "  slower than iccs beyond noise (median over 10% higher and its best run slower) is printed as\n"
+        "  FLOOR BROKEN. JSON: runs, cores, oversubscribed, floor_ok, and fetch, diff, lock, barrier,\n"
+        "  each with iccs_median_us, iccs_p99_us, direct_median_us, direct_p99_us, samples (of all runs),\n"
+        "  ratio_iccs_direct, direct_slower.\n",
+        {uint_opt("--rounds", "N", 10, 100'000, "repetitions of each operation", "400"),
+          uint_opt("--runs", "N", 1, 20, "runs per transport, interleaved", "3"), json_option()},
+        launch_dsm});
+    rows.push_back(BenchRow{
+        "collectives", "group/'s hierarchical against flat collectives over the emulated WAN; ordered broadcast",
+        "  group/'s collectives across S sites (default 4) of C clusters (default 1 per site) of T\n"
+        "  compute threads (default 1), the sites joined by the proxies' WAN emulation (transport iccs; L\n"
+        "  ms one way, default 10; B bytes/s per link, default 1000000): completion time of each\n"
+        "  collective (barrier, bcast, reduce, allreduce, gather, scatter, allgather, alltoall,\n"
+        "  reduce_scatter, scan) in the hierarchical (MagPIe) and the flat family, interleaved, median\n"
+        "  (and min..max) of --reps R (default 5) after a warm-up; --size N bytes (default 65536: the\n"
+        "  vector of bcast, reduce, allreduce, scan, reduce_scatter; the total of gather, scatter,\n"
+        "  allgather; each rank's buffer of alltoall); WAN data bytes per call against the minimum (each\n"
+        "  item once to each receiving site); then the ordered broadcast per sequencer policy: latency\n"
+        "  (median, one message at a time, senders in phases of 5 over every rank) and throughput (M\n"
+        "  messages per thread at once, default 50). --layout block (default: clusters numbered site by\n"
+        "  site) or cyclic (cluster c on site c mod S: rank order unrelated to sites, as a grid-unaware\n"
+        "  numbering may be). JSON: layout, collectives.<name> with hier_median_us, flat_median_us,\n"
+        "  speedup (flat / hier), wan_bytes, wan_bytes_min, flat_wan_bytes, min/max, hops;\n"
+        "  ordered_bcast.<central|rotating|migrating> with latency_us (median), latency_mean_us and\n"
+        "  msgs_per_s; goal_config, goal_met, cores, oversubscribed.\n",
+        {uint_opt("--sites", "S", 1, 16, "WAN sites", "4"),
+          uint_opt("--clusters", "C", 1, 16, "clusters per site", "1"),
+          uint_opt("--cluster-size", "T", 1, 16, "compute threads per cluster", "1"),
+          cli::real_opt("--wan-latency-ms", "L", 0, 100000, "one-way latency of every WAN link [ms]", "10"),
+          uint_opt("--wan-bandwidth", "B", 0, 1'000'000'000'000, "bytes/s per WAN link (0 = unlimited)", "1000000"),
+          uint_opt("--size", "N", 8, 16u << 20, "bytes per collective", "65536"),
+          uint_opt("--reps", "R", 1, 1000, "measured repetitions", "5"),
+          choice_opt("--layout", {"block", "cyclic"}, "clusters numbered site by site, or round-robin over the sites",
+                     "block"),
+          uint_opt("--ordered-messages", "M", 1, 100'000, "messages per thread for the ordered broadcast's throughput",
+                   "50"),
+          json_option()},
+        launch_collectives});
+    rows.push_back(BenchRow{
+        "mpi-collectives", "MagPIe for MPI programs against Open MPI's own collectives, under mpirun over the WAN",
+        "  MagPIe for MPI programs (mpi/magpie/, libiccs-magpie.so) against Open MPI's own collectives:\n"
+        "  our MPI program (perf/mpi_collectives.c) under real mpirun on S sites of C clusters of R\n"
+        "  ranks, P proxies per cluster, over the iccs provider (mpi/provider/: pml cm, mtl ofi) whose\n"
+        "  proxies emulate the WAN (L ms one way; B bytes/s per link); each collective timed as MPI_X\n"
+        "  (MagPIe) and PMPI_X (Open MPI's tuned) in the same run, interleaved, every measurement started\n"
+        "  at one instant on every rank (one host, one clock), median (and min..max) of --reps R after a\n"
+        "  warm-up; then a second run with coll han preferred (--no-han: not), reported where it runs.\n"
+        "  Sizes (bytes per rank; --size N for one): 8, 1024, 65536 for all 16 collectives, 1048576 for\n"
+        "  bcast and allreduce; --colls a list. WAN data bytes per MagPIe call against the minimum.\n"
+        "  --transport tcp: Open MPI's own TCP, no WAN emulation (checks the programs; not the WAN\n"
+        "  figure). JSON: mpi_collectives.<name>.<size> with magpie_ms, mpi_ms, speedup (tuned /\n"
+        "  magpie), wan_bytes, wan_bytes_min, min/max, han_ms, speedup_han; wan_bytes_at_min,\n"
+        "  goal_config, goal_met, cores, oversubscribed.\n",
+        {uint_opt("--sites", "S", 1, 16, "WAN sites", "4"),
+         uint_opt("--clusters", "C", 1, 16, "clusters per site", "2"),
+         uint_opt("--cluster-size", "R", 1, 16, "MPI ranks per cluster", "2"),
+         uint_opt("--proxies", "P", 1, 8, "proxies per cluster", "1"),
+         cli::real_opt("--wan-latency-ms", "L", 0, 100000, "one-way latency of every WAN link [ms]", "10"),
+         uint_opt("--wan-bandwidth", "B", 0, 1'000'000'000'000, "bytes/s per WAN link (0 = unlimited)", "1000000"),
+         uint_opt("--size", "N", 8, 16u << 20, "bytes per rank, one size only", "8, 1024, 65536; 1048576 for bcast, allreduce"),
+         uint_opt("--reps", "R", 1, 1000, "measured repetitions", "5"),
+         text_opt("--colls", "all|NAME,...", "all, or a list of MPI collectives by their counter names (bcast,allreduce)"),
+         flag("--no-han", "no second run with Open MPI's coll han preferred"),
+         choice_opt("--transport", {"iccs", "tcp"}, "the iccs provider with WAN emulation, or Open MPI's own TCP", "iccs"),
+         json_option()},
+        launch_mpi_collectives});
+    return rows;
+}
+
+}  // namespace
+
+const std::vector<BenchRow>& bench_rows() {
+    static const std::vector<BenchRow> rows = make_rows();
+    return rows;
+}
+
+cli::OptionSet BenchRow::option_set() const {
+    cli::OptionSet s;
+    s.who = "bench " + name;
+    s.own = &options;
+    return s;
+}
+
+std::string BenchRow::usage() const {
+    return "usage: iccs bench " + name + " [options]\n" + help + cli::option_help(option_set()) +
+           "Benchmarks print ratios against baselines measured in the same run.\n";
+}
+
+int cmd_bench(int argc, char** argv) {
+    if (argc < 1 || std::strcmp(argv[0], "--help") == 0 || std::strcmp(argv[0], "-h") == 0) {
+        std::fprintf(argc < 1 ? stderr : stdout, "usage: iccs bench NAME [options]   (iccs bench NAME --help: its options)\n");
+        for (const BenchRow& r : bench_rows())
+            std::fprintf(argc < 1 ? stderr : stdout, "  %-12s %s\n", r.name.c_str(), r.summary.c_str());
+        return argc < 1 ? 2 : 0;
+    }
+    if (std::strcmp(argv[0], "--rows") == 0) {  // for the tests: NAME then OPTION=REFUSED per option
+        for (const BenchRow& r : bench_rows()) {
+            std::printf("%s\tbench", r.name.c_str());
+            for (const Option& o : r.options) std::printf("\t%s=%s", o.name.c_str(), cli::refused_sample(o).c_str());
+            std::printf("\n");
+        }
+        return 0;
+    }
+    const std::string name = argv[0];
+    for (const BenchRow& r : bench_rows())
+        if (r.name == name) return r.launch(r, cli::parse_options(r.option_set(), argc, argv, 1, r.usage()));
+    std::string all;
+    for (const BenchRow& r : bench_rows()) all += (all.empty() ? "" : ", ") + r.name;
+    cli::usage_error("bench", "unknown benchmark '" + name + "' (benchmarks: " + all + ")");
+}
+
+}  // namespace iccs
