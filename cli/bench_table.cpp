@@ -4,6 +4,7 @@
 #include "bench_table.hpp"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "bench_collectives.hpp"
 #include "bench_compare.hpp"
 #include "bench_dsm.hpp"
+#include "bench_mpi.hpp"
 #include "bench_mpi_collectives.hpp"
 #include "bench_paths.hpp"
 #include "bench_rtt.hpp"
@@ -181,6 +183,29 @@ int launch_mpi_collectives(const BenchRow& row, const cli::Args& p) {
     return bench_mpi_collectives(o);
 }
 
+int launch_bench_mpi(const BenchRow& row, const cli::Args& p) {
+    BenchMpiOptions o;
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.ranks_per_cluster = static_cast<uint32_t>(p.u64("--ranks-per-cluster", o.ranks_per_cluster));
+    o.reps = static_cast<uint32_t>(p.u64("--reps", o.reps));
+    o.max_size = p.u64("--max-size", o.max_size);
+    o.rtt_samples = p.u64("--rtt-samples", o.rtt_samples);
+    o.quick = p.flag("--quick");
+    o.json = p.flag("--json");
+    const std::string list = p.text("--paths");
+    const auto& known = bench_mpi_paths();
+    for (size_t pos = 0; !list.empty() && pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string path = list.substr(pos, comma - pos);
+        if (std::find(known.begin(), known.end(), path) == known.end())
+            cli::usage_error("bench " + row.name, "bad value '" + path + "' for --paths: allowed paths are iccs-memif, "
+                                                  "iccs-udp, tcp, ofi-tcp-rxm, ofi-udp-rxd, vader");
+        o.paths.push_back(path);
+        pos = comma + 1;
+    }
+    return bench_mpi(o);
+}
+
 std::vector<BenchRow> make_rows() {
     std::vector<BenchRow> rows;
     rows.push_back(BenchRow{
@@ -334,6 +359,31 @@ std::vector<BenchRow> make_rows() {
          choice_opt("--transport", {"iccs", "tcp"}, "the iccs provider with WAN emulation, or Open MPI's own TCP", "iccs"),
          json_option()},
         launch_mpi_collectives});
+    rows.push_back(BenchRow{
+        "mpi", "MPI point to point and collectives over the provider iccs against Open MPI's TCP, libfabric's and shared memory",
+        "  MPI programs of our own (perf/mpi/mpi_bench.c, built with mpicc) under mpirun over every path,\n"
+        "  runs interleaved: iccs-memif and iccs-udp (the provider iccs: pml cm, mtl ofi), tcp (Open MPI's\n"
+        "  pml ob1, btl tcp,self: the baseline), ofi-tcp-rxm and ofi-udp-rxd (libfabric's tcp;ofi_rxm and\n"
+        "  udp;ofi_rxd under the same mtl), vader (btl vader,self: the floor); 2 clusters of S ranks, every\n"
+        "  rank bound to a core the same way. Figures: one-way latency of a ping-pong 0 B .. 4 MiB,\n"
+        "  streaming bandwidth with a window of 64, the message rate of every pair at once (8 B, window\n"
+        "  64), barrier, allreduce (8 B, 64 KiB); medians over --runs, ratios to tcp; then the goals (8 B\n"
+        "  latency <= 0.15x tcp and <= 1.5x half of iccs's own runtime round trip, measured as bench rtt\n"
+        "  does; 1 MiB bandwidth >= tcp; beating ofi-tcp-rxm and ofi-udp-rxd up to 64 KiB), each MET, NOT\n"
+        "  MET or NOT MEASURED with its figures. A path whose mpirun fails: FAILED with mpirun's last\n"
+        "  line, exit 1. JSON: mpi.<path>.latency_us.<size>, mpi.<path>.bandwidth_mb_s.<size>,\n"
+        "  .msg_rate_per_s, .barrier_us, .allreduce_us.<size>; ratio_to_tcp.<path>... (the same keys);\n"
+        "  iccs_runtime_rtt_median_us, goals, failed, cores, oversubscribed.\n",
+        {uint_opt("--runs", "N", 1, 50, "runs of every path, interleaved; medians", "3"),
+         uint_opt("--ranks-per-cluster", "S", 1, 8, "MPI ranks per cluster (2 clusters)", "1"),
+         uint_opt("--reps", "R", 2, 64, "repetitions inside one run (the first a warm-up)", "5"),
+         uint_opt("--max-size", "N", 8, 64u << 20, "largest message [bytes]", "4194304"),
+         flag("--quick", "sizes 8 B, 64 KiB and 1 MiB only"),
+         text_opt("--paths", "P,...", "the paths to run (default all): iccs-memif, iccs-udp, tcp, ofi-tcp-rxm, "
+                                      "ofi-udp-rxd, vader"),
+         uint_opt("--rtt-samples", "N", 100, 1'000'000, "round trips of iccs's own runtime measurement", "5000"),
+         json_option()},
+        launch_bench_mpi});
     return rows;
 }
 

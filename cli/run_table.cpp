@@ -112,7 +112,7 @@ cli::OptionSet ProgramRow::option_set(const std::string& who) const {
 }
 
 std::string ProgramRow::usage() const {
-    const std::string shown = name == "PATH" ? "PATH" : name;
+    const std::string shown = name == "--mpi" ? "--mpi PATH" : name;
     std::string u = "usage: iccs run " + shown + " [options]" + (takes_rest ? " [-- ARGS]" : "") + "\n" + help;
     if (!help.empty() && help.back() != '\n') u += "\n";
     u += cli::option_help(option_set("run " + name));
@@ -349,6 +349,26 @@ std::vector<ProgramRow> make_rows() {
                   "one JSON object in FILE, and nothing of it on standard error"),
          timeout_option(86400)},
         true, "PASS: every cluster process exited with status 0", launch_path});
+    rows.push_back(ProgramRow{
+        "--mpi", "mpi", "iccs run --mpi PATH: an MPI program (mpicc, unchanged) under mpirun over the proxies",
+        "  PATH is an MPI program built with Debian's mpicc. Debian's mpirun starts C*S ranks with pml cm,\n"
+        "  mtl ofi and the libfabric provider iccs (this build's, through FI_PROVIDER_PATH); ranks c*S ..\n"
+        "  c*S+S-1 form cluster c and share its proxies (an agent per cluster); messages inside a cluster\n"
+        "  go through shared memory (mpi/provider/README.md). As root, mpirun is given\n"
+        "  --allow-run-as-root; with more ranks than cores, --oversubscribe. The mpirun line is printed\n"
+        "  first (standard error). The program's standard output and error and the exit status are\n"
+        "  mpirun's; then the launcher's report (each rank's provider counters: messages and bytes by\n"
+        "  path, unexpected messages, posted receives, peeks, cancels, truncations; each proxy's\n"
+        "  counters) on standard error, or with --report FILE as one JSON object in FILE.\n",
+        runtime,
+        {text_opt("--report", "FILE", "the agents' counters of every rank and proxy as one JSON object in FILE"),
+         [] {
+             Option m = text_opt("--mpirun-arg", "ARG", "one more argument for mpirun (may be given more than once)");
+             m.repeats = true;
+             return m;
+         }(),
+         timeout_option(86400)},
+        true, "", launch_mpi});
     return rows;
 }
 
@@ -360,6 +380,7 @@ const char* const kLevels[][2] = {
     {"app", "the study's applications on the DSM (apps/)"},
     {"wide-area", "the wide-area suite (apps/widearea/)"},
     {"path", "a program given by path"},
+    {"mpi", "an MPI program under mpirun over the provider iccs (mpi/provider/)"},
 };
 
 void print_rows_help() {
@@ -421,11 +442,18 @@ int cmd_run(int argc, char** argv) {
         return 0;
     }
     const std::string name = argv[0];
+    if (name == "--mpi") {  // iccs run --mpi PATH [options]: the path comes first, the options after it
+        const ProgramRow* row = find_run_row(name);
+        const bool path_given = argc > 1 && argv[1][0] != '-';
+        const cli::Args p = cli::parse_options(row->option_set("run --mpi"), argc, argv, path_given ? 2 : 1, row->usage());
+        if (!path_given) cli::usage_error("run --mpi", "no program: iccs run --mpi PATH [options] [-- ARGS]");
+        return row->launch(*row, argv[1], p);
+    }
     const ProgramRow* row = find_run_row(name);
     if (row == nullptr) {
         std::string all;
         for (const ProgramRow& r : run_rows())
-            if (r.name != "PATH") all += (all.empty() ? "" : ", ") + r.name;
+            if (r.name != "PATH" && r.name != "--mpi") all += (all.empty() ? "" : ", ") + r.name;
         cli::usage_error("run", "unknown program '" + name + "' (programs: " + all + "; or a path to a program)");
     }
     const cli::Args p = cli::parse_options(row->option_set("run " + row->name), argc, argv, 1, row->usage());

@@ -56,5 +56,6 @@ int launch_satin(const ProgramRow& row, const std::string& name, const cli::Args
 int launch_app(const ProgramRow& row, const std::string& name, const cli::Args& p);        // run_app.cpp
 int launch_path(const ProgramRow& row, const std::string& name, const cli::Args& p);
 int launch_widearea(const ProgramRow& row, const std::string& name, const cli::Args& p);   // run_widearea.cpp
+int launch_mpi(const ProgramRow& row, const std::string& name, const cli::Args& p);        // run_mpi.cpp
 
 }  // namespace iccs
