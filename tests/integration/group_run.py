@@ -103,7 +103,9 @@ def check_collectives(out, args):
         if f"collectives {f}:" not in out:
             bad.append(f"no table of the {f} family")
             continue
-        table = out.split(f"collectives {f}:")[1].split("collectives ")[0]
+        # up to the next family's header at a line's start: another cluster's "cluster 1:
+        # collectives ok" may land inside this table (the clusters share one stdout)
+        table = re.split(r"^collectives ", out.split(f"collectives {f}:")[1], flags=re.M)[0]
         rows = {r[0]: [int(x) for x in r[1:]] for r in re.findall(r"^  (\w+)" + r"\s+(\d+)" * 10 + r"$", table, re.M)}
         for k in ref.ALL_KINDS:
             if k not in rows:
