@@ -190,6 +190,7 @@ int launch_bench_mpi(const BenchRow& row, const cli::Args& p) {
     o.reps = static_cast<uint32_t>(p.u64("--reps", o.reps));
     o.max_size = p.u64("--max-size", o.max_size);
     o.rtt_samples = p.u64("--rtt-samples", o.rtt_samples);
+    o.run_timeout_s = static_cast<uint32_t>(p.u64("--run-timeout", o.run_timeout_s));
     o.quick = p.flag("--quick");
     o.json = p.flag("--json");
     const std::string list = p.text("--paths");
@@ -382,6 +383,7 @@ std::vector<BenchRow> make_rows() {
          text_opt("--paths", "P,...", "the paths to run (default all): iccs-memif, iccs-udp, tcp, ofi-tcp-rxm, "
                                       "ofi-udp-rxd, vader"),
          uint_opt("--rtt-samples", "N", 100, 1'000'000, "round trips of iccs's own runtime measurement", "5000"),
+         uint_opt("--run-timeout", "S", 10, 86400, "one mpirun longer than S seconds is stopped: its path FAILED", "300"),
          json_option()},
         launch_bench_mpi});
     return rows;

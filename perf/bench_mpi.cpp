@@ -3,6 +3,8 @@
 // size, and the medians over the runs are set side by side.
 #include "bench_mpi.hpp"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,8 +100,24 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
     std::string text;
     char buf[4096];
     ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0) text.append(buf, static_cast<size_t>(n));
+    // A path that stalls (a provider that never completes a size) is stopped after --run-timeout:
+    // mpirun ends its ranks on SIGTERM and the path is reported FAILED.
+    const uint64_t deadline = now_ns() + uint64_t(o.run_timeout_s) * 1'000'000'000ull;
+    bool stopped = false;
+    for (;;) {
+        pollfd pf{fds[0], POLLIN, 0};
+        const int r = poll(&pf, 1, 200);
+        if (r < 0 && errno != EINTR) break;
+        if (r > 0) {
+            n = read(fds[0], buf, sizeof buf);
+            if (n == 0 || (n < 0 && errno != EINTR)) break;
+            if (n > 0) text.append(buf, static_cast<size_t>(n));
+        }
+        if (!stopped && now_ns() >= deadline) {
+            kill(pid, SIGTERM);
+            stopped = true;
+        }
+    }
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -112,6 +130,12 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
     while (in >> kind >> size >> v) {
         out[{kind, size}].push_back(v);
         ++lines;
+    }
+    if (stopped) {
+        err = "mpirun over " + p.name + " did not end within --run-timeout " + std::to_string(o.run_timeout_s) +
+              " s (stopped; " + std::to_string(lines) + " figures by then, none kept)";
+        for (auto& [k, v] : out) (void)k, v.clear();
+        return false;
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || lines == 0) {
         std::ifstream e(errlog);
@@ -263,19 +287,22 @@ int bench_mpi(const BenchMpiOptions& o) {
         for (const Path& p : paths) {
             const double v = value(p.name, kind, size), t = value("tcp", kind, size);
             if (v == 0) std::printf(" %20s", "-");
-            else std::printf(" %11.4g [%5.2fx]", v, t > 0 ? v / t : 0.0);
+            else if (t > 0) std::printf(" %11.4g [%5.2fx]", v, v / t);
+            else std::printf(" %11.4g [   - ]", v);
         }
         std::printf("\n");
     }
     std::printf("\niccs's own runtime round trip (bench rtt, memif, adaptive, 8 B): median %.2f us (half: %.2f us)\n",
                 rtt.median_us, rtt.median_us / 2);
     std::printf("goals:\n");
+    // A goal whose figures did not come (a path not run or FAILED) is NOT MEASURED, not NOT MET.
+    auto verdict = [](bool measured, bool met) { return !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET"; };
     std::printf("  8 B latency over iccs-memif <= 0.15x Open MPI TCP: %s (%.2f us against %.2f us: %.2fx)\n",
-                goal_lat_tcp ? "MET" : "NOT MET", iccs8, tcp8, tcp8 > 0 ? iccs8 / tcp8 : 0.0);
+                verdict(iccs8 > 0 && tcp8 > 0, goal_lat_tcp), iccs8, tcp8, tcp8 > 0 ? iccs8 / tcp8 : 0.0);
     std::printf("  8 B latency over iccs-memif <= 1.5x half of iccs's runtime round trip: %s (%.2f us against %.2f us)\n",
-                goal_lat_rtt ? "MET" : "NOT MET", iccs8, 1.5 * rtt.median_us / 2);
+                verdict(iccs8 > 0 && rtt.median_us > 0, goal_lat_rtt), iccs8, 1.5 * rtt.median_us / 2);
     std::printf("  1 MiB bandwidth over iccs-memif >= Open MPI TCP: %s (%.1f MB/s against %.1f MB/s)\n",
-                goal_bw ? "MET" : "NOT MET", iccs1m, tcp1m);
+                verdict(iccs1m > 0 && tcp1m > 0, goal_bw), iccs1m, tcp1m);
     std::printf("  iccs-memif beats tcp;ofi_rxm and udp;ofi_rxd at every size up to 64 KiB: %s\n",
                 ofi_compared == 0 ? "NOT MEASURED (neither ofi path ran)" : beats_ofi ? "MET" : "NOT MET");
     if (iccs_threads > cores)

@@ -25,6 +25,7 @@ struct BenchMpiOptions {
     std::vector<std::string> paths;  // empty: every path
     bool json = false;
     uint64_t rtt_samples = 5000;    // iccs's own runtime round trip (bench rtt), for the goal
+    uint32_t run_timeout_s = 300;   // one mpirun longer than this is stopped and its path FAILED
 };
 
 int bench_mpi(const BenchMpiOptions& o);
