@@ -28,12 +28,15 @@ class OwnerOnlyUmask {
 };
 
 // Create directory `path` with mode 0700, or accept it if it exists, is a real directory (not a
-// symlink) and belongs to this user (then its mode is set to 0700). false with err naming the
-// path and the reason ("owned by UID N", "a symlink", the errno text).
+// symlink) and belongs to this user (then its mode is set to 0700). Checked and changed through
+// one descriptor (O_NOFOLLOW, fstat, fchmod). false with err naming the path and the reason
+// ("owned by UID N", "a symlink", the errno text).
 bool make_private_dir(const std::string& path, std::string& err);
 
-// Open `path` for writing, created or truncated, mode 0600 whatever it was (O_NOFOLLOW: a
-// planted symlink fails). Returns the fd, or -1 with err.
+// Open `path` for writing, created or truncated, mode 0600 whatever it was, through one
+// descriptor: O_NOFOLLOW (a planted symlink fails), then fstat (a regular file of this user's,
+// or it is refused untouched, even for root), then fchmod and ftruncate. Returns the fd, or -1
+// with err.
 int open_private_file(const std::string& path, std::string& err);
 
 }  // namespace iccs
