@@ -9,12 +9,14 @@
 #include <memory>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "slidwin_endpoint.hpp"
 #include "stack.hpp"
 #include "mem_wire.hpp"
+#include "owner_only.hpp"
 
 using namespace iccs;
 
@@ -544,4 +546,73 @@ TEST_CASE("floods stay within the documented caps: fragments, out-of-order data"
     // The real sender fills the gap: the held ones are delivered (they were in the window).
     l.send_a(1);
     REQUIRE(l.sink_b.got == 5 + cfg.rcv_buf_datagrams);
+}
+
+namespace {
+// A private temporary directory, removed with what it holds.
+struct ScratchDir {
+    std::string path;
+    ScratchDir() {
+        char d[] = "/tmp/iccs-owner-only-XXXXXX";
+        REQUIRE(mkdtemp(d) != nullptr);
+        path = d;
+    }
+    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes, mode_t mode) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+}
+}  // namespace
+
+// Issue 37, finding 8: checked by path and then used by name, another user's file was truncated
+// and made ours (failed on the previous main: open_private_file returned a descriptor).
+TEST_CASE("owner-only files and directories are checked on their descriptors", "[security]") {
+    ScratchDir dir;
+    std::string err;
+    // A file of ours with loose bits: taken, made 0600, truncated.
+    const std::string f = dir.path + "/counters.json";
+    write_file(f, {1, 2, 3}, 0644);
+    int fd = open_private_file(f, err);
+    REQUIRE(fd >= 0);
+    struct stat st{};
+    REQUIRE(::fstat(fd, &st) == 0);
+    REQUIRE((st.st_mode & 0777) == 0600);
+    REQUIRE(st.st_size == 0);
+    ::close(fd);
+    // A symlink planted at the name: refused.
+    const std::string link = dir.path + "/capture.pcapng";
+    REQUIRE(::symlink(f.c_str(), link.c_str()) == 0);
+    REQUIRE(open_private_file(link, err) < 0);
+    // A directory of ours with loose bits: made 0700; a symlink to one: refused.
+    const std::string d = dir.path + "/run";
+    REQUIRE(::mkdir(d.c_str(), 0755) == 0);
+    REQUIRE(make_private_dir(d, err));
+    REQUIRE(::stat(d.c_str(), &st) == 0);
+    REQUIRE((st.st_mode & 0777) == 0700);
+    const std::string dlink = dir.path + "/runlink";
+    REQUIRE(::symlink(d.c_str(), dlink.c_str()) == 0);
+    REQUIRE(!make_private_dir(dlink, err));
+    REQUIRE(err == dlink + ": is a symlink, not a directory of ours (refused)");
+    if (::geteuid() != 0) {
+        WARN("not root: the other-owner cases need chown (skipped)");
+        return;
+    }
+    // Another user's file and directory: never taken over (root could truncate and chmod them).
+    write_file(f, {1, 2, 3}, 0644);
+    REQUIRE(::chown(f.c_str(), 65534, 65534) == 0);
+    REQUIRE(open_private_file(f, err) < 0);
+    REQUIRE(err == f + ": permission denied: owned by UID 65534");
+    REQUIRE(::stat(f.c_str(), &st) == 0);
+    REQUIRE(st.st_size == 3);  // not truncated
+    REQUIRE((st.st_mode & 0777) == 0644);
+    REQUIRE(::chown(d.c_str(), 65534, 65534) == 0);
+    REQUIRE(::chmod(d.c_str(), 0755) == 0);
+    REQUIRE(!make_private_dir(d, err));
+    REQUIRE(err == d + ": permission denied: owned by UID 65534");
+    REQUIRE(::stat(d.c_str(), &st) == 0);
+    REQUIRE((st.st_mode & 0777) == 0755);
 }
