@@ -63,7 +63,9 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
                                << "\nproxies = 1\npolling = \"adaptive\"\n";
         env = {{"FI_PROVIDER_PATH", ICCS_MPI_PROVIDER_DIR},
                {"ICCS_CONFIG", machine},
-               {"ICCS_RUN_ID", "b" + std::to_string(getpid() % 100000) + std::to_string(run % 10)},
+               // one id per run and fabric: the previous run's agents linger a second after their ranks left
+               // and still hold the names of their run
+               {"ICCS_RUN_ID", "b" + std::to_string(getpid() % 100000) + std::to_string(run % 10) + p.fabric},
                {"ICCS_TRANSPORT", "iccs"}};
         for (const auto& [k, v] : env) {
             (void)v;
