@@ -1,6 +1,9 @@
 // pcapng.cpp: see pcapng.hpp.
 #include "pcapng.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "owner_only.hpp"
@@ -146,6 +149,52 @@ void PcapngWriter::close() {
     f_ = nullptr;
     std::free(buf_);
     buf_ = nullptr;
+}
+
+int64_t pcapng_cut_to_whole_blocks(const std::string& path, std::string& err) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st{};
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        err = path + ": " + std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        return -1;
+    }
+    const auto size = static_cast<uint64_t>(st.st_size);
+    void* map = size >= 12 ? mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (map == MAP_FAILED) {
+        err = path + (size < 12 ? ": shorter than a block" : std::string(": mmap: ") + std::strerror(errno));
+        ::close(fd);
+        return -1;
+    }
+    const auto* b = static_cast<const uint8_t*>(map);
+    auto u32 = [&](uint64_t at, bool swap) {
+        uint32_t v;
+        std::memcpy(&v, b + at, 4);
+        return swap ? __builtin_bswap32(v) : v;
+    };
+    // The SHB's byte-order magic says how the lengths are written (ours: the host's order).
+    bool swap = false;
+    const bool shb = u32(0, false) == kPcapngShb &&
+                     (u32(8, false) == kPcapngByteOrderMagic || (swap = u32(8, true) == kPcapngByteOrderMagic));
+    uint64_t end = 0;  // just after the last whole block
+    while (shb && end + 12 <= size) {
+        const uint32_t len = u32(end + 4, swap);
+        if (len < 12 || len % 4 != 0 || end + len > size || u32(end + len - 4, swap) != len) break;
+        end += len;
+    }
+    munmap(map, size);
+    if (!shb) {
+        err = path + ": not a pcapng file (no Section Header Block)";
+        ::close(fd);
+        return -1;
+    }
+    int64_t cut = static_cast<int64_t>(size - end);
+    if (cut > 0 && ftruncate(fd, static_cast<off_t>(end)) != 0) {
+        err = path + ": ftruncate: " + std::strerror(errno);
+        cut = -1;
+    }
+    ::close(fd);
+    return cut;
 }
 
 }  // namespace iccs

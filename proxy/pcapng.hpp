@@ -79,4 +79,11 @@ class PcapngWriter {
     bool stopped_ = false, io_error_ = false;
 };
 
+// A capture whose writer was killed (SIGKILL: no close) may end inside a block: stdio writes its
+// buffer when it is full, wherever a block ends. This cuts the file after its last whole block,
+// so tshark reads it to the end without "cut short in the middle of a packet" (the launcher runs
+// it on the files of every cluster that died). Returns the bytes cut (0: it ended whole), or -1
+// with err when the file cannot be read or does not start with a Section Header Block.
+int64_t pcapng_cut_to_whole_blocks(const std::string& path, std::string& err);
+
 }  // namespace iccs

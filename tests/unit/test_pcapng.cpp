@@ -178,3 +178,45 @@ TEST_CASE("pcapng: a file that cannot be created is an error naming it", "[pcapn
     CHECK_THAT(err, Catch::Contains("/proc/iccs-no/such.pcapng"));
     CHECK_FALSE(w.is_open());
 }
+
+// Issue 34: a cluster killed while its capture's stdio buffer held half a block leaves a file that
+// ends inside a block; the launcher cuts it after the last whole one, so tshark reads it to the end.
+TEST_CASE("pcapng: a file cut inside a block is cut back to its last whole block", "[pcapng]") {
+    HeapPktPool pool(64, 2048 + kPktHeadroom);
+    TempFile tmp;
+    PcapngWriter w;
+    std::string err;
+    REQUIRE(w.open(tmp.path, kPcapDefaultMaxBytes, err));
+    w.add_interface("p0");
+    PktBuf* f[3];
+    for (uint32_t i = 0; i < 3; ++i) f[i] = frame(pool, i, 1000);  // EPB of 1044 bytes each
+    REQUIRE(w.write_burst(0, f, 3, 1, PcapngWriter::Dir::kIn) == 3);
+    w.close();
+    const std::vector<uint8_t> whole = tmp.bytes();
+    // Whole: nothing to cut, the file unchanged.
+    CHECK(pcapng_cut_to_whole_blocks(tmp.path, err) == 0);
+    CHECK(tmp.bytes() == whole);
+    // Ends 700 bytes into the third EPB (as a killed writer's last flush may leave it).
+    REQUIRE(truncate(tmp.path.c_str(), static_cast<off_t>(whole.size() - 1044 + 700)) == 0);
+    CHECK(pcapng_cut_to_whole_blocks(tmp.path, err) == 700);
+    std::vector<uint8_t> b = tmp.bytes();
+    CHECK(b.size() == whole.size() - 1044);
+    CHECK(std::equal(b.begin(), b.end(), whole.begin()));
+    CHECK(u32(b, b.size() - 4) == 1044);
+    // Ends 6 bytes into a block header (its length not even whole).
+    REQUIRE(truncate(tmp.path.c_str(), static_cast<off_t>(b.size() - 1044 + 6)) == 0);
+    CHECK(pcapng_cut_to_whole_blocks(tmp.path, err) == 6);
+    CHECK(tmp.bytes().size() == whole.size() - 2 * 1044);
+    // Not a capture: an error naming the file, the file left alone.
+    {
+        std::FILE* out = std::fopen(tmp.path.c_str(), "wb");
+        REQUIRE(out != nullptr);
+        std::fputs("not a capture at all, just text", out);
+        std::fclose(out);
+    }
+    CHECK(pcapng_cut_to_whole_blocks(tmp.path, err) == -1);
+    CHECK_THAT(err, Catch::Contains(tmp.path) && Catch::Contains("not a pcapng"));
+    CHECK(tmp.bytes().size() == 31);
+    for (PktBuf* p : f) pkt_free(p);
+    CHECK(pool.in_use() == 0);
+}
