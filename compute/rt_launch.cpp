@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "activity.hpp"
+#include "cluster_stop.hpp"
 #include "owner_only.hpp"
 #include "rt_core.hpp"
 #include "runtime_launch.hpp"
@@ -168,8 +170,16 @@ std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err) {
               std::to_string(spec.threads) + " threads: not a run";
         return nullptr;
     }
+    // A cluster process from here on (cluster_stop.hpp, activity.hpp): a signal stops it at once
+    // whatever its threads do, and its launcher can read what it was doing. The thread that makes
+    // the runtime (the program's main) is the board's slot 0.
+    cluster_stop_install(spec.cluster);
+    activity_open(spec.plan.sock_dir.empty() ? std::string() : activity_path(spec.plan.sock_dir, spec.cluster),
+                  spec.cluster);
+    activity_bind_thread(0);
     std::unique_ptr<RtCore> core = spec.transport == RtTransport::kIccs ? make_iccs_runtime(spec, err)
                                                                         : make_direct_runtime(spec, err);
+    if (core) activity_phase(ClusterPhase::kRunning, "running");  // (over iccs run_cluster said so already)
     return core;
 }
 

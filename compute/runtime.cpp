@@ -1,5 +1,6 @@
 // runtime.cpp: the transport-independent part of the runtime (runtime.hpp, rt_core.hpp):
 // endpoints' handlers, request/reply, waiting, the barrier, the service thread, runtime_finish.
+#include "activity.hpp"
 #include "rt_core.hpp"
 
 #include <sched.h>
@@ -84,6 +85,7 @@ RtStatus RtEp::request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b, std::
     pending_req_ = id;
     pending_done_ = false;
     pending_out_ = &reply;
+    const ActivityScope doing("request to cluster", dst.cluster);
     RtStatus s = send_internal(dst, handler, id, a, b);
     if (s == RtStatus::kOk) {
         ++ctr_.requests;
@@ -182,6 +184,7 @@ RtStatus RtEp::barrier_gather(std::span<const uint8_t> mine, std::vector<std::ve
     uint64_t gen = 0;
     bool last = false;
     std::vector<uint8_t> joined;
+    const ActivityScope doing("runtime barrier");
     {
         std::lock_guard<std::mutex> lk(core_.bar_mu_);
         gen = core_.bar_gen_;
@@ -418,6 +421,7 @@ int runtime_finish(std::unique_ptr<Runtime> rt, bool ok) {
     auto* core = dynamic_cast<RtCore*>(rt.get());
     if (core == nullptr) return ok ? 0 : 1;  // a test's own Runtime: nothing of ours to end
     std::string why;
+    activity_phase(ClusterPhase::kEnding, "ending: waiting for every cluster to finish");
     const bool fin = core->finish_exchange(120'000, why);
     core->stop_service();
     uint64_t msgs = 0, bytes = 0;  // the application's: compute endpoints only
@@ -434,6 +438,7 @@ int runtime_finish(std::unique_ptr<Runtime> rt, bool ok) {
     std::string twhy;
     std::fflush(stdout);
     const bool tok = core->shutdown(ok && fin, twhy);
+    activity_phase(ClusterPhase::kFinished, "finished: reporting");
     const bool all = ok && fin && tok;
     if (const char* f = std::getenv("ICCS_REPORT"); f != nullptr && *f != '\0')
         write_report(*core, std::string(f) + ".rt.c" + std::to_string(core->cluster()), all);

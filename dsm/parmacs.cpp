@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "activity.hpp"
 #include "parmacs.h"
 #include "parmacs_attach.hpp"
 
@@ -235,6 +236,7 @@ void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
     const long first = long(g.cluster) * g.per;
     for (long i = 1; i < mine; i++)
         g.workers.emplace_back([fn, i, first, &nd] {
+            iccs::activity_bind_thread(uint32_t(i) + 1);  // compute thread i's line (main is slot 0)
             nd.bind_thread(uint16_t(i));
             t_pid = first + i;
             fn();
@@ -443,6 +445,7 @@ void iccs_pm_create(void (*fn)(void), long n) {
 
 void iccs_pm_wait_for_end(long) {
     dsm::DsmNode& nd = parmacs::need_node("WAIT_FOR_END");
+    const iccs::ActivityScope doing("WAIT_FOR_END");
     parmacs::join_workers();
     // The clusters' mains meet once their threads ended: every thread's writes are visible to
     // main's code after it (its epilogue reads results, e.g. to print them).
@@ -477,7 +480,10 @@ void iccs_pm_alock_init(iccs_pm_lock_t* a, long n) {
     for (long i = 0; i < n; i++) a[i].id = first + uint32_t(i);
 }
 
-void iccs_pm_lock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK"); }
+void iccs_pm_lock(iccs_pm_lock_t* l) {
+    const iccs::ActivityScope doing("LOCK", l->id);
+    parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK");
+}
 void iccs_pm_unlock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("UNLOCK").unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK"); }
 
 void iccs_pm_bar_init(iccs_pm_barrier_t* b, long) { b->id = parmacs::sync_id(b, 1, "BARINIT"); }
@@ -490,6 +496,7 @@ void iccs_pm_barrier(iccs_pm_barrier_t* b, long n) {
     for (uint16_t c = 0; c < g.clusters; c++)
         if (parmacs::local_share(n, c) > 0) parts++;
     const long local = parmacs::local_share(n, g.cluster);
+    const iccs::ActivityScope doing("BARRIER", b->id);
     parmacs::check(nd.barrier(parmacs::user_id(b->id, "BARRIER", "BARINIT"), uint16_t(local), parts), "BARRIER");
 }
 
@@ -497,6 +504,7 @@ void iccs_pm_gs_init(iccs_pm_gs_t* gs) { gs->id = parmacs::sync_id(gs, 1, "GSINI
 
 long iccs_pm_getsub(iccs_pm_gs_t* gs, long last, long nproc) {
     int64_t s = -1;
+    const iccs::ActivityScope doing("GETSUB", gs->id);
     parmacs::check(parmacs::need_node("GETSUB").getsub(parmacs::user_id(gs->id, "GETSUB", "GSINIT"), last, nproc, s), "GETSUB");
     return long(s);
 }
@@ -506,10 +514,14 @@ void iccs_pm_pause_set(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("
 void iccs_pm_pause_clear(iccs_pm_pause_t* p) {
     parmacs::check(parmacs::need_node("CLEARPAUSE").flag_clear(parmacs::user_id(p->id, "CLEARPAUSE", "PAUSEINIT")), "CLEARPAUSE");
 }
-void iccs_pm_pause_wait(iccs_pm_pause_t* p) { parmacs::check(parmacs::need_node("WAITPAUSE").flag_wait(parmacs::user_id(p->id, "WAITPAUSE", "PAUSEINIT")), "WAITPAUSE"); }
+void iccs_pm_pause_wait(iccs_pm_pause_t* p) {
+    const iccs::ActivityScope doing("WAITPAUSE", p->id);
+    parmacs::check(parmacs::need_node("WAITPAUSE").flag_wait(parmacs::user_id(p->id, "WAITPAUSE", "PAUSEINIT")), "WAITPAUSE");
+}
 
 void iccs_pm_cond_init(iccs_pm_cond_t* c) { c->id = parmacs::sync_id(c, 1, "CONDVARINIT"); }
 void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l) {
+    const iccs::ActivityScope doing("CONDVARWAIT", c->id);
     parmacs::check(parmacs::need_node("CONDVARWAIT").cond_wait(parmacs::user_id(c->id, "CONDVARWAIT", "CONDVARINIT"), parmacs::user_id(l->id, "CONDVARWAIT", "LOCKINIT")), "CONDVARWAIT");
 }
 void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "cluster_stop.hpp"
 #include "parmacs.h"
 #include "parmacs_attach.hpp"
 
@@ -36,6 +37,9 @@ void exit_without_main_end(int status, void*) {
 void iccs::parmacs::start_backend() {
     std::string err;
     g_rt = iccs::runtime_from_env(err);
+    // A signal's line (cluster_stop.hpp) goes where our own diagnostics go: clusters other than
+    // 0 point fd 2 at /dev/null until CREATE.
+    iccs::cluster_stop_report_fd(iccs::parmacs::diag_fd());
     if (!g_rt) {
         dprintf(iccs::parmacs::diag_fd(), "iccs parmacs: %s (start the program with ./iccs run PATH --clusters C -- ARGS)\n",
                 err.c_str());
