@@ -1,7 +1,10 @@
 // dpdk_pool.cpp: see dpdk_pool.hpp.
 #include "dpdk_pool.hpp"
 
+#include "dpdk_env.hpp"
+
 #include <rte_errno.h>
+#include <rte_mbuf_pool_ops.h>
 
 #include <algorithm>
 #include <new>
@@ -16,10 +19,49 @@ namespace {
 constexpr uint32_t kObjHdr = (sizeof(PktBuf) + 63) & ~63u;  // PktBuf, then data on a cache line
 }
 
+// hugepages_available() is what eal_args() chose --no-huge by: the same answer before the EAL is
+// up (the launcher's figures) and after.
+unsigned pool_flags() { return hugepages_available() ? 0u : RTE_MEMPOOL_F_NO_IOVA_CONTIG; }
+
+uint32_t pool_obj_bytes(uint32_t elt_bytes) {
+    rte_mempool_objsz sz{};
+    return rte_mempool_calc_obj_size(elt_bytes, pool_flags(), &sz);
+}
+
+uint32_t mbuf_elt_bytes(uint16_t priv_bytes, uint16_t data_room) {
+    return static_cast<uint32_t>(sizeof(rte_mbuf)) + priv_bytes + data_room;
+}
+
+rte_mempool* mbuf_pool_create(const std::string& name, uint32_t n, uint32_t cache, uint16_t priv_bytes,
+                              uint16_t data_room, std::string& err) {
+    // rte_pktmbuf_pool_create's steps (it takes no flags).
+    rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n, mbuf_elt_bytes(priv_bytes, data_room), cache,
+                                               sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY, pool_flags());
+    int rc = mp == nullptr ? -rte_errno : rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr);
+    if (rc == 0) {
+        rte_pktmbuf_pool_private priv{};
+        priv.mbuf_priv_size = priv_bytes;
+        priv.mbuf_data_room_size = data_room;
+        rte_pktmbuf_pool_init(mp, &priv);
+        rc = rte_mempool_populate_default(mp);
+        rc = rc < 0 ? rc : 0;
+    }
+    if (rc != 0) {
+        err = "cannot create mbuf pool " + name + " (" + std::to_string(n) + " x " +
+              std::to_string(pool_obj_bytes(mbuf_elt_bytes(priv_bytes, data_room))) + " bytes): " + rte_strerror(-rc);
+        if (mp != nullptr) rte_mempool_free(mp);
+        return nullptr;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    return mp;
+}
+
+uint32_t MempoolPktPool::elt_bytes(uint32_t room_bytes) { return kObjHdr + room_bytes; }
+
 std::unique_ptr<MempoolPktPool> MempoolPktPool::create(const std::string& name, uint32_t n, uint32_t room_bytes,
                                                        std::string& err) {
     rte_mempool* mp = rte_mempool_create(name.c_str(), n, kObjHdr + room_bytes, 256, 0, nullptr, nullptr, nullptr,
-                                         nullptr, SOCKET_ID_ANY, 0);
+                                         nullptr, SOCKET_ID_ANY, pool_flags());
     if (mp == nullptr) {
         err = "cannot create mempool " + name + " (" + std::to_string(n) + " x " + std::to_string(kObjHdr + room_bytes) +
               " bytes): " + rte_strerror(rte_errno) + "; raise the memory size (-m)";

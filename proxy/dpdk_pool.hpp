@@ -25,7 +25,9 @@ namespace iccs {
 
 class MempoolPktPool final : public PktPool {
    public:
-    // n objects with room_bytes of data each; nullptr and err on failure.
+    // The element of a pool of room_bytes buffers (a PktBuf, then the data room), for pool_obj_bytes.
+    static uint32_t elt_bytes(uint32_t room_bytes);
+    // n objects with room_bytes of data each (pool_flags()); nullptr and err on failure.
     static std::unique_ptr<MempoolPktPool> create(const std::string& name, uint32_t n, uint32_t room_bytes,
                                                   std::string& err);
     ~MempoolPktPool() override;
@@ -52,6 +54,20 @@ class RxMbufPool final : public PktPool {
 
 // The private-area size an RX mempool needs so rx_wrap() can place a PktBuf in each mbuf.
 uint16_t rx_priv_size();
+// The mempool flags of every pool of a cluster: without hugepages (--no-huge: 4 KiB pages) an
+// object may cross a page (RTE_MEMPOOL_F_NO_IOVA_CONTIG). Else DPDK keeps every object inside
+// one page, and an object of 2.3-2.5 KiB (a message buffer, an RX mbuf) took a whole 4 KiB page:
+// 40% of every pool wasted, which was why 16 clusters x 2 proxies could not start (issue 34).
+// Nothing here needs a physically contiguous object: memif and af_packet copy, and under
+// --no-huge DPDK runs IOVA as VA. With hugepages (2 MiB pages) the default stays.
+unsigned pool_flags();
+// The bytes one object of elt_bytes costs in such a pool (header, trailer, alignment).
+uint32_t pool_obj_bytes(uint32_t elt_bytes);
+// The element of an mbuf pool (rte_mbuf, private area, data room), for pool_obj_bytes.
+uint32_t mbuf_elt_bytes(uint16_t priv_bytes, uint16_t data_room);
+// rte_pktmbuf_pool_create with pool_flags(); nullptr with err naming the pool, its size and why.
+rte_mempool* mbuf_pool_create(const std::string& name, uint32_t n, uint32_t cache, uint16_t priv_bytes,
+                              uint16_t data_room, std::string& err);
 // Wrap a received mbuf chain as a PktBuf chain (no copy). The mbufs are owned by the result.
 PktBuf* rx_wrap(rte_mbuf* m, RxMbufPool& owner);
 // Lend a frame to the driver: a descriptor mbuf per segment from desc_pool, each attached to the
