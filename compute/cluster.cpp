@@ -19,18 +19,18 @@
 #include <string>
 #include <thread>
 
+#include "activity.hpp"
+#include "cluster_memory.hpp"
 #include "cluster_programs.hpp"
 #include "cluster_telemetry.hpp"
-#include "conv_hdr.hpp"
 #include "dpdk_env.hpp"
-#include "slidwin_hdr.hpp"
+#include "fault_inject.hpp"
+#include "memif_guard.hpp"
 #include "wan_script.hpp"
 
 namespace iccs {
 
 namespace {
-
-std::atomic<bool> g_stop{false};  // SIGTERM/SIGINT in a cluster process: stop cleanly
 
 void pin_self(unsigned cpu) {
     cpu_set_t set;
@@ -44,60 +44,19 @@ int proxy_lcore_main(void* arg) {
     return 0;
 }
 
-constexpr uint32_t kPoolCache = 256;  // lcore cache of the mbuf pools of every proxy
-constexpr uint32_t kLcoreCacheMax = kPoolCache * 3 / 2;
-constexpr uint32_t kStackSegs = 16384, kStackSegBytes = 512;  // acks, fragment headers, copies
-
-// How the cluster's memory is cut: the EAL's share and every proxy's receive pool.
+// How the cluster's memory is cut (cluster_memory.hpp), and whether its compute threads run proxy
+// iterations.
 struct PoolPlan {
-    uint32_t rx_mbufs = 0;         // a proxy's receive pool (fabric udp: its copy pool)
-    uint32_t memory_mb = 0;        // the EAL's -m
+    ClusterMemory memory;
     bool assisting = false;        // adaptive polling with the assist: compute threads run proxy iterations
     bool threads_register = false; // compute threads register with the EAL (their own mempool caches)
 };
 
 PoolPlan plan_pools(const ClusterPlan& plan) {
     PoolPlan pp;
-    const uint16_t me = plan.cluster_id;
-    const uint16_t nprox = plan.proxies_per_cluster[me];
-    const uint32_t links_per_proxy = [&] {
-        uint32_t n = 0;
-        for (uint16_t c = 0; c < plan.clusters; ++c) n += c == me ? 0 : plan.proxies_per_cluster[c];
-        return n;
-    }();
-    // RX mbufs a proxy can have outstanding at once, each frame one mbuf: every sub-connection's
-    // receive buffer full of the largest datagrams, the reassembly cap, the compute threads'
-    // rings full, and a burst per port. Fewer and the receive buffers can starve the port of
-    // mbufs, so the missing datagram that would drain them can never arrive.
-    // The largest datagram is one piece: convergence cuts larger messages at the stripe threshold.
-    // Fabric udp: counted in the 2 KiB segments a received datagram is copied into (the kernel
-    // reassembles: no fragments, no reassembly cap).
-    const uint32_t threshold = plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
-                                                                : default_stripe_threshold(plan.mtu_bytes);
-    const uint32_t largest = std::min(plan.max_size, threshold);
-    const bool kernel_udp = plan.fabric == "udp";
-    // DPDK fabrics: frames of a datagram, each in ceil((mtu + 14) / 2048) mbufs (a 9000-byte
-    // frame takes 5: counting frames alone starved the port at MTU 9000).
-    const uint32_t mbufs_per_frame = (plan.mtu_bytes + 14 + 2047) / 2048;
-    const uint32_t frags_per_msg =
-        kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
-                   : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
-    // Compute threads that run the proxies' iterations (inline polling, the assist) register with
-    // the EAL (run_compute_threads): each may then park up to 1.5 caches (DPDK's flush threshold)
-    // of every RX pool in its lcore cache.
+    pp.memory = cluster_memory(plan, plan.cluster_id);
     pp.assisting = plan.polling == Polling::kAdaptive && plan.assist;
     pp.threads_register = plan.polling == Polling::kInline || pp.assisting;
-    pp.rx_mbufs = (pp.threads_register ? plan.threads * kLcoreCacheMax : 0) +
-                  links_per_proxy * plan.slidwin.rcv_buf_datagrams * frags_per_msg +
-                  (kernel_udp ? 0 : plan.reass.max_bytes / 2048) +
-                  plan.threads * (plan.ring_entries + plan.conv.zero_copy_packets) * frags_per_msg +
-                  1024 * (links_per_proxy + 1) +
-                  (plan.wan ? static_cast<uint32_t>(plan.wan->hold_limit_bytes / 2048) : 0);
-    // -m: the pools above plus a quarter for DPDK's own overhead (mempool headers, caches, rings).
-    const uint64_t pools_mb = 64 + uint64_t{plan.pool_segments} * 2432 / (1 << 20) +
-                              nprox * (uint64_t{pp.rx_mbufs} * 2560 / (1 << 20) +
-                                       uint64_t{kStackSegs} * (kStackSegBytes + 384) / (1 << 20) + 16);
-    pp.memory_mb = static_cast<uint32_t>(pools_mb + pools_mb / 4);
     return pp;
 }
 
@@ -112,7 +71,7 @@ EalOptions eal_options(const ClusterPlan& plan, const PoolPlan& pools) {
                                 : plan.compute_cores[(me * plan.threads) % plan.compute_cores.size()]);
     if (plan.polling != Polling::kInline)
         for (uint16_t p = 0; p < nprox; ++p) eo.lcore_cpus.push_back(plan.proxy_cores[p]);
-    eo.memory_mb = pools.memory_mb;
+    eo.memory_mb = pools.memory.dpdk_mb;
     if (plan.fabric == "pci")
         for (uint16_t p = 0; p < nprox; ++p) eo.pci_allow.push_back(pci_address(plan, me, p));
     return eo;
@@ -125,6 +84,7 @@ struct ClusterParts {
     std::vector<std::unique_ptr<MempoolPktPool>> stack_pools;  // one per proxy: never starved by compute threads
     std::vector<std::unique_ptr<Proxy>> proxies;
     std::vector<rte_mempool*> mempools;
+    std::unique_ptr<MemifHangupGuard> guard;  // fabric memif, once the links are up
 };
 
 ProxyConfig proxy_config(const ClusterPlan& plan, uint16_t p, uint64_t run_token) {
@@ -153,9 +113,11 @@ ProxyConfig proxy_config(const ClusterPlan& plan, uint16_t p, uint64_t run_token
     }
     pc.peer_timeout_ms = plan.peer_timeout_ms;
     pc.proxies_per_cluster = plan.proxies_per_cluster;
+    // Only the proxies this one exchanges traffic with (cluster_memory.hpp: with equal proxy
+    // counts, those of its own index): a sub-connection, and over memif a link, to each.
     for (uint16_t c = 0; c < plan.clusters; ++c)
-        if (c != me)
-            for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q)
+        for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q)
+            if (proxies_exchange(plan, me, p, c, q))
                 pc.peers.push_back(kernel_udp ? ProxyAddr{c, q, udp_ip(plan, c, q), proxy_mac(c, q),
                                                           udp_port(plan, c, q)}
                                               : ProxyAddr{c, q, proxy_ip(plan, c, q), proxy_mac(c, q)});
@@ -168,7 +130,7 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
     const uint16_t me = plan.cluster_id;
     const std::vector<ProxyAddr>& peers = px.config().peers;
     if (plan.fabric == "memif") {
-        // A full mesh: one memif link per pair of proxies in different clusters; the
+        // One memif link per pair of proxies that exchange traffic (proxy_config's peers); the
         // lower cluster id serves the socket. Every frame in one memif buffer: frames
         // chained over several buffers (MTU above 2034 with the default 2048) came out
         // of DPDK 22.11's memif many times over (millions of duplicates, then a crash).
@@ -225,14 +187,14 @@ bool make_proxies(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& 
         pn += std::to_string(me) + "p" + std::to_string(p);
         // The proxy's own buffers (acks, fragment headers): if it drew from the pool the
         // compute threads fill, two clusters could each wait for the other's acks forever.
-        parts.stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "stk", kStackSegs,
+        parts.stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "stk", pools.memory.stack.objects,
                                                            kStackSegBytes + kPktHeadroom, err));
         if (!parts.stack_pools.back()) return false;
         auto px = std::make_unique<Proxy>(pc, *parts.stack_pools.back(), parts.rings);
         if (plan.fabric == "udp") {
             // The kernel does IP and UDP: no port, no mbufs. Received datagrams are copied
             // into a pool of the proxy's own, sized as the RX mbufs would be.
-            parts.stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "urx", pools.rx_mbufs,
+            parts.stack_pools.push_back(MempoolPktPool::create(prefix + "-" + pn + "urx", pools.memory.rx.objects,
                                                                2048 + kPktHeadroom, err));
             if (!parts.stack_pools.back()) return false;
             UringUdpConfig uc;
@@ -246,11 +208,13 @@ bool make_proxies(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& 
             parts.proxies.push_back(std::move(px));
             continue;
         }
-        rte_mempool* rx = rte_pktmbuf_pool_create((pn + "rx").c_str(), pools.rx_mbufs, kPoolCache, rx_priv_size(),
-                                                  RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
-        rte_mempool* desc = rte_pktmbuf_pool_create((pn + "txd").c_str(), 8192, kPoolCache, 0, 0, SOCKET_ID_ANY);
+        rte_mempool* rx = mbuf_pool_create(pn + "rx", pools.memory.rx.objects, kPoolCache, rx_priv_size(),
+                                           RTE_MBUF_DEFAULT_BUF_SIZE, err);
+        rte_mempool* desc = rx != nullptr ? mbuf_pool_create(pn + "txd", pools.memory.tx_desc.objects, kPoolCache, 0, 0, err)
+                                          : nullptr;
         if (rx == nullptr || desc == nullptr) {
-            err = "cannot create the mbuf pools of proxy " + pn;
+            // (the run's memory was checked at start: cluster_memory.hpp; this is DPDK's own refusal)
+            err = "proxy " + pn + ": " + err + " (-m " + std::to_string(pools.memory.dpdk_mb) + ")";
             return false;
         }
         parts.mempools.push_back(rx);
@@ -290,6 +254,23 @@ bool start_recording(const ClusterPlan& plan, ClusterParts& parts, std::string& 
     return true;
 }
 
+// Fabric memif: a peer's hang-up is ours to handle, not the PMD's (memif_guard.hpp): once every
+// link is up, before anything polls a port.
+bool guard_memif_links(const ClusterPlan& plan, ClusterParts& parts, std::string& err) {
+    std::vector<MemifGuardLink> links;
+    for (auto& px : parts.proxies) {
+        const std::vector<ProxyAddr>& peers = px->config().peers;
+        for (size_t i = 0; i < peers.size(); ++i) {  // add_fabric_ports: port i reaches peers[i]
+            Proxy* proxy = px.get();
+            links.push_back(MemifGuardLink{link_socket(plan, plan.cluster_id, px->config().index, peers[i].cluster,
+                                                       peers[i].index),
+                                           [proxy, i] { proxy->port_hung_up(i); }});
+        }
+    }
+    parts.guard = std::make_unique<MemifHangupGuard>();
+    return parts.guard->start(std::move(links), err);
+}
+
 // Rings, proxies, links up, recording started, sub-connections opening: ready for the program.
 bool bring_up(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& parts, std::string& err) {
     const uint16_t me = plan.cluster_id;
@@ -298,8 +279,10 @@ bool bring_up(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& part
                             plan.clusters, err))
         return false;
     if (!make_proxies(plan, pools, parts, err)) return false;
+    activity_phase(ClusterPhase::kLinks, "starting: waiting for its links");
     for (auto& px : parts.proxies)
         if (!px->wait_links(plan.link_timeout_ms, err)) return false;
+    if (plan.fabric == "memif" && !guard_memif_links(plan, parts, err)) return false;
     if (!start_recording(plan, parts, err)) return false;
     const uint64_t now = now_ns();
     for (auto& px : parts.proxies) px->open_subconnections(now);
@@ -330,15 +313,52 @@ void print_cluster_line(const ClusterPlan& plan, const std::vector<std::unique_p
                                       : ", datagrams authenticated (AES-128-GCM)");
 }
 
-// Each proxy on its own lcore (not with inline polling: the compute threads run them).
-void launch_proxies(const ClusterPlan& plan, const std::vector<std::unique_ptr<Proxy>>& proxies) {
-    if (plan.polling == Polling::kInline) return;
+// The start-up line of what the cluster costs (cluster_memory.hpp).
+void print_memory_line(const ClusterPlan& plan, const ClusterMemory& m) {
+    if (!plan.quiet) std::fprintf(stderr, "cluster %u: %s\n", plan.cluster_id, m.line().c_str());
+}
+
+// Each proxy on its own lcore (not with inline polling: the compute threads run them); the lcores.
+std::vector<unsigned> launch_proxies(const ClusterPlan& plan, const std::vector<std::unique_ptr<Proxy>>& proxies) {
+    std::vector<unsigned> lcores;
+    if (plan.polling == Polling::kInline) return lcores;
     unsigned lcore = 0;
     uint16_t p = 0;
     RTE_LCORE_FOREACH_WORKER(lcore) {
-        if (p < proxies.size()) rte_eal_remote_launch(proxy_lcore_main, proxies[p++].get(), lcore);
+        if (p < proxies.size() && rte_eal_remote_launch(proxy_lcore_main, proxies[p++].get(), lcore) == 0)
+            lcores.push_back(lcore);
     }
+    return lcores;
 }
+
+// "Its host's proxies stopping" (issue 34): a proxy thread that returns while the run goes on
+// leaves the cluster deaf and dumb, and its peers would only find out after peer_timeout_ms of
+// silence. The cluster ends at once instead (exit status 1, the launcher stops the others).
+class ProxyWatch {
+   public:
+    ProxyWatch(uint16_t cluster, std::vector<unsigned> lcores) : lcores_(std::move(lcores)) {
+        if (lcores_.empty()) return;
+        th_ = std::thread([this, cluster] {
+            while (!stop_.load(std::memory_order_acquire)) {
+                for (size_t p = 0; p < lcores_.size(); ++p)
+                    if (rte_eal_get_lcore_state(lcores_[p]) != RUNNING && !stop_.load(std::memory_order_acquire))
+                        cluster_stop_now(1, "proxy " + std::to_string(cluster) + "." + std::to_string(p) +
+                                                " stopped (its thread ended) while the run goes on: ending the cluster");
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        });
+    }
+    ~ProxyWatch() { end(); }
+    void end() {  // before the proxies are stopped on purpose
+        stop_.store(true, std::memory_order_release);
+        if (th_.joinable()) th_.join();
+    }
+
+   private:
+    std::vector<unsigned> lcores_;
+    std::atomic<bool> stop_{false};
+    std::thread th_;
+};
 
 // What every compute thread's convergence module runs over: the shared proxies, rings and pool.
 ConvNet conv_net(const ClusterPlan& plan, ClusterParts& parts, bool assisting) {
@@ -399,9 +419,12 @@ void run_compute_threads(const ClusterPlan& plan, const ConvNet& net, ClusterRin
             // that only free received frames (busy polling, the assist off): they would
             // park buffers where no rx_burst draws on them.
             const EalThreadScope eal_thread(threads_register);
+            // The built-in programs say what their threads do (a runtime's program threads are its own).
+            if (!plan.program) activity_bind_thread(uint32_t{t} + 1);
             Convergence conv(net, t, plan.conv);
             ComputeEnv env{plan, t, conv, results[t], &rings};
             if (!program(env) && results[t].error.empty()) results[t].error = "the program failed";
+            activity_doing_str("");  // its program returned: the cluster's phase says the rest
             conv_counters[t] = conv.counters();
         });
     }
@@ -425,10 +448,13 @@ void run_compute_threads(const ClusterPlan& plan, const ConvNet& net, ClusterRin
 // End of run: the proxies tell every other cluster we are done (status messages),
 // and keep running until every other cluster said the same (or is down) and
 // nothing is unacked, so the others' last messages and acks are answered.
-void end_together(const ClusterPlan& plan, ClusterParts& parts, const ConvNet& net, ClusterReport& rep) {
+void end_together(const ClusterPlan& plan, ClusterParts& parts, const ConvNet& net, ClusterReport& rep,
+                  const FaultPlan& fault) {
     const uint16_t me = plan.cluster_id;
     ClusterRings& rings = parts.rings;
     rings.set_local_done();
+    activity_phase(ClusterPhase::kEnding, "ending: waiting for every cluster to finish");
+    fault_strike(fault, me, "shutdown", [&] { for (auto& px : parts.proxies) px->stop(); });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     auto all_idle = [&] {
         for (auto& px : parts.proxies)
@@ -441,19 +467,19 @@ void end_together(const ClusterPlan& plan, ClusterParts& parts, const ConvNet& n
             if (c != me && (rings.cluster_done(c) || (down_counts && rings.cluster_down(c)))) ++n;
         return n;
     };
-    while (!g_stop && (others(true) < plan.clusters - 1u || !all_idle()) &&
+    while (!cluster_stopping() && (others(true) < plan.clusters - 1u || !all_idle()) &&
            std::chrono::steady_clock::now() < deadline) {
         if (net.poll_inline) net.poll_inline(now_ns());
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     // linger: answer the last retransmissions and acks of the others
     const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-    while (!g_stop && std::chrono::steady_clock::now() < linger) {
+    while (!cluster_stopping() && std::chrono::steady_clock::now() < linger) {
         if (net.poll_inline) net.poll_inline(now_ns());
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     const uint32_t dones = others(false);
-    if (g_stop && rep.error.empty()) rep.error = "stopped by a signal";
+    if (cluster_stopping() && rep.error.empty()) rep.error = "stopped by a signal";
     if (dones < plan.clusters - 1u && rep.error.empty() && plan.workload != "errors")
         rep.error = "not every other cluster finished (" + std::to_string(dones) + " of " +
                     std::to_string(plan.clusters - 1) + " said done)";
@@ -479,57 +505,94 @@ void stop_proxies(const ClusterPlan& plan, const std::vector<std::unique_ptr<Pro
 
 }  // namespace
 
-bool cluster_stopping() { return g_stop.load(std::memory_order_relaxed); }
-
 ClusterReport run_cluster(const ClusterPlan& plan) {
     ClusterReport rep;
     const uint16_t me = plan.cluster_id;
     const std::string prefix = eal_prefix(plan, me);
-    signal(SIGTERM, [](int) { g_stop.store(true); });
-    signal(SIGINT, [](int) { g_stop.store(true); });
+    // SIGINT/SIGTERM end this process within kStopBudgetMs whatever its threads do (cluster_stop.hpp),
+    // saying what it was doing (activity.hpp: also what its launcher reads if it dies).
+    cluster_stop_install(me);
+    activity_open(plan.sock_dir.empty() ? std::string() : activity_path(plan.sock_dir, me), me);
+    if (!plan.program) activity_bind_thread(0);  // (a runtime's: its program's main thread has slot 0)
+    activity_phase(ClusterPhase::kStarting, "starting: the EAL and the pools");
+    FaultPlan fault;
+    if (!fault_plan_from_env(me, fault, rep.error)) return rep;
 
     const PoolPlan pools = plan_pools(plan);
+    // A cluster that cannot have its memory says so now, with the figures (cluster_memory.hpp);
+    // under our launcher the run as a whole was checked before any cluster started.
+    if (const uint64_t have = host_mem_available(); have != 0 && pools.memory.total_bytes > have) {
+        rep.error = "cluster " + std::to_string(me) + " needs " + std::to_string(pools.memory.total_bytes >> 20) +
+                    " MiB (" + pools.memory.line() + ") and this host has " + std::to_string(have >> 20) +
+                    " MiB available (MemAvailable)";
+        return rep;
+    }
     std::string err;
     if (!eal_start(eal_options(plan, pools), err)) {
         rep.error = err;
         return rep;
     }
+    // From here a stop (a signal, a proxy that ended) removes the EAL's files on its way out.
+    const int files_hook = cluster_stop_add([prefix] { eal_remove_runtime_dir(prefix); });
+    fault_strike(fault, me, "setup", nullptr);
     const auto t_start = std::chrono::steady_clock::now();
     {
         ClusterParts parts;
-        parts.pool = MempoolPktPool::create(prefix + "-msg", plan.pool_segments, 2048 + kPktHeadroom, err);
+        parts.pool = MempoolPktPool::create(prefix + "-msg", pools.memory.messages.objects, 2048 + kPktHeadroom, err);
         const bool ok = bring_up(plan, pools, parts, err);
         if (!ok) rep.error = err;
         if (ok) {
+            // A stop from here on: no thread runs a proxy iteration again, then the captures close
+            // (whole, readable); before the EAL's files go (the hook above runs after this one).
+            const int proxies_hook = cluster_stop_add([&parts] {
+                for (auto& px : parts.proxies)
+                    if (px->halt(200)) px->finish_capture();
+            });
             serve_proxy_telemetry(&parts.proxies);
             print_cluster_line(plan, parts.proxies);
-            launch_proxies(plan, parts.proxies);
+            print_memory_line(plan, pools.memory);
+            ProxyWatch watch(me, launch_proxies(plan, parts.proxies));
+            activity_phase(ClusterPhase::kRunning, plan.program ? "running" : ("running " + plan.workload).c_str());
+            std::thread fault_timer;
+            if (fault.armed && fault.when == "run")
+                fault_timer = std::thread([&] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(fault.after_ms));
+                    fault_strike(fault, me, "run", [&] { for (auto& px : parts.proxies) px->stop(); });
+                });
             const ConvNet net = conv_net(plan, parts, pools.assisting);
             run_compute_threads(plan, net, parts.rings, pools.threads_register, rep);
-            end_together(plan, parts, net, rep);
+            if (fault_timer.joinable()) fault_timer.join();
+            end_together(plan, parts, net, rep, fault);
+            watch.end();
+            cluster_stop_remove(proxies_hook);
             stop_proxies(plan, parts.proxies, rep);
             unserve_proxy_telemetry();
+            activity_phase(ClusterPhase::kFinished, "finished: reporting");
         }
         rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-        rep.ok = ok && rep.error.empty() && rep.corrupt == 0 && rep.duplicates == 0 && rep.missing == 0 && !g_stop;
+        rep.ok = ok && rep.error.empty() && rep.corrupt == 0 && rep.duplicates == 0 && rep.missing == 0 &&
+                 !cluster_stopping();
         if (ok && !rep.ok && rep.error.empty())
-            rep.error = g_stop ? "stopped by a signal" : "messages missing, duplicated or corrupt";
+            rep.error = cluster_stopping() ? "stopped by a signal" : "messages missing, duplicated or corrupt";
         for (auto& px : parts.proxies) px->finish_capture();  // also when the run failed: keep what was seen
         if (plan.exit_without_teardown) {
-            // A process about to _exit() leaves its memory to the kernel. Closing memif ports here
-            // raced the PMD's socket handler on the EAL interrupt thread when a peer cluster hung
-            // up at the same moment (a crash in librte_net_memif, about 1 run in 20 of 3x2):
-            // nothing of DPDK is torn down, only the files another process could trip over.
+            // A process about to _exit() leaves its memory to the kernel: nothing of DPDK is torn
+            // down, only the files another process could trip over. The memif guard keeps the
+            // EAL's interrupt thread to the end, so no link is unmapped under anyone.
             for (auto& px : parts.proxies) (void)px.release();
             for (auto& sp : parts.stack_pools) (void)sp.release();
             (void)parts.pool.release();
+            (void)parts.guard.release();
             eal_remove_runtime_dir(prefix);
+            cluster_stop_remove(files_hook);
             return rep;
         }
+        if (parts.guard) parts.guard->stop();  // the PMD's own handling again, the proxies stopped
         parts.proxies.clear();  // before the pools they draw from
         parts.stack_pools.clear();
         for (rte_mempool* mp : parts.mempools) rte_mempool_free(mp);
     }
+    cluster_stop_remove(files_hook);
     eal_stop(prefix);
     return rep;
 }

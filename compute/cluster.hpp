@@ -6,6 +6,8 @@
 // sockets, also when a child crashes or the user presses Ctrl-C.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdio>
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_stop.hpp"  // cluster_stopping(): the built-in programs' loops look at it
 #include "config.hpp"
 #include "convergence.hpp"
 #include "proxy.hpp"
@@ -143,12 +146,17 @@ std::string link_socket(const ClusterPlan& plan, uint16_t c1, uint16_t p1, uint1
 
 // Run this process as cluster plan.cluster_id: EAL up, links up, workload, report, EAL down.
 ClusterReport run_cluster(const ClusterPlan& plan);
-// A SIGTERM or SIGINT reached this cluster process (run_cluster set the handlers): stop cleanly.
-bool cluster_stopping();
 // Print a report as the end-of-run table (per proxy counters).
 void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out = stdout);
 
+// What launch_clusters calls while the clusters run (the soak): about once a second, from the
+// launcher's own thread, with each cluster's pid (0 once it ended).
+using LaunchTick = std::function<void(const std::vector<pid_t>& pids)>;
 // Fork one process per cluster, wait for all, clean up. Returns 0 when every cluster succeeded.
-int launch_clusters(ClusterPlan plan, uint32_t timeout_s);
+// A cluster that ends with a failure before the run's end stops the others at once (SIGTERM; they
+// end within kStopBudgetMs, cluster_stop.hpp), with one line naming it, its signal or status and
+// what it was doing (activity.hpp). SIGINT/SIGTERM to the launcher stop every cluster the same way
+// and the run exits 128 + the signal; a second one kills them at once.
+int launch_clusters(ClusterPlan plan, uint32_t timeout_s, const LaunchTick& tick = {});
 
 }  // namespace iccs

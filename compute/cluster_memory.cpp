@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <fstream>
 
 #include "conv_hdr.hpp"
+#include "dpdk_env.hpp"
 #include "dpdk_pool.hpp"
 #include "slidwin_hdr.hpp"
 #include "uring_udp.hpp"
@@ -137,19 +137,7 @@ std::string ClusterMemory::line() const {
     return s;
 }
 
-uint64_t host_mem_available() {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kb = 0;
-    while (in >> key) {
-        if (key == "MemAvailable:") {
-            in >> kb;
-            return kb * 1024;
-        }
-        in.ignore(256, '\n');
-    }
-    return 0;
-}
+uint64_t host_mem_available() { return meminfo_value("MemAvailable") * 1024; }
 
 bool run_memory_fits(const ClusterPlan& plan, std::string& err) {
     uint64_t need = 0, dpdk = 0, links = 0;

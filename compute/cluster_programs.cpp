@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "activity.hpp"
 #include "stamps.hpp"
 
 namespace iccs {
@@ -74,6 +75,7 @@ bool program_alltoall(ComputeEnv& env) {
         if (dc == me) continue;
         for (uint16_t dt = 0; dt < p.threads; ++dt) {
             Connection* c = nullptr;
+            const ActivityScope doing("alltoall: connecting to cluster", dc);
             if (const ConvError e = connect_retry(conv, Endpoint{dc, static_cast<uint16_t>(kAppPort + dt)}, c, p);
                 e != ConvError::kOk)
                 return set_error(env, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
@@ -115,6 +117,7 @@ bool program_alltoall(ComputeEnv& env) {
         in.seen[id] = 1;
         ++in.got;
         ++env.result.received;
+        activity_progress(1);  // messages delivered (the soak reads them while it runs)
     };
     uint64_t sends_done = 0;
     const uint64_t to_send = outs.size() * p.messages;
@@ -125,6 +128,7 @@ bool program_alltoall(ComputeEnv& env) {
         return true;
     };
     std::vector<uint8_t> pattern(p.max_size);
+    activity_doing_str("alltoall: sending and receiving");
     while (!cluster_stopping() && (sends_done < to_send || !all_in())) {
         items.clear();
         if (ins.size() < expect_in) items.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t), PollItem::kAcceptable});
@@ -173,6 +177,7 @@ bool program_alltoall(ComputeEnv& env) {
     if (cluster_stopping()) return false;
     // Close what we sent on (flush: wait until the peer took it all), then see end-of-stream on
     // what we received.
+    activity_doing_str("alltoall: closing its connections");
     for (Out& o : outs) {
         uint64_t unsent = 0;
         if (const ConvError e = conv.close(o.c, 60'000'000, &unsent); e != ConvError::kOk)
@@ -182,6 +187,7 @@ bool program_alltoall(ComputeEnv& env) {
             return false;
         }
     }
+    activity_doing_str("alltoall: waiting for end-of-stream");
     for (In& in : ins) {
         RecvMsg m;
         const ConvError e = conv.recv_msg(in.c, m, 60'000'000);
@@ -195,6 +201,7 @@ bool program_alltoall(ComputeEnv& env) {
 // to thread 0 of cluster 1, which sends each straight back; round-trip times (after `warmup`
 // untimed rounds) go to result_file.
 bool program_pingpong(ComputeEnv& env) {
+    activity_doing_str("pingpong: round trips");
     const ClusterPlan& p = env.plan;
     Convergence& conv = env.conv;
     if (env.thread != 0 || p.cluster_id > 1) return true;
@@ -320,6 +327,7 @@ bool program_pingpong(ComputeEnv& env) {
 //  2. recv after the peer closed: end-of-stream; send after it closed: closed;
 //  3. a cluster that dies (cluster 1 kills itself) is reported to its peer as down.
 bool program_errors(ComputeEnv& env) {
+    activity_doing_str("errors: its failure cases");
     const ClusterPlan& p = env.plan;
     Convergence& conv = env.conv;
     if (env.thread != 0 || p.cluster_id > 1) return true;
@@ -395,6 +403,7 @@ bool program_errors(ComputeEnv& env) {
 // them; cluster 1 answers the last one. The sender times its first send to that answer (one
 // one-way trip over the whole stream) and writes "stream_ns ELAPSED MESSAGES" to result_file.
 bool program_stream(ComputeEnv& env) {
+    activity_doing_str("stream: one sender, one receiver");
     const ClusterPlan& p = env.plan;
     Convergence& conv = env.conv;
     if (env.thread != 0 || p.cluster_id > 1) return true;

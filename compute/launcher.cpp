@@ -18,8 +18,11 @@
 #include <filesystem>
 #include <thread>
 
+#include "activity.hpp"
+#include "cluster_memory.hpp"
 #include "dpdk_env.hpp"
 #include "owner_only.hpp"
+#include "pcapng.hpp"
 
 namespace iccs {
 
@@ -43,11 +46,6 @@ bool pcap_dir_ready(const std::string& dir, std::string& err) {
         return false;
     }
     return true;
-}
-
-static std::vector<pid_t> g_children;
-static void forward_signal(int sig) {
-    for (pid_t c : g_children) kill(c, sig == SIGINT ? SIGTERM : sig);
 }
 
 // fabric af_packet: a Linux bridge "icbr<run>" and, per proxy, a veth pair whose "ic..." end the
@@ -85,9 +83,15 @@ bool afp_fabric_up(const ClusterPlan& plan) {
 }
 
 void afp_fabric_down(const ClusterPlan& plan) {
+    // One `ip` for every link (a shell and an `ip` a link took some 20 ms each here: a run's end
+    // waits for it). Deleting one end of a veth pair deletes both.
+    FILE* ip = popen("ip -force -batch - >/dev/null 2>&1", "w");
+    if (ip == nullptr) return;
     for (uint16_t c = 0; c < plan.clusters; ++c)
-        for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) sh("ip link del " + afp_ifname(plan, c, p));
-    sh("ip link del " + afp_bridge(plan));
+        for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p)
+            std::fprintf(ip, "link del %s\n", afp_ifname(plan, c, p).c_str());
+    std::fprintf(ip, "link del %s\n", afp_bridge(plan).c_str());
+    pclose(ip);
 }
 
 // Runtime dirs and socket dirs of runs whose launcher is gone (killed with SIGKILL, or the
@@ -151,6 +155,24 @@ static int prepare_run(ClusterPlan& plan) {
             return 2;
         }
     }
+    if (!plan.no_fabric) {
+        // Issue 34: a run this host cannot hold stops here with the figures (cluster_memory.hpp),
+        // not inside DPDK in one cluster while the others wait for it.
+        std::string err;
+        if (!run_memory_fits(plan, err)) {
+            std::fprintf(stderr, "iccs: %s\n", err.c_str());
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+    }
+    for (uint16_t c = 0; c < plan.clusters; ++c) {  // what each cluster is doing (activity.hpp)
+        std::string err;
+        if (!activity_create(activity_path(plan.sock_dir, c), err)) {
+            std::fprintf(stderr, "iccs: run directory: %s\n", err.c_str());
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+    }
     if (plan.fabric == "af_packet" && !plan.no_fabric && !afp_fabric_up(plan)) {
         afp_fabric_down(plan);
         std::filesystem::remove_all(plan.sock_dir, ec);
@@ -160,8 +182,15 @@ static int prepare_run(ClusterPlan& plan) {
 }
 
 // The forked process of cluster c: runs it and exits with its status.
-[[noreturn]] static void cluster_process(const ClusterPlan& plan, uint16_t c) {
+[[noreturn]] static void cluster_process(const ClusterPlan& plan, uint16_t c, pid_t launcher,
+                                        const sigset_t& mask) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
+    if (getppid() != launcher) _exit(1);  // it died before the line above
+    // The launcher takes its signals synchronously; a cluster process gets them as they come
+    // (cluster_stop.hpp installs what SIGINT and SIGTERM do).
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
     // A crash says where, on stderr, before the launcher reports the signal.
     signal(SIGSEGV, [](int sig) {
         void* frames[48];
@@ -194,104 +223,226 @@ static int prepare_run(ClusterPlan& plan) {
     _exit(r.ok ? 0 : 1);
 }
 
-// Wait for every cluster process (g_children), naming each that failed; stop them all on a
-// time-out or after a failure's grace. The first failing cluster's status, or 0.
-static int wait_clusters(const ClusterPlan& plan, uint32_t timeout_s, bool& timed_out) {
-    int first_status = 0;
-    size_t left = g_children.size();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    bool stopping = false;
-    timed_out = false;
-    std::chrono::steady_clock::time_point kill_at{}, grace_until{};
-    std::vector<bool> reaped(g_children.size(), false);
-    // SIGTERM to every cluster still running, SIGKILL to those still there 5 s later.
-    auto stop_all = [&] {
-        if (stopping) return;
-        stopping = true;
-        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        for (size_t i = 0; i < g_children.size(); ++i)
-            if (!reaped[i]) kill(g_children[i], SIGTERM);
-    };
-    while (left > 0) {
-        int status = 0;
-        const pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid > 0) {
-            for (size_t i = 0; i < g_children.size(); ++i) {
-                if (g_children[i] != pid) continue;
-                reaped[i] = true;
-                --left;
-                if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-                if (plan.workload == "errors" && i == 1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-                    std::fprintf(stderr, "iccs: cluster 1 killed itself, as the errors program does\n");
-                    continue;
-                }
-                // Name the cluster and what ended it; the run's status is the first failing
-                // cluster's own (a program's exit(3) makes `iccs run` exit 3; a signal, 128 + it).
-                if (WIFSIGNALED(status))
-                    std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)\n", i, WTERMSIG(status),
-                                 strsignal(WTERMSIG(status)));
-                else if (WIFEXITED(status))
-                    std::fprintf(stderr, "iccs: cluster %zu exited with status %d\n", i, WEXITSTATUS(status));
-                if (first_status == 0)
-                    first_status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-                // The others find out through their proxies (peer time-out) and report it; give
-                // them that long, then stop them.
-                if (!stopping && grace_until == std::chrono::steady_clock::time_point{})
-                    grace_until = std::chrono::steady_clock::now() +
-                                  std::chrono::milliseconds(plan.peer_timeout_ms != 0 ? plan.peer_timeout_ms + 5000 : 0);
-            }
-            continue;
-        }
-        const auto now = std::chrono::steady_clock::now();
-        if (grace_until != std::chrono::steady_clock::time_point{} && now > grace_until) stop_all();
-        if (!timed_out && now > deadline) {
-            std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
-            timed_out = true;
-            stop_all();
-        }
-        if (stopping && now > kill_at) {
-            for (size_t i = 0; i < g_children.size(); ++i)
-                if (!reaped[i]) kill(g_children[i], SIGKILL);
-            kill_at = now + std::chrono::hours(1);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return first_status;
-}
+namespace {
 
-int launch_clusters(ClusterPlan plan, uint32_t timeout_s) {
+// How long a cluster asked to stop may take before it is killed: its own stop takes at most
+// kStopBudgetMs (cluster_stop.hpp).
+constexpr auto kStopGrace = std::chrono::milliseconds(1000);
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+    pid_t pid = 0;
+    bool reaped = false;
+    bool stopped = false;  // the launcher asked it to stop (a signal it sent): its end is not a failure
+    bool killed = false;   // it did not stop in time and got SIGKILL
+    bool clean = false;    // exited 0, or was stopped and exited by itself (its captures are whole)
+};
+
+// The cluster processes of one run and what the launcher does about them (launch_clusters).
+class RunWatch {
+   public:
+    RunWatch(const ClusterPlan& plan, std::vector<Child> kids) : plan_(plan), kids_(std::move(kids)) {}
+
+    // Until every cluster ended: deaths, signals, the time-out. Returns the run's exit status.
+    int wait(uint32_t timeout_s, const sigset_t& signals, const LaunchTick& tick) {
+        const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+        auto next_tick = Clock::now() + std::chrono::seconds(1);
+        size_t left = kids_.size();
+        while (left > 0) {
+            const timespec wait_ts{0, 20'000'000};
+            siginfo_t info{};
+            const int sig = sigtimedwait(&signals, &info, &wait_ts);
+            if (sig == SIGINT || sig == SIGTERM) on_user_signal(sig);
+            int status = 0;
+            for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;)
+                for (size_t i = 0; i < kids_.size(); ++i)
+                    if (kids_[i].pid == pid && !kids_[i].reaped) {
+                        --left;
+                        on_end(i, status);
+                    }
+            const auto now = Clock::now();
+            if (!timed_out_ && now > deadline) {
+                std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
+                timed_out_ = true;
+                stop_all(SIGTERM, false);
+            }
+            if (kill_at_ != Clock::time_point{} && now > kill_at_) {
+                for (size_t i = 0; i < kids_.size(); ++i)
+                    if (!kids_[i].reaped && kids_[i].stopped && !kids_[i].killed && !exiting(kids_[i].pid)) {
+                        std::fprintf(stderr, "iccs: cluster %zu did not stop within %lld ms: killed\n", i,
+                                     static_cast<long long>(kStopGrace.count()));
+                        kill(kids_[i].pid, SIGKILL);
+                        kids_[i].killed = true;
+                    }
+                kill_at_ = {};
+            }
+            if (tick && now >= next_tick && left > 0) {
+                std::vector<pid_t> pids;
+                for (const Child& k : kids_) pids.push_back(k.reaped ? 0 : k.pid);
+                tick(pids);
+                next_tick = now + std::chrono::seconds(1);
+            }
+        }
+        if (user_signal_ != 0) return 128 + user_signal_;
+        if (first_status_ != 0) return first_status_;
+        return timed_out_ ? 1 : 0;
+    }
+
+    const std::vector<Child>& children() const { return kids_; }
+
+   private:
+    // SIGINT/SIGTERM to the launcher (a Ctrl-C, `timeout`, a batch system): the same signal to
+    // every cluster, each stops within kStopBudgetMs and says what it was doing; a second one
+    // kills them all at once.
+    void on_user_signal(int sig) {
+        if (user_signal_ != 0) {
+            std::fprintf(stderr, "iccs: %s again: killing every cluster\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            for (Child& k : kids_)
+                if (!k.reaped) {
+                    kill(k.pid, SIGKILL);
+                    k.stopped = k.killed = true;
+                }
+            return;
+        }
+        user_signal_ = sig;
+        std::fprintf(stderr, "iccs: %s: stopping every cluster (%s again kills them at once)\n",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", sig == SIGINT ? "Ctrl-C" : "the signal");
+        stop_all(sig, false);
+    }
+
+    // Ask every cluster still running to stop (not those past their run, with finished_spared:
+    // they only report and exit).
+    void stop_all(int sig, bool finished_spared) {
+        for (size_t i = 0; i < kids_.size(); ++i) {
+            Child& k = kids_[i];
+            if (k.reaped || k.stopped) continue;
+            if (finished_spared && activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i))).phase ==
+                                       ClusterPhase::kFinished)
+                continue;
+            kill(k.pid, sig);
+            k.stopped = true;
+        }
+        kill_at_ = Clock::now() + kStopGrace;
+    }
+
+    void on_end(size_t i, int status) {
+        Child& k = kids_[i];
+        k.reaped = true;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        // One the launcher stopped: that is not a fault of its own (it said what it was doing).
+        if (k.stopped) {
+            k.clean = !k.killed && WIFEXITED(status);
+            return;
+        }
+        k.clean = ok;
+        if (ok) return;
+        if (plan_.workload == "errors" && i == 1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+            std::fprintf(stderr, "iccs: cluster 1 killed itself, as the errors program does\n");
+            return;
+        }
+        // Name the cluster, what ended it, and what it was doing (activity.hpp: the page outlives
+        // the process). The run's status is the first failing cluster's own (a program's exit(3)
+        // makes `iccs run` exit 3; a signal, 128 + it).
+        // A cluster that fails after another did (its peer went down under it) is not a second
+        // fault; a crash always is.
+        const bool crash = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
+                                                   WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGILL ||
+                                                   WTERMSIG(status) == SIGFPE);
+        if (first_failed_ >= 0 && !crash) {
+            std::fprintf(stderr, "iccs: cluster %zu ended too (%s %d) after cluster %d\n", i,
+                         WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                         first_failed_);
+            return;
+        }
+        if (first_failed_ < 0) first_failed_ = static_cast<int>(i);
+        const ActivityReport a = activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i)));
+        const std::string doing = a.readable ? " while " + a.line : std::string();
+        const bool mid_run = a.phase != ClusterPhase::kFinished;
+        if (WIFSIGNALED(status))
+            std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
+                         strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? ": stopping the others" : "");
+        else
+            std::fprintf(stderr, "iccs: cluster %zu exited with status %d%s%s\n", i, WEXITSTATUS(status), doing.c_str(),
+                         mid_run ? ": stopping the others" : "");
+        if (first_status_ == 0)
+            first_status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        // Before the end of the run the others cannot finish without it: stop them now, not
+        // after their peer time-out (issue 34: a dead cluster ends the run within 1 s). Those
+        // already finished (reporting) end by themselves.
+        if (mid_run) stop_all(SIGTERM, true);
+    }
+
+    // Its main thread has exited (a zombie) and the kernel is taking the rest down (unmapping its
+    // memory takes a while on a loaded host): it stopped, nothing to kill.
+    static bool exiting(pid_t pid) {
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+        FILE* f = std::fopen(path, "r");
+        if (f == nullptr) return true;
+        char buf[512] = {};
+        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        const char* paren = std::strrchr(buf, ')');  // "pid (comm) S ..."
+        return n == 0 || paren == nullptr || paren[1] == '\0' || paren[2] == 'Z' || paren[2] == 'X';
+    }
+
+    const ClusterPlan& plan_;
+    std::vector<Child> kids_;
+    int user_signal_ = 0, first_status_ = 0, first_failed_ = -1;
+    bool timed_out_ = false;
+    Clock::time_point kill_at_{};
+};
+
+}  // namespace
+
+int launch_clusters(ClusterPlan plan, uint32_t timeout_s, const LaunchTick& tick) {
     if (plan.run_id.empty()) plan.run_id = std::to_string(getpid());
     signal(SIGPIPE, SIG_IGN);  // a closed stdout (`| head`) must not kill a run before it cleans up
     remove_stale_runs();
     if (const int rc = prepare_run(plan); rc != 0) return rc;
+    // The launcher takes SIGINT, SIGTERM and SIGCHLD synchronously (sigtimedwait): a death or a
+    // user's signal is seen at once, and nothing runs in a signal handler.
+    sigset_t signals, old_mask;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &signals, &old_mask);
     std::fflush(stdout);
     std::fflush(stderr);
-    g_children.clear();
+    std::vector<Child> kids;
+    const pid_t launcher = getpid();
     for (uint16_t c = 0; c < plan.clusters; ++c) {
         const pid_t pid = fork();
         if (pid < 0) {
             std::perror("fork");
-            forward_signal(SIGTERM);
-            return 1;
+            for (const Child& k : kids) kill(k.pid, SIGKILL);
+            break;
         }
-        if (pid == 0) cluster_process(plan, c);
-        g_children.push_back(pid);
+        if (pid == 0) cluster_process(plan, c, launcher, old_mask);
+        kids.push_back(Child{pid});
     }
-    struct sigaction sa {};
-    sa.sa_handler = forward_signal;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    bool timed_out = false;
-    const int first_status = wait_clusters(plan, timeout_s, timed_out);
-    // Whatever a crashed cluster left behind.
+    RunWatch watch(plan, std::move(kids));
+    const int rc = watch.children().size() < plan.clusters ? 1 : watch.wait(timeout_s, signals, tick);
+    for (const Child& k : watch.children())  // (a fork that failed: reap the ones started)
+        if (!k.reaped) waitpid(k.pid, nullptr, 0);
+    // Whatever a cluster that died left behind; a capture cut inside a block by a kill ends after
+    // its last whole one (tshark reads it to the end).
     std::error_code ec;
-    for (uint16_t c = 0; c < plan.clusters; ++c) eal_remove_runtime_dir(eal_prefix(plan, c));
+    for (uint16_t c = 0; c < plan.clusters; ++c) {
+        eal_remove_runtime_dir(eal_prefix(plan, c));
+        const bool clean = c < watch.children().size() && watch.children()[c].clean;
+        if (!plan.pcap_dir.empty() && !clean)
+            for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) {
+                std::string err;
+                if (std::filesystem::exists(pcap_path(plan, c, p), ec)) pcapng_cut_to_whole_blocks(pcap_path(plan, c, p), err);
+            }
+    }
     std::filesystem::remove_all(plan.sock_dir, ec);
     if (plan.fabric == "af_packet" && !plan.no_fabric) afp_fabric_down(plan);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    if (first_status == 0 && !timed_out) return 0;
-    return first_status != 0 ? first_status : 1;
+    // Signals that came after the last cluster ended are the launcher's to answer, as they were.
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    return rc;
 }
 
 }  // namespace iccs

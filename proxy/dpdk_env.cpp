@@ -15,17 +15,22 @@
 
 namespace iccs {
 
-bool hugepages_available() {
+uint64_t meminfo_value(const std::string& key) {
     std::ifstream meminfo("/proc/meminfo");
-    std::string key;
-    long total = 0;
-    while (meminfo >> key) {
-        if (key == "HugePages_Total:") {
-            meminfo >> total;
-            break;
+    std::string k;
+    while (meminfo >> k) {
+        if (k == key + ":") {
+            uint64_t v = 0;
+            meminfo >> v;
+            return v;
         }
+        meminfo.ignore(256, '\n');
     }
-    if (total <= 0) return false;
+    return 0;
+}
+
+bool hugepages_available() {
+    if (meminfo_value("HugePages_Total") == 0) return false;
     std::ifstream mounts("/proc/mounts");
     std::string dev, dir, type;
     while (mounts >> dev >> dir >> type) {

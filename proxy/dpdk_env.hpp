@@ -21,6 +21,9 @@ struct EalOptions {
 };
 
 // True when hugepages are configured and mounted (then --no-huge is not used).
+// A /proc/meminfo field by name ("MemAvailable": in kB; "HugePages_Total": a count); 0 when
+// absent or unreadable.
+uint64_t meminfo_value(const std::string& key);
 bool hugepages_available();
 // The EAL runtime directory of a file prefix (where the telemetry socket lives).
 std::string eal_runtime_dir(const std::string& file_prefix);

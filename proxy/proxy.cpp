@@ -6,6 +6,7 @@
 #include "slidwin_auth.hpp"
 
 #include <rte_ring.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -72,9 +73,51 @@ bool Proxy::add_port(const std::string& devargs, rte_mempool* rx_pool, rte_mempo
     for (rte_mempool* mp : {rx_pool, desc_pool})
         if (std::find(mempools_.begin(), mempools_.end(), mp) == mempools_.end()) mempools_.push_back(mp);
     const uint16_t idx = static_cast<uint16_t>(ports_.size());
+    if (idx >= kMaxPorts) {
+        err = "proxy " + std::to_string(cfg_.cluster) + "." + std::to_string(cfg_.index) + ": more than " +
+              std::to_string(kMaxPorts) + " ports";
+        return false;
+    }
     for (const MacAddr& m : reaches) mac_to_port_.emplace_back(m, idx);
+    int32_t reached = -1;  // a point-to-point link (memif) reaches one peer, and with it its cluster
+    for (const ProxyAddr& peer : cfg_.peers)
+        if (reaches.size() == 1 && peer.mac == reaches[0]) reached = peer.cluster;
+    port_peer_cluster_.push_back(reached);
+    port_state_.push_back(kLive);
     ports_.push_back(std::move(port));
     return true;
+}
+
+void Proxy::port_hung_up(size_t port) {
+    if (port < kMaxPorts) port_hangup_[port].store(true, std::memory_order_release);
+}
+
+void Proxy::leave_port(size_t port) {
+    port_state_[port] = kGone;
+    for (PktBuf* f : txq_[port]) pkt_free(f);
+    txq_[port].clear();
+    const int32_t c = port_peer_cluster_[port];
+    if (c < 0) return;
+    // The peer's process ended. After it said it was done, that is the end of a run; before, it
+    // is down, now (not after peer_timeout_ms of silence).
+    const bool done = rings_.cluster_done(static_cast<uint32_t>(c));
+    if (rings_.mark_cluster_down(static_cast<uint32_t>(c))) {
+        ++ctr_.peers_down;
+        for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
+    }
+    if (!done)
+        std::fprintf(stderr, "proxy %u.%u: cluster %d hung up its memif link (its process ended): port left, "
+                     "cluster reported down\n", cfg_.cluster, cfg_.index, c);
+}
+
+bool Proxy::halt(uint32_t timeout_ms) {
+    stop_.store(true, std::memory_order_release);
+    const uint64_t until = now_ns() + uint64_t{timeout_ms} * 1'000'000;
+    while (!take_poller()) {
+        if (now_ns() > until) return false;
+        sched_yield();
+    }
+    return true;  // never given back: the process ends holding it
 }
 
 bool Proxy::add_udp_socket(const UringUdpConfig& uc, PktPool& rx_pool, std::string& err) {

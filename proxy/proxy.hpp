@@ -16,6 +16,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -202,6 +203,16 @@ class Proxy final : public SlidwinSink {
     // writes. True when set up; false (and the bounded sleep stays) when some port has none.
     bool sleep_in_poll(std::string& err);
     size_t port_count() const { return ports_.size(); }
+    // The memif hang-up guard (memif_guard.hpp) found the peer of port `port` gone; any thread
+    // (the guard calls it on the EAL interrupt thread): a flag only. The poller reads what the
+    // peer left in the link, then leaves the port (no more rx or tx on it) and reports the peer's
+    // cluster down unless it said it was done (`proxy C.P: cluster N hung up its memif link`).
+    void port_hung_up(size_t port);
+    // Stop the proxy and make sure no thread runs its iteration again: the proxy thread (if any)
+    // leaves its loop, and the caller takes the poller flag for good (waiting for a running
+    // iteration to end, at most timeout_ms). True when it holds the flag: nothing else touches
+    // the proxy any more, so its capture can be closed. For a process that ends now (cluster_stop).
+    bool halt(uint32_t timeout_ms);
     // How a sleeping proxy is woken (adaptive polling), for the start-up line.
     std::string wake_path() const;
     // fabric udp: the sub-connections use a kernel UDP socket bound to uc.ip:uc.port, driven by
@@ -331,6 +342,14 @@ class Proxy final : public SlidwinSink {
     TimerWheel wheel_;
     std::unique_ptr<SlidwinEndpoint> ep_;
     std::vector<std::pair<MacAddr, uint16_t>> mac_to_port_;
+    // Hang-ups (port_hung_up): set by the guard; the poller's own view of each port after it:
+    // kLive, kDraining (flagged: read until the link is empty), kGone (left: no rx, no tx).
+    static constexpr size_t kMaxPorts = 64;
+    std::array<std::atomic<bool>, kMaxPorts> port_hangup_{};
+    enum : uint8_t { kLive, kDraining, kGone };
+    std::vector<uint8_t> port_state_;
+    std::vector<int32_t> port_peer_cluster_;  // by port: the cluster it reaches (-1: several, a switch)
+    void leave_port(size_t port);
     std::vector<std::deque<PktBuf*>> txq_;  // per port: frames its TX ring has not taken yet
     std::vector<Route> routes_;  // by cluster id
     std::vector<OpenBundle> open_;          // by cluster id: what this ring burst combines

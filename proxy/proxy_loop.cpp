@@ -114,7 +114,15 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     }
     PktBuf* frames[kBurst * 2];
     for (size_t p = 0; p < ports_.size(); ++p) {
+        if (port_state_[p] == kGone) continue;
         uint32_t n = ports_[p]->rx_burst(frames, kBurst);
+        // A peer that hung up: what it sent before it went is read to the last frame (its "done",
+        // its last acks), then the port is left. Looked at only when the link is empty.
+        if (n == 0 && port_hangup_[p].load(std::memory_order_acquire)) {
+            if (port_state_[p] == kDraining) leave_port(p);
+            else port_state_[p] = kDraining;  // one more look: it may have written after this one
+            continue;
+        }
         if (n > 0) stamps::stamp(stamps::kFabricRx);
         if (capture_) capture_rx(p, frames, n);  // what the port delivered, before fault injection
         work += n;

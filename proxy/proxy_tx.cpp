@@ -160,6 +160,11 @@ void Proxy::flush_tx() {
     // ... then give each port as much as its TX ring takes; the rest waits for the next round.
     for (size_t p = 0; p < nports; ++p) {
         std::deque<PktBuf*>& q = txq_[p];
+        if (port_state_[p] == kGone) {  // its peer is gone (leave_port): nothing reads the link
+            for (PktBuf* f : q) pkt_free(f);
+            q.clear();
+            continue;
+        }
         uint32_t sent_any = 0;
         while (!q.empty()) {
             PktBuf* burst[kBurst];
