@@ -18,24 +18,11 @@ import sys
 import threading
 import time
 
+from run_clusters import children  # noqa: E402
+
 GAP_S = 5.0       # the compute threads idle this long once connected
 WINDOW_S = 2.0    # the measured window, inside the idle time
 LIMIT = 0.02      # of one core, per proxy thread
-
-
-def children(pid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                kids.append(int(d))
-        except OSError:
-            pass
-    return kids
 
 
 def proxy_cpu_ns(pids):

@@ -37,6 +37,22 @@ import time
 from proxy_report import check_knobs, proxy_lines
 
 
+def children(pid):
+    """The pids whose parent is pid."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                kids.append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return kids
+
+
 def leftovers(run_id):
     found = []
     found += glob.glob(f"/var/run/dpdk/iccs-{run_id}-*")

@@ -14,7 +14,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_clusters import leftovers as fabric_leftovers  # noqa: E402  (EAL dirs, run dir, veths)
+from run_clusters import children, leftovers as fabric_leftovers  # noqa: E402  (EAL dirs, run dir, veths)
 
 
 class Run:
@@ -80,17 +80,7 @@ class Run:
     def clusters(self):
         """{cluster id: pid} of the run's cluster processes (their EAL files name the cluster), or
         fork order when a process has none open yet."""
-        kids = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                        kids.append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-        kids.sort()
+        kids = sorted(children(self.proc.pid))
         out = {}
         for i, pid in enumerate(kids):
             c = i

@@ -3,12 +3,14 @@
 whatever the program is doing, says what it was doing, and exits 130 or 143; a second SIGINT
 kills at once.
 
-usage: signal_stops_run.py CLI PROGRAM MODE INT|TERM|INT2 [TRANSPORT]
+usage: signal_stops_run.py CLI PROGRAM MODE INT|TERM|INT2 [TRANSPORT] [--stat ICCS_STAT_PY]
   PROGRAM  tests/dsm/dsm_hang.C built against the iccs library (a PARMACS program that never ends)
   MODE     spin (every thread spins on a shared flag), lock (one holds a lock, the others wait in
            LOCK), barrier (one never arrives, the others wait in BARRIER)
   INT2     SIGINT, then SIGINT again 0.3 s later (the second kills the clusters at once)
   TRANSPORT  iccs (default) or direct
+  --stat   first, while every thread of both clusters spins: `iccs stat --json` shows the running
+           program's DSM counters, one row per cluster (issue 34: it showed none for a SPLASH-3 run)
 
 `iccs run PROGRAM --clusters 2 --threads 2 --transport T -- MODE 4` runs until the program says
 "hang MODE: ready" (every thread in place); then the signal goes to the launcher alone.
@@ -18,21 +20,28 @@ cluster said it was stopped and what it was doing ("cluster C: stopped by signal
 ...", naming LOCK or BARRIER where threads wait in one; not for INT2, whose second signal kills);
 nothing is left behind (EAL runtime dirs, the run directory, /dev/shm).
 """
+import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_watch import Checks, Run, leftovers  # noqa: E402
 
-LIMIT_S = 3.0
+LIMIT_S = 5.0
 
 
 def main():
-    cli, program, mode, sig = sys.argv[1:5]
-    transport = sys.argv[5] if len(sys.argv) > 5 else "iccs"
+    args = sys.argv[1:]
+    stat_py = None
+    if "--stat" in args:
+        stat_py = args[args.index("--stat") + 1]
+        del args[args.index("--stat"):args.index("--stat") + 2]
+    cli, program, mode, sig = args[:4]
+    transport = args[4] if len(args) > 4 else "iccs"
     t = Checks()
     run = Run(cli, ["run", program, "--clusters", "2", "--threads", "2", "--transport", transport, "--timeout", "120",
                     "--", mode, "4"])
@@ -42,6 +51,16 @@ def main():
         print(run.output())
         return t.verdict()
     time.sleep(0.3)
+    if stat_py:
+        q = subprocess.run([sys.executable, stat_py, "--json"], capture_output=True, text=True, timeout=60)
+        rows = []
+        try:
+            rows = [d for d in json.loads(q.stdout).get("dsm", []) if str(d.get("run")) == run.run_id]
+        except ValueError:
+            print(q.stdout, q.stderr)
+        print(f"iccs stat --json: DSM rows of run {run.run_id}: {rows}")
+        t.check(sorted(int(d.get("cluster", -1)) for d in rows) == [0, 1],
+                "iccs stat shows the running program's DSM counters, a row per cluster")
     first = signal.SIGTERM if sig == "TERM" else signal.SIGINT
     t0 = time.monotonic()
     run.proc.send_signal(first)
