@@ -388,6 +388,13 @@ void print_rows_help() {
                 "  Starts every cluster of the machine as its own process (own DPDK EAL, proxies on pinned\n"
                 "  lcores, memif links, veths, NIC ports, or the kernel's UDP sockets via io_uring) and runs\n"
                 "  PROGRAM on the compute threads. iccs run PROGRAM --help: its options, generated from its row.\n"
+                "  Each cluster prints what it costs in memory at start ('cluster 0: memory 257 MiB: DPDK -m\n"
+                "  185 (...)'); a run the host cannot hold stops before any cluster starts, with what it needs\n"
+                "  and what the host has. A cluster that dies (a signal, an error exit, its proxies stopping)\n"
+                "  ends the run at once: one line names it, its signal or status and what it was doing, the\n"
+                "  others are stopped, and the run exits with its status. Ctrl-C or SIGTERM stops every\n"
+                "  cluster within about a second (each says what it was doing) and exits 130/143; a second\n"
+                "  Ctrl-C kills them at once.\n"
                 "programs:\n");
     for (const auto& [level, title] : kLevels) {
         std::printf(" %s:\n", title);
