@@ -241,7 +241,10 @@ struct Child {
 // The cluster processes of one run and what the launcher does about them (launch_clusters).
 class RunWatch {
    public:
-    RunWatch(const ClusterPlan& plan, std::vector<Child> kids) : plan_(plan), kids_(std::move(kids)) {}
+    RunWatch(const ClusterPlan& plan, std::vector<Child> kids) : plan_(plan), kids_(std::move(kids)) {
+        const char* keep = std::getenv("ICCS_KEEP_SURVIVORS");
+        keep_survivors_ = keep != nullptr && std::strcmp(keep, "1") == 0;
+    }
 
     // Until every cluster ended: deaths, signals, the time-out. Returns the run's exit status.
     int wait(uint32_t timeout_s, const sigset_t& signals, const LaunchTick& tick) {
@@ -265,6 +268,10 @@ class RunWatch {
                 std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
                 timed_out_ = true;
                 stop_all(SIGTERM, false);
+            }
+            if (survivors_until_ != Clock::time_point{} && now > survivors_until_) {  // (on_end)
+                survivors_until_ = {};
+                stop_all(SIGTERM, true);
             }
             if (kill_at_ != Clock::time_point{} && now > kill_at_) {
                 for (size_t i = 0; i < kids_.size(); ++i)
@@ -343,12 +350,13 @@ class RunWatch {
         // Name the cluster, what ended it, and what it was doing (activity.hpp: the page outlives
         // the process). The run's status is the first failing cluster's own (a program's exit(3)
         // makes `iccs run` exit 3; a signal, 128 + it).
-        // A cluster that fails after another did (its peer went down under it) is not a second
-        // fault; a crash always is.
+        // A cluster that fails after another died before the run's end (its peer went down under
+        // it) is not a second fault; a crash always is, and so is a failure after the first one
+        // had finished its run (every cluster's own status, as a program's exit(3) everywhere).
         const bool crash = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
                                                    WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGILL ||
                                                    WTERMSIG(status) == SIGFPE);
-        if (first_failed_ >= 0 && !crash) {
+        if (first_failed_ >= 0 && first_died_mid_run_ && !crash) {
             std::fprintf(stderr, "iccs: cluster %zu ended too (%s %d) after cluster %d\n", i,
                          WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
                          first_failed_);
@@ -356,8 +364,11 @@ class RunWatch {
         }
         if (first_failed_ < 0) first_failed_ = static_cast<int>(i);
         const ActivityReport a = activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i)));
-        const std::string doing = a.readable ? " while " + a.line : std::string();
-        const bool mid_run = a.phase != ClusterPhase::kFinished;
+        const bool before_end = a.phase != ClusterPhase::kFinished;
+        // (after its run's end only the status matters: the program's own exit)
+        const std::string doing = a.readable && before_end ? " while " + a.line : std::string();
+        if (first_failed_ == static_cast<int>(i)) first_died_mid_run_ = before_end;
+        const bool mid_run = before_end && !keep_survivors_;
         if (WIFSIGNALED(status))
             std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
                          strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? ": stopping the others" : "");
@@ -370,6 +381,12 @@ class RunWatch {
         // after their peer time-out (issue 34: a dead cluster ends the run within 1 s). Those
         // already finished (reporting) end by themselves.
         if (mid_run) stop_all(SIGTERM, true);
+        // A failure after its run's end (it reported, e.g. its peer went down), or any with
+        // ICCS_KEEP_SURVIVORS=1: the others find out by themselves, as under mpirun (a closed
+        // memif link, the fabric's silence, the direct transport's peer check); they are stopped
+        // if they have not ended peer_timeout_ms + 5 s later, never left to the run's time-out.
+        if (!mid_run && survivors_until_ == Clock::time_point{})
+            survivors_until_ = Clock::now() + std::chrono::milliseconds(plan_.peer_timeout_ms + 5000);
     }
 
     // Its main thread has exited (a zombie) and the kernel is taking the rest down (unmapping its
@@ -391,6 +408,9 @@ class RunWatch {
     int user_signal_ = 0, first_status_ = 0, first_failed_ = -1;
     bool timed_out_ = false;
     Clock::time_point kill_at_{};
+    bool keep_survivors_ = false;
+    bool first_died_mid_run_ = false;  // the first failing cluster ended before its run's end
+    Clock::time_point survivors_until_{};
 };
 
 }  // namespace

@@ -16,6 +16,7 @@ CASE:
                      cluster got the same bytes and passed; a failing PATH program fails the run
   peer-down TRANSPORT  cluster 1 of the example kills itself after the first barrier: cluster 0's
                      requests end with "peer down", it reports FAIL, and the run exits non-zero soon
+                     (ICCS_KEEP_SURVIVORS=1: the launcher leaves cluster 0 to find out by itself)
   mpi-by-hand        2 processes of RT_PING_EXE started with OMPI_COMM_WORLD_RANK/SIZE (no launcher)
                      over a machine file with fabric udp on 127.0.0.1, transport iccs
   restart            as mpi-by-hand, then rank 1 is killed (SIGKILL) and started again with the same
@@ -46,9 +47,9 @@ def leftovers(run_id):
             glob.glob(f"/tmp/iccs-{run_id}") + glob.glob(f"/tmp/iccs-{run_id}-stdin"))
 
 
-def run(cmd, stdin=None, timeout=280):
+def run(cmd, stdin=None, timeout=280, env=None):
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     out, _ = p.communicate(stdin, timeout=timeout)
     print(" ".join(cmd), "->", p.returncode)
     return p.returncode, out, p.pid
@@ -197,8 +198,11 @@ def main():
             fail("the ICCS_* environment of a cluster process is wrong", out)
     elif case == "peer-down":
         transport = rest[0]
+        # ICCS_KEEP_SURVIVORS: the launcher lets cluster 0 find out by itself (as under mpirun)
+        # instead of stopping it at once (compute/README.md).
         rc, out, pid = run([cli, "run", exe, "--clusters", "2", "--transport", transport,
-                            "--set", "cluster.peer_timeout_ms=1000", "--timeout", "60", "--", "--die", "1"], timeout=90)
+                            "--set", "cluster.peer_timeout_ms=1000", "--timeout", "60", "--", "--die", "1"], timeout=90,
+                           env=dict(os.environ, ICCS_KEEP_SURVIVORS="1"))
         if rc == 0:
             fail("a cluster died but the run passed", out)
         if "peer down" not in out or not re.search(r"^cluster 0: FAIL", out, re.M):
