@@ -228,6 +228,9 @@ namespace {
 // How long a cluster asked to stop may take before it is killed: its own stop takes at most
 // kStopBudgetMs (cluster_stop.hpp).
 constexpr auto kStopGrace = std::chrono::milliseconds(1000);
+// How long the others may take to end by themselves after a cluster exited with a status before
+// the run's end (on_end): the same exit in every cluster takes them that long at most here.
+constexpr auto kExitGrace = std::chrono::milliseconds(1000);
 using Clock = std::chrono::steady_clock;
 
 struct Child {
@@ -268,6 +271,10 @@ class RunWatch {
                 std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
                 timed_out_ = true;
                 stop_all(SIGTERM, false);
+            }
+            if (stop_others_at_ != Clock::time_point{} && now > stop_others_at_) {  // (on_end)
+                stop_others_at_ = {};
+                stop_all(SIGTERM, true);
             }
             if (survivors_until_ != Clock::time_point{} && now > survivors_until_) {  // (on_end)
                 survivors_until_ = {};
@@ -374,13 +381,19 @@ class RunWatch {
                          strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? ": stopping the others" : "");
         else
             std::fprintf(stderr, "iccs: cluster %zu exited with status %d%s%s\n", i, WEXITSTATUS(status), doing.c_str(),
-                         mid_run ? ": stopping the others" : "");
+                         mid_run ? ": stopping the others within 1 s unless they end" : "");
         if (first_status_ == 0)
             first_status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         // Before the end of the run the others cannot finish without it: stop them now, not
         // after their peer time-out (issue 34: a dead cluster ends the run within 1 s). Those
         // already finished (reporting) end by themselves.
-        if (mid_run) stop_all(SIGTERM, true);
+        // A program's own exit (a status, no signal) is often every cluster's: a usage error
+        // exits 2 in each, and only cluster 0's words are shown (the PARMACS layer silences the
+        // others before CREATE). Stopping cluster 0 at once could cut it off before it said why,
+        // so an exit stops the others after kExitGrace unless they end by themselves; a crash or
+        // a kill stops them now.
+        if (mid_run && WIFSIGNALED(status)) stop_all(SIGTERM, true);
+        else if (mid_run && stop_others_at_ == Clock::time_point{}) stop_others_at_ = Clock::now() + kExitGrace;
         // A failure after its run's end (it reported, e.g. its peer went down), or any with
         // ICCS_KEEP_SURVIVORS=1: the others find out by themselves, as under mpirun (a closed
         // memif link, the fabric's silence, the direct transport's peer check); they are stopped
@@ -411,6 +424,7 @@ class RunWatch {
     bool keep_survivors_ = false;
     bool first_died_mid_run_ = false;  // the first failing cluster ended before its run's end
     Clock::time_point survivors_until_{};
+    Clock::time_point stop_others_at_{};  // a cluster exited with a status before the end (on_end)
 };
 
 }  // namespace
