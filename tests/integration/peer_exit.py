@@ -70,7 +70,13 @@ def main():
         killed = re.search(r"^iccs: cluster 0 died of signal 9 ", out, re.M) is not None
         hangups_seen += bool(re.search(r"^proxy 0\.\d+: cluster 1 hung up its memif link", out, re.M))
         what = f"run {i}: polling {polling}, " + (f"cluster 1 killed at {when:.3f} s" if kill else "normal end")
-        ok = not crashed and not killed and (rc == 137 if kill else rc == 0 and len(re.findall(r"^cluster \d: PASS", out, re.M)) == 2)
+        both_passed = rc == 0 and len(re.findall(r"^cluster \d: PASS", out, re.M)) == 2
+        # Kill times are drawn up to 1.1 x a normal run: a SIGKILL that lands after cluster 1 has
+        # passed and is exiting does nothing, and the run then ends 0 with both PASS lines.
+        late = kill and both_passed
+        if late:
+            what += " (after it had passed and was exiting)"
+        ok = not crashed and not killed and (rc == 137 or late if kill else both_passed)
         if not ok or crashed:
             print(out)
         t.check(ok, f"{what}: exit {rc}{', the survivor CRASHED' if crashed else ''}"
