@@ -91,6 +91,11 @@ void print_report(const std::vector<std::string>& domains, FILE* out) {
         }
 }
 
+// SIGINT/SIGTERM to `iccs run --mpi` (a Ctrl-C aimed at it alone, `timeout`, a batch system):
+// handed on to mpirun, which ends its ranks (their agents then see them go and report).
+volatile sig_atomic_t g_user_signal = 0;
+void note_user_signal(int sig) { g_user_signal = sig; }
+
 }  // namespace
 
 int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Args& p) {
@@ -176,13 +181,24 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
                      std::strerror(errno));
         _exit(127);
     }
+    struct sigaction sa {};
+    sa.sa_handler = note_user_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
     int status = 0;
+    int forwarded = 0;
     const uint64_t timeout_s = p.u64("--timeout", 86400);
     const uint64_t deadline = now_ns() + timeout_s * 1'000'000'000ull;
     bool stopped = false;
     for (;;) {
         const pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR)) break;
+        if (const int sig = g_user_signal; sig != 0 && forwarded < 2) {
+            g_user_signal = 0;
+            ++forwarded;  // a second one: mpirun's own "abort now" on its second SIGINT
+            std::fprintf(stderr, "iccs run --mpi: %s: handed to mpirun\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            kill(pid, sig);
+        }
         if (!stopped && now_ns() >= deadline) {
             std::fprintf(stderr, "iccs run --mpi: stopping mpirun after --timeout %llu s\n", (unsigned long long)timeout_s);
             kill(pid, SIGTERM);  // mpirun ends its ranks; their agents see them go
