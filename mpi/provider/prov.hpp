@@ -45,7 +45,12 @@ inline constexpr uint64_t kSecondaryCaps = FI_DIRECTED_RECV | FI_SOURCE | FI_LOC
 inline constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;
 inline constexpr size_t kDefaultCqSize = 1024;
-inline constexpr uint32_t kIdleReadsPerYield = 16;  // success entries a CQ holds when attr->size is 0
+inline constexpr uint32_t kIdleReadsPerYield = 16;
+// A wait loop (empty CQ reads, each within kWaitLoopGapNs of the last) polls kWaitSpinNs, then
+// blocks on the rank's doorbell at most kWaitBlockUs at a time (mpi/provider/README.md, "Waiting").
+inline constexpr uint64_t kWaitLoopGapNs = 5'000;
+inline constexpr uint64_t kWaitSpinNs = 50'000;
+inline constexpr uint64_t kWaitBlockUs = 1'000;  // success entries a CQ holds when attr->size is 0
 // All 64 tag bits are the application's (fi_endpoint(3): a format whose top bit is set leaves the
 // high bits free; Open MPI's MTL counts them for its communicator ids). The value libfabric's
 // older headers named FI_TAG_GENERIC.
@@ -67,6 +72,9 @@ struct Attachment {
     std::unique_ptr<RankEngine> engine;
     uint64_t next_agent_check_ns = 0;
     bool said_agent_error = false;  // the agent's reason (region) printed once
+    // How long a wait loop polls before it blocks on the doorbell (UINT64_MAX: never; [cluster]
+    // polling = "busy"): ICCS_MPI_SPIN_US, else kWaitSpinNs.
+    uint64_t spin_ns = 0;
 };
 
 struct IccsFabric {
@@ -88,9 +96,21 @@ struct IccsDomain {
     // A CQ read found nothing: the caller polls in a loop (MPI's progress). Every kIdleReadsPerYield
     // such reads in a row give the core away once (sched_yield), so the threads this rank waits for
     // (its cluster's bridge and proxies, the peer rank) run on a host with fewer cores than
-    // threads; on an idle core the yield returns at once.
-    void idle_read();
+    // threads; on an idle core the yield returns at once. Reads that come back to back (each
+    // within kWaitLoopGapNs of the last: a wait loop, not a program computing between tests) and
+    // found nothing for longer than att->spin_ns make the caller block: the return is how long
+    // it may sleep on the rank's doorbell (microseconds, outside the domain's lock), 0 to poll on.
+    uint64_t idle_read();
+    // The caller slept (idle_read's answer): the wait loop goes on.
+    void idle_slept();
+    // An operation was posted: under FI_THREAD_SAFE another thread may sleep in a CQ read, and
+    // what the post completed at once is its to read (one load when nobody sleeps).
+    void posted() {
+        if (thread_safe) att->engine->wake_self();
+    }
     uint32_t idle_reads = 0;
+    uint64_t idle_since_ns = 0;  // the first empty read of this wait
+    uint64_t last_idle_ns = 0;   // the last empty read
 };
 
 // The domain's lock, taken only under FI_THREAD_SAFE.

@@ -46,10 +46,7 @@ void write_entry(fi_cq_format f, void* at, const Completion& c) {
 ssize_t take(IccsCq* cq, void* buf, size_t count, fi_addr_t* src) {
     if (count == 0) return 0;
     cq->domain->progress();
-    if (cq->q.empty()) {
-        cq->domain->idle_read();
-        return -FI_EAGAIN;
-    }
+    if (cq->q.empty()) return -FI_EAGAIN;
     cq->domain->idle_reads = 0;
     if (cq->q.front().err != 0) return -FI_EAVAIL;
     const size_t sz = entry_size(cq->format);
@@ -66,16 +63,30 @@ ssize_t take(IccsCq* cq, void* buf, size_t count, fi_addr_t* src) {
     return static_cast<ssize_t>(n);
 }
 
-ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
-    auto* cq = reinterpret_cast<IccsCq*>(f);
+// fi_cq_read(from): take; an empty read counts towards the wait loop's spin (IccsDomain::idle_read),
+// and once the loop has polled long enough it sleeps on the rank's doorbell (without the lock:
+// another thread may post meanwhile, and wakes it) and takes once more.
+ssize_t read_polled(IccsCq* cq, void* buf, size_t count, fi_addr_t* src) {
+    uint64_t block_us = 0;
+    {
+        DomainLock lk(cq->domain);
+        const ssize_t n = take(cq, buf, count, src);
+        if (n != -FI_EAGAIN) return n;
+        block_us = cq->domain->idle_read();
+    }
+    if (block_us == 0) return -FI_EAGAIN;
+    cq->domain->att->engine->sleep_until_work(block_us);
     DomainLock lk(cq->domain);
-    return take(cq, buf, count, nullptr);
+    cq->domain->idle_slept();
+    return take(cq, buf, count, src);
+}
+
+ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
+    return read_polled(reinterpret_cast<IccsCq*>(f), buf, count, nullptr);
 }
 
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src_addr) {
-    auto* cq = reinterpret_cast<IccsCq*>(f);
-    DomainLock lk(cq->domain);
-    return take(cq, buf, count, src_addr);
+    return read_polled(reinterpret_cast<IccsCq*>(f), buf, count, src_addr);
 }
 
 ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) {

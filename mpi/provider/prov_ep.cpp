@@ -55,6 +55,7 @@ ssize_t do_send(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t dest, uint
         ep->domain->progress();  // FI_EAGAIN asks the caller to progress; do a round now
         rc = ep->domain->att->engine->send(a);
     }
+    ep->domain->posted();
     return rc;
 }
 
@@ -80,7 +81,9 @@ ssize_t do_recv(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t src, uint6
     a.context = context;
     DomainLock lk(ep->domain);
     if (a.peek) ep->domain->progress();  // a peek looks at what arrived: take it in first
-    return ep->domain->att->engine->recv(a);
+    const long rc = ep->domain->att->engine->recv(a);
+    ep->domain->posted();
+    return rc;
 }
 
 // ---- untagged (fi_msg) ----

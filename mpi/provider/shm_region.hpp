@@ -144,8 +144,9 @@ class Region {
     int fd_ = -1;
 };
 
-// Wake a futex word of a region (process-shared: FUTEX_WAKE without the private flag).
-void futex_wake_shared(std::atomic<uint32_t>* word);
+// Wake a futex word of a region (process-shared: FUTEX_WAKE without the private flag). True when
+// a sleeper had said it sleeps (the call woke it, or it was about to sleep and now will not).
+bool futex_wake_shared(std::atomic<uint32_t>* word);
 // Sleep on it while it holds `expected`, at most timeout_us.
 void futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_us);
 
