@@ -2,7 +2,9 @@
 // other clusters go from its ring to a parallel connection (one per destination rank: ordered,
 // so MPI's order between a pair of ranks holds), and the records from other clusters go from the
 // connections into the rank's ring. It sleeps on one futex word that both the proxies (a
-// delivery) and the rank (a record written) ring.
+// delivery) and the rank (a record written) ring, and rings the rank's doorbell after records.
+#include <sched.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -274,7 +276,10 @@ bool Bridge::run() {
         if (!rank_dead() && !forward_out(work)) return false;
         if (!forward_in(work)) return false;
         if (work != 0) {
-            futex_wake_shared(&slot_.doorbell);  // the rank may sleep in fi_cq_sread
+            // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting").
+            // Woken, it often waits for this core (the agent runs where its first rank was
+            // bound): give the core to it now rather than after this thread's spin.
+            if (futex_wake_shared(&slot_.doorbell)) sched_yield();
             conv.idle_end();
             idle_since = 0;
             continue;
