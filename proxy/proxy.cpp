@@ -113,9 +113,9 @@ void Proxy::leave_port(size_t port) {
 bool Proxy::halt(uint32_t timeout_ms) {
     stop_.store(true, std::memory_order_release);
     const uint64_t until = now_ns() + uint64_t{timeout_ms} * 1'000'000;
-    while (!take_poller()) {
+    for (uint32_t turns = 0; !take_poller();) {
         if (now_ns() > until) return false;
-        sched_yield();
+        wait_for_poller(turns);
     }
     return true;  // never given back: the process ends holding it
 }

@@ -380,6 +380,14 @@ class Proxy final : public SlidwinSink {
         return !poller_.load(std::memory_order_relaxed) && !poller_.exchange(true, std::memory_order_acquire);
     }
     void give_poller() { poller_.store(false, std::memory_order_release); }
+    // One turn of waiting for the poller that another thread holds (or for it to end its
+    // iteration): a few sched_yield()s, then a 50 us nap. Yielding alone is not enough: both
+    // threads are pinned to one core, and on the 6.x kernels of these hosts (EEVDF) a thread
+    // preempted while it held the flag was not run again for as long as the waiter yielded — a
+    // proxy thread yielded for 59 s while the holder, a compute thread on its core, never ran
+    // (the kernel reported its RCU thread starved on that core; the proxies printed "not run for
+    // 59 s" and their peers reported the cluster down). A nap takes the waiter off the core.
+    static void wait_for_poller(uint32_t& turns);
     uint32_t owned_iteration(uint64_t now_ns, bool assist, bool* timers_armed = nullptr);  // poll_once by a taker, then give
     uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;

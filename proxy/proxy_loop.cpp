@@ -178,11 +178,20 @@ uint32_t Proxy::try_poll_inline(uint64_t now_ns) {
     return owned_iteration(now_ns, assist);
 }
 
+void Proxy::wait_for_poller(uint32_t& turns) {
+    if (++turns <= 16) {
+        sched_yield();
+        return;
+    }
+    const timespec nap{0, 50'000};
+    nanosleep(&nap, nullptr);
+}
+
 uint32_t Proxy::poll_leaving(bool to_sleep) {
     const Waker& w = rings_.proxy_waker(cfg_.index);
-    while (!take_poller()) {
+    for (uint32_t turns = 0; !take_poller();) {
         if (!w.sleeping()) return 0;  // the proxy thread is up: it polls
-        sched_yield();                // the holder's iteration may have looked before the frame came
+        wait_for_poller(turns);       // the holder's iteration may have looked before the frame came
     }
     bool timers = false;
     const uint32_t work = owned_iteration(now_ns(), true, &timers);
@@ -219,13 +228,15 @@ void Proxy::run() {
     Waker& waker = rings_.proxy_waker(cfg_.index);
     const uint64_t spin_ns = uint64_t{cfg_.spin_before_sleep_us} * 1000;
     uint64_t last_work = now_ns();
+    uint32_t turns = 0;  // waits in a row for a compute thread's iteration
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t now = now_ns();
         // A compute thread runs the iteration now (the assist): leave it the core.
         if (!take_poller()) {
-            sched_yield();
+            wait_for_poller(turns);
             continue;
         }
+        turns = 0;
         if (poll_once(now) > 0) {
             give_poller();
             thread_polled_.store(true, std::memory_order_release);
@@ -325,7 +336,7 @@ void Proxy::run() {
         }
     }
     // Wait out an assisting compute thread's iteration, then publish.
-    while (!take_poller()) sched_yield();
+    for (uint32_t t = 0; !take_poller();) wait_for_poller(t);
     publish();
     if (wan_) wan_publish();  // the run's report reads the final link counters
     give_poller();
