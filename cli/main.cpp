@@ -7,6 +7,7 @@
 #include "interop.hpp"
 #include "options.hpp"
 #include "run_table.hpp"
+#include "soak.hpp"
 
 int main(int argc, char** argv) {
     if (argc < 2) iccs::cli::usage_error("", "no subcommand (see ./iccs --help)");
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return iccs::cmd_demo(argc - 2, argv + 2);
     if (cmd == "bench") return iccs::cmd_bench(argc - 2, argv + 2);
     if (cmd == "run") return iccs::cmd_run(argc - 2, argv + 2);
+    if (cmd == "soak") return iccs::cmd_soak(argc - 2, argv + 2);
     if (cmd == "interop") return iccs::cmd_interop(argc - 2, argv + 2);
     iccs::cli::usage_error("", "unknown subcommand '" + cmd + "' (see ./iccs --help)");
 }

@@ -23,16 +23,19 @@ namespace iccs {
 
 namespace {
 
-int run_convergence(const std::string& program, const ProgramRow* row, const cli::Args& p, bool demo) {
-    const std::string who = demo ? "demo" : "run " + program;
+int run_convergence(const std::string& program, const ProgramRow* row, const cli::Args& p, bool demo,
+                    const SoakHooks* soak = nullptr) {
+    const std::string who = soak ? "soak" : demo ? "demo" : "run " + program;
     const uint64_t messages = p.u64("--messages", demo ? 2000 : 1000);
     const uint32_t min_size = static_cast<uint32_t>(p.u64("--min-size", 1));
     const uint32_t max_size = static_cast<uint32_t>(p.u64("--max-size", 9000));
-    const uint32_t timeout_s = static_cast<uint32_t>(p.u64("--timeout", 300));
+    // A soak's default time-out: its length, then the drain and the report.
+    const uint32_t timeout_s = static_cast<uint32_t>(p.u64("--timeout", soak ? soak->seconds + 300 : 300));
     const uint64_t warmup = p.u64("--warmup", 10);
     const uint32_t gap_us = static_cast<uint32_t>(p.u64("--gap-us", 0));
     const std::string& config_path = p.config_path;
-    const std::vector<std::pair<std::string, std::string>>& overrides = p.overrides;
+    std::vector<std::pair<std::string, std::string>> overrides = p.overrides;
+    if (soak) overrides.insert(overrides.begin(), soak->defaults.begin(), soak->defaults.end());
     auto usage_error = [&who](const std::string& msg) { cli::usage_error(who, msg); };
     if (min_size > max_size) usage_error("--min-size " + std::to_string(min_size) + " exceeds --max-size " +
                                          std::to_string(max_size));
@@ -69,6 +72,11 @@ int run_convergence(const std::string& program, const ProgramRow* row, const cli
     plan.warmup = warmup;
     plan.gap_us = gap_us;
     plan.inject_error = p.flag("--inject-error");  // alltoall's test hook: the run must FAIL
+    if (soak) {
+        if (!plan.conv.ordered) usage_error("--order unordered: a soak checks every connection's order (ordered only)");
+        plan.soak_s = soak->seconds;
+        plan.run_id = std::to_string(::getpid());  // (the launcher's default, known here for the run directory)
+    }
     std::string result_file;
     if (program == "pingpong") {
         result_file = "/tmp/iccs-pingpong-" + std::to_string(::getpid()) + ".txt";
@@ -86,7 +94,14 @@ int run_convergence(const std::string& program, const ProgramRow* row, const cli
                 plan.conv.stripe_threshold_bytes ? plan.conv.stripe_threshold_bytes
                                                  : default_stripe_threshold(plan.mtu_bytes),
                 plan.mtu_bytes, kernel_udp ? " (not used: the kernel fragments to the route's MTU)" : "", host_core_count());
-    if (program == "alltoall")
+    if (soak)
+        std::printf("soak: %u s of alltoall, %u..%u bytes from every compute thread to every compute thread of every "
+                    "other cluster, each pair over one ordered parallel connection; frames dropped with probability "
+                    "%g, duplicated %g, reordered within %u; %s; %s\n",
+                    soak->seconds, min_size, max_size, cfg.test.drop, cfg.test.duplicate, cfg.test.reorder_window,
+                    plan.wan ? "WAN emulation on" : "WAN emulation off",
+                    cfg.security.key_file.empty() ? "no key" : ("key " + cfg.security.key_file).c_str());
+    else if (program == "alltoall")
         std::printf("alltoall: %llu messages of %u..%u bytes from every compute thread to every compute thread of "
                     "every other cluster, each pair over one parallel connection\n",
                     static_cast<unsigned long long>(messages), min_size, max_size);
@@ -111,7 +126,10 @@ int run_convergence(const std::string& program, const ProgramRow* row, const cli
                     cfg.wan.series.empty() ? "" : (", series " + cfg.wan.series).c_str());
     }
     std::fflush(stdout);
-    const int rc = launch_clusters(plan, timeout_s);
+    LaunchTick tick;
+    if (soak && soak->tick) tick = [soak, dir = "/tmp/iccs-" + plan.run_id](const std::vector<pid_t>& pids) { soak->tick(pids, dir); };
+    const int rc = launch_clusters(plan, timeout_s, tick);
+    if (soak) return rc;  // (the soak says its verdict)
     if (!result_file.empty()) {
         if (FILE* f = std::fopen(result_file.c_str(), "r")) {
             char line[256];
@@ -135,5 +153,7 @@ int launch_convergence(const ProgramRow& row, const std::string&, const cli::Arg
 }
 
 int run_alltoall_demo(const cli::Args& p) { return run_convergence("alltoall", nullptr, p, true); }
+
+int run_alltoall_soak(const cli::Args& p, const SoakHooks& h) { return run_convergence("alltoall", nullptr, p, false, &h); }
 
 }  // namespace iccs

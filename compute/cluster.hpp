@@ -100,6 +100,11 @@ struct ClusterPlan {
     // compute thread pauses this long once its connections are open, before it sends (idle
     // proxies, then a burst).
     uint32_t gap_us = 0;
+    // alltoall for this many seconds instead of `messages` per pair (`iccs soak`): each sender
+    // stops at the end and writes how many it sent (sock_dir/soak-C.T-DC.DT); each receiver takes
+    // messages, every one checked and in order, until what it got from each cluster equals what
+    // that cluster's threads sent it. 0 = off.
+    uint32_t soak_s = 0;
     bool inject_error = false;  // alltoall's test hook: one message leaves with a byte wrong (FAIL)
     std::string result_file;
     // The process exits right after run_cluster(): skip DPDK teardown (ports, pools, EAL) and only

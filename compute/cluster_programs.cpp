@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "activity.hpp"
+#include "cluster_stop.hpp"
 #include "stamps.hpp"
 
 namespace iccs {
@@ -29,6 +30,32 @@ uint32_t msg_size(const ClusterPlan& p, uint32_t src_c, uint32_t src_t, uint32_t
 }
 inline uint8_t msg_byte(uint32_t src_c, uint32_t src_t, uint64_t i, uint32_t k) {
     return static_cast<uint8_t>(k * 31 + i * 7 + src_c * 13 + src_t * 5);
+}
+
+// The soak's count file: how many messages thread src_t of cluster src_c sent to thread dst_t of
+// cluster dst_c (written once, when its sending ended; renamed into place, so a reader sees it whole).
+std::string soak_count_path(const ClusterPlan& p, uint32_t src_c, uint32_t src_t, uint32_t dst_c, uint32_t dst_t) {
+    return p.sock_dir + "/soak-" + std::to_string(src_c) + "." + std::to_string(src_t) + "-" + std::to_string(dst_c) +
+           "." + std::to_string(dst_t);
+}
+
+bool soak_write_count(const std::string& path, uint64_t n) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr) return false;
+    const bool ok = std::fprintf(f, "%llu\n", static_cast<unsigned long long>(n)) > 0;
+    return std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// The count in a soak count file; false while it is not there yet.
+bool soak_read_count(const std::string& path, uint64_t& n) {
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return false;
+    unsigned long long v = 0;
+    const bool ok = std::fscanf(f, "%llu", &v) == 1;
+    std::fclose(f);
+    n = v;
+    return ok;
 }
 
 // Connect, retrying while the server is not listening yet (it starts at its own pace).
@@ -52,8 +79,13 @@ bool set_error(ComputeEnv& env, const std::string& what, ConvError e) {
 // other cluster (port kAppPort + thread) and sends `messages` messages over it; every receiver
 // checks each message (size and bytes from its number = its conn_seq), exactly once, and in order
 // on ordered connections; then each side closes (flushing) and the receiver sees end-of-stream.
+// A soak (p.soak_s > 0, ordered connections): senders send until the soak's end and write their
+// counts (soak_count_path); receivers check every message in order and go on until what they got
+// from each cluster equals the counts its threads wrote.
 bool program_alltoall(ComputeEnv& env) {
     const ClusterPlan& p = env.plan;
+    const bool soak = p.soak_s > 0;
+    const uint64_t limit = soak ? UINT64_MAX : p.messages;  // messages per connection
     Convergence& conv = env.conv;
     const uint16_t me = p.cluster_id, t = env.thread;
     if (const ConvError e = conv.listen(static_cast<uint16_t>(kAppPort + t)); e != ConvError::kOk)
@@ -93,9 +125,13 @@ bool program_alltoall(ComputeEnv& env) {
         // the sender's thread: its ephemeral port tells nothing, so the message's number and the
         // remote cluster are checked against every thread of that cluster
         const uint16_t sc = in.c->remote().cluster;
-        bool ok = id < p.messages;
+        if (soak && id < in.got) {  // (a soak's connections are ordered: an earlier number came again)
+            ++env.result.duplicates;
+            return;
+        }
+        bool ok = id < limit;
         if (ok && p.conv.ordered && id != in.got) ok = false;  // ordered: exactly the next one
-        if (ok && in.seen[id]) {
+        if (ok && !soak && in.seen[id]) {
             ++env.result.duplicates;
             return;
         }
@@ -114,14 +150,49 @@ bool program_alltoall(ComputeEnv& env) {
             ++env.result.corrupt;
             return;
         }
-        in.seen[id] = 1;
+        if (!soak) in.seen[id] = 1;
         ++in.got;
         ++env.result.received;
         activity_progress(1);  // messages delivered (the soak reads them while it runs)
     };
     uint64_t sends_done = 0;
     const uint64_t to_send = outs.size() * p.messages;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point soak_end = Clock::now() + std::chrono::seconds(p.soak_s);
+    // How long receivers wait after their own end for the last counts to add up: the peers' end
+    // comes a little later than ours, then what is in flight (retransmissions under loss).
+    const Clock::time_point soak_give_up = soak_end + std::chrono::milliseconds(p.peer_timeout_ms) + std::chrono::seconds(60);
+    bool soak_sending = soak;
+    Clock::time_point soak_checked{};
+    std::string soak_short;  // what did not add up at the last check ("cluster 2: 10 of 12")
+    auto soak_all_in = [&] {
+        if (ins.size() < expect_in) return false;
+        const Clock::time_point now = Clock::now();
+        if (now - soak_checked < std::chrono::milliseconds(10)) return false;
+        soak_checked = now;
+        for (uint16_t sc = 0; sc < p.clusters; ++sc) {
+            if (sc == me) continue;
+            uint64_t sent = 0, got = 0;
+            for (uint16_t st = 0; st < p.threads; ++st) {
+                uint64_t n = 0;
+                if (!soak_read_count(soak_count_path(p, sc, st, me, t), n)) {
+                    soak_short = "cluster " + std::to_string(sc) + " thread " + std::to_string(st) + " wrote no count";
+                    return false;
+                }
+                sent += n;
+            }
+            for (const In& in : ins)
+                if (in.c->remote().cluster == sc) got += in.got;
+            if (got != sent) {
+                soak_short = "from cluster " + std::to_string(sc) + ", " + std::to_string(got) + " of " +
+                             std::to_string(sent) + " messages arrived";
+                return false;
+            }
+        }
+        return true;
+    };
     auto all_in = [&] {
+        if (soak) return soak_all_in();
         if (ins.size() < expect_in) return false;
         for (const In& in : ins)
             if (in.got < p.messages) return false;
@@ -129,14 +200,30 @@ bool program_alltoall(ComputeEnv& env) {
     };
     std::vector<uint8_t> pattern(p.max_size);
     activity_doing_str("alltoall: sending and receiving");
-    while (!cluster_stopping() && (sends_done < to_send || !all_in())) {
+    while (!cluster_stopping() && ((soak ? soak_sending : sends_done < to_send) || !all_in())) {
+        if (soak_sending && Clock::now() >= soak_end) {  // the soak's end: say what each connection carried
+            soak_sending = false;
+            for (const Out& o : outs)
+                if (!soak_write_count(soak_count_path(p, me, t, o.dc, o.dt), o.next)) {
+                    env.result.error = "soak: cannot write " + soak_count_path(p, me, t, o.dc, o.dt) + ": " +
+                                       std::strerror(errno);
+                    return false;
+                }
+            activity_doing_str("alltoall: soak over, taking the last messages");
+        }
+        if (!soak_sending && soak && Clock::now() > soak_give_up) {
+            env.result.error = "soak: " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                            soak_give_up - soak_end).count()) +
+                               " s after its end, " + soak_short;
+            return false;
+        }
         items.clear();
         if (ins.size() < expect_in) items.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t), PollItem::kAcceptable});
         for (Out& o : outs)
-            if (o.next < p.messages) items.push_back(PollItem{o.c, 0, PollItem::kWritable});
+            if (soak ? soak_sending : o.next < p.messages) items.push_back(PollItem{o.c, 0, PollItem::kWritable});
         for (In& in : ins)
-            if (in.got < p.messages) items.push_back(PollItem{in.c, 0, PollItem::kReadable});
-        if (conv.poll(items, 1'000'000) == 0) continue;
+            if (in.got < limit && !in.eos) items.push_back(PollItem{in.c, 0, PollItem::kReadable});
+        if (conv.poll(items, soak ? 100'000 : 1'000'000) == 0) continue;
         for (const PollItem& it : items) {
             if (it.revents & PollItem::kError) {
                 const ConvError e = conv.send(it.conn, nullptr, 0, 0);
@@ -145,10 +232,10 @@ bool program_alltoall(ComputeEnv& env) {
             if (it.revents & PollItem::kAcceptable) {
                 Connection* c = nullptr;
                 while (ins.size() < expect_in && conv.accept(it.listen_port, c, 0) == ConvError::kOk)
-                    ins.push_back(In{c, 0, std::vector<uint8_t>(p.messages, 0)});
+                    ins.push_back(In{c, 0, std::vector<uint8_t>(soak ? 0 : p.messages, 0)});
             } else if (it.revents & PollItem::kWritable) {
                 Out& o = *std::find_if(outs.begin(), outs.end(), [&](const Out& x) { return x.c == it.conn; });
-                for (int k = 0; k < 32 && o.next < p.messages; ++k) {
+                for (int k = 0; k < 32 && (soak ? soak_sending : o.next < p.messages); ++k) {
                     const uint32_t size = msg_size(p, me, t, o.dc, o.dt, o.next);
                     for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(me, t, o.next, b);
                     // the test hook: message 1 (--max-size bytes) of thread 0.0 to thread 1.0 leaves
@@ -165,12 +252,24 @@ bool program_alltoall(ComputeEnv& env) {
             } else if (it.revents & PollItem::kReadable) {
                 In& in = *std::find_if(ins.begin(), ins.end(), [&](const In& x) { return x.c == it.conn; });
                 RecvMsg m;
-                for (int k = 0; k < 64 && in.got < p.messages; ++k) {
+                for (int k = 0; k < 64 && in.got < limit; ++k) {
                     const ConvError e = conv.recv_msg(in.c, m, 0);
                     if (e == ConvError::kWouldBlock) break;
+                    if (soak && e == ConvError::kEndOfStream) {  // its sender is done (its counts added up first)
+                        in.eos = true;
+                        break;
+                    }
                     if (e != ConvError::kOk) return set_error(env, "recv", e);
                     check(in, m);
                 }
+                // A soak's connections are ordered: after one bad message every later one is out of
+                // order, so the first one ends it, named.
+                // The whole cluster stops (its other threads would soak on for nothing); the launcher
+                // then stops the others.
+                if (soak && (env.result.corrupt != 0 || env.result.duplicates != 0))
+                    cluster_stop_now(1, "soak: thread " + std::to_string(t) + ": message " + std::to_string(in.got) +
+                                            " from cluster " + std::to_string(in.c->remote().cluster) +
+                                            " arrived corrupt, out of order or twice");
             }
         }
     }
@@ -190,7 +289,7 @@ bool program_alltoall(ComputeEnv& env) {
     activity_doing_str("alltoall: waiting for end-of-stream");
     for (In& in : ins) {
         RecvMsg m;
-        const ConvError e = conv.recv_msg(in.c, m, 60'000'000);
+        const ConvError e = in.eos ? ConvError::kEndOfStream : conv.recv_msg(in.c, m, 60'000'000);
         if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
         conv.close(in.c, 0);
     }
