@@ -8,6 +8,7 @@
 #include <rte_mbuf.h>
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -124,6 +125,29 @@ ProxyConfig proxy_config(const ClusterPlan& plan, uint16_t p, uint64_t run_token
     return pc;
 }
 
+// A memif client's port starts once its server's socket is there (the server creates it as it
+// adds its port). The server cluster may still be in its EAL start-up: 16 clusters starting at
+// once on 2 cores took longer than link_timeout_ms, and every client gave up ("cannot start port
+// ... Operation not permitted"). A slow server is not a broken link, so this waits up to 10 x
+// link_timeout_ms for the socket, then link_timeout_ms for the link itself (Port::open). A
+// server that died ends the run anyway (the launcher stops us).
+bool wait_for_memif_server(const ClusterPlan& plan, const std::string& socket, uint16_t server, std::string& err) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(uint64_t{plan.link_timeout_ms} * 10);
+    while (access(socket.c_str(), F_OK) != 0) {
+        if (cluster_stopping()) {
+            err = "stopped while waiting for cluster " + std::to_string(server) + "'s memif socket " + socket;
+            return false;
+        }
+        if (std::chrono::steady_clock::now() > until) {
+            err = "cluster " + std::to_string(server) + " did not create its memif socket " + socket + " within " +
+                  std::to_string(uint64_t{plan.link_timeout_ms} * 10 / 1000) + " s (10 x [cluster] link_timeout_ms)";
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
 // The ports of proxy p on a DPDK fabric (memif, pci, af_packet), drawing on the pools rx and desc.
 bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempool* rx, rte_mempool* desc,
                       std::string& err) {
@@ -138,9 +162,10 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
         for (const ProxyAddr& peer : peers) {
             const std::string name = "net_memif_" + std::to_string(p) + "_" + std::to_string(peer.cluster) +
                                      "_" + std::to_string(peer.index);
-            const std::string args = name + ",role=" + (me < peer.cluster ? "server" : "client") +
-                                     ",socket=" + link_socket(plan, me, p, peer.cluster, peer.index) +
+            const std::string socket = link_socket(plan, me, p, peer.cluster, peer.index);
+            const std::string args = name + ",role=" + (me < peer.cluster ? "server" : "client") + ",socket=" + socket +
                                      ",socket-abstract=no,bsize=" + std::to_string(memif_bsize);
+            if (me > peer.cluster && !wait_for_memif_server(plan, socket, peer.cluster, err)) return false;
             if (!px.add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return false;
             // Adaptive polling: wake the peer proxy after a burst to it (doorbell.hpp;
             // 22.11's memif has no RX interrupts).
