@@ -5,9 +5,10 @@
 // The one idea: a shared region sits at a fixed virtual address. Inside a cluster its threads
 // share the pages through the hardware; between clusters the application mapping is guarded with
 // mprotect and a SIGSEGV handler keeps it coherent page by page: a read of an invalid page fetches
-// it from its home cluster, the first write in an interval makes a twin, a release sends word
-// diffs (twin vs page) to the homes and closes an interval whose write notices travel with the
-// next lock grant or barrier, and an acquire invalidates the pages those notices name. The region
+// it from its home cluster, the first write in an interval makes a twin, a release that leaves
+// the cluster (a lock token another cluster asked for, a barrier) sends byte diffs (twin vs page)
+// to the homes and closes an interval whose write notices travel with the lock's token or the
+// barrier, and an acquire invalidates the pages those notices name. The region
 // is a memfd mapped twice: the application view (protected) and a private protocol view (always
 // read-write), through which fetches, diffs and twins touch page contents while application
 // threads may be faulting on the same page.
@@ -86,6 +87,9 @@ struct DsmCounters {
     std::atomic<uint64_t> diffs_sent{0}, diff_bytes{0}, diffs_applied{0};  // pages; payload bytes
     std::atomic<uint64_t> invalidations{0}, intervals{0}, write_notices_received{0};
     std::atomic<uint64_t> lock_acquires{0}, lock_wait_ns{0};
+    // Acquires that asked the lock's home (the others found its token here: no message), and
+    // tokens given back to the home because another cluster asked for the lock.
+    std::atomic<uint64_t> lock_requests{0}, lock_returns{0};
     std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
     std::atomic<uint64_t> getsubs{0}, remote_allocs{0};
     // Words of the program's globals whose values differed between the clusters at CREATE
@@ -148,7 +152,10 @@ public:
     // replayed prefixes stay identical. After start it returns `mine`. The thread must be bound.
     uint64_t replay_value(uint64_t mine);
 
-    // Release-consistent synchronization; the calling thread must be bound.
+    // Release-consistent synchronization; the calling thread must be bound. A lock's token stays
+    // at the cluster that acquired it last: a re-acquire there, by any of its threads, sends no
+    // message, and an unlock sends and flushes nothing until another cluster asks for the lock
+    // (its home recalls the token, which leaves after a flush, with the write notices).
     DsmStatus lock(uint32_t id);
     DsmStatus unlock(uint32_t id);
     // Barrier `id` of `local` threads of this cluster and `clusters` participating clusters
@@ -171,7 +178,9 @@ public:
     // release waits for the home's ack. A thread spinning on a flag sees the flag's new value
     // possibly before the writer's notices reach it: it must fence again after seeing it.
     DsmStatus fence();
-    // Flush this cluster's writes to their homes (part of every release).
+    // Flush this cluster's writes to their homes and close an interval (part of every release
+    // that leaves the cluster: a lock token given back, a barrier, a fence); then give back the
+    // recalled lock tokens the flush covers.
     DsmStatus flush();
     // After the run's collective end (no handler runs any more): the region and the globals turn
     // plain read-write memory of this process, so code that runs after it (exit handlers, static

@@ -138,12 +138,24 @@ bool send_diffs(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, DiffBatch& b) {
 // Downgrade every page written in this interval, diff the twinned ones into messages per home
 // (as many as max_message() needs), wait for the homes' acks, and close the interval. coh_mu held.
 bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
+    // Every lock released before this point wrote only pages that are in the list taken below or
+    // were in an earlier flush (complete: flushes run under coh_mu): once this one is done, their
+    // tokens may leave the cluster (LockToken).
+    const uint64_t covers = rel_clock.load();
+    auto covered = [&] {
+        uint64_t f = flushed_clock.load();
+        while (f < covers && !flushed_clock.compare_exchange_weak(f, covers)) {
+        }
+    };
     std::vector<uint32_t> list;
     {
         std::lock_guard<std::mutex> d(dirty_mu);
         list.swap(dirty_list);
     }
-    if (list.empty()) return true;
+    if (list.empty()) {
+        covered();
+        return true;
+    }
     std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message()));
     // In page order, a run of consecutive pages at a time: its pages locked together, so one
     // mprotect covers every writable page of the run (one per page was most of a release's cost:
@@ -174,10 +186,13 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     });
     for (uint16_t c = 0; c < n.clusters_; c++)
         if (!per_home[c].msgs.empty() && !send_diffs(*this, ep, c, per_home[c])) return false;
-    std::lock_guard<std::mutex> k(know_mu);
-    const uint32_t idx = ++vc[n.cluster_];
-    store[n.cluster_][idx] = std::move(list);
+    {
+        std::lock_guard<std::mutex> k(know_mu);
+        const uint32_t idx = ++vc[n.cluster_];
+        store[n.cluster_][idx] = std::move(list);
+    }
     n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
+    covered();
     return true;
 }
 
@@ -210,10 +225,15 @@ void DsmNode::Impl::lock_coh(RtEndpoint& ep) {
 
 DsmStatus DsmNode::flush() {
     RtEndpoint& ep = bound_or_die(*this, "a release");
-    if (!parallel()) return DsmStatus::kOk;
-    impl_->lock_coh(ep);
-    const bool ok = impl_->flush_locked(ep);
-    impl_->coh_mu.unlock();
+    bool ok = true;
+    if (parallel()) {
+        impl_->lock_coh(ep);
+        ok = impl_->flush_locked(ep);
+        impl_->coh_mu.unlock();
+    } else {
+        impl_->flushed_clock.store(impl_->rel_clock.load());  // the prefix: every cluster writes its own copy
+    }
+    if (ok) impl_->return_covered_tokens(ep);
     return ok ? DsmStatus::kOk : DsmStatus::kRuntime;
 }
 

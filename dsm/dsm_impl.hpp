@@ -27,7 +27,7 @@ enum : uint16_t {
     kHFetch = 0,    // req  u32 page                           -> reply page bytes
     kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
     kHLockAcq,      // req  u32 id, VC                         -> (deferred) VC, intervals
-    kHLockRel,      // send u32 id, VC, intervals
+    kHLockRel,      // send u32 id, VC, intervals: the lock's token back at its home (fence: req -> ack)
     kHBarrier,      // req  u32 id, u16 clusters, VC, intervals -> (deferred) VC, intervals
     kHGetsub,       // req  u32 id, i64 last, i64 nproc       -> i64
     kHFlag,         // req  u32 id, u8 op (0 clear, 1 set, 2 wait) -> ack (wait: deferred until set)
@@ -39,6 +39,7 @@ enum : uint16_t {
     kHNotices,      // req  intervals (pushed ahead of a release/barrier arrival) -> ack
     kHPull,         // req  VC from, VC to, u8 started, u16 c, u32 i -> intervals, u8 done, u16 c, u32 i
     kHPrivate,      // req  u32 n, {u32 page, u32 offset} (to cluster 0) -> (deferred) the union, the same form
+    kHLockRecall,   // send u32 id (home -> the token's cluster): another cluster waits, give it back when free
     kHCount
 };
 static_assert(kHCount <= kDsmHandlers);
@@ -117,8 +118,9 @@ struct CondWaiter {
     ReplyToken tok;
 };
 struct SyncObj {
-    // lock
-    bool held = false;
+    // lock: its token is at cluster `owner` (-1: here at the home) until that cluster gives it back
+    int32_t owner = -1;
+    bool recalling = false;  // a kHLockRecall went to `owner` (one per tenure)
     std::deque<std::pair<ReplyToken, VC>> queue;
     VC vc;  // knowledge of the last release
     // flag
@@ -132,6 +134,22 @@ struct SyncObj {
     uint16_t bar_expect = 0;
     std::vector<std::pair<ReplyToken, VC>> bar_arrived;
     VC bar_vc;
+};
+
+// The fence lock (sync id 0) keeps a home-held token: its release always goes home (and is acked).
+inline constexpr uint32_t kFenceLock = 0;
+
+// This cluster's side of a lock other than the fence lock (dsm_sync.cpp). The lock's token stays at
+// the cluster that acquired it last: its threads re-acquire it and hand it to each other with no
+// message, and a release sends nothing, until the home recalls it for another cluster. It leaves
+// with the cluster's write notices, after a flush that covers its last release here.
+struct LockToken {
+    bool here = false;        // the token is at this cluster
+    bool held = false;        // a thread of this cluster holds the lock
+    bool requesting = false;  // a thread of this cluster asked the home for it
+    bool recalled = false;    // the home wants it back (another cluster waits)
+    uint64_t released = 0;    // rel_clock at its last release here
+    VC at_grant;              // the lock's time at this cluster's grant
 };
 
 struct LocalBarrier {
@@ -188,7 +206,23 @@ struct DsmNode::Impl {
     std::vector<VC> home_has;
 
     std::mutex held_mu;
-    std::unordered_map<uint32_t, VC> held;  // locks this cluster holds: the lock's knowledge at grant
+    std::unordered_map<uint32_t, VC> held;  // the fence lock while held here: its knowledge at grant
+
+    // Lock tokens (LockToken). A token may leave only once a flush that began after its last
+    // release here has completed: rel_clock counts releases, flushed_clock is the rel_clock a
+    // completed flush began at. The service thread gives a recalled idle token back at once when
+    // that holds; otherwise the lock waits in recalled_idle for a compute thread's flush
+    // (flush_wanted: the next sync operation or wait of any thread of the cluster flushes).
+    std::mutex tok_mu;
+    std::unordered_map<uint32_t, LockToken> tokens;
+    std::vector<uint32_t> recalled_idle;
+    std::atomic<bool> flush_wanted{false};
+    std::atomic<uint64_t> rel_clock{0}, flushed_clock{0};
+    // Threads of this cluster waiting for a token held or asked for by another of its threads
+    // sleep on their endpoints; tok_gen changes (and they are woken) when a token is released,
+    // arrives, leaves, or a recall waits for a flush.
+    std::atomic<uint64_t> tok_gen{0};
+    std::atomic<uint32_t> tok_waiters{0};
 
     std::mutex bar_mu;
     std::unordered_map<uint32_t, LocalBarrier> bars;
@@ -318,6 +352,8 @@ struct DsmNode::Impl {
     // client side (releases, barrier arrivals): inline when they fit, else pushed to `home` first
     // in acked kHNotices chunks and none inline
     bool push_intervals(Wr& w, const VC& from, const VC& to, uint16_t home, RtEndpoint& ep);
+    // inline when they fit, else into `ahead` as kHNotices chunks (to go first) and none inline
+    void split_intervals(Wr& w, const VC& from, const VC& to, std::vector<Wr>& ahead);
     // as many intervals from `cur` on as fit in `limit` bytes of w; true when (from, to] is done
     bool encode_intervals_chunk(Wr& w, const VC& from, const VC& to, NoticeCursor& cur, size_t limit);
     size_t intervals_bytes(const VC& from, const VC& to);
@@ -329,7 +365,22 @@ struct DsmNode::Impl {
     // `from` raised to what `home` is known to hold (never beyond `to`); and learning what it holds.
     VC from_for_home(uint16_t home, VC from, const VC& to);
     void home_holds(uint16_t home, const VC& v);
-    DsmStatus release(uint32_t id, bool wait);  // dsm_sync.cpp
+    // dsm_sync.cpp
+    DsmStatus release(uint32_t id, bool wait);  // the fence lock's release
+    DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
+    // The messages that give token `id` back to its home (notices that do not fit go ahead, then
+    // the kHLockRel); the token leaves this cluster. tok_mu held.
+    std::vector<Wr> token_return(uint32_t id, LockToken& t);
+    void send_token_return(RtEndpoint& ep, uint32_t id, std::vector<Wr>& msgs);
+    // After a flush: every recalled idle token it covers goes back (from the endpoint that flushed).
+    void return_covered_tokens(RtEndpoint& ep);
+    void tokens_changed();  // tok_gen, and the waiting threads woken
+    // A compute thread at a sync operation or waiting: the flush a recalled idle token waits for.
+    void serve_recalls();
+    // Before a thread blocks on another cluster (a lock request, WAITPAUSE, a condition variable):
+    // a flush when a lock was released here since the last one, so every idle token can leave
+    // while it waits (the service thread gives them back).
+    void flush_if_released();
     // dsm.cpp
     void register_handlers();
     bool map_pages(std::string& err);  // the page records (see `pages`)

@@ -105,25 +105,28 @@ void DsmNode::Impl::encode_intervals(Wr& w, const VC& from, const VC& to) {
     encode_vc(w, to);
 }
 
-bool DsmNode::Impl::push_intervals(Wr& w, const VC& from, const VC& to, uint16_t home, RtEndpoint& ep) {
+void DsmNode::Impl::split_intervals(Wr& w, const VC& from, const VC& to, std::vector<Wr>& ahead) {
     const size_t limit = rt.max_message();
     NoticeCursor cur;
     if (w.b.size() + intervals_bytes(from, to) <= limit) {
         encode_intervals_chunk(w, from, to, cur, SIZE_MAX);
-        return true;
+        return;
     }
+    for (bool done = false; !done;) done = encode_intervals_chunk(ahead.emplace_back(), from, to, cur, limit);
+    w.put<uint32_t>(0);
+}
+
+bool DsmNode::Impl::push_intervals(Wr& w, const VC& from, const VC& to, uint16_t home, RtEndpoint& ep) {
     // Ahead of the message, in acked chunks: the home stores them before the message needs them.
+    std::vector<Wr> ahead;
+    split_intervals(w, from, to, ahead);
     std::vector<uint8_t> ack;
-    for (bool done = false; !done;) {
-        Wr q;
-        done = encode_intervals_chunk(q, from, to, cur, limit);
+    for (Wr& q : ahead)
         if (ep.request(service(home), h(kHNotices), RtBytes{q.b.data(), uint32_t(q.b.size())}, {}, ack) !=
             RtStatus::kOk) {
             set_error("pushing write notices to cluster " + std::to_string(home) + ": " + ep.last_error());
             return false;
         }
-    }
-    w.put<uint32_t>(0);
     return true;
 }
 
@@ -251,14 +254,16 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
 }
 
 namespace {
-// Notices pushed ahead of a release or barrier arrival that could not carry them all.
+// Notices pushed ahead of a release or barrier arrival that could not carry them all: acked
+// requests, or one-way from a service thread giving a lock token back (which cannot wait for an
+// ack; its messages to the home arrive in the order sent, the token's last).
 void h_notices(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     if (!I->store_intervals(r))
         fprintf(stderr, "iccs dsm: cluster %u: malformed write notices from cluster %u dropped\n",
                 unsigned(I->n.cluster()), unsigned(m.src.cluster));
-    self.reply(m.token(), {});
+    if (m.req_id) self.reply(m.token(), {});
 }
 
 // One chunk of the notices (from, to] a grant or barrier reply left out (kNoticesPull).

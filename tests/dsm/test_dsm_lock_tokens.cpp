@@ -1,0 +1,169 @@
+// Lock ownership (dsm/README.md, "Locks"): a lock's token stays at the cluster that acquired it
+// last. Re-acquires there and hand-offs between its threads send nothing; a token that moves
+// between clusters carries the writes made under it; a cluster waiting for a lock while another
+// waits for a token it released (not yet flushed) does not deadlock.
+#include <chrono>
+#include <string>
+
+#include "dsm_machine.hpp"
+
+using namespace dsmtest;
+
+namespace {
+uint64_t offset_of(DsmNode& n, void* p) { return uint64_t(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(n.base())); }
+
+uint64_t msgs_sent(Machine& m, uint16_t c) {
+    uint64_t s = 0;
+    for (uint16_t t = 0; t < m.T; t++) s += m.world.runtime(c).endpoint(t).counters().msgs_sent;
+    return s;
+}
+}  // namespace
+
+TEST_CASE("dsm locks: a lock re-acquired by the cluster that holds its token sends no message", "[dsm-locks]") {
+    Machine m(2, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(3 * 4096, 4096));
+    constexpr uint32_t kLock = 5;  // homed at cluster 1: the first acquire by cluster 0 is remote
+    constexpr int kRounds = 200;
+    Failures f;
+    std::atomic<int> ready{0};
+    std::atomic<uint64_t> sent_before{0}, sent_after{0};
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        if (c == 0) {
+            // The token comes to cluster 0 once; then both of its threads take the lock 2 x 200
+            // times, handing it to each other, writing 3 pages under it.
+            if (t == 0) {
+                if (n.lock(kLock) != DsmStatus::kOk || n.unlock(kLock) != DsmStatus::kOk) f.fail(DsmNode::error());
+                sent_before = msgs_sent(m, 0);
+            }
+            ready++;
+            while (ready.load() < 2) std::this_thread::yield();
+            for (int r = 0; r < kRounds; r++) {
+                if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+                const uint32_t v = d[0];
+                for (uint32_t i = 0; i < 3 * 1024; i += 512) {
+                    if (d[i] != v) f.fail("d[" + std::to_string(i) + "] = " + std::to_string(d[i]) + ", d[0] = " + std::to_string(v));
+                    d[i] = v + 1;
+                }
+                if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+            }
+            ready++;
+            while (ready.load() < 4) std::this_thread::yield();
+            if (t == 0) sent_after = msgs_sent(m, 0);
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Cluster 1 acquires it once: the token leaves cluster 0 with the writes.
+        if (c == 1 && t == 0) {
+            if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock at cluster 1: " + DsmNode::error());
+            for (uint32_t i = 0; i < 3 * 1024; i += 512)
+                if (d[i] != 2 * kRounds) f.fail("cluster 1 saw d[" + std::to_string(i) + "] = " + std::to_string(d[i]));
+            if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock at cluster 1: " + DsmNode::error());
+        }
+    });
+    f.check();
+    const DsmCounters& k0 = m.nodes[0]->counters();
+    INFO(m.nodes[0]->format_counters());
+    CHECK(k0.lock_acquires.load() == 1 + 2 * kRounds);
+    CHECK(k0.lock_requests.load() == 1);  // the first acquire only
+    CHECK(sent_after.load() == sent_before.load());  // 400 acquires and releases: not one message
+    CHECK(k0.intervals.load() <= 1);                 // nor a flush (the barrier's at most)
+    CHECK(m.nodes[1]->counters().lock_requests.load() == 1);
+}
+
+TEST_CASE("dsm locks: a lock passed around every thread of every cluster carries the writes made under it",
+          "[dsm-locks]") {
+    const uint16_t C = GENERATE(2, 3);
+    const uint16_t T = 2;
+    Machine m(C, T);
+    // A turn counter and 4 pages (homed at different clusters) that must equal it.
+    constexpr uint32_t kWords = 4 * 1024;
+    uint64_t off_turn = 0, off_d = 0;
+    for (auto& n : m.nodes) {
+        off_turn = offset_of(*n, n->alloc(sizeof(uint32_t)));
+        off_d = offset_of(*n, n->alloc(kWords * 4, 4096));
+    }
+    constexpr uint32_t kRounds = 25, kLock = 3;
+    const uint32_t players = uint32_t(C) * T;
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* turn = m.at<uint32_t>(c, off_turn);
+        auto* d = m.at<uint32_t>(c, off_d);
+        const uint32_t me = uint32_t(c) * T + t;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        for (uint32_t r = 0; r < kRounds && f.n.load() == 0; r++) {
+            const uint32_t mine = r * players + me;  // the turn this thread waits for
+            for (bool done = false; !done;) {
+                if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+                if (*turn == mine) {
+                    for (uint32_t i = 0; i < kWords; i += 256)
+                        if (d[i] != mine) {
+                            f.fail("thread " + std::to_string(me) + " at turn " + std::to_string(mine) + " saw d[" +
+                                   std::to_string(i) + "] = " + std::to_string(d[i]));
+                            break;
+                        }
+                    for (uint32_t i = 0; i < kWords; i += 256) d[i] = mine + 1;
+                    *turn = mine + 1;
+                    done = true;
+                }
+                if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+                if (std::chrono::steady_clock::now() > until) {
+                    f.fail("thread " + std::to_string(me) + " never got turn " + std::to_string(mine));
+                    return;
+                }
+            }
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (*turn != kRounds * players) f.fail("final turn " + std::to_string(*turn));
+    });
+    f.check();
+    for (uint16_t c = 0; c < C; c++) {
+        INFO(m.nodes[c]->format_counters());
+        const DsmCounters& k = m.nodes[c]->counters();
+        // The token went to every cluster and was recalled from each (a round passes through all).
+        CHECK(k.lock_requests.load() >= kRounds);
+        CHECK(k.lock_returns.load() >= kRounds - 1);
+        CHECK(k.lock_acquires.load() > k.lock_requests.load());  // its two threads also passed it locally
+        CHECK(k.invalidations.load() > 0);
+    }
+}
+
+TEST_CASE("dsm locks: a cluster waiting for a lock gives back a token it released before (no deadlock), with "
+          "its writes",
+          "[dsm-locks]") {
+    // Cluster 1 holds M and waits for L; cluster 0 released L (its token still there, its write not
+    // flushed) and waits for M. Cluster 0 must give L back while it waits.
+    Machine m(2, 1);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
+    constexpr uint32_t kL = 4, kM = 7;  // homes: cluster 0 and cluster 1
+    Failures f;
+    std::atomic<int> step{0};
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        auto* y = m.at<uint32_t>(c, off + 4096);
+        if (c == 1) {
+            if (n.lock(kM) != DsmStatus::kOk) f.fail("cluster 1 lock M: " + DsmNode::error());
+            step = 1;
+            while (step.load() < 2) std::this_thread::yield();
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 1 lock L: " + DsmNode::error());
+            if (*x != 41) f.fail("cluster 1 got L and saw x = " + std::to_string(*x) + ", not 41");
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock L: " + DsmNode::error());
+            *y = 42;
+            if (n.unlock(kM) != DsmStatus::kOk) f.fail("cluster 1 unlock M: " + DsmNode::error());
+        } else {
+            while (step.load() < 1) std::this_thread::yield();
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 0 lock L: " + DsmNode::error());
+            *x = 41;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 0 unlock L: " + DsmNode::error());
+            step = 2;
+            if (n.lock(kM) != DsmStatus::kOk) f.fail("cluster 0 lock M: " + DsmNode::error());
+            if (*y != 42) f.fail("cluster 0 got M and saw y = " + std::to_string(*y) + ", not 42");
+            if (n.unlock(kM) != DsmStatus::kOk) f.fail("cluster 0 unlock M: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    CHECK(m.nodes[0]->counters().lock_returns.load() == 1);  // L went back; M stayed at cluster 0
+    CHECK(m.nodes[1]->counters().lock_returns.load() == 1);  // M went back
+}
