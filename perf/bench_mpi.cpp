@@ -191,8 +191,9 @@ int bench_mpi(const BenchMpiOptions& o) {
     std::filesystem::remove_all(tmp, ec);
 
     const unsigned cores = std::thread::hardware_concurrency();
-    // Threads that want a core: 2 ranks spinning in MPI's progress loop, and for an iccs path an
-    // agent per cluster (a bridge per rank, a proxy): more than this host has.
+    // Threads that want a core: the ranks in MPI's progress loop, and for an iccs path an agent
+    // per cluster (a bridge per rank, a proxy): more than this host has, the iccs ranks block in
+    // their waits instead of polling (mpi/provider/README.md, "Waiting").
     const unsigned iccs_threads = 2 * o.ranks_per_cluster + 2 * (o.ranks_per_cluster + 1);
     auto value = [&](const std::string& path, const std::string& kind, uint64_t size) {
         auto f = figs.find(path);
@@ -308,10 +309,10 @@ int bench_mpi(const BenchMpiOptions& o) {
     std::printf("  iccs-memif beats tcp;ofi_rxm and udp;ofi_rxd at every size up to 64 KiB: %s\n",
                 ofi_compared == 0 ? "NOT MEASURED (neither ofi path ran)" : beats_ofi ? "MET" : "NOT MET");
     if (iccs_threads > cores)
-        std::printf("  note: an iccs run wants %u threads (2 ranks spinning in MPI's progress loop, an agent per cluster with "
-                    "a bridge per rank and a proxy) on %u cores: its figures are oversubscribed ones, not those of a host "
-                    "with a core for each\n",
-                    iccs_threads, cores);
+        std::printf("  note: an iccs run wants %u threads (%u ranks in MPI's progress loop, an agent per cluster with "
+                    "a bridge per rank and a proxy) on %u cores: its figures are oversubscribed ones (the iccs ranks "
+                    "block in their waits), not those of a host with a core for each\n",
+                    iccs_threads, 2 * o.ranks_per_cluster, cores);
     for (const auto& [p, e] : failed) std::printf("  FAILED %s: %s\n", p.c_str(), e.c_str());
     return failed.empty() ? 0 : 1;
 }
