@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "activity.hpp"
@@ -63,14 +64,30 @@ bool afp_fabric_up(const ClusterPlan& plan) {
         return false;
     }
     sh("sysctl -w net.ipv6.conf." + br + ".disable_ipv6=1");
+    const uint32_t run_hash = static_cast<uint32_t>(std::hash<std::string>{}(plan.run_id));
     for (uint16_t c = 0; c < plan.clusters; ++c)
         for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) {
             const std::string a = afp_ifname(plan, c, p);
             std::string b = a;
             b[1] = 'b';
             const std::string mtu = std::to_string(plan.mtu_bytes);
-            if (!sh("ip link add " + a + " mtu " + mtu + " type veth peer name " + b + " mtu " + mtu) ||
-                !sh("ip link set " + b + " master " + br) || !sh("ip link set " + b + " up") ||
+            // The proxy's end gets an interface index of our choosing. DPDK 22.11's af_packet
+            // PMD joins each socket to the fanout group (its pid ^ ifindex) & 0xffff, and the
+            // kernel refuses (EINVAL) a group id already used on another interface: with the
+            // kernel's consecutive indexes (ours n, n + 2, ...) two clusters whose pids differ by
+            // 2 (a process or thread made between the launcher's forks, on a busy host) met in one
+            // group and the second could not create its port ("could not set PACKET_FANOUT").
+            // Indexes whose low 16 bits are multiples of 256 differ from each other in bits 8-15
+            // only, which pids that differ by less than 256 never do in the same way.
+            const uint32_t slot = uint32_t{c} * 64 + p;
+            const uint32_t low = (slot & 0xff) << 8;
+            bool made = false;
+            for (uint32_t attempt = 0; attempt < 16 && !made; ++attempt) {  // (an index in use: the next)
+                const uint32_t index = 0x10000u * (1 + (run_hash + attempt * 7919 + (slot >> 8)) % 30000) + low;
+                made = sh("ip link add " + a + " index " + std::to_string(index) + " mtu " + mtu + " type veth peer name " +
+                          b + " mtu " + mtu);
+            }
+            if (!made || !sh("ip link set " + b + " master " + br) || !sh("ip link set " + b + " up") ||
                 !sh("ip link set " + a + " up")) {
                 std::fprintf(stderr, "iccs: cannot create veth pair %s/%s on bridge %s\n", a.c_str(), b.c_str(),
                              br.c_str());
