@@ -22,9 +22,17 @@ def fault_lines(out):
 
 
 def share_ok(count, frames, p):
-    """The fault injection's count against its probability: between half and twice p x frames
-    (a binomial count of thousands of frames lies far inside; a knob ignored gives 0)."""
-    return frames > 0 and 0.5 * p * frames <= count <= 2 * p * frames + 10
+    """The fault injection's count against its probability: between half and twice p x frames, or
+    within 4.5 standard deviations of it (a binomial count: with p x frames = 26, 13 is 2.5 sigma
+    low, which the band alone refused about once in 170 proxies; 4.5 sigma, about once in 300,000);
+    a knob ignored gives 0, refused whenever p x frames >= 10 (P(0) = e^-10 for a working knob)."""
+    if frames <= 0:
+        return False
+    mean = p * frames
+    sigma = (frames * p * (1 - p)) ** 0.5
+    if count == 0 and mean >= 10:
+        return False
+    return 0.5 * mean <= count <= 2 * mean + 10 or abs(count - mean) <= 4.5 * sigma
 
 
 def check_knobs(asked, out):
