@@ -10,10 +10,22 @@ void ArpTable::add_static(Ipv4Addr ip, const MacAddr& mac) {
     for (Entry& e : entries_)
         if (e.ip == ip) {
             e.mac = mac;
+            statics_ += e.is_static ? 0 : 1;
             e.is_static = true;
             return;
         }
     entries_.push_back(Entry{ip, mac, true, ++clock_});
+    ++statics_;
+}
+
+uint32_t ArpTable::static_index(Ipv4Addr ip) const {
+    uint32_t i = 0;
+    for (const Entry& e : entries_) {
+        if (!e.is_static) continue;
+        if (e.ip == ip) return i;
+        ++i;
+    }
+    return UINT32_MAX;
 }
 
 void ArpTable::learn(Ipv4Addr ip, const MacAddr& mac) {

@@ -75,7 +75,9 @@ namespace iccs {
     const uint16_t frag = __builtin_bswap16(static_cast<uint16_t>(w0 >> 48));
     if ((frag & (kIpFlagMF | kIpFragOffMask)) != 0) {
         ++ctr_.ip_frag_rx;
-        p = reass_.ipv4_reassemble(p, now_ns, ctr_);
+        // Quotas per configured peer (its static ARP entry), a small shared one for strangers.
+        const Ipv4Addr src{__builtin_bswap32(static_cast<uint32_t>(w1 >> 32))};
+        p = reass_.ipv4_reassemble(p, now_ns, ctr_, arp_.static_index(src), arp_.static_count());
         if (p == nullptr) return;  // held, or dropped and counted
         // the datagram carries the first fragment's header (maybe with options)
         whole_hlen = (p->data()[0] & 0x0fu) * 4u;

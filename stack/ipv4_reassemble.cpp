@@ -49,6 +49,7 @@ struct Ipv4Reassembler::Slot {
     bool live = false;
     bool last_seen = false;
     uint8_t proto = 0;
+    uint32_t cls = 0;          // the source class whose quota it counts against
     uint16_t id = 0;
     uint32_t src = 0;
     uint32_t dst = 0;
@@ -91,6 +92,14 @@ void Ipv4Reassembler::drop_slot(Slot& s) {
     s.reset();
 }
 
+Ipv4Reassembler::Quota Ipv4Reassembler::quota(uint32_t cls, uint32_t peers) const {
+    if (peers == 0) return Quota{cfg_.max_datagrams, cfg_.max_bytes};
+    const Quota shared{std::max<uint32_t>(1, cfg_.max_datagrams / 8), std::max<uint64_t>(1, cfg_.max_bytes / 16)};
+    if (cls >= peers) return shared;
+    return Quota{std::max<uint32_t>(1, (cfg_.max_datagrams - shared.datagrams) / peers),
+                 std::max<uint64_t>(1, (cfg_.max_bytes - shared.bytes) / peers)};
+}
+
 uint32_t Ipv4Reassembler::datagrams_held() const {
     uint32_t n = 0;
     for (const Slot* s : slots_) n += s->live ? 1u : 0u;
@@ -106,7 +115,8 @@ void Ipv4Reassembler::expire(uint64_t now_ns, StackCounters& ctr) {
     }
 }
 
-PktBuf* Ipv4Reassembler::ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCounters& ctr) {
+PktBuf* Ipv4Reassembler::ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCounters& ctr, uint32_t source,
+                                         uint32_t peers) {
     // The one exit of every drop: count it, drop the datagram it condemns (if any), free it.
     auto drop = [&](uint64_t& counter, Slot* whole) -> PktBuf* {
         ++counter;
@@ -126,9 +136,11 @@ PktBuf* Ipv4Reassembler::ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCou
     const bool more = h.more_frags();
     if (off == 0 && !more) return frag;  // not a fragment: the whole datagram already
 
+    const uint32_t cls = peers == 0 ? 0 : std::min(source, peers);  // peers: the strangers' class
     Slot* s = nullptr;
     Slot* spare = nullptr;
-    uint32_t live = 0;
+    uint32_t live = 0;      // partial datagrams of this class
+    uint64_t held = 0;      // and the bytes they pin
     for (Slot* c : slots_) {
         if (c->live && now_ns >= c->deadline_ns) {  // the scan visits every slot: expire on the way
             ++ctr.drop_reass_timeout;
@@ -138,7 +150,10 @@ PktBuf* Ipv4Reassembler::ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCou
             if (spare == nullptr) spare = c;
             continue;
         }
-        ++live;
+        if (c->cls == cls) {
+            ++live;
+            held += c->pinned;
+        }
         if (c->id == h.id.get() && c->src == h.src.get() && c->dst == h.dst.get() &&
             c->proto == h.proto)
             s = c;
@@ -172,35 +187,39 @@ PktBuf* Ipv4Reassembler::ipv4_reassemble(PktBuf* frag, uint64_t now_ns, StackCou
         pos = static_cast<size_t>(it - s->frags.begin());
     }
 
-    // Over a cap the oldest partial datagram goes (counted), as Linux evicts: under loss the
-    // oldest is the one most likely to have lost a fragment for good, and keeping it instead
-    // would stall every new fragmented datagram until the timeout. A fragment larger than the
-    // whole budget is dropped itself.
+    // Over its quota a class loses its own oldest partial datagram (counted), as Linux evicts:
+    // under loss the oldest is the one most likely to have lost a fragment for good, and keeping
+    // it instead would stall every new fragmented datagram until the timeout. Another class's
+    // datagrams are never touched. A fragment larger than the whole quota is dropped itself.
+    const Quota q = quota(cls, peers);
     const uint32_t pinned = pinned_bytes(frag);
-    if (pinned > cfg_.max_bytes) return drop(ctr.drop_reass_cap, nullptr);
+    if (pinned > q.bytes) return drop(ctr.drop_reass_cap, nullptr);
     auto evict_oldest = [&]() -> bool {
         Slot* oldest = nullptr;
         for (Slot* c : slots_)
-            if (c->live && c != s && (oldest == nullptr || c->deadline_ns < oldest->deadline_ns)) oldest = c;
+            if (c->live && c != s && c->cls == cls && (oldest == nullptr || c->deadline_ns < oldest->deadline_ns))
+                oldest = c;
         if (oldest == nullptr) return false;
         ++ctr.drop_reass_cap;
+        held -= oldest->pinned;
+        --live;
         drop_slot(*oldest);
         if (spare == nullptr) spare = oldest;
-        --live;
         return true;
     };
-    while (bytes_held_ + pinned > cfg_.max_bytes)
+    while (held + pinned > q.bytes)
         if (!evict_oldest()) return drop(ctr.drop_reass_cap, s);
     if (s == nullptr) {
-        while (live >= cfg_.max_datagrams)
+        while (live >= q.datagrams)
             if (!evict_oldest()) return drop(ctr.drop_reass_cap, nullptr);
-        if (spare == nullptr) {  // slots_ grows at most to max_datagrams (reserved)
+        if (spare == nullptr) {  // slots_ grows to the sum of the quotas (max_datagrams, reserved)
             spare = new Slot;
             spare->frags.reserve(kFragsReserved);
             slots_.push_back(spare);
         }
         s = spare;
         s->live = true;
+        s->cls = cls;
         s->id = h.id.get();
         s->src = h.src.get();
         s->dst = h.dst.get();

@@ -54,6 +54,10 @@ class ArpTable {
     void learn(Ipv4Addr ip, const MacAddr& mac);  // replaces the oldest dynamic entry when full
     const MacAddr* lookup(Ipv4Addr ip) const;
     uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
+    // The configured peers are the static entries (the proxy adds one per peer proxy): how many,
+    // and which of them ip is (UINT32_MAX: none). For reassembly's quotas.
+    uint32_t static_count() const { return statics_; }
+    uint32_t static_index(Ipv4Addr ip) const;
 
    private:
     struct Entry {
@@ -64,6 +68,7 @@ class ArpTable {
     };
     std::vector<Entry> entries_;
     uint32_t cap_;
+    uint32_t statics_ = 0;
     uint64_t clock_ = 0;
 };
 
