@@ -27,15 +27,6 @@ uint64_t random_u64() {
     return v;
 }
 
-// The challenge for a SYN with a new token: a keyed mix of that SYN (splitmix64 finalizer), so a
-// flood of forged SYNs costs no system call and each gets the same answer when repeated.
-static uint32_t challenge_of(uint64_t secret, uint64_t token, uint32_t seq) {
-    uint64_t z = secret ^ token ^ (uint64_t{seq} << 17);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return static_cast<uint32_t>(z ^ (z >> 31));
-}
-
 static inline bool seq_lt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 static inline bool seq_le(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
 
@@ -49,8 +40,10 @@ SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel
     snd_mask_ = cfg_.snd_buf_datagrams - 1;
     rcv_.reset(new RecvSlot[cfg_.rcv_buf_datagrams]);
     rcv_mask_ = cfg_.rcv_buf_datagrams - 1;
-    local_token_ = cfg_.run_token != 0 ? cfg_.run_token : random_u64();
+    // A token per sub-connection: a peer that sees one learns nothing of the others.
+    local_token_ = cfg_.run_token != 0 ? slidwin_subconn_token(cfg_.run_token, local_id, remote_id) : random_u64();
     iss_ = cfg_.random_isn ? static_cast<uint32_t>(random_u64()) : cfg_.initial_seq;
+    nonce_ = cfg_.nonce != 0 ? cfg_.nonce : random_u64() | 1;  // never 0: an echo of 0 means none
     snd_una_ = snd_sent_ = snd_nxt_ = iss_;
     highest_sacked_ = iss_;
     // The peer's window stays closed (right edge = ISN) until it acks our SYN: data waits.
@@ -59,7 +52,7 @@ SubConnection::SubConnection(const SlidwinConfig& cfg, PktPool& pool, TimerWheel
     hdr_len_ = kSlidwinHdrLen + (cfg_.auth ? kSlidwinAuthLen : 0);
     rto_ns_ = cfg_.rto_initial_ns;
     syn_interval_ns_ = cfg_.rto_initial_ns;
-    challenge_secret_ = random_u64();
+    budget_ = cfg_.handshake_burst;
     rto_timer_.fn = &SubConnection::on_rto;
     delack_timer_.fn = &SubConnection::on_delack;
     persist_timer_.fn = &SubConnection::on_persist;
@@ -87,7 +80,11 @@ std::string SubConnection::to_string() const {
     std::snprintf(s, sizeof s,
                   "subconn %u->%u %s snd[una %u sent %u nxt %u right %u] rcv[user %u nxt %u wnd %u] rto %lluus%s",
                   local_id_, remote_id_,
-                  restarted_ ? "restarted" : established() ? "established" : peer_known_ ? "syn-received" : "syn-sent",
+                  restarted_                             ? "restarted"
+                  : established()                        ? "established"
+                  : peer_state_ == PeerState::kConfirmed ? "confirmed"
+                  : peer_state_ == PeerState::kTentative ? "syn-received"
+                                                         : "syn-sent",
                   snd_una_, snd_sent_, snd_nxt_, peer_right_, rcv_user_, rcv_nxt_,
                   rcv_window(), static_cast<unsigned long long>(rto_ns_ / 1000),
                   rto_timer_.armed ? (" (timer armed, expires " + std::to_string(rto_timer_.expires_ns) + ")").c_str() : "");
@@ -142,6 +139,7 @@ inline void SubConnection::write_hdr(uint8_t* raw, uint8_t flags, uint32_t seq, 
     if (ts_recent_valid_) flags = static_cast<uint8_t>(flags | kSwTsEcr);
     write_words(raw, flags, seq, rcv_nxt_, wnd, bits, now_ns);
     last_adv_right_ = rcv_nxt_ + wnd;
+    last_ack_sent_ = rcv_nxt_;
     // Whatever ack was owed goes out with this datagram.
     unacked_in_order_ = 0;
     ack_now_ = false;
@@ -219,10 +217,8 @@ inline void SubConnection::process_ack(const SlidwinAck& h, uint64_t now_ns) {
 
 void SubConnection::process_ack_news(const SlidwinAck& h, uint64_t now_ns) {
     const uint32_t ack = h.ack;  // within the window: checked by in_window() before any state changed
-    bool news = false;  // this ack acknowledges something for the first time
     const bool advanced = seq_lt(snd_una_, ack);
     if (advanced) {
-        news = true;
         for (uint32_t s = snd_una_; s != ack; ++s) {
             SendSlot& slot = snd_[s & snd_mask_];
             if (slot.p != nullptr) pkt_free(slot.p);
@@ -247,15 +243,16 @@ void SubConnection::process_ack_news(const SlidwinAck& h, uint64_t now_ns) {
             SendSlot& slot = snd_[s & snd_mask_];
             if (slot.sacked) continue;
             // The receiver keeps what it sacked until delivery (it never reneges): free ours now.
-            news = true;
             slot.sacked = true;
             if (slot.p != nullptr) pkt_free(slot.p);
             slot.p = nullptr;
             if (seq_le(highest_sacked_, s)) highest_sacked_ = s + 1;
         }
     }
-    // The echoed timestamp times this ack's round trip, retransmission or not (RFC 7323 §4.1).
-    if (news && (h.flags & kSwTsEcr)) {
+    // The echoed timestamp times this ack's round trip, retransmission or not, when it moves the
+    // left edge (RFC 7323 §4.1): the receiver echoes the datagram that last advanced its
+    // cumulative ack (§4.3), so an ack that only sacks more echoes an older time.
+    if (advanced && (h.flags & kSwTsEcr)) {
         const uint32_t rtt_us = static_cast<uint32_t>(now_ns / 1000) - h.tsecr;
         rtt_sample(uint64_t{rtt_us} * 1000);
     }
@@ -342,25 +339,53 @@ void SubConnection::on_persist(Timer& t, uint64_t now_ns) {
 // ---------------------------------------------------------------- handshake
 
 void slidwin_start(SubConnection& sc, uint64_t now_ns) {
-    sc.send_syn(now_ns, sc.iss_, 0, false);
+    sc.send_syn(now_ns, false, 0, sc.nonce_, 0, 0);
     sc.wheel_.arm(sc.syn_timer_, now_ns + sc.syn_interval_ns_);
 }
 
-void SubConnection::send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack) {
+bool SubConnection::handshake_budget(uint64_t now_ns) {
+    const uint64_t step = cfg_.handshake_refill_ns;
+    if (step == 0) return true;
+    if (budget_ >= cfg_.handshake_burst) {
+        budget_ns_ = now_ns;  // full: the refill counts from the first spend
+    } else if (now_ns > budget_ns_ && now_ns - budget_ns_ >= step) {
+        const uint64_t add = (now_ns - budget_ns_) / step;
+        budget_ = static_cast<uint32_t>(std::min<uint64_t>(cfg_.handshake_burst, budget_ + add));
+        budget_ns_ = budget_ >= cfg_.handshake_burst ? now_ns : budget_ns_ + add * step;
+    }
+    if (budget_ == 0) return false;
+    --budget_;
+    return true;
+}
+
+void SubConnection::send_syn(uint64_t now_ns, bool with_ack, uint32_t ack, uint64_t nonce, uint64_t echo,
+                             uint64_t to_token) {
     PktBuf* p = pkt_alloc(pool_);
     if (p == nullptr) return;  // the SYN timer (or the peer's next SYN) tries again
-    uint8_t* h = pkt_append(p, hdr_len_);
-    write_words(h, static_cast<uint8_t>(kSwSyn | (with_ack ? kSwAck : 0)), seq, ack, with_ack ? rcv_window() : 0, 0,
+    uint8_t* h = pkt_append(p, hdr_len_ + kSlidwinSynBlkLen);
+    if (h == nullptr) {
+        pkt_free(p);
+        return;
+    }
+    write_words(h, static_cast<uint8_t>(kSwSyn | (with_ack ? kSwAck : 0)), iss_, ack, with_ack ? rcv_window() : 0, 0,
                 now_ns);
     if (hdr_len_ > kSlidwinHdrLen) store_u64(h + kSlidwinHdrLen, 0);
+    store_u64(h + hdr_len_, __builtin_bswap64(nonce));
+    store_u64(h + hdr_len_ + 8, __builtin_bswap64(echo));
+    if (with_ack && to_token == peer_token_) last_ack_sent_ = ack;
     ++ctr_.tx_syn;
-    link_.slidwin_transmit(*this, p);
+    link_.slidwin_transmit_handshake(*this, p, to_token);
 }
 
 void SubConnection::on_syn(Timer& t, uint64_t now_ns) {
     SubConnection& sc = *static_cast<SubConnection*>(t.ctx);
-    if (sc.synced_ || sc.restarted_) return;
-    sc.send_syn(now_ns, sc.iss_, sc.rcv_nxt_, sc.peer_known_);
+    if (sc.established() || sc.restarted_) return;
+    if (sc.peer_state_ == PeerState::kNone) {
+        sc.send_syn(now_ns, false, 0, sc.nonce_, 0, 0);
+    } else {  // the peer is known: our SYN|ACK gives it our ISN and nonce and echoes its nonce
+        sc.send_syn(now_ns, true, sc.rcv_nxt_, sc.nonce_, sc.peer_nonce_, sc.peer_token_);
+        sc.echo_sent_ = true;
+    }
     sc.syn_interval_ns_ = std::min(sc.syn_interval_ns_ * 2, sc.cfg_.syn_max_interval_ns);
     sc.wheel_.arm(sc.syn_timer_, now_ns + sc.syn_interval_ns_);
 }
@@ -381,41 +406,83 @@ void SubConnection::peer_restarted(uint64_t token) {
     link_.slidwin_peer_restarted(*this, token);
 }
 
-void SubConnection::on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns) {
-    const bool acks_us = (a.flags & kSwAck) && a.ack == iss_;
-    if (!peer_known_) {
-        ++ctr_.rx_syn;
-        peer_known_ = true;
-        peer_token_ = token;
-        peer_iss_ = seq;
-        rcv_user_ = rcv_nxt_ = seq;
-        last_adv_right_ = rcv_nxt_ + rcv_window();
-    } else if (token == peer_token_) {
-        if (seq != peer_iss_) {  // our peer's token with another ISN: not from our peer
+void SubConnection::on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t nonce, uint64_t echo,
+                              uint64_t now_ns) {
+    if (peer_state_ == PeerState::kConfirmed && token != peer_token_) {
+        on_new_token_syn(token, seq, a, nonce, echo, now_ns);
+        return;
+    }
+    // It acks our ISN and echoes our nonce: it received our SYN of this run (no replay can).
+    const bool proves = (a.flags & kSwAck) && a.ack == iss_ && echo == nonce_;
+    bool replaced = false;
+    if (peer_state_ == PeerState::kConfirmed) {
+        if (seq != peer_iss_ || nonce != peer_nonce_) {  // our peer's token, not our peer's SYN
             ++ctr_.rx_bad;
             return;
         }
-        ++ctr_.rx_syn;  // a repeated SYN: our answer was lost
-    } else {
-        // A new token: a restarted peer, or a replayed or forged SYN. Believe it only when the
-        // new token acks a challenge that only the holder of that address can have seen.
-        const uint32_t challenge = challenge_of(challenge_secret_, token, seq);
-        if (token == pending_token_ && (a.flags & kSwAck) && a.ack == challenge_) {
-            peer_restarted(token);
-            return;
+    } else if (peer_state_ == PeerState::kNone || token != peer_token_ || seq != peer_iss_ || nonce != peer_nonce_) {
+        // Tentative until it proves itself; a later SYN of another sender takes its place.
+        if (peer_state_ == PeerState::kTentative) ++ctr_.tentative_replaced;
+        peer_state_ = PeerState::kTentative;
+        peer_token_ = token;
+        peer_iss_ = seq;
+        peer_nonce_ = nonce;
+        echo_sent_ = false;
+        replaced = true;
+        rcv_user_ = rcv_nxt_ = last_ack_sent_ = seq;
+        last_adv_right_ = rcv_nxt_ + rcv_window();
+        ts_recent_valid_ = false;
+    }
+    ++ctr_.rx_syn;
+    if (proves) peer_state_ = PeerState::kConfirmed;
+    // It still lacks our echo (or never proved it has our nonce): a SYN|ACK gives both. The SYN
+    // answered last, again, is answered at most once per rto_min (its sender retries far less
+    // often; a replay may not), so repeats do not spend the budget the next sender needs.
+    if (!proves || !echo_sent_) {
+        if (!replaced && echo_sent_ && now_ns - last_answer_ns_ < cfg_.rto_min_ns) {
+            ++ctr_.drop_handshake_rate;
+        } else if (!handshake_budget(now_ns)) {
+            ++ctr_.drop_handshake_rate;
+        } else {
+            send_syn(now_ns, true, rcv_nxt_, nonce_, peer_nonce_, peer_token_);
+            echo_sent_ = true;
+            last_answer_ns_ = now_ns;
         }
+    }
+    // Confirmed: an ack without SYN tells the peer so (it opens its window to us).
+    if (proves) ack_now_ = true;
+}
+
+void SubConnection::on_new_token_syn(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t nonce,
+                                     uint64_t echo, uint64_t now_ns) {
+    // A new token on a confirmed sub-connection: a restarted peer, or a replayed or forged SYN.
+    // Believe it only when it echoes a challenge that only the holder of the configured address
+    // can have seen; one answer per challenge.
+    if (token == pending_token_ && challenge_ != 0 && (a.flags & kSwAck)) {
+        if (echo == challenge_ && a.ack == iss_) {
+            peer_restarted(token);
+        } else {
+            ++ctr_.challenge_failed;
+            pending_token_ = challenge_ = 0;
+        }
+        return;
+    }
+    if (challenged_ && now_ns - last_challenge_ns_ < cfg_.challenge_interval_ns) {
+        ++ctr_.drop_handshake_rate;
+        return;
+    }
+    // The same pending SYN again keeps its challenge (the answer may be on its way); any other
+    // SYN gets a new one.
+    if (token != pending_token_ || seq != pending_iss_ || nonce != pending_nonce_ || challenge_ == 0) {
         pending_token_ = token;
-        challenge_ = challenge;
-        ++ctr_.restart_challenges;
-        send_syn(now_ns, challenge_, seq, true);
-        return;
+        pending_iss_ = seq;
+        pending_nonce_ = nonce;
+        challenge_ = random_u64() | 1;
     }
-    if (!synced_ && !acks_us) {  // the peer lacks our ISN: a SYN|ACK gives it and acks its SYN
-        send_syn(now_ns, iss_, rcv_nxt_, true);
-        return;
-    }
-    ack_now_ = true;  // its SYN wants an ack: data going out now carries it, else a pure ack
-    if (!synced_) become_synced(a, now_ns);
+    challenged_ = true;
+    last_challenge_ns_ = now_ns;
+    ++ctr_.restart_challenges;
+    send_syn(now_ns, true, pending_iss_, challenge_, pending_nonce_, pending_token_);
 }
 
 inline bool SubConnection::in_window(uint8_t flags, uint32_t seq, uint32_t ack) const {
@@ -481,9 +548,13 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
     a.tsecr = load_be32(raw + offsetof(SlidwinHdr, tsecr));
     const uint64_t token = load_be64(raw + offsetof(SlidwinHdr, token));
     const uint32_t seq = load_be32(raw + offsetof(SlidwinHdr, seq));
-    // Every check comes before the first change of state (issue 17).
+    // Every check comes before the first change of state (issue 17). Every datagram but a plain
+    // SYN carries an ack (issue 37: a frame without one would skip the ack's window check); a
+    // SYN carries its handshake block and nothing else.
+    const bool syn = (flags & kSwSyn) != 0;
     if (version != kSlidwinVersion || load_be16(raw + offsetof(SlidwinHdr, reserved)) != 0 ||
-        ((flags & kSwData) == 0 && p->pkt_len != sc.hdr_len_) || ((flags & kSwSyn) && (flags & kSwData)) ||
+        (syn ? ((flags & kSwData) || p->pkt_len != sc.hdr_len_ + kSlidwinSynBlkLen)
+             : ((flags & kSwAck) == 0 || ((flags & kSwData) == 0 && p->pkt_len != sc.hdr_len_))) ||
         ((flags & kSwAuth) != 0) != (sc.cfg_.auth != nullptr) ||
         ((flags & kSwEnc) != 0) != (sc.cfg_.auth != nullptr && sc.cfg_.auth->encrypt)) {
         ++sc.ctr_.rx_bad;
@@ -495,22 +566,26 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    if (flags & kSwSyn) {
-        sc.on_syn_rx(token, seq, a, now_ns);
+    if (syn) {
+        uint8_t blk_scratch[kSlidwinSynBlkLen];
+        const uint8_t* blk = pkt_contig(p, sc.hdr_len_, kSlidwinSynBlkLen, blk_scratch);
+        sc.on_syn_rx(token, seq, a, load_be64(blk + offsetof(SlidwinSynBlk, nonce)),
+                     load_be64(blk + offsetof(SlidwinSynBlk, echo)), now_ns);
         pkt_free(p);
         return;
     }
-    if (!sc.peer_known_) {
+    if (sc.peer_state_ == SubConnection::PeerState::kNone) {
         ++sc.ctr_.drop_unsynced;
         pkt_free(p);
         return;
     }
     if (token != sc.peer_token_) {
-        // The restarted peer's answer to our challenge arrives as its first ack.
-        if (token == sc.pending_token_ && token != 0 && (flags & kSwAck) && a.ack == sc.challenge_)
-            sc.peer_restarted(token);
-        else
-            ++sc.ctr_.drop_token;
+        ++sc.ctr_.drop_token;
+        pkt_free(p);
+        return;
+    }
+    if (sc.peer_state_ != SubConnection::PeerState::kConfirmed) {  // a tentative token proves nothing
+        ++sc.ctr_.drop_unsynced;
         pkt_free(p);
         return;
     }
@@ -519,19 +594,24 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
-    if (flags & kSwAck) {
-        if (!sc.synced_)
-            sc.become_synced(a, now_ns);
-        else
-            sc.process_ack(a, now_ns);
-    }
+    // The peer sends without SYN only once it confirmed us: its first such ack ends our handshake.
+    if (!sc.synced_)
+        sc.become_synced(a, now_ns);
+    else
+        sc.process_ack(a, now_ns);
     if (flags & kSwAckReq) sc.ack_now_ = true;
     if ((flags & kSwData) == 0) {
         pkt_free(p);
         return;
     }
-    sc.ts_recent_ = load_be32(raw + offsetof(SlidwinHdr, tsval));
-    sc.ts_recent_valid_ = true;
+    // RFC 7323 §4.3: the timestamp to echo comes from a datagram at or below the ack we sent last
+    // (the in-order one, or a retransmission of one we acked: never one beyond a hole) and never
+    // goes back in time (PAWS): a duplicate or replay with an old timestamp changes nothing.
+    const uint32_t tsval = load_be32(raw + offsetof(SlidwinHdr, tsval));
+    if (seq_le(seq, sc.last_ack_sent_) && (!sc.ts_recent_valid_ || static_cast<int32_t>(tsval - sc.ts_recent_) >= 0)) {
+        sc.ts_recent_ = tsval;
+        sc.ts_recent_valid_ = true;
+    }
     if (seq_lt(seq, sc.rcv_nxt_)) {
         ++sc.ctr_.rx_dup;
         sc.ack_now_ = true;  // our ack may have been lost: repeat it

@@ -16,18 +16,26 @@
 // the window and the sender stops. Congestion control is out of scope here (one fabric, known
 // peers); the window bounds what is in flight.
 //
-// Who may speak (issue 17): each end has a run token (its cluster's, drawn at start-up) and a
-// random initial sequence number (ISN). A new sub-connection sends SYN (its token and ISN) until
-// the peer's ack of that ISN arrives, and learns the peer's token and ISN from the peer's SYN;
-// data waits until then (the peer's window is closed), so nothing sent is thrown away. Every
-// received datagram is checked before it touches any state: the token must be the peer's
-// (`drop_token`), seq within [rcv_nxt - buffer, rcv_user + buffer) and ack within
-// [snd_una - buffer, snd_sent] (`drop_out_of_window`); nothing but a SYN is taken before the
-// handshake (`drop_unsynced`). A SYN with a new token on an established sub-connection may be a
-// restarted peer, or a replay: it is answered with a challenge (a SYN|ACK with a fresh random
-// number in seq) and the restart is believed only when the new token acks that number; then the
-// link hears slidwin_peer_restarted() once and the sub-connection takes nothing more.
-//
+// Who may speak (issues 17, 37): each end has a token (per sub-connection, derived from its
+// cluster's run token), a random initial sequence number (ISN) and a fresh 64-bit nonce. A new
+// sub-connection sends SYN (token, ISN, nonce) until the handshake is done. The peer's token is
+// only tentative when its SYN arrives (a replayed or forged SYN can be that SYN): it is believed
+// (confirmed) when a SYN|ACK under it acks our ISN and echoes our nonce, which only someone who
+// received our SYN of this run can send (with a key, the SYN|ACK is under the data key of both
+// tokens as well). A later SYN with another token replaces a tentative one, so a replay cannot
+// wedge the set-up. Data waits until the peer's first ack after it confirmed us (its window is
+// closed until then). Every received datagram is checked before it touches any state: the token
+// must be the confirmed peer's (`drop_token`), every datagram but a plain SYN must carry an ack,
+// seq within [rcv_nxt - buffer, rcv_user + buffer) and ack within [snd_una - buffer, snd_sent]
+// (`drop_out_of_window`); nothing but a SYN is taken before the peer is confirmed
+// (`drop_unsynced`). A SYN with a new token on an established sub-connection may be a restarted
+// peer, or a replay: it is answered with a challenge (a SYN|ACK whose nonce is a fresh 64-bit
+// random number, at most one per `challenge_interval_ns`) and the restart is believed only when
+// the new token echoes it in its SYN|ACK; any other answer clears the challenge. Then the link
+// hears slidwin_peer_restarted() once and the sub-connection takes nothing more. Answers to SYNs
+// (and the endpoint's key set-ups for unknown tokens) draw on a small budget per sub-connection
+// (`handshake_burst`, one more per `handshake_refill_ns`): a flood of SYNs costs a bounded CPU.
+
 // Threading: a SubConnection belongs to one thread (_st), like the Stack it runs on.
 #pragma once
 
@@ -56,15 +64,22 @@ struct SlidwinConfig {
     uint64_t run_token = 0;                // this end's run token (0: the sub-connection draws one)
     bool random_isn = true;                // draw the initial sequence number (getrandom) ...
     uint32_t initial_seq = 0;              // ... or start here (tests: wrap-around, golden bytes)
+    uint64_t nonce = 0;                    // the handshake nonce: 0 draws one (tests: golden bytes)
     uint64_t syn_max_interval_ns = 100'000'000;  // SYN retransmissions back off up to this [ns]
+    uint64_t challenge_interval_ns = 10'000'000;  // restart challenges: at most one this often [ns]
+    uint32_t handshake_burst = 8;                  // SYN answers and key set-ups in a burst ...
+    uint64_t handshake_refill_ns = 500'000;        // ... and one more this often [ns]
+    // Authentication: 2^auth_epoch_shift datagrams under one key, then the next epoch's keys.
+    uint32_t auth_epoch_shift = 32;
     // Per-datagram authentication (and encryption): null = off. Every datagram then carries the
     // kSlidwinAuthLen-byte auth block after the header; the endpoint seals and opens it. Not
     // owned: whoever fills it in keeps the key alive as long as the sub-connections.
     const SlidwinAuthKey* auth = nullptr;
 };
 
-// A 64-bit random number from the kernel (getrandom): run tokens, initial sequence numbers.
-// Start-up only (a system call); aborts with the reason if the kernel has none to give.
+// A 64-bit random number from the kernel (getrandom): run tokens, initial sequence numbers,
+// nonces, restart challenges (rate-limited). A system call; aborts with the reason if the kernel
+// has none to give.
 uint64_t random_u64();
 
 #define ICCS_SLIDWIN_COUNTERS(X)                                                        \
@@ -90,7 +105,13 @@ uint64_t random_u64();
     X(drop_unknown_subconn, "datagrams for no open sub-connection or from another address") \
     X(restart_challenges, "SYNs with a new token answered with a challenge")            \
     X(peer_restarted, "peers that came back with a new run token")                      \
-    X(drop_auth, "datagrams whose authentication tag did not verify (dropped)")
+    X(drop_auth, "datagrams whose authentication tag did not verify (dropped)")          \
+    X(drop_replay, "authenticated datagrams whose counter was seen or is too old (dropped)") \
+    X(drop_handshake_rate, "handshake datagrams beyond the answer and key set-up budget")  \
+    X(tentative_replaced, "tentative peers replaced by a SYN with another token")         \
+    X(challenge_failed, "restart challenges answered wrongly (cleared)")                   \
+    X(key_setups, "authentication keys derived (handshake, new epoch)")                    \
+    X(drop_tx_nobuf, "transmissions dropped for want of a buffer (sealing a copy)")
 
 struct SlidwinCounters {
 #define X(name, doc) uint64_t name = 0;
@@ -120,6 +141,9 @@ struct SlidwinLink {
     virtual ~SlidwinLink() = default;
     // Transmit one datagram (data() at the slidwin header). Consumes one reference.
     virtual void slidwin_transmit(SubConnection& sc, PktBuf* dgram) = 0;
+    // Transmit a handshake datagram (SYN, SYN|ACK, restart challenge). to_token: the token its
+    // receiver is believed to have (0 for a plain SYN); the keys depend on it.
+    virtual void slidwin_transmit_handshake(SubConnection& sc, PktBuf* dgram, uint64_t to_token) = 0;
     // Hand one in-order message to the user (data() at the first payload byte). Return false to
     // refuse it for now (user queue full): slidwin keeps it, shrinks the window, and offers it
     // again from slidwin_deliver_pending(). On true, ownership passes to the user.
@@ -158,14 +182,20 @@ class SubConnection {
     uint32_t rcv_nxt() const { return rcv_nxt_; }
     uint64_t rto_ns() const { return rto_ns_; }
     uint64_t local_token() const { return local_token_; }
-    uint64_t peer_token() const { return peer_token_; }  // 0 until the peer's SYN arrived
+    // The peer's token: 0 until a SYN arrived, tentative until peer_confirmed().
+    uint64_t peer_token() const { return peer_token_; }
+    bool peer_confirmed() const { return peer_state_ == PeerState::kConfirmed; }
     uint64_t pending_token() const { return pending_token_; }  // a restart waiting for its answer
+    uint64_t nonce() const { return nonce_; }
     // Bytes of slidwin header in front of each payload (with the auth block when authenticating).
     uint32_t hdr_len() const { return hdr_len_; }
     uint32_t iss() const { return iss_; }                 // our initial sequence number
-    // The handshake is done both ways: we know the peer's token and ISN, and it acked ours.
-    bool established() const { return peer_known_ && synced_; }
+    // The handshake is done both ways: we confirmed the peer, and it confirmed us.
+    bool established() const { return peer_state_ == PeerState::kConfirmed && synced_; }
     bool restarted() const { return restarted_; }
+    // One unit of the handshake budget (SYN answers, key set-ups for unknown tokens); false
+    // when spent (the caller drops what needed it: drop_handshake_rate).
+    bool handshake_budget(uint64_t now_ns);
     // Counters of the endpoint (datagrams no sub-connection took) are added here by it.
     SlidwinCounters& counters_mut() { return ctr_; }
     std::string to_string() const;
@@ -197,8 +227,13 @@ class SubConnection {
     // seq (DATA) and ack (ACK) of a received datagram lie within the window.
     bool in_window(uint8_t flags, uint32_t seq, uint32_t ack) const;
     // The handshake and restarts: a few datagrams a sub-connection's life, out of the data path.
-    [[gnu::noinline, gnu::cold]] void on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t now_ns);
-    [[gnu::noinline, gnu::cold]] void send_syn(uint64_t now_ns, uint32_t seq, uint32_t ack, bool with_ack);
+    [[gnu::noinline, gnu::cold]] void on_syn_rx(uint64_t token, uint32_t seq, const SlidwinAck& a, uint64_t nonce,
+                                                uint64_t echo, uint64_t now_ns);
+    [[gnu::noinline, gnu::cold]] void on_new_token_syn(uint64_t token, uint32_t seq, const SlidwinAck& a,
+                                                       uint64_t nonce, uint64_t echo, uint64_t now_ns);
+    // A SYN (plain: with_ack false) or SYN|ACK of ours; a challenge puts its number in nonce.
+    [[gnu::noinline, gnu::cold]] void send_syn(uint64_t now_ns, bool with_ack, uint32_t ack, uint64_t nonce,
+                                               uint64_t echo, uint64_t to_token);
     [[gnu::noinline, gnu::cold]] void become_synced(const SlidwinAck& a, uint64_t now_ns);
     [[gnu::noinline, gnu::cold]] void peer_restarted(uint64_t token);
     void write_words(uint8_t* raw, uint8_t flags, uint32_t seq, uint32_t ack, uint32_t wnd, uint64_t sack,
@@ -245,20 +280,35 @@ class SubConnection {
     uint32_t unacked_in_order_ = 0;  // datagrams received since our last ack went out
     bool ack_now_ = false;           // an ack must go at the end of this burst
     uint32_t last_adv_right_ = 0;    // rcv_nxt + wnd as last advertised
-    uint32_t ts_recent_ = 0;         // tsval of the peer's latest data datagram, to echo
+    uint32_t last_ack_sent_ = 0;     // the ack field of our latest datagram (RFC 7323's Last.ACK.sent)
+    // The tsval to echo (RFC 7323 §4.3): taken only from a datagram at or below Last.ACK.sent
+    // (not one beyond a hole, nor an in-order one while an earlier one waits for its ack), and
+    // never older than the one held (PAWS), so a duplicate or replay with an old timestamp cannot
+    // change the round trip the peer measures.
+    uint32_t ts_recent_ = 0;
     bool ts_recent_valid_ = false;
 
-    // handshake and run tokens
+    // handshake and tokens
+    enum class PeerState : uint8_t { kNone, kTentative, kConfirmed };
     uint64_t local_token_, peer_token_ = 0;
     uint32_t iss_, peer_iss_ = 0;
-    bool peer_known_ = false;   // the peer's SYN arrived: its token and ISN are known
-    bool synced_ = false;       // the peer acked our ISN
+    uint64_t nonce_, peer_nonce_ = 0;
+    PeerState peer_state_ = PeerState::kNone;
+    bool echo_sent_ = false;    // a SYN|ACK echoing peer_nonce_ went out ...
+    uint64_t last_answer_ns_ = 0;  // ... last in answer to a SYN at this time
+    bool synced_ = false;       // the confirmed peer acked us without a SYN: it confirmed us
     bool restarted_ = false;    // the peer came back with a new token: take nothing more
     uint64_t syn_interval_ns_;
     Timer syn_timer_;
-    uint64_t pending_token_ = 0;  // a new token seen in a SYN, waiting for the answer to ...
-    uint32_t challenge_ = 0;      // ... this number
-    uint64_t challenge_secret_;
+    // A new token seen in a SYN on a confirmed sub-connection, challenged with a 64-bit number
+    // that its SYN|ACK must echo (once: a wrong answer clears it).
+    uint64_t pending_token_ = 0, pending_nonce_ = 0, challenge_ = 0;
+    uint32_t pending_iss_ = 0;
+    uint64_t last_challenge_ns_ = 0;
+    bool challenged_ = false;   // a challenge has gone out (last_challenge_ns_ is valid)
+    // the handshake budget (token bucket)
+    uint32_t budget_;
+    uint64_t budget_ns_ = 0;
     uint32_t hdr_len_;
 };
 

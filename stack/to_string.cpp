@@ -101,6 +101,13 @@ std::string to_string(const SlidwinHdr& h) {
     return s;
 }
 
+std::string to_string(const SlidwinSynBlk& b) {
+    char s[80];
+    std::snprintf(s, sizeof s, "syn nonce 0x%016llx echo 0x%016llx", static_cast<unsigned long long>(b.nonce.get()),
+                  static_cast<unsigned long long>(b.echo.get()));
+    return s;
+}
+
 }  // namespace iccs
 
 #include "conv_hdr.hpp"

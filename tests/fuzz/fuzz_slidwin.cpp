@@ -23,11 +23,16 @@
 //            bit 3: side (A or B); bit 4: which sub-connection; bits 4-7: counts for 5 and 6.
 //   inject: a flags byte (0x01 subconn forced to an open id (0x02 which), 0x04 version/reserved
 //           made valid, 0x08 seq put in the receiver's window, 0x10 ack put near what the
-//           receiver sent, 0x20 token made the sender's real run token, else the fuzzed bytes,
+//           receiver sent, 0x20 token made the sender's real token, 0x40 a well-formed SYN or
+//           SYN|ACK (the handshake block, nothing more; 0x80: acking the receiver's ISN and
+//           echoing its nonce, as only a peer that saw its SYN can), else the fuzzed bytes,
 //           which are almost never right), a length byte L, then 40 + L bytes of slidwin
 //           datagram, sent with A's (or B's) udp_output from port 9410 so the endpoint takes it
-//           for its peer's. Without 0x20 the run-token check must drop it (drop_token,
-//           drop_unsynced, or a restart challenge nobody can answer).
+//           for its peer's. Without 0x20 the token check must drop it (drop_token,
+//           drop_unsynced, a tentative peer the real one replaces, or a restart challenge nobody
+//           can answer). The handshake's states are all reached: SYNs and SYN|ACKs before,
+//           during and after the real handshake, tentative peers replaced, challenges sent,
+//           answered wrongly, rate-limited.
 //
 // Every real message starts with a 16-byte tag (magic, counter, direction, sub-connection) and
 // its bytes are a function of those; the harness never lets a forged datagram carry the magic.
@@ -203,6 +208,18 @@ struct World {
                 const uint64_t t = sc[side][(f >> 1) & 1]->local_token();
                 for (int i = 0; i < 8; ++i) d[32 + i] = static_cast<uint8_t>(t >> (56 - 8 * i));
             }
+            if (f & 0x40) {  // a well-formed SYN or SYN|ACK: its handshake block, nothing else
+                d.resize(kSlidwinHdrLen + kSlidwinSynBlkLen);
+                d[1] = static_cast<uint8_t>(kSwSyn | (d[1] & (kSwAck | kSwAuth | kSwEnc)));
+                if (f & 0x80) {  // that proves it saw the receiver's SYN: acks its ISN, echoes its nonce
+                    d[1] |= kSwAck;
+                    const uint32_t isn = r->iss();
+                    const uint64_t nonce = r->nonce();
+                    d[8] = static_cast<uint8_t>(isn >> 24), d[9] = static_cast<uint8_t>(isn >> 16);
+                    d[10] = static_cast<uint8_t>(isn >> 8), d[11] = static_cast<uint8_t>(isn);
+                    for (int i = 0; i < 8; ++i) d[kSlidwinHdrLen + 8 + i] = static_cast<uint8_t>(nonce >> (56 - 8 * i));
+                }
+            }
             // Only real messages carry the magic.
             if (d.size() >= kSlidwinHdrLen + 8 && std::equal(kMagic, kMagic + 8, d.begin() + kSlidwinHdrLen))
                 d[kSlidwinHdrLen] ^= 0xff;
@@ -343,9 +360,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.random_isn = false;
     cfg.initial_seq = iss;
     static const SlidwinAuthKey mac_key = [] {
-        SlidwinAuthKey k;
-        for (int i = 0; i < 32; ++i) k.secret.push_back(static_cast<uint8_t>(i * 29 + 3));
-        return k;
+        uint8_t bytes[32];
+        for (int i = 0; i < 32; ++i) bytes[i] = static_cast<uint8_t>(i * 29 + 3);
+        std::string err;
+        return *slidwin_key_from_bytes(bytes, sizeof bytes, false, "(fuzz key)", err);
     }();
     static const SlidwinAuthKey aead_key = [] {
         SlidwinAuthKey k = mac_key;

@@ -157,14 +157,20 @@ def seeds_slidwin():
     flow = bytes([0x06 | B | 1 << 4]) + b"\x00\x20" * 10 + steps + bytes([0x05 | B | 1 << 4]) + steps + bytes(
         [0x05 | B]) + steps
     yield "flow-control", slidwin(0x00, 7, 4 | 2 << 3, 0, 4, flow)
-    # slidwin v2: 40-byte header, the sender's run token last (inject flag 0x20 puts the real one in)
-    dgram = struct.pack("!BBHIIHHQIIQ", 2, 0x03, 0, 0, 0, 16, 0, 0, 0, 0, 0) + b"forged payload"
+    # slidwin v3: 40-byte header, the sender's token last (inject flag 0x20 puts the real one in);
+    # a SYN carries a 16-byte handshake block (nonce, echo)
+    dgram = struct.pack("!BBHIIHHQIIQ", 3, 0x03, 0, 0, 0, 16, 0, 0, 0, 0, 0) + b"forged payload"
     inject = bytes([0x02, 0x3D, len(dgram) - 40]) + dgram
     inject_bad_token = bytes([0x02, 0x1D, len(dgram) - 40]) + dgram
-    ack = struct.pack("!BBHIIHHQIIQ", 2, 0x06, 0, 0, 0, 0, 0, 1, 0, 0, 0)
+    ack = struct.pack("!BBHIIHHQIIQ", 3, 0x06, 0, 0, 0, 0, 0, 1, 0, 0, 0)
     inject_ack = bytes([0x02 | B, 0x3D, 0]) + ack
-    syn = struct.pack("!BBHIIHHQIIQ", 2, 0x20, 0, 5, 0, 0, 0, 0, 0, 0, 0x1122334455667788)
-    inject_syn = bytes([0x02, 0x05, 0]) + syn
+    syn = struct.pack("!BBHIIHHQIIQ", 3, 0x20, 0, 5, 0, 0, 0, 0, 0, 0, 0x1122334455667788) + struct.pack(
+        "!QQ", 0x5EED, 0)
+    inject_syn = bytes([0x02, 0x45, 16]) + syn  # a well-formed SYN of a made-up token
+    synack = struct.pack("!BBHIIHHQIIQ", 3, 0x22, 0, 5, 0, 0, 0, 0, 0, 0, 0x1122334455667788) + struct.pack(
+        "!QQ", 0x5EED, 0x1234)
+    inject_synack_wrong = bytes([0x02, 0x45, 16]) + synack  # answers a challenge wrongly
+    inject_synack_proving = bytes([0x02, 0xE5, 16]) + synack  # the real token, acking the ISN, echoing the nonce
     yield "adversarial", slidwin(0x01, 100, 4 | 4 << 3, 0, 5, inject + b"\x04\x00\x30\x04" + inject_ack + steps)
     yield "adversarial-tight-pool", slidwin(0x01, 0, 6 | 6 << 3, 1, 6, (b"\x00\xf0" * 20) + inject + steps)
     yield "auth-lossy", slidwin(0xB8, 4242, 5 | 5 << 3, 0, 10, lossy + steps + b"\x03\x80" + steps)
@@ -173,6 +179,16 @@ def seeds_slidwin():
                                               b"\x00\x30" + steps + inject + inject_ack + steps)
     yield "adversarial-wrong-token", slidwin(0x01, 9, 4 | 4 << 3, 0, 9,
                                              b"\x00\x30" + steps + inject_bad_token + inject_syn + steps + inject + steps)
+    # The handshake's states: a made-up SYN before the real one (tentative, replaced), the same
+    # during and after it (a restart challenge, answered wrongly, rate-limited), and an insider's
+    # proving SYN|ACK.
+    yield "handshake-forged-syn-first", slidwin(0x01, 31, 4 | 4 << 3, 0, 14, inject_syn + b"\x00\x20" + steps)
+    yield "handshake-challenge", slidwin(0x01, 32, 4 | 4 << 3, 0, 15, b"\x00\x20" + steps + inject_syn +
+                                         inject_synack_wrong + inject_syn + steps + b"\x03\xff" + inject_syn + steps)
+    yield "handshake-proving-insider", slidwin(0x01, 33, 4 | 4 << 3, 0, 16, inject_synack_proving + b"\x00\x20" +
+                                               steps + inject_synack_proving + steps)
+    yield "auth-handshake-forged", slidwin(0x81, 34, 4 | 4 << 3, 0, 17, inject_syn + b"\x00\x20" + steps +
+                                           inject_synack_wrong + steps)
     yield "mtu576-big", slidwin(0x0A, 0, 4 | 4 << 3, 0, 7, b"\x00\x01\x10\x00" + bytes([B, 0x01, 0x05, 0xdc]) + steps)
     yield "mtu9000-reorder", slidwin(0x14, 0, 4 | 4 << 3, 0, 8, b"\x00\x40" * 8 + b"\x14" + steps)
 

@@ -130,30 +130,37 @@ TEST_CASE("ARP: the request we send and the reply we give are RFC 826 bytes", "[
 }
 
 TEST_CASE("a slidwin handshake and data datagram on the wire", "[golden]") {
-    // 10.0.0.1:9410 -> 10.0.0.2:9410, slidwin v2, run token 0x0123456789abcdef, ISN 0x1000.
-    // First the SYN (subconn 7, seq = ISN, no ack, sent at t = 0); then, once the peer's SYN|ACK
-    // (its token 0xfedcba9876543210, its ISN 0x2000, acking 0x1000, window 1024) is in, the first
-    // data datagram DATA|ACK seq 0x1000 ack 0x2000 wnd 1024, sent at t = 5 ms (tsval 5000 us),
-    // nothing to echo yet, payload "ping". IPv4 checksums 0x66a6, 0x66a1 and UDP checksums
-    // 0xf1ba, 0xdb76 worked out separately (one's-complement sums, as above).
+    // 10.0.0.1:9410 -> 10.0.0.2:9410, slidwin v3, sub-connection 3 -> 7 of run token
+    // 0x0123456789abcdef: its token is HMAC-SHA256(key = those 8 bytes, "iccs subconn token" |
+    // be16 3 | be16 7), first 8 bytes: 0x5e15f84575003731 (worked out with Python's hmac). ISN
+    // 0x1000, nonce 0x1122334455667788. First the SYN (subconn 7, seq = ISN, no ack, sent at
+    // t = 0; its handshake block: nonce, echo 0). Then the peer's SYN|ACK (its token
+    // 0xfedcba9876543210, ISN 0x2000, acking 0x1000, echoing our nonce) confirms the peer; our
+    // SYN|ACK echoing its nonce and an ack go back, and once the peer's first ack without SYN is
+    // in (it confirmed us; window 1024), the first data datagram DATA|ACK seq 0x1000 ack 0x2000
+    // wnd 1024, sent at t = 5 ms (tsval 5000 us), nothing to echo yet, payload "ping" (IP id 4:
+    // the fourth frame). IPv4 checksums 0x6696, 0x669f and UDP checksums 0x7ade, 0x760f worked
+    // out separately (one's-complement sums, as above).
     const std::vector<uint8_t> want_syn = {
         0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00,
-        0x45, 0x00, 0x00, 0x44, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xa6,
+        0x45, 0x00, 0x00, 0x54, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0x96,
         0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02,
-        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x30, 0xf1, 0xba,
-        0x02, 0x20, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00,  // ver SYN sc seq ack
+        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x40, 0x7a, 0xde,
+        0x03, 0x20, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00,  // ver SYN sc seq ack
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // wnd rsvd sack
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,                          // tsval tsecr
-        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};                         // token
+        0x5e, 0x15, 0xf8, 0x45, 0x75, 0x00, 0x37, 0x31,                          // token
+        0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,                          // nonce
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};                         // echo
     const std::vector<uint8_t> want = {
         0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00,
-        0x45, 0x00, 0x00, 0x48, 0x00, 0x02, 0x00, 0x00, 0x40, 0x11, 0x66, 0xa1,
+        0x45, 0x00, 0x00, 0x48, 0x00, 0x04, 0x00, 0x00, 0x40, 0x11, 0x66, 0x9f,
         0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02,
-        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x34, 0xdb, 0x76,
-        0x02, 0x03, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x20, 0x00,  // ver flags sc seq ack
+        0x24, 0xc2, 0x24, 0xc2, 0x00, 0x34, 0x76, 0x0f,
+        0x03, 0x03, 0x00, 0x07, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x20, 0x00,  // ver flags sc seq ack
         0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // wnd rsvd sack
         0x00, 0x00, 0x13, 0x88, 0x00, 0x00, 0x00, 0x00,                          // tsval tsecr
-        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,                          // token
+        0x5e, 0x15, 0xf8, 0x45, 0x75, 0x00, 0x37, 0x31,                          // token
         0x70, 0x69, 0x6e, 0x67};
     HeapPktPool pool(64, 2048);
     {
@@ -167,36 +174,62 @@ TEST_CASE("a slidwin handshake and data datagram on the wire", "[golden]") {
         cfg.run_token = 0x0123456789abcdefull;
         cfg.random_isn = false;
         cfg.initial_seq = 0x1000;
+        cfg.nonce = 0x1122334455667788ull;
         SlidwinEndpoint ep(a, wheel, 9410, cfg, sink);
         SubConnection* sc = ep.open(3, Ipv4Addr{0x0a000002}, 9410, 7, 0);
+        REQUIRE(sc->local_token() == 0x5e15f84575003731ull);
         REQUIRE(take_one_frame(a) == want_syn);
         REQUIRE(to_string(load_hdr<SlidwinHdr>(want_syn.data() + 42)) ==
-                "slidwin v2 sc 7 SYN seq 4096 ack 0 wnd 0 sack 0x0000000000000000 tsval 0 tsecr-none 0 "
-                "token 0x0123456789abcdef");
+                "slidwin v3 sc 7 SYN seq 4096 ack 0 wnd 0 sack 0x0000000000000000 tsval 0 tsecr-none 0 "
+                "token 0x5e15f84575003731");
+        REQUIRE(to_string(load_hdr<SlidwinSynBlk>(want_syn.data() + 82)) ==
+                "syn nonce 0x1122334455667788 echo 0x0000000000000000");
         // Before the handshake a message waits: the peer's window is closed.
         PktBuf* m = pkt_alloc(pool);
         std::memcpy(pkt_append(m, 4), "ping", 4);
         REQUIRE(slidwin_send(*sc, m, 1'000'000) == SlidwinSendResult::kOk);
         REQUIRE(a.tx_queued() == 0);
-        // The peer's SYN|ACK, as its endpoint would hand it up.
-        SlidwinHdr synack{};
-        synack.version = kSlidwinVersion;
-        synack.flags = kSwSyn | kSwAck;
-        synack.subconn = be16::of(3);
-        synack.seq = be32::of(0x2000);
-        synack.ack = be32::of(0x1000);
-        synack.wnd = be16::of(1024);
-        synack.token = be64::of(0xfedcba9876543210ull);
+        // The peer's SYN|ACK, as its endpoint would hand it up: it proves it has our SYN.
+        auto peer_hdr = [](uint8_t flags) {
+            SlidwinHdr h{};
+            h.version = kSlidwinVersion;
+            h.flags = flags;
+            h.subconn = be16::of(3);
+            h.seq = be32::of(0x2000);
+            h.ack = be32::of(0x1000);
+            h.wnd = be16::of(1024);
+            h.token = be64::of(0xfedcba9876543210ull);
+            return h;
+        };
+        const UdpMeta from_peer{Ipv4Addr{0x0a000002}, Ipv4Addr{0x0a000001}, 9410, 9410};
         PktBuf* in = pkt_alloc(pool);
-        store_hdr(pkt_append(in, kSlidwinHdrLen), synack);
-        ep.udp_deliver(in, UdpMeta{Ipv4Addr{0x0a000002}, Ipv4Addr{0x0a000001}, 9410, 9410}, 5'000'000);
-        REQUIRE(sc->established());
+        store_hdr(pkt_append(in, kSlidwinHdrLen), peer_hdr(kSwSyn | kSwAck));
+        store_hdr(pkt_append(in, kSlidwinSynBlkLen),
+                  SlidwinSynBlk{be64::of(0xaabbccddeeff0011ull), be64::of(0x1122334455667788ull)});
+        ep.udp_deliver(in, from_peer, 2'000'000);
+        REQUIRE(sc->peer_confirmed());
         REQUIRE(sc->peer_token() == 0xfedcba9876543210ull);
+        REQUIRE(!sc->established());  // until the peer says it confirmed us
+        // Our answer: a SYN|ACK echoing its nonce, then (end of the burst) an ack.
+        std::vector<uint8_t> f = take_one_frame(a);
+        REQUIRE(f.size() == 42 + kSlidwinHdrLen + kSlidwinSynBlkLen);
+        REQUIRE(to_string(load_hdr<SlidwinSynBlk>(f.data() + 82)) ==
+                "syn nonce 0x1122334455667788 echo 0xaabbccddeeff0011");
+        ep.end_of_burst(2'000'000);
+        f = take_one_frame(a);
+        REQUIRE(to_string(load_hdr<SlidwinHdr>(f.data() + 42)) ==
+                "slidwin v3 sc 7 ACK seq 4096 ack 8192 wnd 1024 sack 0x0000000000000000 tsval 2000 tsecr-none 0 "
+                "token 0x5e15f84575003731");
+        // The peer's first ack without SYN: the handshake is done, the waiting data goes.
+        in = pkt_alloc(pool);
+        store_hdr(pkt_append(in, kSlidwinHdrLen), peer_hdr(kSwAck));
+        ep.udp_deliver(in, from_peer, 5'000'000);
+        REQUIRE(sc->established());
         REQUIRE(take_one_frame(a) == want);
         const SlidwinHdr h = load_hdr<SlidwinHdr>(want.data() + 42);
         REQUIRE(to_string(h) ==
-                "slidwin v2 sc 7 DATA ACK seq 4096 ack 8192 wnd 1024 sack 0x0000000000000000 tsval 5000 tsecr-none 0 "
-                "token 0x0123456789abcdef");
+                "slidwin v3 sc 7 DATA ACK seq 4096 ack 8192 wnd 1024 sack 0x0000000000000000 tsval 5000 tsecr-none 0 "
+                "token 0x5e15f84575003731");
         ep.end_of_burst(5'000'000);  // the ack it owed rode on the data: nothing more goes out
         REQUIRE(a.tx_queued() == 0);
     }

@@ -1,7 +1,8 @@
 -- iccs.lua: a Wireshark/tshark dissector for the iccs headers that follow UDP (DESIGN.md §3):
--- the slidwin header (40 bytes, version 2: sub-connection, seq, cumulative ack, SACK bitmap,
--- window, flags (SYN for the handshake), timestamps, the sender's run token; with a key, the
--- 24-byte auth block: counter and AES-GCM tag) and, on data datagrams, the convergence header (40 bytes: clusters, ports, type,
+-- the slidwin header (40 bytes, version 3: sub-connection, seq, cumulative ack, SACK bitmap,
+-- window, flags (SYN for the handshake), timestamps, the sender's sub-connection token; with a
+-- key, the 24-byte auth block: counter and AES-GCM tag; on a SYN, the 16-byte handshake block:
+-- the sender's nonce and the echo of the peer's) and, on data datagrams, the convergence header (40 bytes: clusters, ports, type,
 -- connection id and seq, message id, piece index/count, length, enqueue time) and its body.
 -- One slidwin datagram carries at most one convergence message (stack/slidwin_hdr.hpp).
 --
@@ -26,7 +27,7 @@ local band = (bit and bit.band) or (bit32 and bit32.band)
 -- slidwin (stack/slidwin_hdr.hpp)
 local SW_DATA, SW_ACK, SW_ACKREQ, SW_RETX, SW_TSECR, SW_SYN = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 local SW_AUTH, SW_ENC = 0x40, 0x80
-local SW_VERSION, SW_LEN, AUTH_LEN, CONV_LEN = 2, 40, 24, 40
+local SW_VERSION, SW_LEN, AUTH_LEN, SYN_LEN, CONV_LEN = 3, 40, 24, 16, 40
 local f = iccs.fields
 f.version = ProtoField.uint8("iccs.version", "Version", base.DEC)
 f.flags = ProtoField.uint8("iccs.flags", "Flags", base.HEX)
@@ -49,7 +50,9 @@ f.reserved = ProtoField.uint16("iccs.reserved", "Reserved", base.HEX)
 f.sack = ProtoField.uint64("iccs.sack", "SACK bitmap", base.HEX)
 f.tsval = ProtoField.uint32("iccs.tsval", "Timestamp value [us]", base.DEC)
 f.tsecr = ProtoField.uint32("iccs.tsecr", "Timestamp echo reply [us]", base.DEC)
-f.token = ProtoField.uint64("iccs.token", "Run token (sender's)", base.HEX)
+f.token = ProtoField.uint64("iccs.token", "Token (sender's sub-connection)", base.HEX)
+f.syn_nonce = ProtoField.uint64("iccs.syn.nonce", "Handshake nonce (sender's; a restart challenge)", base.HEX)
+f.syn_echo = ProtoField.uint64("iccs.syn.echo", "Handshake echo (the receiver's nonce)", base.HEX)
 f.retx = ProtoField.bool("iccs.retransmission", "Retransmission (seq seen before)")
 f.retx_of = ProtoField.framenum("iccs.retransmission_of", "First sent in frame")
 
@@ -57,7 +60,7 @@ local e_retx_flag = ProtoExpert.new("iccs.retx_flag.expert", "Retransmission (RE
                                     expert.group.SEQUENCE, expert.severity.NOTE)
 local e_retx_seen = ProtoExpert.new("iccs.retx_seen.expert", "Sequence number seen before",
                                     expert.group.SEQUENCE, expert.severity.NOTE)
-local e_version = ProtoExpert.new("iccs.version.expert", "Unknown slidwin version (this dissector reads 2)",
+local e_version = ProtoExpert.new("iccs.version.expert", "Unknown slidwin version (this dissector reads 3)",
                                   expert.group.MALFORMED, expert.severity.ERROR)
 iccs.experts = { e_retx_flag, e_retx_seen, e_version }
 
@@ -226,6 +229,14 @@ function iccs.dissector(tvb, pinfo, tree)
     if is_data then info = info .. string.format(" seq=%d", seq) end
     if band(flags, SW_SYN) ~= 0 then
         info = info .. string.format(" isn=%d token=%s", seq, tvb(32, 8):uint64():tohex())
+        -- the handshake block (readable unless the payload is encrypted)
+        if band(flags, SW_ENC) == 0 and tvb:len() >= hlen + SYN_LEN then
+            local st = tree:add(iccs, tvb(hlen, SYN_LEN), "iccs handshake block")
+            st:add(f.syn_nonce, tvb(hlen, 8))
+            st:add(f.syn_echo, tvb(hlen + 8, 8))
+            info = info .. string.format(" nonce=%s", tvb(hlen, 8):uint64():tohex())
+            if band(flags, SW_ACK) ~= 0 then info = info .. string.format(" echo=%s", tvb(hlen + 8, 8):uint64():tohex()) end
+        end
     end
     if band(flags, SW_ACK) ~= 0 then info = info .. string.format(" ack=%d wnd=%d", ack, wnd) end
 
