@@ -100,9 +100,8 @@ constexpr uint32_t kBelowHeadroom = 14 + 20 + 8 + kSlidwinHdrLen;
 bool Proxy::combine(uint16_t cluster, PktBuf* m) {
     OpenBundle& o = open_[cluster];
     const bool opens = o.b == nullptr;
-    // With a key, slidwin also prepends its auth block: a buffer without room for it stays alone
-    // (the headroom of a compute thread's buffer leaves none, so authenticated runs send one
-    // message per datagram).
+    // With a key, slidwin also prepends its auth block: kPktHeadroom leaves room for it (issue 37),
+    // so authenticated runs bundle too; a buffer without the room (not one of ours) stays alone.
     if (!bundle_add(o, m, bundle_limit_, kBelowHeadroom + (cfg_.auth ? kSlidwinAuthLen : 0))) return false;
     if (opens) open_list_.push_back(cluster);
     return true;

@@ -21,9 +21,11 @@
 
 namespace iccs {
 
-// Room in front of the first byte of a fresh buffer: eth(14) + ipv4(20) + udp(8) + slidwin(32)
-// + convergence(32) = 106, rounded up to a cache-line multiple.
-inline constexpr uint32_t kPktHeadroom = 128;
+// Room in front of the first byte of a fresh buffer: eth(14) + ipv4(20) + udp(8) + slidwin(40)
+// + its auth block (24, with a key) + convergence(40) + a bundle record's length (2) = 148, so a
+// message can become a bundle (proxy/bundle.hpp) under a key too; rounded up to a cache-line
+// multiple.
+inline constexpr uint32_t kPktHeadroom = 192;
 
 struct PktPool;
 

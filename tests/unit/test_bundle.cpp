@@ -12,6 +12,7 @@
 #include "be.hpp"
 #include "bundle.hpp"
 #include "conv_hdr.hpp"
+#include "slidwin_auth.hpp"
 
 using namespace iccs;
 
@@ -209,6 +210,32 @@ TEST_CASE("bundle: joining stops at the limit, at a shared or short-headroom fir
     REQUIRE_FALSE(bundle_add(h, k, kLimit, kBelow));
     pkt_free(k);
     pkt_free(n);
+    REQUIRE(pool.in_use() == 0);
+}
+
+TEST_CASE("bundle: a fresh buffer has room for a bundle under a key (the auth block below it)", "[bundle][security]") {
+    // What the proxy's TX path asks with a [security] key: eth, IPv4, UDP, slidwin and its auth
+    // block below the bundle's header (issue 37: with a 128-byte headroom no bundle formed).
+    HeapPktPool pool(16, 2048);
+    const uint32_t below = 14 + 20 + 8 + kSlidwinHdrLen + kSlidwinAuthLen;
+    OpenBundle o;
+    std::vector<std::vector<uint8_t>> want;
+    for (uint32_t i = 0; i < 3; ++i) {
+        want.push_back(message_bytes(60, i));
+        REQUIRE(bundle_add(o, make(pool, want.back()), kLimit, below));
+    }
+    REQUIRE(o.n == 3);
+    REQUIRE(is_bundle(o.b));
+    REQUIRE(o.b->headroom() >= below);
+    bool first = false;
+    uint32_t off = bundle_resume(o.b, first), next = 0;
+    for (uint32_t i = 0; i < 3; ++i, off = next) {
+        PktBuf* one = nullptr;
+        REQUIRE(bundle_take(pool, o.b, off, one, next) == BundleStep::kMsg);
+        REQUIRE(bytes_of(one) == want[i]);
+        pkt_free(one);
+    }
+    pkt_free(o.b);
     REQUIRE(pool.in_use() == 0);
 }
 
