@@ -657,18 +657,24 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                          plan.cluster_id, i, static_cast<unsigned long long>(s.proxy.impair_dropped),
                          static_cast<unsigned long long>(s.proxy.impair_duplicated),
                          static_cast<unsigned long long>(s.port_rx), plan.impair.drop, plan.impair.duplicate);
-        // Frames that were not the run's own (issue 17), by reason; only when there were some.
+        // Frames that were not the run's own (issues 17, 37), by reason; only when there were some.
         const SlidwinCounters& w = s.slidwin;
         if (w.drop_token + w.drop_out_of_window + w.drop_unsynced + w.drop_unknown_subconn + w.drop_auth +
-                w.restart_challenges + s.proxy.peers_restarted != 0)
+                w.drop_replay + w.drop_handshake_rate + w.tentative_replaced + w.restart_challenges +
+                s.proxy.peers_restarted != 0)
             std::fprintf(out, "  foreign %u.%zu: drop_token %llu, drop_out_of_window %llu, drop_unsynced %llu, "
-                        "drop_unknown_subconn %llu, drop_auth %llu, restart_challenges %llu, peers_restarted %llu\n",
+                        "drop_unknown_subconn %llu, drop_auth %llu, drop_replay %llu, drop_handshake_rate %llu, "
+                        "tentative_replaced %llu, restart_challenges %llu, challenge_failed %llu, peers_restarted %llu\n",
                         plan.cluster_id, i, static_cast<unsigned long long>(w.drop_token),
                         static_cast<unsigned long long>(w.drop_out_of_window),
                         static_cast<unsigned long long>(w.drop_unsynced),
                         static_cast<unsigned long long>(w.drop_unknown_subconn),
                         static_cast<unsigned long long>(w.drop_auth),
+                        static_cast<unsigned long long>(w.drop_replay),
+                        static_cast<unsigned long long>(w.drop_handshake_rate),
+                        static_cast<unsigned long long>(w.tentative_replaced),
                         static_cast<unsigned long long>(w.restart_challenges),
+                        static_cast<unsigned long long>(w.challenge_failed),
                         static_cast<unsigned long long>(s.proxy.peers_restarted));
         if (plan.polling == Polling::kAdaptive)  // who ran the iterations, how often the thread slept
             std::fprintf(out, "  polling %u.%zu: adaptive, %llu iterations with work run by compute threads (assists), "

@@ -89,7 +89,7 @@ PktBuf* Proxy::impair(PktBuf* f, uint32_t& extra_count, PktBuf** extra) {
 void Proxy::on_peer_restarted(SubConnection& sc, uint64_t new_token) {
     const uint32_t c = sc.local_id() / 64;  // global_id()
     ++ctr_.peers_restarted;
-    std::fprintf(stderr, "proxy %u.%u: cluster %u restarted (new run token %016llx on sub-connection %u): "
+    std::fprintf(stderr, "proxy %u.%u: cluster %u restarted (new token %016llx on sub-connection %u): "
                  "handled as down, its new incarnation is not merged\n", cfg_.cluster, cfg_.index, c,
                  static_cast<unsigned long long>(new_token), sc.local_id());
     if (c < last_heard_ns_.size()) last_heard_ns_[c] = 0;

@@ -39,10 +39,12 @@ COLUMNS = [
     ("dup rx", lambda p: p.get("rx_dup", 0), "int"),
     ("csum drops", lambda p: p.get("drop_ip_csum", 0) + p.get("drop_udp_csum", 0), "int"),
     ("reass drops", lambda p: sum(v for k, v in p.items() if k.startswith("drop_reass_")), "int"),
-    # issue 17: frames not of the run's own (another token, out of the window, before the
-    # handshake, for no sub-connection, a failed tag); by reason in --json
+    # issues 17, 37: frames not of the run's own (another token, out of the window, before the
+    # handshake, for no sub-connection, a failed tag, a replayed counter, beyond the handshake
+    # budget); by reason in --json
     ("foreign", lambda p: sum(p.get(k, 0) for k in ("drop_token", "drop_out_of_window", "drop_unsynced",
-                                                     "drop_unknown_subconn", "drop_auth")), "int"),
+                                                     "drop_unknown_subconn", "drop_auth", "drop_replay",
+                                                     "drop_handshake_rate")), "int"),
     ("win stalls", lambda p: p.get("window_stalls", 0), "int"),
     ("ring full", lambda p: p.get("ring_full", 0), "int"),
     ("util", lambda p: p.get("utilization"), "ratio"),
