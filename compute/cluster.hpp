@@ -145,6 +145,9 @@ void afp_fabric_down(const ClusterPlan& plan);
 std::string pci_address(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 // fabric udp: the address and port of a proxy's socket (config.hpp: udp_socket_ip/_port).
 Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
+// Without a key on a fabric that other hosts can be on (not memif, not udp on loopback only):
+// one line saying what a host on the path can do (issue 37); "" otherwise.
+std::string unauthenticated_fabric_warning(const ClusterPlan& plan);
 uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy);
 // fabric memif: the socket of the link between two proxies (the lower cluster id serves it).
 std::string link_socket(const ClusterPlan& plan, uint16_t c1, uint16_t p1, uint16_t c2, uint16_t p2);

@@ -27,6 +27,19 @@ Ipv4Addr udp_ip(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
     return udp_socket_ip(plan.udp_addresses, plan.clusters, plan.proxies_per_cluster[cluster], cluster, proxy);
 }
 
+std::string unauthenticated_fabric_warning(const ClusterPlan& plan) {
+    if (plan.auth || plan.no_fabric || plan.fabric == "memif") return "";
+    if (plan.fabric == "udp") {
+        bool loopback = true;
+        for (uint16_t c = 0; c < plan.clusters; ++c)
+            for (uint16_t p = 0; p < plan.proxies_per_cluster[c]; ++p) loopback &= (udp_ip(plan, c, p).v >> 24) == 127;
+        if (loopback) return "";
+    }
+    return "iccs: warning: fabric " + plan.fabric +
+           " without a key: a host on the path can read every message, and with a token it saw inject or replay "
+           "frames and stop the run; set [security] key_file (head -c 32 /dev/urandom > FILE; chmod 600 FILE)";
+}
+
 uint16_t udp_port(const ClusterPlan& plan, uint16_t cluster, uint16_t proxy) {
     return udp_socket_port(plan.udp_port, cluster, proxy);
 }

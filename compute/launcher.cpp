@@ -134,6 +134,7 @@ static void remove_stale_runs() {
 // the capture directory, af_packet's bridge). 0, or the launcher's exit status with the reason
 // printed.
 static int prepare_run(ClusterPlan& plan) {
+    if (const std::string w = unauthenticated_fabric_warning(plan); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     plan.sock_dir = "/tmp/iccs-" + plan.run_id;
     std::error_code ec;
     {

@@ -156,6 +156,10 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
     out.plan.exit_without_teardown = true;  // runtime_finish: the process ends right after
     if (!ours) {
         out.unlink_shm_at_end = out.cluster == 0;
+        // No launcher of ours said it: cluster 0 does, once.
+        if (out.cluster == 0 && out.transport == RtTransport::kIccs)
+            if (const std::string w = unauthenticated_fabric_warning(out.plan); !w.empty())
+                std::fprintf(stderr, "%s\n", w.c_str());
         // Every process of an mpirun/srun start may get here first: the directory is shared.
         if (out.transport == RtTransport::kIccs && out.plan.fabric == "memif" &&
             !make_private_dir(out.plan.sock_dir, err))
