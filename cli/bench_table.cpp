@@ -61,7 +61,7 @@ Option combine_option() {
 Option json_option() { return flag("--json", "one JSON object instead of the table"); }
 Option key_option() {
     return text_opt("--key", "FILE",
-                    "also with every datagram authenticated ([security] key_file: >= 16 random bytes, mode 0600)");
+                    "also with every datagram authenticated ([security] key_file: 32..4096 random bytes, yours, mode 0600)");
 }
 Option encrypt_option() { return flag("--encrypt", "with --key: authenticated and encrypted"); }
 

@@ -164,7 +164,7 @@ struct RuntimeSection {
 // and random sequence numbers keep out whoever cannot see the traffic; with one, every datagram
 // is authenticated (and, with encrypt, its payload hidden). ICCS_KEY_FILE overrides key_file.
 struct SecuritySection {
-    std::string key_file{};  // shared key: a file of >= 16 random bytes, mode 0600 ("" = none)
+    std::string key_file{};  // shared key: a file of 32..4096 random bytes, mode 0600 ("" = none)
     bool encrypt = false;    // with a key: AES-GCM hides the payload too (else a MAC only)
     friend bool operator==(const SecuritySection&, const SecuritySection&) = default;
 };

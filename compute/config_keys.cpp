@@ -505,7 +505,7 @@ Key udp_addresses_key() {
 
 Key security_key_file_key() {
     Key k{"security", "key_file", Kind::kString, "a file path, or \"\" for none",
-          "shared key (>= 16 random bytes, mode 0600): authenticate every datagram; ICCS_KEY_FILE overrides",
+          "shared key (32..4096 random bytes, yours, mode 0600, not a symlink): authenticate every datagram; ICCS_KEY_FILE overrides",
           {}, {}, {}};
     k.set = [k](MachineConfig& c, const toml::node& n) -> std::optional<Problem> {
         const auto s = n.as_string();
