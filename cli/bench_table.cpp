@@ -113,6 +113,7 @@ int launch_stripe(const BenchRow& row, const cli::Args& p) {
 }
 
 int launch_compare(const BenchRow& row, const cli::Args& p) {
+    check_key("bench " + row.name, p);
     BenchCompareOptions o;
     o.size_bytes = static_cast<uint32_t>(p.u64("--size", o.size_bytes));
     o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
@@ -121,6 +122,8 @@ int launch_compare(const BenchRow& row, const cli::Args& p) {
     o.polling = p.text("--polling", o.polling);
     o.pcap_dir = p.text("--pcap");
     if (p.has("--combine")) bench_set_combine(static_cast<uint32_t>(p.u64("--combine", 0)));
+    o.key_file = p.text("--key");
+    o.encrypt = p.flag("--encrypt");
     o.json = p.flag("--json");
     check_pcap("bench " + row.name, o.pcap_dir, "memif");  // compare captures its memif runs only
     return bench_compare(o);
@@ -276,13 +279,16 @@ std::vector<BenchRow> make_rows() {
         "  rtt_ratio_to_kernel, rate_msgs_per_s, rate_ratio_to_kernel, min/max; memif and udp also\n"
         "  raw_rtt_median_us, raw_rate_msgs_per_s, overhead_ratio (round trip, ours / raw),\n"
         "  rate_overhead_ratio (time per message, ours / raw); cores, oversubscribed, combine_max_bytes\n"
-        "  (--combine).\n",
+        "  (--combine). --key FILE [--encrypt]: each iccs run again with every datagram authenticated\n"
+        "  (and encrypted), right after the plain one; rows \"the same, authenticated\" and auth / plain\n"
+        "  for the round trip and the message rate; JSON paths.memif_auth and paths.udp_auth also with\n"
+        "  auth_rtt_overhead (auth / plain round trip) and auth_rate_ratio (auth / plain message rate).\n",
         {uint_opt("--size", "N", 1, 9000, "payload bytes", "100"),
           uint_opt("--runs", "N", 1, 100, "runs, interleaved; medians with min and max", "5"),
           uint_opt("--samples", "N", 100, 10'000'000, "round trips per run", "10000"),
           uint_opt("--messages", "N", 1000, 100'000'000, "messages per rate measurement", "200000"),
           choice_opt("--polling", kPollings, "the iccs paths' polling", "inline"), combine_option(), pcap_option(),
-          json_option()},
+          key_option(), encrypt_option(), json_option()},
         launch_compare});
     rows.push_back(BenchRow{
         "dsm", "the DSM's page fetch, diff, lock and barrier over iccs against direct",

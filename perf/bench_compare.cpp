@@ -1,7 +1,8 @@
 // bench_compare.cpp: `iccs bench compare`. Per run, interleaved (the host is shared and noisy):
 // the round trip (bench_paths: iccs_rtt / kernel_rtt) and the one-way rate (iccs_stream /
-// kernel_stream) over memif, udp and the kernel's blocking sockets; then medians over the runs,
-// their spread, and each iccs path's ratio to the kernel sockets.
+// kernel_stream) over memif, udp and the kernel's blocking sockets (with --key, each iccs run
+// again authenticated, right after the plain one); then medians over the runs, their spread, each
+// iccs path's ratio to the kernel sockets, and with --key the authenticated ones' to the plain.
 #include "bench_compare.hpp"
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "bench_paths.hpp"
 #include "bench_raw.hpp"
+#include "slidwin_auth.hpp"
 #include "uring_udp.hpp"
 
 namespace iccs {
@@ -24,7 +26,8 @@ struct Path {
     std::vector<double> rtt_us, rate;
     std::vector<double> delivered;  // per rate run (the kernel stream may lose datagrams)
     std::vector<std::string> errors;
-    Path* raw = nullptr;  // the same fabric with no stack (an iccs path's raw-fabric baseline)
+    Path* raw = nullptr;    // the same fabric with no stack (an iccs path's raw-fabric baseline)
+    Path* plain = nullptr;  // --key: the same fabric without the key (an authenticated path's baseline)
 };
 
 void note_rtt(Path& p, const RttStats& s) {
@@ -76,6 +79,17 @@ int bench_compare(const BenchCompareOptions& o) {
     Path memif{"memif", "iccs over memif (DPDK)", {}, {}, {}, {}, &raw_memif};
     Path udp{"udp", "iccs over udp (io_uring)", {}, {}, {}, {}, &raw_udp};
     Path kernel{"kernel", "kernel UDP sockets (blocking)", {}, {}, {}, {}};
+    std::shared_ptr<const SlidwinAuthKey> key;
+    if (!o.key_file.empty()) {
+        key = slidwin_load_key(o.key_file, o.encrypt, err);
+        if (!key) {
+            std::fprintf(stderr, "iccs bench compare: --key: %s\n", err.c_str());
+            return 2;
+        }
+    }
+    const char* auth_label = o.encrypt ? "authenticated + encrypted" : "authenticated";
+    Path memif_auth{"memif_auth", std::string("  the same, ") + auth_label, {}, {}, {}, {}, nullptr, &memif};
+    Path udp_auth{"udp_auth", std::string("  the same, ") + auth_label, {}, {}, {}, {}, nullptr, &udp};
     // The raw-fabric baselines run in the same command: a fabric they cannot use stops it now.
     for (const char* f : {"memif", "udp"})
         if (const std::string why = raw_unavailable(f); !why.empty()) {
@@ -98,12 +112,16 @@ int bench_compare(const BenchCompareOptions& o) {
     for (uint32_t r = 0; r < o.runs; ++r) {
         if (!o.json) std::fprintf(stderr, "  run %u of %u ...\n", r + 1, o.runs);
         note_rtt(memif, iccs_rtt("memif", o.polling, o.size_bytes, o.samples, o.pcap_dir));
+        if (key) note_rtt(memif_auth, iccs_rtt("memif", o.polling, o.size_bytes, o.samples, {}, key));
         note_rtt(udp, iccs_rtt("udp", o.polling, o.size_bytes, o.samples));
+        if (key) note_rtt(udp_auth, iccs_rtt("udp", o.polling, o.size_bytes, o.samples, {}, key));
         note_rtt(raw_memif, raw_rtt("memif", o.size_bytes, o.samples));
         note_rtt(raw_udp, raw_rtt("udp", o.size_bytes, o.samples));
         note_rtt(kernel, kernel_rtt(o.size_bytes, o.samples));
         note_rate(memif, iccs_stream("memif", o.polling, o.size_bytes, o.messages, o.pcap_dir));
+        if (key) note_rate(memif_auth, iccs_stream("memif", o.polling, o.size_bytes, o.messages, {}, key));
         note_rate(udp, iccs_stream("udp", o.polling, o.size_bytes, o.messages));
+        if (key) note_rate(udp_auth, iccs_stream("udp", o.polling, o.size_bytes, o.messages, {}, key));
         note_rate(raw_memif, raw_stream("memif", o.size_bytes, o.messages));
         note_rate(raw_udp, raw_stream("udp", o.size_bytes, o.messages));
         note_rate(kernel, kernel_stream(o.size_bytes, o.messages));
@@ -112,7 +130,8 @@ int bench_compare(const BenchCompareOptions& o) {
     const unsigned spinning = iccs_spinning_threads(o.polling);
     const bool oversubscribed = spinning > cores;
     bool any_error = false;
-    Path* paths[] = {&memif, &raw_memif, &udp, &raw_udp, &kernel};
+    std::vector<Path*> paths = {&memif, &raw_memif, &udp, &raw_udp, &kernel};
+    if (key) paths = {&memif, &memif_auth, &raw_memif, &udp, &udp_auth, &raw_udp, &kernel};
     for (Path* p : paths) any_error |= !p->errors.empty();
 
     if (o.json) {
@@ -132,6 +151,12 @@ int bench_compare(const BenchCompareOptions& o) {
                             "\"overhead_ratio\": %.3f, \"rate_overhead_ratio\": %.3f, ",
                             first ? "" : ", ", p->key, rrt.median, rra.median, rrt.median > 0 ? rt.median / rrt.median : 0.0,
                             ra.median > 0 ? rra.median / ra.median : 0.0);
+            } else if (p->plain != nullptr) {  // authenticated against the same fabric without the key
+                const Spread prt = spread_of(p->plain->rtt_us), pra = spread_of(p->plain->rate);
+                std::printf("%s\"%s\": {\"auth_mode\": \"%s\", \"auth_rtt_overhead\": %.4f, "
+                            "\"auth_rate_ratio\": %.4f, ",
+                            first ? "" : ", ", p->key, o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac",
+                            prt.median > 0 ? rt.median / prt.median : 0.0, pra.median > 0 ? ra.median / pra.median : 0.0);
             } else {
                 std::printf("%s\"%s\": {", first ? "" : ", ", p->key);
             }
@@ -172,6 +197,14 @@ int bench_compare(const BenchCompareOptions& o) {
     }
     const double delivered = spread_of(kernel.delivered).median;
     std::printf("  x kernel: below 1 for the round trip, above 1 for the rate: faster than the kernel sockets.\n");
+    if (key)
+        for (Path* p : {&memif_auth, &udp_auth}) {
+            const double rt = spread_of(p->rtt_us).median, ra = spread_of(p->rate).median;
+            const double prt = spread_of(p->plain->rtt_us).median, pra = spread_of(p->plain->rate).median;
+            std::printf("  %s / plain %-5s: round trip %.3f (%+.2f us), message rate %.3f (%s against %s)\n",
+                        auth_label, p->plain->key, prt > 0 ? rt / prt : 0.0, rt - prt, pra > 0 ? ra / pra : 0.0,
+                        rate_text(ra).c_str(), rate_text(pra).c_str());
+        }
     for (Path* p : {&memif, &udp}) {
         const double rt = spread_of(p->rtt_us).median, ra = spread_of(p->rate).median;
         const double rrt = spread_of(p->raw->rtt_us).median, rra = spread_of(p->raw->rate).median;

@@ -17,6 +17,10 @@ struct BenchCompareOptions {
     std::string polling = "inline";   // iccs polling: inline runs on the same two threads as the kernel path
     bool json = false;
     std::string pcap_dir;  // --pcap: capture the iccs runs (memif) under it ("" = off)
+    // --key FILE [--encrypt]: each iccs run again with every datagram authenticated (and
+    // encrypted), interleaved with the plain one; ratios auth / plain ("" = off).
+    std::string key_file;
+    bool encrypt = false;
 };
 
 int bench_compare(const BenchCompareOptions& o);

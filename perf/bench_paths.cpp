@@ -229,9 +229,10 @@ RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_
 }
 
 RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages,
-                      const std::string& pcap_base) {
+                      const std::string& pcap_base, std::shared_ptr<const SlidwinAuthKey> auth) {
     RateStats s;
     ClusterPlan plan = two_clusters(fabric, polling, size);
+    plan.auth = std::move(auth);
     plan.pcap_dir = bench_capture_dir(pcap_base, "stream", fabric);
     plan.workload = "stream";
     plan.messages = messages;

@@ -51,9 +51,9 @@ RttStats floor_rtt(uint64_t samples);
 
 // `messages` messages of size bytes one way from one sender thread, as fast as the path takes them.
 // iccs: reliable (sliding window, exactly once); kernel: a blocking sendto loop and a recvfrom
-// loop, nothing resent: `delivered` may fall short of `sent`.
+// loop, nothing resent: `delivered` may fall short of `sent`. auth: as for iccs_rtt.
 RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages,
-                      const std::string& pcap_base = {});
+                      const std::string& pcap_base = {}, std::shared_ptr<const SlidwinAuthKey> auth = nullptr);
 RateStats kernel_stream(uint32_t size, uint64_t messages);
 
 // Message combining in the benchmarks' cluster runs ([cluster] combine_max_bytes; until set, the
