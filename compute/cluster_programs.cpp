@@ -195,7 +195,7 @@ bool program_alltoall(ComputeEnv& env) {
         if (soak) return soak_all_in();
         if (ins.size() < expect_in) return false;
         for (const In& in : ins)
-            if (in.got < p.messages) return false;
+            if (in.got < p.messages && !in.eos) return false;
         return true;
     };
     std::vector<uint8_t> pattern(p.max_size);
@@ -255,8 +255,16 @@ bool program_alltoall(ComputeEnv& env) {
                 for (int k = 0; k < 64 && in.got < limit; ++k) {
                     const ConvError e = conv.recv_msg(in.c, m, 0);
                     if (e == ConvError::kWouldBlock) break;
-                    if (soak && e == ConvError::kEndOfStream) {  // its sender is done (its counts added up first)
+                    // Its sender closed: it sent no more. A soak's counts added up first; otherwise it
+                    // came before every message did (some arrived corrupt or out of order: the
+                    // inject-error hook): say so, and go on taking the other connections' messages
+                    // (failing this thread at once left them untaken, and their senders failed too).
+                    if (e == ConvError::kEndOfStream) {
                         in.eos = true;
+                        if (!soak && in.got < p.messages && env.result.error.empty())
+                            env.result.error = "cluster " + std::to_string(in.c->remote().cluster) +
+                                               " closed a connection after " + std::to_string(in.got) + " of " +
+                                               std::to_string(p.messages) + " messages arrived intact and in order";
                         break;
                     }
                     if (e != ConvError::kOk) return set_error(env, "recv", e);

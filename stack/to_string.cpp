@@ -123,6 +123,7 @@ const char* to_string(ConvType t) {
         case ConvType::kClose: return "CLOSE";
         case ConvType::kCredit: return "CREDIT";
         case ConvType::kProxyStatus: return "PROXY-STATUS";
+        case ConvType::kBundle: return "BUNDLE";
     }
     return "?";
 }
