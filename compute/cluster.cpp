@@ -187,8 +187,12 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
         std::vector<MacAddr> reaches;
         for (const ProxyAddr& peer : peers) reaches.push_back(peer.mac);
         const std::string ifname = afp_ifname(plan, me, p);
+        // 2048 frames in the kernel's receive ring (4 MiB each way): with 512, a proxy kept from
+        // its core for ~5 ms under a stream of small messages let the ring overflow, and frames
+        // were lost below slidwin (retransmitted if they were ours; inject-afpacket's forged ones
+        // went uncounted: drop_token 191 and 220 where >= 251, 2 runs in 10; 0 in 10 since).
         const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
-                                 ",blocksz=4096,framesz=2048,framecnt=512";
+                                 ",blocksz=4096,framesz=2048,framecnt=2048";
         if (!px.add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return false;
         // Adaptive polling: no RX interrupts in 22.11's af_packet, but its socket
         // polls readable when the kernel puts a frame in the ring.
