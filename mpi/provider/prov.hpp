@@ -65,6 +65,25 @@ struct IccsAddr {
 inline constexpr uint32_t kAddrMagic = 0x49434641;  // "ICFA"
 static_assert(sizeof(IccsAddr) == 16);
 
+// An address of a rank of this run (not of another run, not a stray value).
+inline bool iccs_addr_valid(const IccsAddr& a, const MpiMachine& m) {
+    return a.magic == kAddrMagic && a.run_hash == m.run_hash && a.rank < m.world;
+}
+
+// What a node/service pair names (prov_names.cpp; fi_getinfo(3), fi_av_insertsvc): a rank, or
+// only this host (a node and no service).
+struct NamedRank {
+    bool named = false;
+    uint32_t rank = 0;
+};
+// "" and `out`, or why the names name nothing of this run (the caller answers -FI_ENODATA):
+// service is a rank in decimal; node is NULL, a name or address of this host (FI_NUMERICHOST in
+// flags: numeric only), or "iccs://rank/N" with service NULL.
+std::string resolve_rank_name(const MpiMachine& m, const char* node, const char* service, uint64_t flags,
+                              NamedRank& out);
+// fi_av_insertsym's next node or service name: the number it ends with plus one ("" if none).
+std::string next_symmetric_name(const std::string& name);
+
 // The process's rank, attached to its agent: made by the first domain, ended by the last close.
 struct Attachment {
     MpiMachine machine;

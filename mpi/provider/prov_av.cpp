@@ -12,8 +12,13 @@ namespace {
 constexpr fi_addr_t kMapTag = 0x1CC5ull << 48;  // FI_AV_MAP: kMapTag | rank
 constexpr fi_addr_t kMapTagMask = 0xFFFFull << 48;
 
-bool valid_addr(const IccsAddr& a, const MpiMachine& m) {
-    return a.magic == kAddrMagic && a.run_hash == m.run_hash && a.rank < m.world;
+// Puts one rank into the AV (the caller holds the domain's lock); its fi_addr.
+fi_addr_t insert_rank(IccsAv* av, uint32_t rank) {
+    if (av->type != FI_AV_TABLE) return kMapTag | rank;
+    const fi_addr_t out = av->ranks.size();
+    av->ranks.push_back(rank);
+    if (av->by_rank[rank] == FI_ADDR_NOTAVAIL) av->by_rank[rank] = out;
+    return out;
 }
 
 int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
@@ -27,16 +32,10 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     for (size_t i = 0; i < count; ++i) {
         IccsAddr a;
         std::memcpy(&a, static_cast<const uint8_t*>(addr) + i * sizeof(IccsAddr), sizeof a);
-        const bool ok = valid_addr(a, m);
+        const bool ok = iccs_addr_valid(a, m);
         fi_addr_t out = FI_ADDR_NOTAVAIL;
         if (ok) {
-            if (av->type == FI_AV_TABLE) {
-                out = av->ranks.size();
-                av->ranks.push_back(a.rank);
-                if (av->by_rank[a.rank] == FI_ADDR_NOTAVAIL) av->by_rank[a.rank] = out;
-            } else {
-                out = kMapTag | a.rank;
-            }
+            out = insert_rank(av, a.rank);
             ++inserted;
         } else {
             FI_WARN(&g_iccs_prov, FI_LOG_AV, "fi_av_insert: entry %zu is no address of this run (magic 0x%x, rank %u)\n",
@@ -48,8 +47,49 @@ int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, u
     return inserted;
 }
 
-int av_insertsvc(fid_av*, const char*, const char*, fi_addr_t*, uint64_t, void*) { return -FI_ENOSYS; }
-int av_insertsym(fid_av*, const char*, size_t, const char*, size_t, fi_addr_t*, uint64_t, void*) { return -FI_ENOSYS; }
+// Inserts what node and service name (prov_names.cpp) as entry `i` of the call; 1 when inserted.
+int insert_named(IccsAv* av, const char* node, const char* service, size_t i, fi_addr_t* fi_addr, int* errs) {
+    NamedRank named;
+    std::string why = resolve_rank_name(*av->domain->fabric->machine, node, service, 0, named);
+    if (why.empty() && !named.named) why = "no rank named (the rank is the service)";
+    fi_addr_t out = FI_ADDR_NOTAVAIL;
+    if (why.empty()) out = insert_rank(av, named.rank);
+    else FI_WARN(&g_iccs_prov, FI_LOG_AV, "fi_av_insertsvc: entry %zu: %s\n", i, why.c_str());
+    if (fi_addr != nullptr) fi_addr[i] = out;
+    if (errs != nullptr) errs[i] = why.empty() ? 0 : FI_EINVAL;
+    return why.empty() ? 1 : 0;
+}
+
+int av_insertsvc(fid_av* fav, const char* node, const char* service, fi_addr_t* fi_addr, uint64_t flags,
+                 void* context) {
+    auto* av = reinterpret_cast<IccsAv*>(fav);
+    if ((flags & ~uint64_t(FI_SYNC_ERR)) != 0) return -FI_EBADFLAGS;
+    if (node == nullptr && service == nullptr) return -FI_EINVAL;
+    DomainLock lk(av->domain);
+    return insert_named(av, node, service, 0, fi_addr, (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr);
+}
+
+// nodecnt x svccnt names, every service of a node before the next node (fi_av(3)).
+int av_insertsym(fid_av* fav, const char* node, size_t nodecnt, const char* service, size_t svccnt,
+                 fi_addr_t* fi_addr, uint64_t flags, void* context) {
+    auto* av = reinterpret_cast<IccsAv*>(fav);
+    if ((flags & ~uint64_t(FI_SYNC_ERR)) != 0) return -FI_EBADFLAGS;
+    if (node == nullptr || service == nullptr || nodecnt == 0 || svccnt == 0) return -FI_EINVAL;
+    DomainLock lk(av->domain);
+    int* errs = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;
+    int inserted = 0;
+    std::string n = node;
+    for (size_t i = 0; i < nodecnt; ++i, n = next_symmetric_name(n)) {
+        std::string s = service;
+        for (size_t j = 0; j < svccnt; ++j, s = next_symmetric_name(s)) {
+            // A name without a number to count on ("" from next_symmetric_name) names nothing.
+            const bool countable = !n.empty() && !s.empty();
+            inserted += insert_named(av, countable ? n.c_str() : nullptr, countable ? s.c_str() : nullptr,
+                                     i * svccnt + j, fi_addr, errs);
+        }
+    }
+    return inserted;
+}
 
 int av_remove(fid_av* fav, fi_addr_t* fi_addr, size_t count, uint64_t flags) {
     auto* av = reinterpret_cast<IccsAv*>(fav);

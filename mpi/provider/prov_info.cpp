@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "clock.hpp"
 #include "prov.hpp"
@@ -124,8 +125,70 @@ std::string unmet(uint32_t version, const fi_info* h) {
 
 char* dup(const char* s) { return s ? strdup(s) : nullptr; }
 
-int iccs_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/, uint64_t /*flags*/,
-                 const fi_info* hints, fi_info** info) {
+// The capabilities answered for `asked` (fi_getinfo(3), CAPABILITIES): of the primary ones only
+// those asked for (all when none is: hints without caps), both modifiers unless one is asked, the
+// secondary ones asked for, and the domain's (local and remote communication) always.
+uint64_t answered_caps(uint64_t asked) {
+    constexpr uint64_t primary = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+    constexpr uint64_t modifiers = FI_SEND | FI_RECV;
+    constexpr uint64_t domain = FI_LOCAL_COMM | FI_REMOTE_COMM;
+    uint64_t caps = asked & primary ? asked & primary : primary;
+    caps |= asked & modifiers ? asked & modifiers : modifiers;
+    caps |= asked ? asked & (FI_SOURCE | domain) : FI_SOURCE;
+    if (!(caps & domain)) caps |= domain;
+    return caps;
+}
+
+// Source and destination addresses from node, service and flags (fi_getinfo(3)): with FI_SOURCE
+// they name this process's own address, else the destination's. "" or why none can be given.
+std::string resolve_addresses(const MpiMachine& m, const char* node, const char* service, uint64_t flags,
+                              const fi_info* hints, fi_info* fi) {
+    NamedRank named;
+    if (node != nullptr || service != nullptr) {
+        if (std::string why = resolve_rank_name(m, node, service, flags, named); !why.empty()) return why;
+    }
+    const bool source = (flags & FI_SOURCE) != 0;
+    uint32_t src_rank = m.rank;
+    bool has_src = m.rank_known;
+    if (source && named.named) {
+        if (m.rank_known && named.rank != m.rank)
+            return "FI_SOURCE names rank " + std::to_string(named.rank) + ", but this process is rank " +
+                   std::to_string(m.rank) + " (its only address)";
+        src_rank = named.rank;
+        has_src = true;
+    }
+    if (!source && hints != nullptr && hints->src_addr != nullptr) {
+        IccsAddr a{};
+        if (hints->src_addrlen != sizeof a) return "a source address of " + std::to_string(hints->src_addrlen) + " bytes (16)";
+        std::memcpy(&a, hints->src_addr, sizeof a);
+        if (!iccs_addr_valid(a, m) || (m.rank_known && a.rank != m.rank))
+            return "a source address that is not this process's";
+    }
+    std::optional<uint32_t> dest;
+    if (!source && (node != nullptr || service != nullptr)) {
+        if (!named.named) return std::string("node '") + node + "' names a host, not a rank: give the rank as service";
+        dest = named.rank;
+    } else if (hints != nullptr && hints->dest_addr != nullptr) {
+        IccsAddr a{};
+        if (hints->dest_addrlen != sizeof a) return "a destination address of " + std::to_string(hints->dest_addrlen) + " bytes (16)";
+        std::memcpy(&a, hints->dest_addr, sizeof a);
+        if (!iccs_addr_valid(a, m)) return "a destination address that is no rank of this run";
+        dest = a.rank;
+    }
+    auto put = [&](uint32_t rank, void*& addr, size_t& len) {
+        auto* a = static_cast<IccsAddr*>(calloc(1, sizeof(IccsAddr)));
+        if (a == nullptr) return;
+        *a = IccsAddr{kAddrMagic, rank, m.run_hash};
+        addr = a;
+        len = sizeof(IccsAddr);
+    };
+    if (has_src) put(src_rank, fi->src_addr, fi->src_addrlen);
+    if (dest) put(*dest, fi->dest_addr, fi->dest_addrlen);
+    return "";
+}
+
+int iccs_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+                 fi_info** info) {
     *info = nullptr;
     if (asked_for_iccs(hints)) g_hints_asked = true;
     std::string err;
@@ -140,28 +203,18 @@ int iccs_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/
     }
     fi_info* fi = fi_allocinfo();
     if (fi == nullptr) return -FI_ENOMEM;
-    const uint64_t asked = hints ? hints->caps : 0;
-    uint64_t caps = asked ? asked : (kPrimaryCaps | kSecondaryCaps);
-    if (!(caps & (FI_TAGGED | FI_MSG))) caps |= FI_TAGGED | FI_MSG;
-    if (!(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
-    if (!(caps & (FI_LOCAL_COMM | FI_REMOTE_COMM))) caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+    if (const std::string why = resolve_addresses(*m, node, service, flags, hints, fi); !why.empty()) {
+        FI_INFO(&g_iccs_prov, FI_LOG_CORE, "iccs: %s\n", why.c_str());
+        fi_freeinfo(fi);
+        return -FI_ENODATA;
+    }
+    const uint64_t caps = answered_caps(hints ? hints->caps : 0);
     fi->caps = caps;
     fi->mode = 0;  // nothing asked of the application (FI_CONTEXT, FI_CONTEXT2 are accepted, not needed)
     fi->addr_format = FI_FORMAT_UNSPEC;
-    if (m->rank_known) {
-        auto* a = static_cast<IccsAddr*>(calloc(1, sizeof(IccsAddr)));
-        *a = IccsAddr{kAddrMagic, m->rank, m->run_hash};
-        fi->src_addr = a;
-        fi->src_addrlen = sizeof(IccsAddr);
-    }
-    if (hints && hints->dest_addr && hints->dest_addrlen == sizeof(IccsAddr)) {
-        fi->dest_addr = malloc(sizeof(IccsAddr));
-        std::memcpy(fi->dest_addr, hints->dest_addr, sizeof(IccsAddr));
-        fi->dest_addrlen = sizeof(IccsAddr);
-    }
 
     fi_tx_attr* tx = fi->tx_attr;
-    tx->caps = caps & (FI_TAGGED | FI_MSG | FI_SEND | FI_LOCAL_COMM | FI_REMOTE_COMM);
+    tx->caps = caps & (FI_TAGGED | FI_MSG | FI_SEND);  // the domain's capabilities are not a context's
     tx->mode = 0;
     tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
     tx->msg_order = FI_ORDER_SAS;
@@ -172,7 +225,7 @@ int iccs_getinfo(uint32_t version, const char* /*node*/, const char* /*service*/
     tx->rma_iov_limit = 0;
 
     fi_rx_attr* rx = fi->rx_attr;
-    rx->caps = caps & (FI_TAGGED | FI_MSG | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM);
+    rx->caps = caps & (FI_TAGGED | FI_MSG | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
     rx->mode = 0;
     rx->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
     rx->msg_order = FI_ORDER_SAS;

@@ -62,6 +62,13 @@ bool intact(const uint8_t* b, size_t n, int src, int k) {
     return true;
 }
 
+// An address of the provider as its README documents it (fi_getname: 16 bytes).
+struct IccsLikeAddr {
+    uint32_t magic;
+    uint32_t rank;
+    uint64_t run_hash;
+};
+
 struct Ctx {
     fi_context2 c;  // FI_CONTEXT2: the provider may use it (it does not)
     int id;
@@ -269,6 +276,132 @@ void open_all(Fab& f, const std::string& dir, bool table, bool safe, fi_cq_forma
     fi_av_straddr(f.av, back, text, &tlen);
     EXPECT("av", std::string(text) == "iccs://rank/" + std::to_string(1 - g_rank));
     ok("open-bind-enable-getname-av");
+}
+
+std::string read_name(const std::string& dir, int rank) {
+    std::ifstream in(dir + "/name." + std::to_string(rank), std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// fi_getinfo with the provider named and `tweak` applied to the hints; its return code, *out the answer.
+template <typename F>
+int getinfo(const char* node, const char* service, uint64_t flags, F&& tweak, fi_info** out) {
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup("iccs");
+    tweak(h);
+    *out = nullptr;
+    const int rc = fi_getinfo(FI_VERSION(1, 5), node, service, flags, h, out);
+    fi_freeinfo(h);
+    return rc;
+}
+bool same_addr(const void* a, size_t len, const std::string& want) {
+    return a != nullptr && len == want.size() && std::memcmp(a, want.data(), len) == 0;
+}
+
+// Capabilities as fi_getinfo(3) lays them out: a context's capabilities hold none of the domain's
+// (FI_LOCAL_COMM, FI_REMOTE_COMM), and of the primary capabilities only those asked for.
+void getinfo_caps() {
+    const std::string name = "getinfo-caps";
+    fi_info* i = nullptr;
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info*) {}, &i), 0);
+    const uint64_t domain_caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+    EXPECT(name, (i->tx_attr->caps & domain_caps) == 0 && (i->rx_attr->caps & domain_caps) == 0);
+    EXPECT(name, (i->tx_attr->caps & ~i->caps) == 0 && (i->rx_attr->caps & ~i->caps) == 0);
+    EXPECT(name, (i->domain_attr->caps & domain_caps) == domain_caps);
+    EXPECT(name, (i->caps & (FI_TAGGED | FI_MSG)) == (FI_TAGGED | FI_MSG));
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info* h) { h->caps = FI_TAGGED; }, &i), 0);
+    EXPECT(name, (i->caps & (FI_TAGGED | FI_MSG)) == FI_TAGGED);
+    EXPECT(name, i->tx_attr->caps == (FI_TAGGED | FI_SEND) && i->rx_attr->caps == (FI_TAGGED | FI_RECV));
+    fi_freeinfo(i);
+    ok(name);
+}
+
+// Node and service resolved to addresses (fi_getinfo(3)): the service is a rank, the node this
+// host or "iccs://rank/N"; FI_SOURCE names this process's own address; anything else -FI_ENODATA.
+void getinfo_names(const std::string& dir) {
+    const std::string name = "getinfo-names";
+    const std::string mine = read_name(dir, g_rank), peer = read_name(dir, 1 - g_rank);
+    const std::string me_s = std::to_string(g_rank), peer_s = std::to_string(1 - g_rank);
+    const std::string peer_uri = "iccs://rank/" + peer_s;
+    auto none = [](fi_info*) {};
+    fi_info* i = nullptr;
+    // The destination from node and service, this process's address as the source.
+    for (const char* node : {"localhost", "127.0.0.1", static_cast<const char*>(nullptr)}) {
+        EXPECT_RC(name, getinfo(node, peer_s.c_str(), 0, none, &i), 0);
+        EXPECT(name, same_addr(i->dest_addr, i->dest_addrlen, peer) && same_addr(i->src_addr, i->src_addrlen, mine));
+        fi_freeinfo(i);
+    }
+    EXPECT_RC(name, getinfo("127.0.0.1", peer_s.c_str(), FI_NUMERICHOST, none, &i), 0);
+    EXPECT(name, same_addr(i->dest_addr, i->dest_addrlen, peer));
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo(peer_uri.c_str(), nullptr, 0, none, &i), 0);
+    EXPECT(name, same_addr(i->dest_addr, i->dest_addrlen, peer));
+    fi_freeinfo(i);
+    // FI_SOURCE: the names are the source, and only this process's own address can be it.
+    EXPECT_RC(name, getinfo(nullptr, me_s.c_str(), FI_SOURCE, none, &i), 0);
+    EXPECT(name, same_addr(i->src_addr, i->src_addrlen, mine) && i->dest_addr == nullptr && i->dest_addrlen == 0);
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo("localhost", nullptr, FI_SOURCE, none, &i), 0);
+    EXPECT(name, same_addr(i->src_addr, i->src_addrlen, mine) && i->dest_addr == nullptr);
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo(nullptr, peer_s.c_str(), FI_SOURCE, none, &i), -FI_ENODATA);
+    // A destination in the hints is used when no names are given, and checked.
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [&](fi_info* h) {
+        h->dest_addr = malloc(peer.size());
+        std::memcpy(h->dest_addr, peer.data(), peer.size());
+        h->dest_addrlen = peer.size();
+    }, &i), 0);
+    EXPECT(name, same_addr(i->dest_addr, i->dest_addrlen, peer));
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [&](fi_info* h) {
+        h->dest_addr = calloc(1, 8);
+        h->dest_addrlen = 8;
+    }, &i), -FI_ENODATA);
+    // Names that name no rank of this run.
+    EXPECT_RC(name, getinfo("localhost", "2", 0, none, &i), -FI_ENODATA);  // 2 ranks: 0 and 1
+    EXPECT_RC(name, getinfo("localhost", "1x", 0, none, &i), -FI_ENODATA);
+    EXPECT_RC(name, getinfo("localhost", "9228", 0, none, &i), -FI_ENODATA);
+    EXPECT_RC(name, getinfo("localhost", nullptr, 0, none, &i), -FI_ENODATA);  // a host is no destination
+    EXPECT_RC(name, getinfo("192.0.2.1", peer_s.c_str(), FI_NUMERICHOST, none, &i), -FI_ENODATA);  // not here
+    EXPECT_RC(name, getinfo("localhost", peer_s.c_str(), FI_NUMERICHOST, none, &i), -FI_ENODATA);  // not numeric
+    EXPECT_RC(name, getinfo(peer_uri.c_str(), "0", 0, none, &i), -FI_ENODATA);  // a whole address and a service
+    EXPECT_RC(name, getinfo("iccs://rank/7", nullptr, 0, none, &i), -FI_ENODATA);
+    EXPECT(name, i == nullptr);
+    ok(name);
+}
+
+// fi_av_insertsvc and fi_av_insertsym take the same names as fi_getinfo.
+void av_names(Fab& f, const std::string& dir, bool table) {
+    const std::string name = "av-insertsvc-insertsym";
+    const std::string peer = read_name(dir, 1 - g_rank);
+    fid_av* av = nullptr;
+    fi_av_attr aa{};
+    aa.type = table ? FI_AV_TABLE : FI_AV_MAP;
+    EXPECT_RC(name, fi_av_open(f.domain, &aa, &av, nullptr), 0);
+    fi_addr_t a[4] = {0, 0, 0, 0};
+    char back[16];
+    size_t blen = sizeof back;
+    EXPECT_RC(name, fi_av_insertsvc(av, "localhost", std::to_string(1 - g_rank).c_str(), &a[0], 0, nullptr), 1);
+    EXPECT_RC(name, fi_av_lookup(av, a[0], back, &blen), 0);
+    EXPECT(name, same_addr(back, blen, peer));
+    EXPECT_RC(name, fi_av_insertsvc(av, nullptr, "7", &a[0], 0, nullptr), 0);
+    EXPECT(name, a[0] == FI_ADDR_NOTAVAIL);
+    EXPECT_RC(name, fi_av_insertsvc(av, "192.0.2.1", "0", &a[0], 0, nullptr), 0);
+    EXPECT(name, a[0] == FI_ADDR_NOTAVAIL);
+    // Ranks 0 and 1 of 127.0.0.1, then 127.0.0.2 (loopback, this host too): 0 and 1 again.
+    EXPECT_RC(name, fi_av_insertsym(av, "127.0.0.1", 2, "0", 2, a, 0, nullptr), 4);
+    for (int k = 0; k < 4; ++k) {
+        IccsLikeAddr got{};
+        blen = sizeof got;
+        EXPECT_RC(name, fi_av_lookup(av, a[k], &got, &blen), 0);
+        EXPECT(name, blen == 16 && got.rank == static_cast<uint32_t>(k % 2));
+    }
+    // "localhost" ends with no number to count on: its second node names nothing.
+    EXPECT_RC(name, fi_av_insertsym(av, "localhost", 2, "1", 1, a, 0, nullptr), 1);
+    EXPECT(name, a[0] != FI_ADDR_NOTAVAIL && a[1] == FI_ADDR_NOTAVAIL);
+    EXPECT_RC(name, fi_close(&av->fid), 0);
+    ok(name);
 }
 
 // The endpoint and what is bound to it (the domain stays: a process is one rank, attached once).
@@ -854,6 +987,9 @@ int main(int argc, char** argv) {
     open_all(f, dir, table, safe, format, 1024);
     step(f, 1);
     ok("first-exchange");
+    getinfo_caps();
+    getinfo_names(dir);
+    av_names(f, dir, table);
     calls(f);
     matching(f);
     peek_claim_cancel(f);
