@@ -35,6 +35,7 @@ std::vector<std::pair<int, std::function<void()>>> g_hooks;
 int g_next_id = 1;
 std::string g_why;
 int g_status = 1;
+thread_local bool t_is_stopper = false;  // this thread runs the hooks (stopper_main, finish)
 
 uint64_t now_ns() {
     timespec ts{};
@@ -57,6 +58,7 @@ void on_signal(int sig) {
 
 // Everything after the line: a watchdog, the hooks in order, _exit.
 [[noreturn]] void finish(int status) {
+    t_is_stopper = true;
     std::thread([status] {
         std::this_thread::sleep_for(std::chrono::milliseconds(kStopBudgetMs));
         _exit(status);
@@ -146,6 +148,13 @@ int cluster_stop_add(std::function<void()> hook) {
 }
 
 void cluster_stop_remove(int id) {
+    // A stop under way may already run this hook (it took them all under the lock): the caller
+    // would undo the same things beside it (closing a capture twice: a survivor stopped while it
+    // ended its run crashed in free, fault-kill-memif-exit-run). It waits instead; the stop ends
+    // the process (its watchdog within kStopBudgetMs; past twice that, no stop is coming: a
+    // stopper whose pipe broke). Only the stopping thread itself goes on (a hook removing one).
+    if (g_stopping.load() && !t_is_stopper)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2 * kStopBudgetMs));
     std::lock_guard<std::mutex> lock(g_mu);
     std::erase_if(g_hooks, [id](const auto& h) { return h.first == id; });
 }
