@@ -263,6 +263,10 @@ ActivityReport activity_read(const std::string& path) {
     describe_page(*page, buf, sizeof buf);
     r.line = buf;
     for (const Slot& s : page->slots) r.progress += s.progress.load(std::memory_order_relaxed);
+    // A bound slot was written at least once (activity_bind_thread writes its empty line); the
+    // launcher's page starts zeroed.
+    for (uint32_t s = 1; s < kActivitySlots; ++s)
+        r.program_threads = r.program_threads || page->slots[s].line.seq.load(std::memory_order_relaxed) != 0;
     munmap(p, 4096);
     return r;
 }

@@ -91,6 +91,9 @@ struct ActivityReport {
     ClusterPhase phase = ClusterPhase::kStarting;
     std::string line;        // as activity_describe()
     uint64_t progress = 0;   // the slots' counts summed
+    // A compute thread took its slot (activity_bind_thread(t + 1)): the program is past its
+    // CREATE (PARMACS) or the runtime started its threads, i.e. in its parallel part.
+    bool program_threads = false;
 };
 ActivityReport activity_read(const std::string& path);
 

@@ -394,23 +394,27 @@ class RunWatch {
         const std::string doing = a.readable && before_end ? " while " + a.line : std::string();
         if (first_failed_ == static_cast<int>(i)) first_died_mid_run_ = before_end;
         const bool mid_run = before_end && !keep_survivors_;
+        const bool before_parallel = a.phase == ClusterPhase::kRunning && !a.program_threads;  // (below)
         if (WIFSIGNALED(status))
             std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
                          strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? ": stopping the others" : "");
         else
             std::fprintf(stderr, "iccs: cluster %zu exited with status %d%s%s\n", i, WEXITSTATUS(status), doing.c_str(),
-                         mid_run ? ": stopping the others within 1 s unless they end" : "");
+                         !mid_run ? ""
+                         : before_parallel ? ": stopping the others within 1 s unless they end"
+                                           : ": stopping the others");
         if (first_status_ == 0)
             first_status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         // Before the end of the run the others cannot finish without it: stop them now, not
         // after their peer time-out (issue 34: a dead cluster ends the run within 1 s). Those
         // already finished (reporting) end by themselves.
-        // A program's own exit (a status, no signal) is often every cluster's: a usage error
-        // exits 2 in each, and only cluster 0's words are shown (the PARMACS layer silences the
-        // others before CREATE). Stopping cluster 0 at once could cut it off before it said why,
-        // so an exit stops the others after kExitGrace unless they end by themselves; a crash or
-        // a kill stops them now.
-        if (mid_run && WIFSIGNALED(status)) stop_all(SIGTERM, true);
+        // A program's own exit (a status, no signal) before its parallel part is often every
+        // cluster's: a usage error exits 2 in each, and only cluster 0's words are shown (the
+        // PARMACS layer silences the others before CREATE). Stopping cluster 0 at once could cut
+        // it off before it said why, so such an exit stops the others after kExitGrace unless they
+        // end by themselves. An exit once its compute threads ran (a.program_threads), or outside
+        // the program (set-up, ending), a crash or a kill stops them now: the others wait on it.
+        if (mid_run && (WIFSIGNALED(status) || !before_parallel)) stop_all(SIGTERM, true);
         else if (mid_run && stop_others_at_ == Clock::time_point{}) stop_others_at_ = Clock::now() + kExitGrace;
         // A failure after its run's end (it reported, e.g. its peer went down), or any with
         // ICCS_KEEP_SURVIVORS=1: the others find out by themselves, as under mpirun (a closed
