@@ -285,14 +285,161 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
+// Frames the stack produced that the device has not taken yet (af_packet's ring can be full).
+class TxQueue {
+   public:
+    TxQueue(Stack& stack, Port& port) : stack_(stack), port_(port) {}
+    ~TxQueue() {
+        for (PktBuf* f : q_) pkt_free(f);
+    }
+    // Take what the stack has queued, then hand the device as much as it takes.
+    void flush() {
+        PktBuf* f[64];
+        for (uint32_t n; (n = stack_.tx_take(f, 64)) > 0;)
+            for (uint32_t i = 0; i < n; ++i) {
+                if (q_.size() >= 65536) {
+                    ++drops;
+                    pkt_free(f[i]);
+                } else {
+                    q_.push_back(f[i]);
+                }
+            }
+        while (!q_.empty()) {
+            const uint32_t k = static_cast<uint32_t>(std::min<size_t>(q_.size(), 64));
+            std::copy(q_.begin(), q_.begin() + k, f);
+            const uint32_t sent = port_.tx_burst(f, k);
+            q_.erase(q_.begin(), q_.begin() + sent);
+            if (sent < k) break;
+        }
+    }
+    bool empty() const { return q_.empty(); }
+    uint64_t drops = 0;
+
+   private:
+    Stack& stack_;
+    Port& port_;
+    std::deque<PktBuf*> q_;
+};
+
+// Polls the port until --seconds, a signal, or everything expected arrived; then lets the last
+// echoes out. true when it finished (not stopped, not out of time).
+bool poll_until_done(const Options& o, Port& port, Stack& stack, TxQueue& txq, const EchoHandler& echo,
+                     PeerClient* client) {
+    const uint64_t t0 = now_ns();
+    const uint64_t deadline = t0 + uint64_t{o.seconds} * 1'000'000'000ull;
+    const uint64_t send_at = t0 + uint64_t{o.send_delay_ms} * 1'000'000ull;
+    uint64_t last_timers = t0;
+    bool finished = false;
+    PktBuf* frames[64];
+    while (!g_stop.load(std::memory_order_relaxed)) {
+        const uint64_t now = now_ns();
+        if (now >= deadline) break;
+        const uint32_t n = port.rx_burst(frames, 64);
+        if (n > 0) stack.input_burst(frames, n, now);
+        if (now - last_timers >= 1'000'000) {
+            stack.timers(now);
+            last_timers = now;
+        }
+        if (client != nullptr && now >= send_at) client->step(now);
+        txq.flush();
+        if ((client == nullptr || client->done()) && echo.received >= o.expect && (client != nullptr || o.expect > 0)) {
+            finished = true;
+            break;
+        }
+        if (n == 0 && txq.empty()) {
+            const timespec nap{0, 20'000};
+            nanosleep(&nap, nullptr);
+        }
+    }
+    const uint64_t drain_until = now_ns() + 500'000'000ull;
+    while ((!txq.empty() || stack.tx_queued() > 0) && now_ns() < drain_until) txq.flush();
+    std::printf("interop: %s after %.2f s\n", g_stop.load() ? "stopped by signal" : finished ? "done" : "time is up",
+                double(now_ns() - t0) / 1e9);
+    return finished;
+}
+
+// The counters and the verdict line; true when every datagram expected came and went intact.
+bool print_interop_report(const Options& o, Port& port, Stack& stack, const TxQueue& txq, const EchoHandler& echo,
+                          const PeerClient* client) {
+    using ull = unsigned long long;
+    std::printf("counters (non-zero):\n");
+    stack.counters().for_each([](const char* name, const char*, uint64_t v) {
+        if (v != 0) std::printf("  %-22s %llu\n", name, static_cast<ull>(v));
+    });
+    const PortCounters& pc = port.counters();
+    std::printf("  port rx_frames %llu tx_frames %llu tx_ring_full %llu; tx queue drops %llu\n", (ull)pc.rx_frames,
+                (ull)pc.tx_frames, (ull)pc.tx_ring_full, (ull)txq.drops);
+    std::printf("  echo: received %llu (%llu bytes) echoed %llu failed %llu copied %llu\n", (ull)echo.received,
+                (ull)echo.bytes, (ull)echo.echoed, (ull)echo.echo_fail, (ull)echo.copied);
+    uint64_t sent = 0, back = 0;
+    bool client_ok = true;
+    if (client != nullptr) {
+        sent = client->sent;
+        back = client->echoed_back;
+        std::printf("  peer: sent %llu resent %llu echoed back %llu lost %llu bad %llu duplicates %llu "
+                    "stray %llu send failures %llu\n",
+                    (ull)client->sent, (ull)client->resent, (ull)client->echoed_back, (ull)client->lost,
+                    (ull)client->bad, (ull)client->duplicates, (ull)client->stray, (ull)client->send_fail);
+        client_ok = client->sent == o.send && client->echoed_back == o.send && client->bad == 0;
+    }
+    std::printf("interop: sent %llu, echoed back %llu, received %llu, echoed %llu\n", (ull)sent, (ull)back,
+                (ull)echo.received, (ull)echo.echoed);
+    const bool ok = client_ok && echo.echoed == echo.received && echo.received >= o.expect && !g_stop.load();
+    if (!ok) std::printf("interop: FAIL\n");
+    return ok;
+}
+
+// The stack on an open port: echo (and the peer client), the poll loop, the report. Exit status.
+int serve_on_port(const Options& o, Port& port, MempoolPktPool& pool) {
+    StackConfig sc;
+    sc.ip = o.ip;
+    sc.mtu_bytes = o.mtu;
+    sc.mac = port.mac();
+    if (o.mac != "auto") parse_mac(o.mac, sc.mac);
+    // Not the reassembly default of 1 s: the kernel echoes 65507-byte datagrams in 45
+    // fragments, which take a while through af_packet on a loaded host.
+    sc.reass.timeout_ns = 2'000'000'000;
+    auto stack = std::make_unique<Stack>(sc, pool);
+    EchoHandler echo(*stack, pool, o.port);
+    stack->bind(o.port, &echo);
+    std::unique_ptr<PeerClient> client;
+    if (o.have_peer) {
+        std::vector<uint32_t> sizes;
+        for (uint32_t i = 0; i < o.send; ++i) sizes.push_back(o.sizes[i % o.sizes.size()]);
+        client = std::make_unique<PeerClient>(*stack, pool, static_cast<uint16_t>(o.src_port), o.peer,
+                                              static_cast<uint16_t>(o.peer_port), sizes);
+        stack->bind(static_cast<uint16_t>(o.src_port), client.get());
+    }
+    std::printf("interop: ready on %s (iface %s) mac %s ip %s mtu %u, echo on udp port %u%s\n", port.name().c_str(),
+                o.iface.c_str(), to_string(sc.mac).c_str(), to_string(o.ip).c_str(), o.mtu, o.port,
+                o.kernel_defrag ? " (kernel defragments for af_packet)" : "");
+    if (o.have_peer)
+        std::printf("interop: sending %u datagrams from port %d to %s:%d\n", o.send, o.src_port,
+                    to_string(o.peer).c_str(), o.peer_port);
+    std::fflush(stdout);
+    int rc = 1;
+    {
+        TxQueue txq(*stack, port);
+        poll_until_done(o, port, *stack, txq, echo, client.get());
+        rc = print_interop_report(o, port, *stack, txq, echo, client.get()) ? 0 : 1;
+        // Tear down in dependency order: what the stack holds, then our queue (its destructor),
+        // then the port (the caller).
+        stack->bind(o.port, nullptr);
+        if (client) stack->bind(static_cast<uint16_t>(o.src_port), nullptr);
+        stack.reset();
+    }
+    if (pool.in_use() != 0)
+        std::printf("interop: warning: %u stack pool segments still in use at exit (leak)\n", pool.in_use());
+    return rc;
+}
+
 int run(const Options& o) {
     constexpr uint32_t kRxMbufs = 8192, kStackSegs = 8192, kStackRoom = 2048 + kPktHeadroom, kDescs = 8192;
-    std::unique_ptr<MempoolPktPool> pool;
     rte_mempool* rx = nullptr;
     rte_mempool* desc = nullptr;
     std::string err;
     int rc = 1;
-    pool = MempoolPktPool::create("iop-stk", kStackSegs, kStackRoom, err);
+    std::unique_ptr<MempoolPktPool> pool = MempoolPktPool::create("iop-stk", kStackSegs, kStackRoom, err);
     if (pool) {
         rx = rte_pktmbuf_pool_create("iop-rx", kRxMbufs, 256, rx_priv_size(), RTE_MBUF_DEFAULT_BUF_SIZE,
                                      SOCKET_ID_ANY);
@@ -304,130 +451,7 @@ int run(const Options& o) {
         if (o.kernel_defrag) port.keep_kernel_defrag();
         const std::string devargs = "net_af_packet0,iface=" + o.iface + ",blocksz=" + std::to_string(kAfpBlock) +
                                     ",framesz=" + std::to_string(kAfpFrame) + ",framecnt=" + std::to_string(kAfpFrames);
-        if (err.empty() && port.open(devargs, rx, desc, 1000, err)) {
-            StackConfig sc;
-            sc.ip = o.ip;
-            sc.mtu_bytes = o.mtu;
-            sc.mac = port.mac();
-            if (o.mac != "auto") parse_mac(o.mac, sc.mac);
-            // Not the reassembly default of 1 s: the kernel echoes 65507-byte datagrams in 45
-            // fragments, which take a while through af_packet on a loaded host.
-            sc.reass.timeout_ns = 2'000'000'000;
-            auto stack = std::make_unique<Stack>(sc, *pool);
-            EchoHandler echo(*stack, *pool, o.port);
-            stack->bind(o.port, &echo);
-            std::unique_ptr<PeerClient> client;
-            if (o.have_peer) {
-                std::vector<uint32_t> sizes;
-                for (uint32_t i = 0; i < o.send; ++i) sizes.push_back(o.sizes[i % o.sizes.size()]);
-                client = std::make_unique<PeerClient>(*stack, *pool, static_cast<uint16_t>(o.src_port), o.peer,
-                                                      static_cast<uint16_t>(o.peer_port), sizes);
-                stack->bind(static_cast<uint16_t>(o.src_port), client.get());
-            }
-            std::printf("interop: ready on %s (iface %s) mac %s ip %s mtu %u, echo on udp port %u%s\n",
-                        port.name().c_str(), o.iface.c_str(), to_string(sc.mac).c_str(), to_string(o.ip).c_str(),
-                        o.mtu, o.port, o.kernel_defrag ? " (kernel defragments for af_packet)" : "");
-            if (o.have_peer)
-                std::printf("interop: sending %u datagrams from port %d to %s:%d\n", o.send, o.src_port,
-                            to_string(o.peer).c_str(), o.peer_port);
-            std::fflush(stdout);
-
-            std::deque<PktBuf*> txq;  // frames the device has not taken yet
-            uint64_t tx_queue_drops = 0;
-            auto flush = [&]() {
-                PktBuf* f[64];
-                for (uint32_t n; (n = stack->tx_take(f, 64)) > 0;)
-                    for (uint32_t i = 0; i < n; ++i) {
-                        if (txq.size() >= 65536) {
-                            ++tx_queue_drops;
-                            pkt_free(f[i]);
-                        } else {
-                            txq.push_back(f[i]);
-                        }
-                    }
-                while (!txq.empty()) {
-                    const uint32_t k = static_cast<uint32_t>(std::min<size_t>(txq.size(), 64));
-                    std::copy(txq.begin(), txq.begin() + k, f);
-                    const uint32_t sent = port.tx_burst(f, k);
-                    txq.erase(txq.begin(), txq.begin() + sent);
-                    if (sent < k) break;
-                }
-            };
-            const uint64_t t0 = now_ns();
-            const uint64_t deadline = t0 + uint64_t{o.seconds} * 1'000'000'000ull;
-            const uint64_t send_at = t0 + uint64_t{o.send_delay_ms} * 1'000'000ull;
-            uint64_t last_timers = t0;
-            bool finished = false;
-            PktBuf* frames[64];
-            while (!g_stop.load(std::memory_order_relaxed)) {
-                const uint64_t now = now_ns();
-                if (now >= deadline) break;
-                const uint32_t n = port.rx_burst(frames, 64);
-                if (n > 0) stack->input_burst(frames, n, now);
-                if (now - last_timers >= 1'000'000) {
-                    stack->timers(now);
-                    last_timers = now;
-                }
-                if (client && now >= send_at) client->step(now);
-                flush();
-                if ((!client || client->done()) && echo.received >= o.expect && (client || o.expect > 0)) {
-                    finished = true;
-                    break;
-                }
-                if (n == 0 && txq.empty()) {
-                    const timespec nap{0, 20'000};
-                    nanosleep(&nap, nullptr);
-                }
-            }
-            // Let the last echoes out.
-            const uint64_t drain_until = now_ns() + 500'000'000ull;
-            while ((!txq.empty() || stack->tx_queued() > 0) && now_ns() < drain_until) flush();
-            const double secs = double(now_ns() - t0) / 1e9;
-
-            std::printf("interop: %s after %.2f s\n",
-                        g_stop.load() ? "stopped by signal" : finished ? "done" : "time is up", secs);
-            std::printf("counters (non-zero):\n");
-            stack->counters().for_each([](const char* name, const char*, uint64_t v) {
-                if (v != 0) std::printf("  %-22s %llu\n", name, static_cast<unsigned long long>(v));
-            });
-            const PortCounters& pc = port.counters();
-            std::printf("  port rx_frames %llu tx_frames %llu tx_ring_full %llu; tx queue drops %llu\n",
-                        (unsigned long long)pc.rx_frames, (unsigned long long)pc.tx_frames,
-                        (unsigned long long)pc.tx_ring_full, (unsigned long long)tx_queue_drops);
-            std::printf("  echo: received %llu (%llu bytes) echoed %llu failed %llu copied %llu\n",
-                        (unsigned long long)echo.received, (unsigned long long)echo.bytes,
-                        (unsigned long long)echo.echoed, (unsigned long long)echo.echo_fail,
-                        (unsigned long long)echo.copied);
-            uint64_t sent = 0, back = 0;
-            bool client_ok = true;
-            if (client) {
-                sent = client->sent;
-                back = client->echoed_back;
-                std::printf("  peer: sent %llu resent %llu echoed back %llu lost %llu bad %llu duplicates %llu "
-                            "stray %llu send failures %llu\n",
-                            (unsigned long long)client->sent, (unsigned long long)client->resent,
-                            (unsigned long long)client->echoed_back, (unsigned long long)client->lost,
-                            (unsigned long long)client->bad, (unsigned long long)client->duplicates,
-                            (unsigned long long)client->stray, (unsigned long long)client->send_fail);
-                client_ok = client->sent == o.send && client->echoed_back == o.send && client->bad == 0;
-            }
-            std::printf("interop: sent %llu, echoed back %llu, received %llu, echoed %llu\n", (unsigned long long)sent,
-                        (unsigned long long)back, (unsigned long long)echo.received,
-                        (unsigned long long)echo.echoed);
-            const bool ok = client_ok && echo.echoed == echo.received && echo.received >= o.expect &&
-                            !g_stop.load();
-            rc = ok ? 0 : 1;
-            if (!ok) std::printf("interop: FAIL\n");
-
-            // Tear down in dependency order: what the stack holds, then our queue, then the port.
-            stack->bind(o.port, nullptr);
-            if (client) stack->bind(static_cast<uint16_t>(o.src_port), nullptr);
-            stack.reset();
-            for (PktBuf* f : txq) pkt_free(f);
-            txq.clear();
-            if (pool->in_use() != 0)
-                std::printf("interop: warning: %u stack pool segments still in use at exit (leak)\n", pool->in_use());
-        }
+        if (err.empty() && port.open(devargs, rx, desc, 1000, err)) rc = serve_on_port(o, port, *pool);
         if (!err.empty()) std::fprintf(stderr, "iccs interop: %s\n", err.c_str());
         port.close();
     }
