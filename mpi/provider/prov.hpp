@@ -23,6 +23,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -194,6 +195,10 @@ struct IccsAv {
 struct IccsEq {
     fid_eq eq;
     IccsFabric* fabric = nullptr;
+    // FI_WAIT_FD: an eventfd readable while q holds an event (fi_control FI_GETWAIT hands it out,
+    // fi_trywait looks at q); -1 otherwise. sread waits on `filled`.
+    int fd = -1;
+    std::condition_variable filled;
     std::mutex mu;
     struct Entry {
         uint32_t event;
@@ -218,6 +223,9 @@ struct IccsEp {
 int iccs_fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int iccs_domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int iccs_eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+// fi_trywait for the fabric: FI_SUCCESS when every fid is an EQ with a wait fd and none holds an
+// event, -FI_EAGAIN when one does, -FI_EINVAL for a fid without a wait fd (prov_eq.cpp).
+int iccs_trywait(fid_fabric* fabric, fid** fids, int count);
 int iccs_cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
 int iccs_av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context);
 int iccs_ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);

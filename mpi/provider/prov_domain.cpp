@@ -95,14 +95,13 @@ fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, iccs_no_bind, iccs_no_co
 
 int no_passive_ep(fid_fabric*, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
 int no_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
-int no_trywait(fid_fabric*, fid**, int) { return -FI_ENOSYS; }
 int domain2(fid_fabric* f, fi_info* info, fid_domain** d, uint64_t flags, void* ctx) {
     if (flags != 0) return -FI_EBADFLAGS;
     return iccs_domain_open(f, info, d, ctx);
 }
 
 fi_ops_fabric g_fabric_ops = {sizeof(fi_ops_fabric), iccs_domain_open, no_passive_ep, iccs_eq_open,
-                              no_wait_open,          no_trywait,       domain2};
+                              no_wait_open,          iccs_trywait,     domain2};
 
 int domain_close(fid* f) {
     auto* d = reinterpret_cast<IccsDomain*>(f);

@@ -14,6 +14,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -401,6 +402,65 @@ void av_names(Fab& f, const std::string& dir, bool table) {
     EXPECT_RC(name, fi_av_insertsym(av, "localhost", 2, "1", 1, a, 0, nullptr), 1);
     EXPECT(name, a[0] != FI_ADDR_NOTAVAIL && a[1] == FI_ADDR_NOTAVAIL);
     EXPECT_RC(name, fi_close(&av->fid), 0);
+    ok(name);
+}
+
+// An EQ whose wait object is a file descriptor (fi_eq(3), fi_poll(3)): readable while it holds an
+// event, fi_trywait says whether blocking on it is safe, sread waits for an event or its time-out.
+void eq_wait_fd(Fab& f) {
+    const std::string name = "eq-wait-fd";
+    fid_eq* eq = nullptr;
+    fi_eq_attr ea{};
+    ea.wait_obj = FI_WAIT_MUTEX_COND;
+    EXPECT_RC(name, fi_eq_open(f.fabric, &ea, &eq, nullptr), -FI_ENOSYS);  // not offered
+    ea.wait_obj = FI_WAIT_UNSPEC;
+    EXPECT_RC(name, fi_eq_open(f.fabric, &ea, &eq, nullptr), 0);
+    int fd = -1;
+    EXPECT_RC(name, fi_control(&eq->fid, FI_GETWAIT, &fd), -FI_ENODATA);  // no fd to hand out
+    EXPECT_RC(name, fi_close(&eq->fid), 0);
+    ea.wait_obj = FI_WAIT_FD;
+    ea.flags = FI_WRITE;
+    EXPECT_RC(name, fi_eq_open(f.fabric, &ea, &eq, nullptr), 0);
+    EXPECT_RC(name, fi_control(&eq->fid, FI_GETWAIT, &fd), 0);
+    auto readable = [&] {
+        pollfd p{fd, POLLIN, 0};
+        return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    };
+    fid* fids[1] = {&eq->fid};
+    EXPECT_RC(name, fi_trywait(f.fabric, fids, 1), FI_SUCCESS);
+    EXPECT(name, !readable());
+    fid* cq_fid[1] = {&f.cq->fid};
+    EXPECT_RC(name, fi_trywait(f.fabric, cq_fid, 1), -FI_EINVAL);  // a CQ has no wait fd here
+    fi_eq_entry in{}, out{};
+    uint32_t event = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_RC(name, fi_eq_sread(eq, &event, &out, sizeof out, 50, 0), -FI_EAGAIN);
+    EXPECT(name, std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(50));
+    for (int k = 1; k <= 2; ++k) {
+        in.fid = &eq->fid;
+        in.context = reinterpret_cast<void*>(static_cast<uintptr_t>(k));
+        in.data = 40u + static_cast<uint64_t>(k);
+        EXPECT_RC(name, fi_eq_write(eq, FI_NOTIFY, &in, sizeof in, 0), static_cast<long>(sizeof in));
+    }
+    EXPECT(name, readable());
+    EXPECT_RC(name, fi_trywait(f.fabric, fids, 1), -FI_EAGAIN);
+    EXPECT_RC(name, fi_eq_read(eq, &event, &out, sizeof out, FI_PEEK), static_cast<long>(sizeof out));
+    EXPECT(name, readable() && out.data == 41);
+    EXPECT_RC(name, fi_eq_sread(eq, &event, &out, sizeof out, -1, 0), static_cast<long>(sizeof out));
+    EXPECT(name, event == FI_NOTIFY && out.data == 41 && out.fid == &eq->fid && readable());
+    EXPECT_RC(name, fi_eq_sread(eq, &event, &out, sizeof out, 1000, 0), static_cast<long>(sizeof out));
+    EXPECT(name, out.data == 42 && !readable());
+    EXPECT_RC(name, fi_trywait(f.fabric, fids, 1), FI_SUCCESS);
+    // A writer from another thread wakes a reader blocked without a time-out.
+    std::thread writer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        in.data = 43;
+        (void)fi_eq_write(eq, FI_NOTIFY, &in, sizeof in, 0);
+    });
+    EXPECT_RC(name, fi_eq_sread(eq, &event, &out, sizeof out, -1, 0), static_cast<long>(sizeof out));
+    writer.join();
+    EXPECT(name, out.data == 43 && !readable());
+    EXPECT_RC(name, fi_close(&eq->fid), 0);
     ok(name);
 }
 
@@ -990,6 +1050,7 @@ int main(int argc, char** argv) {
     getinfo_caps();
     getinfo_names(dir);
     av_names(f, dir, table);
+    eq_wait_fd(f);
     calls(f);
     matching(f);
     peek_claim_cancel(f);
