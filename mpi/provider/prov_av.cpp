@@ -11,6 +11,9 @@ namespace {
 
 constexpr fi_addr_t kMapTag = 0x1CC5ull << 48;  // FI_AV_MAP: kMapTag | rank
 constexpr fi_addr_t kMapTagMask = 0xFFFFull << 48;
+// What inserts take (fi_av(3)): FI_MORE is a hint (inserts complete at once; nothing to gather),
+// FI_SYNC_ERR asks for each entry's error; FI_AV_USER_ID is not offered.
+constexpr uint64_t kInsertFlags = FI_MORE | FI_SYNC_ERR;
 
 // Puts one rank into the AV (the caller holds the domain's lock); its fi_addr.
 fi_addr_t insert_rank(IccsAv* av, uint32_t rank) {
@@ -23,7 +26,7 @@ fi_addr_t insert_rank(IccsAv* av, uint32_t rank) {
 
 int av_insert(fid_av* fav, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t flags, void* context) {
     auto* av = reinterpret_cast<IccsAv*>(fav);
-    if ((flags & ~uint64_t(FI_SYNC_ERR)) != 0) return -FI_EBADFLAGS;
+    if ((flags & ~kInsertFlags) != 0) return -FI_EBADFLAGS;
     if (count != 0 && addr == nullptr) return -FI_EINVAL;
     DomainLock lk(av->domain);
     const MpiMachine& m = *av->domain->fabric->machine;
@@ -63,7 +66,7 @@ int insert_named(IccsAv* av, const char* node, const char* service, size_t i, fi
 int av_insertsvc(fid_av* fav, const char* node, const char* service, fi_addr_t* fi_addr, uint64_t flags,
                  void* context) {
     auto* av = reinterpret_cast<IccsAv*>(fav);
-    if ((flags & ~uint64_t(FI_SYNC_ERR)) != 0) return -FI_EBADFLAGS;
+    if ((flags & ~kInsertFlags) != 0) return -FI_EBADFLAGS;
     if (node == nullptr && service == nullptr) return -FI_EINVAL;
     DomainLock lk(av->domain);
     return insert_named(av, node, service, 0, fi_addr, (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr);
@@ -73,7 +76,7 @@ int av_insertsvc(fid_av* fav, const char* node, const char* service, fi_addr_t* 
 int av_insertsym(fid_av* fav, const char* node, size_t nodecnt, const char* service, size_t svccnt,
                  fi_addr_t* fi_addr, uint64_t flags, void* context) {
     auto* av = reinterpret_cast<IccsAv*>(fav);
-    if ((flags & ~uint64_t(FI_SYNC_ERR)) != 0) return -FI_EBADFLAGS;
+    if ((flags & ~kInsertFlags) != 0) return -FI_EBADFLAGS;
     if (node == nullptr || service == nullptr || nodecnt == 0 || svccnt == 0) return -FI_EINVAL;
     DomainLock lk(av->domain);
     int* errs = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;

@@ -386,6 +386,11 @@ void av_names(Fab& f, const std::string& dir, bool table) {
     EXPECT_RC(name, fi_av_insertsvc(av, "localhost", std::to_string(1 - g_rank).c_str(), &a[0], 0, nullptr), 1);
     EXPECT_RC(name, fi_av_lookup(av, a[0], back, &blen), 0);
     EXPECT(name, same_addr(back, blen, peer));
+    // FI_MORE is a hint (more inserts follow), taken by every insert call.
+    EXPECT_RC(name, fi_av_insert(av, peer.data(), 1, &a[1], FI_MORE, nullptr), 1);
+    EXPECT_RC(name, fi_av_insertsvc(av, nullptr, std::to_string(g_rank).c_str(), &a[2], FI_MORE, nullptr), 1);
+    EXPECT_RC(name, fi_av_insertsym(av, "localhost", 1, "0", 1, &a[3], FI_MORE, nullptr), 1);
+    EXPECT(name, a[1] != FI_ADDR_NOTAVAIL && a[2] != FI_ADDR_NOTAVAIL && a[3] != FI_ADDR_NOTAVAIL);
     EXPECT_RC(name, fi_av_insertsvc(av, nullptr, "7", &a[0], 0, nullptr), 0);
     EXPECT(name, a[0] == FI_ADDR_NOTAVAIL);
     EXPECT_RC(name, fi_av_insertsvc(av, "192.0.2.1", "0", &a[0], 0, nullptr), 0);
