@@ -185,6 +185,7 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
     r.iccs_ns_per_msg = median(ic);
     r.iccs_min = *std::min_element(ic.begin(), ic.end());
     r.iccs_max = *std::max_element(ic.begin(), ic.end());
+    if (key) r.stages = bench_auth_stages(*key, o.size_bytes, 200'000, o.runs);
     if (!ac.empty()) {
         r.auth_ns_per_msg = median(ac);
         r.auth_min = *std::min_element(ac.begin(), ac.end());
@@ -202,13 +203,28 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
 
 void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
     const unsigned cores = std::thread::hardware_concurrency();
-    char auth_json[256] = "";
-    if (r.auth)
-        std::snprintf(auth_json, sizeof auth_json,
+    std::string auth_json;
+    if (r.auth) {
+        char b[256];
+        std::snprintf(b, sizeof b,
                       ", \"auth_mode\": \"%s\", \"auth_ns_per_msg\": %.1f, \"auth_ns_min\": %.1f, "
                       "\"auth_ns_max\": %.1f, \"auth_overhead\": %.3f",
                       o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac", r.auth_ns_per_msg, r.auth_min, r.auth_max,
                       r.auth_overhead);
+        auth_json = b;
+        if (!r.stages.error.empty()) {
+            auth_json += ", \"auth_stages_error\": \"" + r.stages.error + "\"";
+        } else {
+            auth_json += ", \"auth_stages_ns\": {";
+            for (size_t i = 0; i < r.stages.stages.size(); ++i) {
+                std::snprintf(b, sizeof b, "%s\"%s\": %.1f", i ? ", " : "", r.stages.stages[i].key.c_str(),
+                              r.stages.stages[i].ns);
+                auth_json += b;
+            }
+            std::snprintf(b, sizeof b, "}, \"auth_seal_evp_over_ours\": %.3f", r.stages.evp_over_ours);
+            auth_json += b;
+        }
+    }
     if (o.json) {
         std::printf(
             "{\"size_bytes\": %u, \"messages_per_run\": %llu, \"runs\": %u, \"cores\": %u, "
@@ -219,7 +235,7 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
             r.kernel_error.empty() ? std::to_string(r.kernel_ns_per_msg).c_str() : "null", r.kernel_min,
             r.kernel_max, r.kernel_error.empty() ? std::to_string(r.ratio).c_str() : "null",
             r.kernel_error.empty() ? "" : ", \"kernel_error\": \"", r.kernel_error.c_str(),
-            r.kernel_error.empty() ? "" : "\"", auth_json);
+            r.kernel_error.empty() ? "" : "\"", auth_json.c_str());
         return;
     }
     std::printf("bench stack: %u-byte messages, %llu per run, median of %u runs, one thread (host has %u cores)\n",
@@ -231,6 +247,13 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
         std::printf("  %-44s %10.1f %10.1f %10.1f   (auth/plain = %.3f)\n",
                     o.encrypt ? "  the same, authenticated + encrypted (GCM)" : "  the same, authenticated (GCM MAC)",
                     r.auth_ns_per_msg, r.auth_min, r.auth_max, r.auth_overhead);
+    if (r.auth && !r.stages.error.empty()) std::printf("  authentication stages: not measured: %s\n", r.stages.error.c_str());
+    if (r.auth && r.stages.error.empty()) {
+        std::printf("  authentication, stage by stage (CPU ns per call, %u-byte payload):\n", o.size_bytes);
+        for (const AuthStage& s : r.stages.stages)
+            std::printf("    %-52s %10.1f %10.1f %10.1f\n", s.what.c_str(), s.ns, s.min, s.max);
+        std::printf("    seal through EVP_CIPHER_CTX / seal through the provider's GCM = %.3f\n", r.stages.evp_over_ours);
+    }
     if (r.kernel_error.empty()) {
         std::printf("  %-44s %10.1f %10.1f %10.1f\n", "kernel UDP loopback: sendmmsg/recvmmsg x32", r.kernel_ns_per_msg,
                     r.kernel_min, r.kernel_max);

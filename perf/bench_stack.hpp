@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "bench_auth_stages.hpp"
+
 namespace iccs {
 
 struct BenchStackOptions {
@@ -25,6 +27,7 @@ struct BenchStackResult {
     double auth_ns_per_msg = 0, auth_min = 0, auth_max = 0;
     double auth_overhead = 0;  // auth / plain
     std::string key_error;     // the key file could not be used (then nothing ran)
+    AuthStagesResult stages;   // with a key: what authenticating costs, stage by stage
 };
 
 // Runs both measurements `runs` times, interleaved (and, with a key, the iccs stack again with

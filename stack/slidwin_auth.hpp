@@ -23,7 +23,7 @@
 // key): both ends move to the next epoch's keys before the low bits wrap.
 //
 // Why OpenSSL's libcrypto and AES-GCM (not libsodium): our datagrams are chains of segments
-// (zero copy: headers in headroom, striped payloads, IP fragments as views), and EVP's GCM takes
+// (zero copy: headers in headroom, striped payloads, IP fragments as views), and libcrypto's GCM takes
 // the authenticated data and the plaintext in as many pieces as there are segments, in place or
 // into another chain; libsodium's AEADs are one-shot over one contiguous buffer, which would cost
 // a copy per datagram. Measured by `./iccs bench stack --key FILE` (perf/README.md).
@@ -40,7 +40,6 @@
 #include "pktbuf.hpp"
 #include "slidwin_hdr.hpp"
 
-typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 typedef struct evp_kdf_ctx_st EVP_KDF_CTX;
 
 namespace iccs {
@@ -99,7 +98,16 @@ class SlidwinKdf {
     EVP_KDF_CTX* ctx_ = nullptr;
 };
 
+// Whether libcrypto's AES-128-GCM can be reached as SlidwinCipher reaches it (err says why not).
+bool slidwin_gcm_available(std::string& err);
+
 // One AES-128-GCM key in a context allocated once: a new key is a key schedule, no allocation.
+// The context is the provider's own (libcrypto's default provider, or whichever EVP would
+// fetch AES-128-GCM from), driven through the provider's dispatch table rather than an
+// EVP_CIPHER_CTX: the same GCM code without OpenSSL 3.0's EVP layer, which on every IV-only
+// re-init and every tag get or set builds and parses OSSL_PARAM queries, about half of a small
+// datagram's seal (slidwin_auth.cpp; measured by `./iccs bench stack --key FILE`). A datagram
+// costs one IV set-up, its GHASH (and CTR) passes, and one tag read or compare; no allocation.
 class SlidwinCipher {
    public:
     SlidwinCipher();
@@ -126,7 +134,11 @@ class SlidwinCipher {
     // dst from byte `dst_from` on (dst == src: in place).
     bool update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32_t dst_from);
     bool start(uint64_t counter, int enc);
-    EVP_CIPHER_CTX* ctx_ = nullptr;
+    // One piece: authenticated data (out null) or text into out.
+    bool add(uint8_t* out, const uint8_t* in, uint32_t len);
+    bool finish_tag(uint8_t tag[kSlidwinAuthTagLen]);       // sealing: compute and read the tag
+    bool check_tag(const uint8_t tag[kSlidwinAuthTagLen]);  // opening: false unless it matches
+    void* ctx_ = nullptr;  // the provider's AES-128-GCM context
 };
 
 // Which counters of one key were accepted: the highest, and a bitmap of `bits` below it.

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -128,6 +130,109 @@ TEST_CASE("with encryption no buffer for a sealed copy is a counted drop, and th
     for (PktBuf* p : hog) pkt_free(p);
     for (int i = 0; i < 100 && l.sink_b.got == 0; ++i) l.step(1'000'000);
     REQUIRE(l.sink_b.got == 1);
+}
+
+namespace {
+
+// AES-128-GCM of a flat datagram as slidwin lays it out, one-shot through EVP: nonce 0^32 ||
+// counter, authenticated data the header and counter (and, without encryption, the payload),
+// text the payload with encryption. Returns the datagram as it must go on the wire.
+std::vector<uint8_t> evp_sealed(const uint8_t key[16], std::vector<uint8_t> d, uint64_t counter, bool encrypt) {
+    const size_t from = kSlidwinHdrLen + kSlidwinAuthLen;
+    uint8_t iv[12] = {};
+    for (int i = 0; i < 8; ++i) d[kSlidwinHdrLen + i] = iv[4 + i] = static_cast<uint8_t>(counter >> (56 - 8 * i));
+    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+    int n = 0;
+    uint8_t fin[16];
+    REQUIRE(EVP_EncryptInit_ex(c, EVP_aes_128_gcm(), nullptr, key, iv) == 1);
+    REQUIRE(EVP_EncryptUpdate(c, nullptr, &n, d.data(), kSlidwinHdrLen + 8) == 1);
+    const int len = static_cast<int>(d.size() - from);
+    if (len > 0) REQUIRE(EVP_EncryptUpdate(c, encrypt ? d.data() + from : nullptr, &n, d.data() + from, len) == 1);
+    REQUIRE(EVP_EncryptFinal_ex(c, fin, &n) == 1);
+    REQUIRE(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, d.data() + kSlidwinHdrLen + 8) == 1);
+    EVP_CIPHER_CTX_free(c);
+    return d;
+}
+
+// The bytes as a chain whose segments hold at most seg bytes each (the first at least the
+// header and auth block, as slidwin's datagrams always do).
+PktBuf* chain_of(PktPool& pool, const std::vector<uint8_t>& d, uint32_t seg) {
+    PktBuf* head = pkt_alloc(pool);
+    REQUIRE(head != nullptr);
+    const uint32_t first = std::max<uint32_t>(seg, kSlidwinHdrLen + kSlidwinAuthLen);
+    uint32_t off = std::min<uint32_t>(first, static_cast<uint32_t>(d.size()));
+    std::memcpy(pkt_append(head, off), d.data(), off);
+    while (off < d.size()) {
+        PktBuf* s = pkt_alloc(pool, 0);
+        REQUIRE(s != nullptr);
+        const uint32_t k = std::min<uint32_t>(seg, static_cast<uint32_t>(d.size()) - off);
+        std::memcpy(pkt_append(s, k), d.data() + off, k);
+        pkt_chain(head, s);
+        off += k;
+    }
+    return head;
+}
+
+std::vector<uint8_t> flat(const PktBuf* p) {
+    std::vector<uint8_t> v(p->pkt_len);
+    REQUIRE(pkt_read(p, 0, p->pkt_len, v.data()) == p->pkt_len);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("SlidwinCipher seals and opens what AES-128-GCM through EVP does, over segment chains", "[security]") {
+    // SlidwinCipher drives the provider's GCM through its dispatch table, not an EVP_CIPHER_CTX:
+    // the same bytes as EVP, in one segment or many, and nothing a forged datagram can pass.
+    uint8_t key[16];
+    for (int i = 0; i < 16; ++i) key[i] = static_cast<uint8_t>(0xa5 ^ (i * 29));
+    std::string err;
+    REQUIRE(slidwin_gcm_available(err));
+    SlidwinCipher c;
+    REQUIRE(c.ok());
+    REQUIRE(c.set_key(key));
+    HeapPktPool pool(256, 4096);
+    for (const bool encrypt : {false, true})
+        for (const uint32_t payload : {0u, 1u, 100u, 1000u})
+            for (const uint32_t seg : {2048u, 100u, 17u}) {
+                INFO("encrypt " << encrypt << " payload " << payload << " segments of " << seg);
+                std::vector<uint8_t> plain(kSlidwinHdrLen + kSlidwinAuthLen + payload);
+                for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 13 + payload);
+                const uint64_t counter = 0x0102030405060708ull + payload + seg;
+                const std::vector<uint8_t> want = evp_sealed(key, plain, counter, encrypt);
+                PktBuf* d = chain_of(pool, plain, seg);
+                REQUIRE(c.seal(d, counter, encrypt));
+                REQUIRE(flat(d) == want);
+                pkt_free(d);
+                // EVP's datagram opens (and decrypts back to the plaintext, the block kept) ...
+                d = chain_of(pool, want, seg);
+                REQUIRE(c.open(d, counter, encrypt));
+                std::vector<uint8_t> back = want;
+                if (encrypt) std::copy(plain.begin() + kSlidwinHdrLen + kSlidwinAuthLen, plain.end(),
+                                       back.begin() + kSlidwinHdrLen + kSlidwinAuthLen);
+                REQUIRE(flat(d) == back);
+                pkt_free(d);
+                // ... under its own counter only, and a bit flipped anywhere is refused, without
+                // leaving anything in libcrypto's error queue (a forged datagram costs no allocation).
+                ERR_clear_error();
+                d = chain_of(pool, want, seg);
+                REQUIRE(!c.open(d, counter + 1, encrypt));
+                pkt_free(d);
+                for (size_t at : {size_t{3}, size_t{kSlidwinHdrLen + 2}, size_t{kSlidwinHdrLen + 8 + 5},
+                                  want.size() - 1}) {
+                    std::vector<uint8_t> bad = want;
+                    bad[at] ^= 0x10;
+                    d = chain_of(pool, bad, seg);
+                    REQUIRE(!c.open(d, counter, encrypt));
+                    pkt_free(d);
+                }
+                REQUIRE(ERR_peek_error() == 0);
+                // The context is fine after a refusal: the genuine one still opens.
+                d = chain_of(pool, want, seg);
+                REQUIRE(c.open(d, counter, encrypt));
+                pkt_free(d);
+            }
+    REQUIRE(pool.in_use() == 0);
 }
 
 namespace {

@@ -1,0 +1,163 @@
+// bench_auth_stages.cpp: see bench_auth_stages.hpp.
+#include "bench_auth_stages.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <functional>
+
+#include "slidwin_hdr.hpp"
+
+namespace iccs {
+
+namespace {
+
+uint64_t cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A slidwin datagram as sealed: header, auth block, `payload` bytes, in one segment.
+PktBuf* datagram(PktPool& pool, uint32_t payload) {
+    PktBuf* d = pkt_alloc(pool);
+    if (d == nullptr) return nullptr;
+    uint8_t* p = pkt_append(d, kSlidwinHdrLen + kSlidwinAuthLen + payload);
+    for (uint32_t i = 0; i < kSlidwinHdrLen + kSlidwinAuthLen + payload; ++i) p[i] = static_cast<uint8_t>(i * 7 + 3);
+    p[offsetof(SlidwinHdr, flags)] = kSwAck | kSwAuth | (payload != 0 ? kSwData : 0);
+    return d;
+}
+
+// The seal slidwin did before: one EVP_CIPHER_CTX per key, re-initialised with the IV only,
+// the header and payload as authenticated data (MAC) or the payload as text (encrypt), the tag
+// read with EVP_CIPHER_CTX_ctrl. Same key, same nonce layout: the same bytes as
+// SlidwinCipher::seal, which the benchmark checks.
+struct EvpSeal {
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    explicit EvpSeal(const uint8_t key[16]) {
+        if (ctx != nullptr && EVP_CipherInit_ex(ctx, EVP_aes_128_gcm(), nullptr, key, nullptr, 1) != 1) {
+            EVP_CIPHER_CTX_free(ctx);
+            ctx = nullptr;
+        }
+    }
+    ~EvpSeal() { EVP_CIPHER_CTX_free(ctx); }
+    bool seal(PktBuf* d, uint64_t counter, bool encrypt) {
+        uint8_t* h = d->data();
+        uint8_t iv[12] = {};
+        for (int i = 0; i < 8; ++i) h[kSlidwinHdrLen + i] = iv[4 + i] = static_cast<uint8_t>(counter >> (56 - 8 * i));
+        uint8_t* text = h + kSlidwinHdrLen + kSlidwinAuthLen;
+        const int len = static_cast<int>(d->data_len - kSlidwinHdrLen - kSlidwinAuthLen);
+        int n = 0;
+        uint8_t fin[16];
+        return ctx != nullptr && EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, iv, 1) == 1 &&
+               EVP_CipherUpdate(ctx, nullptr, &n, h, kSlidwinHdrLen + 8) == 1 &&
+               (len == 0 || EVP_CipherUpdate(ctx, encrypt ? text : nullptr, &n, text, len) == 1) &&
+               EVP_CipherFinal_ex(ctx, fin, &n) == 1 &&
+               EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kSlidwinAuthTagLen, h + kSlidwinHdrLen + 8) == 1;
+    }
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+}  // namespace
+
+AuthStagesResult bench_auth_stages(const SlidwinAuthKey& key, uint32_t size, uint32_t reps, uint32_t runs) {
+    AuthStagesResult r;
+    HeapPktPool pool(64, 2048 + size);
+    SlidwinKdf kdf(key);
+    SlidwinCipher c, c2;
+    uint8_t k16[16];
+    if (!kdf.ok() || !c.ok() || !kdf.derive(k16, SlidwinKeyUse::kData, 0, 1, 2, 3, 4) || !c.set_key(k16) ||
+        !c2.set_key(k16)) {
+        r.error = "libcrypto refused the key set-up";
+        return r;
+    }
+    EvpSeal evp(k16);
+    PktBuf* data = datagram(pool, size);
+    PktBuf* ack = datagram(pool, 0);
+    PktBuf* other = datagram(pool, size);
+    if (data == nullptr || ack == nullptr || other == nullptr || evp.ctx == nullptr) {
+        r.error = "no buffer or no EVP context";
+        return r;
+    }
+    const bool enc = key.encrypt;
+    // The baseline must compute what SlidwinCipher computes, byte for byte.
+    if (!c.seal(data, 77, enc) || !evp.seal(other, 77, enc) ||
+        std::memcmp(data->data(), other->data(), data->data_len) != 0) {
+        r.error = "the EVP baseline's seal differs from SlidwinCipher::seal";
+        return r;
+    }
+    SlidwinReplayWindow window(4096);
+    uint64_t counter = 1000;
+    bool ok = true;
+    struct Stage {
+        const char* key;
+        const char* what;
+        std::function<bool()> call;
+        const char* minus = nullptr;  // a stage whose cost is included in this call (subtracted)
+    };
+    std::vector<Stage> stages = {
+        {"kdf_expand", "HKDF-Expand: one datagram key (at a key set-up)",
+         [&] { return kdf.derive(k16, SlidwinKeyUse::kData, static_cast<uint32_t>(++counter), 1, 2, 3, 4); }},
+        {"key_schedule", "AES-128 key schedule (at a key set-up)", [&] { return c2.set_key(k16); }},
+        {"seal_ack", "seal: ack-only datagram (64 bytes)", [&] { return c.seal(ack, ++counter, enc); }},
+        {"open_ack", "open: ack-only datagram (seal + open - seal)",
+         [&] { return c.seal(ack, ++counter, enc) && c.open(ack, counter, enc); }, "seal_ack"},
+        {"seal_data", "seal: data datagram", [&] { return c.seal(data, ++counter, enc); }},
+        {"open_data", "open: data datagram (seal + open - seal)",
+         [&] { return c.seal(data, ++counter, enc) && c.open(data, counter, enc); }, "seal_data"},
+        {"seal_data_evp", "seal: data datagram through EVP_CIPHER_CTX (before)",
+         [&] { return evp.seal(other, ++counter, enc); }},
+        {"replay_window", "anti-replay window: fresh + mark", [&] {
+             ++counter;
+             const bool f = window.fresh(counter);
+             window.mark(counter);
+             return f;
+         }},
+    };
+    if (enc)
+        stages.push_back({"seal_copy", "seal a retransmission into a copy (encrypt)", [&] {
+                              PktBuf* cp = c.seal_copy(data, ++counter, pool, kPktHeadroom);
+                              pkt_free(cp);
+                              return cp != nullptr;
+                          }});
+    std::vector<std::vector<double>> ns(stages.size());
+    for (uint32_t run = 0; run < runs + 1 && ok; ++run)  // run 0 warms up, not counted
+        for (size_t i = 0; i < stages.size() && ok; ++i) {
+            const uint64_t t0 = cpu_ns();
+            for (uint32_t k = 0; k < reps; ++k) ok = stages[i].call() && ok;
+            if (run > 0) ns[i].push_back(static_cast<double>(cpu_ns() - t0) / reps);
+        }
+    pkt_free(data);
+    pkt_free(ack);
+    pkt_free(other);
+    if (!ok) {
+        r.error = "a stage failed (libcrypto refused a call)";
+        return r;
+    }
+    for (size_t i = 0; i < stages.size(); ++i) {
+        std::vector<double> v = ns[i];
+        if (stages[i].minus != nullptr)
+            for (size_t j = 0; j < stages.size(); ++j)
+                if (std::strcmp(stages[j].key, stages[i].minus) == 0)
+                    for (size_t k = 0; k < v.size(); ++k) v[k] -= ns[j][k];
+        AuthStage s{stages[i].key, stages[i].what, median(v), *std::min_element(v.begin(), v.end()),
+                    *std::max_element(v.begin(), v.end())};
+        r.stages.push_back(s);
+    }
+    double ours = 0, before = 0;
+    for (const AuthStage& s : r.stages) {
+        if (s.key == "seal_data") ours = s.ns;
+        if (s.key == "seal_data_evp") before = s.ns;
+    }
+    r.evp_over_ours = ours > 0 ? before / ours : 0;
+    return r;
+}
+
+}  // namespace iccs
