@@ -83,6 +83,9 @@ void wait_until_every_rank_checked() {
 
 std::atomic<bool> g_hints_asked{false};
 
+constexpr uint64_t kTxCaps = FI_TAGGED | FI_MSG | FI_SEND;
+constexpr uint64_t kRxCaps = FI_TAGGED | FI_MSG | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE;
+
 // Why hints ask for something this provider does not do ("" when they do not).
 std::string unmet(uint32_t version, const fi_info* h) {
     (void)version;
@@ -102,9 +105,11 @@ std::string unmet(uint32_t version, const fi_info* h) {
     }
     if (const fi_ep_attr* e = h->ep_attr) {
         if (e->max_msg_size > (1ull << 30)) return "messages longer than 1 GiB";
+        if (e->protocol != FI_PROTO_UNSPEC) return "wire protocol " + std::to_string(e->protocol) + " (the provider's own only)";
         if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return "more than one transmit or receive context";
     }
     if (const fi_tx_attr* t = h->tx_attr) {
+        if (t->caps & ~kTxCaps) return "transmit capabilities beyond tagged and untagged sends";
         if (t->msg_order & ~uint64_t(FI_ORDER_SAS)) return "message orders beyond FI_ORDER_SAS";
         if (t->comp_order & ~uint64_t(FI_ORDER_NONE)) return "ordered completions";
         if (t->op_flags & ~kTxOpFlags) return "transmit flags beyond FI_COMPLETION, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE";
@@ -114,6 +119,7 @@ std::string unmet(uint32_t version, const fi_info* h) {
         if (t->rma_iov_limit > 0) return "RMA";
     }
     if (const fi_rx_attr* r = h->rx_attr) {
+        if (r->caps & ~kRxCaps) return "receive capabilities beyond tagged and untagged receives";
         if (r->msg_order & ~uint64_t(FI_ORDER_SAS)) return "message orders beyond FI_ORDER_SAS";
         if (r->comp_order & ~uint64_t(FI_ORDER_NONE)) return "ordered completions";
         if (r->op_flags & ~kRxOpFlags) return "receive flags beyond FI_COMPLETION";
@@ -214,7 +220,11 @@ int iccs_getinfo(uint32_t version, const char* node, const char* service, uint64
     fi->addr_format = FI_FORMAT_UNSPEC;
 
     fi_tx_attr* tx = fi->tx_attr;
-    tx->caps = caps & (FI_TAGGED | FI_MSG | FI_SEND);  // the domain's capabilities are not a context's
+    // A context's capabilities: the hints' own when they give them (fi_endpoint(3)), else the
+    // info's that apply to it; never the domain's.
+    const uint64_t tx_asked = hints && hints->tx_attr ? hints->tx_attr->caps : 0;
+    const uint64_t rx_asked = hints && hints->rx_attr ? hints->rx_attr->caps : 0;
+    tx->caps = caps & kTxCaps & (tx_asked ? tx_asked : ~0ull);
     tx->mode = 0;
     tx->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
     tx->msg_order = FI_ORDER_SAS;
@@ -225,7 +235,7 @@ int iccs_getinfo(uint32_t version, const char* node, const char* service, uint64
     tx->rma_iov_limit = 0;
 
     fi_rx_attr* rx = fi->rx_attr;
-    rx->caps = caps & (FI_TAGGED | FI_MSG | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
+    rx->caps = caps & kRxCaps & (rx_asked ? rx_asked : ~0ull);
     rx->mode = 0;
     rx->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
     rx->msg_order = FI_ORDER_SAS;

@@ -315,6 +315,16 @@ void getinfo_caps() {
     EXPECT(name, (i->caps & (FI_TAGGED | FI_MSG)) == FI_TAGGED);
     EXPECT(name, i->tx_attr->caps == (FI_TAGGED | FI_SEND) && i->rx_attr->caps == (FI_TAGGED | FI_RECV));
     fi_freeinfo(i);
+    // A context's capabilities in the hints are the context's; beyond the provider's: none.
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info* h) {
+        h->caps = FI_TAGGED | FI_MSG;
+        h->tx_attr->caps = FI_MSG | FI_SEND;
+    }, &i), 0);
+    EXPECT(name, i->tx_attr->caps == (FI_MSG | FI_SEND) && (i->rx_attr->caps & FI_TAGGED));
+    fi_freeinfo(i);
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info* h) { h->tx_attr->caps = FI_MSG | FI_WRITE; }, &i), -FI_ENODATA);
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info* h) { h->rx_attr->caps = FI_MULTI_RECV; }, &i), -FI_ENODATA);
+    EXPECT_RC(name, getinfo(nullptr, nullptr, 0, [](fi_info* h) { h->ep_attr->protocol = FI_PROTO_RXM; }, &i), -FI_ENODATA);
     ok(name);
 }
 
