@@ -51,15 +51,6 @@ std::string rate_text(double r) {
     return b;
 }
 
-std::string json_str(const std::string& s) {
-    std::string o = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') o += '\\';
-        if (static_cast<unsigned char>(c) >= 0x20) o += c;
-    }
-    return o + "\"";
-}
-
 }  // namespace
 
 int bench_compare(const BenchCompareOptions& o) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "run_capture.hpp"
 
 namespace iccs {
 
@@ -40,34 +41,6 @@ struct Series {
 };
 // (collective, size) -> impl ("magpie", "mpi", "han") -> series
 using Results = std::map<std::pair<std::string, long>, std::map<std::string, Series>>;
-
-// Runs argv with `env` added, stdout captured (stderr passes through); the exit status.
-int run_capture(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& out) {
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    const pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-        std::vector<char*> a;
-        for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-        a.push_back(nullptr);
-        execvp(a[0], a.data());
-        std::fprintf(stderr, "iccs bench mpi-collectives: cannot run %s\n", a[0]);
-        _exit(127);
-    }
-    close(fds[1]);
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 // "m COLL SIZE IMPL REP TIME_US LATE WAN WAN_MIN" lines; rep 0 (the warm-up) left out. `mpi_as`
 // names what PMPI_ measured in this run (mpi = tuned, or han).
@@ -193,7 +166,9 @@ int bench_mpi_collectives(const BenchMpiCollectivesOptions& o) {
                                          std::to_string(o.reps), std::string("--colls"), p.colls})
                 argv.push_back(a);
             std::string out;
-            const int rc = run_capture(argv, env, out);
+            CaptureOptions co;
+            co.env = env;
+            const int rc = run_capture(argv, out, co);
             if (rc != 0) {
                 const std::string what = "the " + std::string(module == "han" ? "han" : "tuned") + " run (" + p.colls +
                                          ", sizes " + p.sizes + ") exited " + std::to_string(rc);

@@ -107,6 +107,15 @@ uint16_t bench_udp_port() { return static_cast<uint16_t>(20000 + (getpid() % 48)
 
 unsigned iccs_spinning_threads(const std::string& polling) { return polling == "inline" ? 2 : 4; }
 
+std::string json_str(const std::string& s) {
+    std::string o = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20) o += c;
+    }
+    return o + "\"";
+}
+
 Spread spread_of(std::vector<double> v) {
     Spread s;
     if (v.empty()) return s;

@@ -71,4 +71,7 @@ struct Spread {
 };
 Spread spread_of(std::vector<double> v);
 
+// s as a JSON string, quotes included (quote and backslash escaped, control characters dropped).
+std::string json_str(const std::string& s);
+
 }  // namespace iccs
