@@ -14,6 +14,7 @@
 #include "bench_collectives.hpp"
 #include "bench_compare.hpp"
 #include "bench_dsm.hpp"
+#include "bench_dsm_argo.hpp"
 #include "bench_mpi.hpp"
 #include "bench_mpi_collectives.hpp"
 #include "bench_paths.hpp"
@@ -129,7 +130,30 @@ int launch_compare(const BenchRow& row, const cli::Args& p) {
     return bench_compare(o);
 }
 
-int launch_dsm(const BenchRow&, const cli::Args& p) {
+int launch_dsm_argo(const BenchRow& row, const cli::Args& p) {
+    const std::string who = "bench " + row.name;
+    if (p.has("--rounds")) cli::usage_error(who, "--rounds is the operation benchmark's; --vs argo runs whole programs");
+    BenchDsmArgoOptions o;
+    std::stringstream list(p.text("--programs", "all"));
+    for (std::string name; std::getline(list, name, ',');) {
+        if (name == "all") continue;
+        if (name != "matmul" && name != "jacobi" && name != "fft" && name != "taskq")
+            cli::usage_error(who, "--programs: unknown program '" + name + "' (matmul, jacobi, fft, taskq, all)");
+        o.programs.push_back(name);
+    }
+    o.argo_dir = p.text("--argo");
+    const std::string problem = argo_install_problem(o.argo_dir);
+    if (!problem.empty()) cli::usage_error(who, problem);
+    o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
+    o.small = p.flag("--small");
+    o.json = p.flag("--json");
+    return bench_dsm_argo(o);
+}
+
+int launch_dsm(const BenchRow& row, const cli::Args& p) {
+    if (p.has("--vs")) return launch_dsm_argo(row, p);
+    for (const char* only_vs : {"--argo", "--programs", "--small"})
+        if (p.has(only_vs)) cli::usage_error("bench " + row.name, std::string(only_vs) + " belongs to --vs argo");
     BenchDsmOptions o;
     o.rounds = static_cast<uint32_t>(p.u64("--rounds", o.rounds));
     o.runs = static_cast<uint32_t>(p.u64("--runs", o.runs));
@@ -294,7 +318,7 @@ std::vector<BenchRow> make_rows() {
           key_option(), encrypt_option(), json_option()},
         launch_compare});
     rows.push_back(BenchRow{
-        "dsm", "the DSM's page fetch, diff, lock and barrier over iccs against direct",
+        "dsm", "the DSM's page fetch, diff, lock and barrier over iccs against direct; --vs argo: programs against ArgoDSM",
         "  the DSM's costs between 2 cluster processes (1 compute thread each) started by the runtime's\n"
         "  launcher, over the iccs transport (1 proxy per cluster, memif) and over direct (shared memory,\n"
         "  no proxy) in the same command: page fetch round trip (fault to data), release of one fully\n"
@@ -306,9 +330,29 @@ std::vector<BenchRow> make_rows() {
         "  slower than iccs beyond noise (median over 10% higher and its best run slower) is printed as\n"
         "  FLOOR BROKEN. JSON: runs, cores, oversubscribed, floor_ok, and fetch, diff, lock, barrier,\n"
         "  each with iccs_median_us, iccs_p99_us, direct_median_us, direct_p99_us, samples (of all runs),\n"
-        "  ratio_iccs_direct, direct_slower.\n",
+        "  ratio_iccs_direct, direct_slower.\n"
+        "  --vs argo --argo DIR: whole programs against ArgoDSM instead (perf/dsm_vs_argo/README.md): matmul\n"
+        "  (512x512), jacobi (1024x1024, 50 sweeps), fft (512x512 complex, 2 forward+inverse 2-D FFTs by\n"
+        "  row FFTs and transposes) and taskq (4096 tasks under one queue lock), the same C++ on both\n"
+        "  (every thread writes its part of the data, the parallel section timed between barriers, every\n"
+        "  run checked against a sequential reference), 2 processes x 2 threads: Argo's compiled by the\n"
+        "  bench with mpic++ against the Argo install in DIR (never fetched or built by iccs; a DIR\n"
+        "  without include/argo/argo.hpp and lib/libargo*.so is refused, naming the path) and started\n"
+        "  by mpirun (ARGO_* variables of the environment reach it); ours by iccs run over iccs (1 proxy\n"
+        "  per cluster, adaptive polling) and over direct. Runs\n"
+        "  interleaved (argo, iccs, direct per program), --runs N each (default 3); medians with min and\n"
+        "  max, ratios iccs/argo and direct/argo, the goal iccs <= 0.5 x argo per program, and FLOOR\n"
+        "  BROKEN where direct is slower than iccs beyond noise. --small: small sizes (checks the setup).\n"
+        "  JSON: runs, processes, threads_per_process, cores, oversubscribed, load_average_before/after,\n"
+        "  programs.<name> with size, argo_/iccs_/direct_median_s, _min_s, _max_s, _wall_median_s (whole\n"
+        "  run), ratio_iccs_argo, ratio_direct_argo, ratio_direct_iccs, goal_met, direct_slower, error;\n"
+        "  goal_met, floor_ok, ok. Exit 1 when a run fails its check or does not finish.\n",
         {uint_opt("--rounds", "N", 10, 100'000, "repetitions of each operation", "400"),
-          uint_opt("--runs", "N", 1, 20, "runs per transport, interleaved", "3"), json_option()},
+          uint_opt("--runs", "N", 1, 20, "runs per transport, interleaved", "3"),
+          choice_opt("--vs", {"argo"}, "whole programs against ArgoDSM (needs --argo DIR)"),
+          text_opt("--argo", "DIR", "with --vs argo: the install prefix of an ArgoDSM build (MPI backend)"),
+          text_opt("--programs", "P,...", "with --vs argo: matmul, jacobi, fft, taskq or all (default all)"),
+          flag("--small", "with --vs argo: small sizes, a check of the setup"), json_option()},
         launch_dsm});
     rows.push_back(BenchRow{
         "collectives", "group/'s hierarchical against flat collectives over the emulated WAN; ordered broadcast",
