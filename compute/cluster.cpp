@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "activity.hpp"
+#include "af_packet.hpp"
 #include "cluster_memory.hpp"
 #include "cluster_programs.hpp"
 #include "cluster_telemetry.hpp"
@@ -573,9 +574,13 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         if (ok) {
             // A stop from here on: no thread runs a proxy iteration again, then the captures close
             // (whole, readable); before the EAL's files go (the hook above runs after this one).
-            const int proxies_hook = cluster_stop_add([&parts] {
+            const int proxies_hook = cluster_stop_add([&parts, &plan] {
                 for (auto& px : parts.proxies)
                     if (px->halt(200)) px->finish_capture();
+                // Then the packet sockets all at once: the kernel would close them one grace
+                // period after another on the way out (af_packet.hpp), which made a stopped
+                // survivor's exit the larger part of a fault's end over af_packet.
+                if (plan.fabric == "af_packet") af_packet_close_all_at_once();
             });
             serve_proxy_telemetry(&parts.proxies);
             print_cluster_line(plan, parts.proxies);

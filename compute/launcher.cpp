@@ -257,6 +257,7 @@ struct Child {
     bool stopped = false;  // the launcher asked it to stop (a signal it sent): its end is not a failure
     bool killed = false;   // it did not stop in time and got SIGKILL
     bool clean = false;    // exited 0 by itself (its captures were closed whole)
+    bool dying = false;    // seen exiting before its run's end (look_for_dying): not to be stopped
 };
 
 // The cluster processes of one run and what the launcher does about them (launch_clusters).
@@ -284,6 +285,7 @@ class RunWatch {
                         --left;
                         on_end(i, status);
                     }
+            look_for_dying();
             const auto now = Clock::now();
             if (!timed_out_ && now > deadline) {
                 std::fprintf(stderr, "iccs: run timed out after %u s: stopping the clusters\n", timeout_s);
@@ -347,7 +349,7 @@ class RunWatch {
     void stop_all(int sig, bool finished_spared) {
         for (size_t i = 0; i < kids_.size(); ++i) {
             Child& k = kids_[i];
-            if (k.reaped || k.stopped) continue;
+            if (k.reaped || k.stopped || k.dying) continue;
             if (finished_spared && activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i))).phase ==
                                        ClusterPhase::kFinished)
                 continue;
@@ -394,15 +396,16 @@ class RunWatch {
         const std::string doing = a.readable && before_end ? " while " + a.line : std::string();
         if (first_failed_ == static_cast<int>(i)) first_died_mid_run_ = before_end;
         const bool mid_run = before_end && !keep_survivors_;
+        const char* stopping = k.dying ? "" : ": stopping the others";  // (look_for_dying said it)
         const bool before_parallel = a.phase == ClusterPhase::kRunning && !a.program_threads;  // (below)
         if (WIFSIGNALED(status))
             std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
-                         strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? ": stopping the others" : "");
+                         strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? stopping : "");
         else
             std::fprintf(stderr, "iccs: cluster %zu exited with status %d%s%s\n", i, WEXITSTATUS(status), doing.c_str(),
                          !mid_run ? ""
                          : before_parallel ? ": stopping the others within 1 s unless they end"
-                                           : ": stopping the others");
+                                           : stopping);
         if (first_status_ == 0)
             first_status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         // Before the end of the run the others cannot finish without it: stop them now, not
@@ -422,6 +425,47 @@ class RunWatch {
         // if they have not ended peer_timeout_ms + 5 s later, never left to the run's time-out.
         if (!mid_run && survivors_until_ == Clock::time_point{})
             survivors_until_ = Clock::now() + std::chrono::milliseconds(plan_.peer_timeout_ms + 5000);
+    }
+
+    // A cluster the kernel is taking down (killed, crashed, _exit) is seen at once, not when it
+    // can be reaped: tearing down its memory and sockets takes the kernel 0.5-1.2 s here under load
+    // (a packet socket's close alone waits for an RCU grace period: af_packet.hpp), and the others
+    // wait on it meanwhile. One that dies before its run's end stops the others now, as on_end
+    // would once it is reaped; on_end still names it, with its signal or status. Not one that
+    // finished its run, nor a program that has not started its threads (its exit may be a usage
+    // error every cluster makes: on_end's grace), nor with ICCS_KEEP_SURVIVORS=1.
+    void look_for_dying() {
+        if (dying_seen_ || keep_survivors_ || user_signal_ != 0) return;
+        for (size_t i = 0; i < kids_.size(); ++i) {
+            Child& k = kids_[i];
+            if (k.reaped || k.stopped || !exiting_flag(k.pid)) continue;
+            if (plan_.workload == "errors" && i == 1) continue;  // it kills itself: the others must see it (on_end)
+            const ActivityReport a = activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i)));
+            if (a.phase == ClusterPhase::kFinished || (a.phase == ClusterPhase::kRunning && !a.program_threads)) continue;
+            dying_seen_ = k.dying = true;
+            std::fprintf(stderr, "iccs: cluster %zu is going down before the run's end: stopping the others\n", i);
+            stop_all(SIGTERM, true);
+            return;
+        }
+    }
+
+    // The kernel's PF_EXITING on the process's main thread (/proc/PID/stat, field 9): set at the
+    // start of its exit, before its memory and files are released.
+    static bool exiting_flag(pid_t pid) {
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+        FILE* f = std::fopen(path, "r");
+        if (f == nullptr) return false;
+        char buf[512] = {};
+        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        const char* p = n > 0 ? std::strrchr(buf, ')') : nullptr;  // "pid (comm) S ppid ... flags"
+        if (p == nullptr) return false;
+        unsigned long flags = 0;
+        // state ppid pgrp session tty_nr tpgid flags
+        if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return false;
+        constexpr unsigned long kPfExiting = 0x4;
+        return (flags & kPfExiting) != 0;
     }
 
     // Its main thread has exited (a zombie) and the kernel is taking the rest down (unmapping its
@@ -445,6 +489,7 @@ class RunWatch {
     Clock::time_point kill_at_{};
     bool keep_survivors_ = false;
     bool first_died_mid_run_ = false;  // the first failing cluster ended before its run's end
+    bool dying_seen_ = false;          // look_for_dying stopped the others
     Clock::time_point survivors_until_{};
     Clock::time_point stop_others_at_{};  // a cluster exited with a status before the end (on_end)
 };

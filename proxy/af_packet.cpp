@@ -16,6 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace iccs {
 
@@ -111,6 +113,26 @@ bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes
     close(fd);
     sock_fd = old_fd;
     return true;
+}
+
+int af_packet_close_all_at_once() {
+    std::vector<int> fds;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (dirent* e = readdir(d)) {
+            char* end = nullptr;
+            const long fd = std::strtol(e->d_name, &end, 10);
+            if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
+            int domain = 0;
+            socklen_t len = sizeof domain;
+            if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_PACKET)
+                fds.push_back(static_cast<int>(fd));
+        }
+        closedir(d);
+    }
+    std::vector<std::thread> closers;
+    for (int fd : fds) closers.emplace_back([fd] { ::close(fd); });
+    for (auto& t : closers) t.join();
+    return static_cast<int>(fds.size());
 }
 
 }  // namespace iccs

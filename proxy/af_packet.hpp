@@ -17,4 +17,12 @@ namespace iccs {
 bool af_packet_undo_kernel_defrag(const std::string& iface, unsigned block_bytes, unsigned frame_bytes,
                                   unsigned frames, int& sock_fd, std::string& err);
 
+// Close every packet socket of this process at once, each from its own thread; for a process
+// about to _exit (a cluster's stop). A packet socket's close waits for an RCU grace period
+// (synchronize_net in the kernel's packet_release), and the kernel closes a dying process's
+// descriptors one after another: 10-40 ms each on a loaded host here, ~300 ms for 8 sockets with
+// rings, against ~50 ms for the same 8 closed concurrently (they share grace periods). A PMD still
+// reading a ring reads memory that stays mapped until the process is gone. Returns how many.
+int af_packet_close_all_at_once();
+
 }  // namespace iccs
