@@ -265,7 +265,7 @@ int bench_dsm_argo(const BenchDsmArgoOptions& o) {
                     "transports iccs and direct), %u processes x %u threads, %u interleaved runs each; medians of the "
                     "timed parallel section [s] (min..max); host has %u cores, load average %.2f before, %.2f after\n",
                     kProcesses, kThreadsPerProcess, o.runs, cores, load_before, load_after);
-        std::printf("  %-7s %-13s %-24s %-24s %-24s %8s %8s  %s\n", "program", "size", "argo", "iccs", "direct",
+        std::printf("  %-7s %-13s %-26s %-26s %-26s %8s %8s  %s\n", "program", "size", "argo", "iccs", "direct",
                     "iccs/ar", "dir/ar", "goal: iccs <= 0.5 x argo");
         for (const Row& w : rows) {
             if (!w.error.empty()) {
@@ -276,7 +276,7 @@ int bench_dsm_argo(const BenchDsmArgoOptions& o) {
             for (int sys = 0; sys < kNumSystems; sys++)
                 std::snprintf(cell[sys], sizeof cell[sys], "%.4f (%.4f..%.4f)", w.sys[sys].median, w.sys[sys].min,
                               w.sys[sys].max);
-            std::printf("  %-7s %-13s %-24s %-24s %-24s %8.2f %8.2f  %s\n", w.prog.c_str(), w.size.c_str(), cell[0],
+            std::printf("  %-7s %-13s %-26s %-26s %-26s %8.2f %8.2f  %s\n", w.prog.c_str(), w.size.c_str(), cell[0],
                         cell[1], cell[2], w.iccs_argo, w.direct_argo, w.goal ? "MET" : "NOT MET");
         }
         std::printf("  whole runs, start-up included [s], medians (argo / iccs / direct):");

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dsm_vs_argo {
@@ -379,7 +380,7 @@ private:
 // t + T/2, which starts from t's result (written by whichever thread ran t: ordered by the queue
 // lock's release at the push and acquire at the pop). Each result also counts into a histogram
 // under lock 1. A thread leaves when every task is done; an empty queue with tasks still running
-// means another try (lock-heavy on purpose). Checked: every task ran exactly once, its result and
+// means another try after a yield (lock-heavy on purpose). Checked: every task ran exactly once, its result and
 // the histogram equal the sequential run's.
 
 class TaskQueue {
@@ -417,7 +418,10 @@ public:
             }
             const std::int64_t t = q_->head < q_->tail ? slot_[q_->head++] : -1;
             s.unlock(0);
-            if (t < 0) continue;  // the queue is empty for now: running tasks will spawn more
+            if (t < 0) {  // the queue is empty for now: running tasks will spawn more
+                std::this_thread::yield();  // to them, on a host with fewer cores than threads
+                continue;
+            }
             const std::uint64_t v = value(t, t < tasks_ / 2 ? 0 : result_[t - tasks_ / 2]);
             result_[t] = v;
             runs_[t] += 1;
