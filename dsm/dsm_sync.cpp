@@ -242,6 +242,8 @@ std::vector<Wr> DsmNode::Impl::token_return(uint32_t id, LockToken& t) {
     msgs.push_back(std::move(w));
     t.here = false;
     t.recalled = false;
+    t.passed = false;
+    t.passes = 0;
     tokens_changed();  // its local waiters ask the home now
     n.ctr_.lock_returns.fetch_add(1, std::memory_order_relaxed);
     return msgs;
@@ -305,8 +307,9 @@ DsmStatus DsmNode::lock(uint32_t id) {
         std::unique_lock<std::mutex> g(I.tok_mu);
         for (;;) {
             LockToken& t = I.tokens[id];  // a node of the map: stays put while others are added
-            if (t.here && !t.held && !t.recalled) {  // here and free: no message (a recalled one goes first)
-                t.held = true;
+            if (t.here && !t.held && (!t.recalled || t.passed)) {  // here and free: no message (a recalled
+                t.held = true;                                     // one leaves first, unless passed to us)
+                t.passed = false;
                 break;
             }
             if (!t.here && !t.requesting) {
@@ -328,6 +331,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
             // loaded host: a cluster's proxies not run for 5 s, its peers declared it down.)
             const uint64_t seen = I.tok_gen.load(std::memory_order_acquire);
             I.tok_waiters.fetch_add(1);
+            t.waiters++;
             g.unlock();
             I.serve_recalls();
             ep.wait_until([&] {
@@ -336,6 +340,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
             }, 2000);
             I.tok_waiters.fetch_sub(1);
             g.lock();
+            t.waiters--;
         }
     }
     ctr_.lock_acquires.fetch_add(1, std::memory_order_relaxed);
@@ -389,11 +394,14 @@ DsmStatus DsmNode::unlock(uint32_t id) {
         t.held = false;
         t.released = ++I.rel_clock;
         I.tokens_changed();
-        if (t.recalled) {
+        if (t.recalled && t.waiters > 0 && t.passes < kMaxLocalPasses) {
+            t.passes++;  // to a thread of this cluster (it takes it in LOCK): no flush, no message
+            t.passed = true;
+        } else if (t.recalled) {
             I.recalled_idle.push_back(id);
             I.flush_wanted.store(true, std::memory_order_release);
         }
-        flush_now = t.recalled;
+        flush_now = t.recalled && !t.passed;
     }
     return flush_now ? flush() : DsmStatus::kOk;
 }
