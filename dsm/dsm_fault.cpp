@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -110,22 +111,45 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         pg.fetching.store(true);
         const uint32_t e = pg.epoch;
         g.unlock();
+        // The following pages of the region with the same home that are invalid here and not being
+        // fetched come in the same reply (as ArgoDSM loads 8 pages a miss): claimed as p is, each
+        // with its own epoch. A page whose lock is busy ends the run.
+        const uint16_t home = home_of_page(p);
+        const uint32_t most = p < npages ? uint32_t(std::min<uint64_t>(kFetchPages, rt.max_message() / page)) : 1;
+        uint32_t epochs[kFetchPages];
+        uint32_t count = 1;
+        for (uint64_t q = p + 1; count < most && q < npages && home_of_page(q) == home; q++, count++) {
+            Page& nq = pages[q];
+            std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
+            if (!gq.owns_lock() || nq.state.load() != kInvalid || nq.fetching.load()) break;
+            nq.fetching.store(true);
+            epochs[count] = nq.epoch;
+        }
         const uint64_t t0 = now_ns();
-        const uint32_t pn = uint32_t(p);
-        RtStatus s = ep.request(service(home_of_page(p)), h(kHFetch), RtBytes{&pn, sizeof pn}, {}, reply);
-        g.lock();
-        pg.fetching.store(false, std::memory_order_release);
-        if (s != RtStatus::kOk || reply.size() != page_len(p))
-            fatal("cluster %u: fetching page %" PRIu64 " from its home cluster %u failed: %s", unsigned(n.cluster_), p,
-                  unsigned(home_of_page(p)), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
+        const uint32_t ask[2] = {uint32_t(p), count};
+        RtStatus s = ep.request(service(home), h(kHFetch), RtBytes{ask, sizeof ask}, {}, reply);
+        if (s != RtStatus::kOk || reply.size() != uint64_t(count) * page_len(p))
+            fatal("cluster %u: fetching page %" PRIu64 " (and %u after it) from its home cluster %u failed: %s",
+                  unsigned(n.cluster_), p, count - 1, unsigned(home), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
         n.ctr_.page_fetches.fetch_add(1, std::memory_order_relaxed);
         n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+        for (uint32_t k = 1; k < count; k++) {  // region pages: no private words
+            Page& nq = pages[p + k];
+            std::lock_guard<std::mutex> gq(nq.mu);
+            nq.fetching.store(false, std::memory_order_release);
+            if (nq.epoch != epochs[k] || nq.state.load() != kInvalid) continue;  // invalidated meanwhile
+            std::memcpy(page_priv(p + k), reply.data() + uint64_t(k) * page, page);
+            if (mprotect(page_app(p + k), page, PROT_READ) != 0) mprotect_failed();
+            nq.state.store(kReadOnly, std::memory_order_release);
+        }
+        g.lock();
+        pg.fetching.store(false, std::memory_order_release);
         if (pg.epoch != e) continue;  // invalidated while in flight: the copy may predate the notice
         // Words of globals that differ between the clusters keep this cluster's values.
         if (const std::vector<uint32_t>* keep = private_of(p)) {
             for (uint32_t off : *keep) std::memcpy(reply.data() + off, page_priv(p) + off, 8);
         }
-        std::memcpy(page_priv(p), reply.data(), page_len(p));
+        std::memcpy(page_priv(p), reply.data(), page_len(p));  // the first page of the reply
         if (mprotect(page_app(p), page_len(p), PROT_READ) != 0) mprotect_failed();
         pg.state.store(kReadOnly, std::memory_order_release);
         return;
@@ -200,30 +224,39 @@ void fault_path_unregister(int slot) {
 }
 
 namespace {
+
+// Under block homes, home pages are not write-protected at a release (flush_locked): once its
+// write notice is out, a home page stays writable and its later writes are not tracked. That is
+// safe while every valid copy elsewhere predates that notice: a cluster ordered after such a write
+// has applied the notice (a later release of this cluster carries it) and refetches. So a copy
+// handed out now makes the page tracked again first: protected, its next write faults and is
+// noticed. (A page written since its last release is still dirty: the notice to come covers its
+// later writes.)
+void protect_served(DsmNode::Impl& I, uint64_t p) {
+    if (I.home_of_page(p) != I.n.cluster()) return;
+    Page& pg = I.pages[p];
+    std::lock_guard<std::mutex> g(pg.mu);
+    if (pg.state.load() == kWritable && !pg.dirty) {
+        I.protect(uint32_t(p), 1, PROT_READ);
+        pg.state.store(kReadOnly, std::memory_order_release);
+    }
+}
+
+// A request names page `first` and how many pages from it (1, or up to kFetchPages of the region;
+// a request of the page alone, as start-up's, means 1); the reply is their bytes in order.
 void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
-    const uint32_t p = r.get<uint32_t>();
-    if (r.bad || !I->valid_page(p)) {
+    const uint32_t first = r.get<uint32_t>();
+    const uint32_t count = m.data.size() >= 2 * sizeof(uint32_t) ? r.get<uint32_t>() : 1;  // start-up asks one
+    const bool run_ok = count == 1 || (count > 1 && count <= kFetchPages && uint64_t(first) + count <= I->npages &&
+                                       uint64_t(count) * I->page <= I->rt.max_message());
+    if (r.bad || !I->valid_page(first) || !run_ok) {
         self.reply(m.token(), {});
         return;
     }
-    // Under block homes, home pages are not write-protected at a release (flush_locked): once
-    // its write notice is out, a home page stays writable and its later writes are not tracked.
-    // That is safe while every valid copy elsewhere predates that notice: a cluster ordered after
-    // such a write has applied the notice (a later release of this cluster carries it) and
-    // refetches. So a copy handed out now makes the page tracked again first: protected, its
-    // next write faults and is noticed. (A page written since its last release is still dirty:
-    // the notice to come covers its later writes.)
-    if (I->home_of_page(p) == I->n.cluster()) {
-        Page& pg = I->pages[p];
-        std::lock_guard<std::mutex> g(pg.mu);
-        if (pg.state.load() == kWritable && !pg.dirty) {
-            I->protect(p, 1, PROT_READ);
-            pg.state.store(kReadOnly, std::memory_order_release);
-        }
-    }
-    self.reply(m.token(), RtBytes{I->page_priv(p), I->page_len(p)});
+    for (uint32_t p = first; p < first + count; p++) protect_served(*I, p);
+    self.reply(m.token(), RtBytes{I->page_priv(first), count * I->page_len(first)});
 }
 
 }  // namespace

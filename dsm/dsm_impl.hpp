@@ -24,7 +24,7 @@ namespace iccs::dsm {
 
 // Handler ids relative to DsmConfig::handler_base.
 enum : uint16_t {
-    kHFetch = 0,    // req  u32 page                           -> reply page bytes
+    kHFetch = 0,    // req  u32 page [, u32 count 1..kFetchPages] -> reply the pages' bytes
     kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
     kHLockAcq,      // req  u32 id, VC                         -> (deferred) VC, intervals
     kHLockRel,      // send u32 id, VC, intervals: the lock's token back at its home (fence: req -> ack)
@@ -135,6 +135,12 @@ struct SyncObj {
     std::vector<std::pair<ReplyToken, VC>> bar_arrived;
     VC bar_vc;
 };
+
+// A read fault fetches its page and up to kFetchPages - 1 pages after it in one request: those of
+// the region with the same home that are invalid here (dsm_fault.cpp, fetch). ArgoDSM's default
+// loads 8 pages a miss the same way; one at a time, a cluster reading another's half of a matrix
+// paid a round trip per page (matmul of `bench dsm --vs argo`: 256 requests of cluster 1 for B).
+inline constexpr uint32_t kFetchPages = 8;
 
 // The fence lock (sync id 0) keeps a home-held token: its release always goes home (and is acked).
 inline constexpr uint32_t kFenceLock = 0;

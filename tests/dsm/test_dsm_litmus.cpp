@@ -409,3 +409,45 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
     });
     f.check();
 }
+
+TEST_CASE("dsm: pages fetched with a faulting neighbour are current, and a later write notice invalidates them",
+          "[dsm-litmus]") {
+    // alloc-block homes: the first 8 pages of a 16-page allocation are homed at cluster 0. Cluster 0
+    // rewrites all 16 each round; after the barrier cluster 1's copies of pages 0-7 are invalid, its
+    // read of page 0 brings pages 0-7 in one request (kFetchPages), and the reads of pages 1-7
+    // fault no more. The next round's writes must reach every one of them: a prefetched copy is
+    // invalidated like a fetched one.
+    Machine m(2, 1);
+    constexpr uint32_t kPages = 16, kWordsPerPage = 4096 / 4;
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(kPages * 4096, 4096)) - static_cast<uint8_t*>(n->base()));
+    constexpr uint32_t kRounds = 6;
+    Failures f;
+    uint64_t faults_in_run[kRounds] = {}, fetches_in_run[kRounds] = {};
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == 0)
+                for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + (r * 7 + p) % kWordsPerPage] = r * 100 + p + 1;
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            if (c == 1) {
+                const uint64_t faults0 = n.counters().read_faults.load(), fetches0 = n.counters().page_fetches.load();
+                for (uint32_t p = 0; p < 8; p++) {
+                    const uint32_t got = d[p * kWordsPerPage + (r * 7 + p) % kWordsPerPage];
+                    if (got != r * 100 + p + 1)
+                        f.fail("round " + std::to_string(r) + ": cluster 1 read " + std::to_string(got) + " on page " +
+                               std::to_string(p) + ", cluster 0 wrote " + std::to_string(r * 100 + p + 1));
+                }
+                faults_in_run[r] = n.counters().read_faults.load() - faults0;
+                fetches_in_run[r] = n.counters().page_fetches.load() - fetches0;
+            }
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+    });
+    f.check();
+    for (uint32_t r = 0; r < kRounds; r++) {
+        INFO("round " << r << ": " << faults_in_run[r] << " read faults, " << fetches_in_run[r] << " fetch requests");
+        CHECK(faults_in_run[r] == 1);
+        CHECK(fetches_in_run[r] == 1);
+    }
+}
