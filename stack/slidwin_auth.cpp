@@ -204,8 +204,7 @@ bool SlidwinKdf::derive(uint8_t out[16], SlidwinKeyUse use, uint32_t epoch, uint
     *p++ = static_cast<uint8_t>(subconn_field);
     *p++ = static_cast<uint8_t>(sender_id >> 8);
     *p++ = static_cast<uint8_t>(sender_id);
-    // Only the info changes from key to key: the context keeps the digest, mode and PRK (and
-    // copies the info into a buffer of its own: no allocation here).
+    // Only the info changes from key to key: the context keeps the digest, mode and PRK.
     const OSSL_PARAM params[] = {OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof info),
                                  OSSL_PARAM_construct_end()};
     return ctx_ != nullptr && EVP_KDF_derive(ctx_, out, 16, params) == 1;
