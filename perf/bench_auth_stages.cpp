@@ -112,6 +112,8 @@ AuthStagesResult bench_auth_stages(const SlidwinAuthKey& key, uint32_t size, uin
         {"seal_data", "seal: data datagram", [&] { return c.seal(data, ++counter, enc); }},
         {"open_data", "open: data datagram (seal + open - seal)",
          [&] { return c.seal(data, ++counter, enc) && c.open(data, counter, enc); }, "seal_data"},
+        {"seal_ack_evp", "seal: ack-only datagram through EVP_CIPHER_CTX (before)",
+         [&] { return evp.seal(ack, ++counter, enc); }},
         {"seal_data_evp", "seal: data datagram through EVP_CIPHER_CTX (before)",
          [&] { return evp.seal(other, ++counter, enc); }},
         {"replay_window", "anti-replay window: fresh + mark", [&] {

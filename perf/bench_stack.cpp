@@ -82,6 +82,50 @@ double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey*
     return static_cast<double>(t1 - t0) / static_cast<double>(n);
 }
 
+// One message in flight, as bench rtt's round trip but on one thread over the in-memory wire:
+// a sends, b's reply goes back as soon as b has the message (the acks ride on the data, as in
+// the cluster runs), CPU ns per round trip. What the software of a round trip costs, free of
+// the scheduling that makes wall-clock round trips on a loaded host noisy.
+double run_iccs_pingpong(uint32_t size, uint64_t n, const SlidwinAuthKey* key) {
+    HeapPktPool pa(1024, 2048), pb(1024, 2048);
+    Stack a(host(1), pa), b(host(2), pb);
+    a.arp().add_static(b.config().ip, b.config().mac);
+    b.arp().add_static(a.config().ip, a.config().mac);
+    MemWire wire(a, b);
+    TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
+    CountingSink sa, sb;
+    SlidwinConfig cfg;
+    cfg.auth = key;
+    SlidwinEndpoint ea(a, wa, 9410, cfg, sa), eb(b, wb, 9410, cfg, sb);
+    SubConnection* ca = ea.open(0, b.config().ip, 9410, 0, 0);
+    SubConnection* cb = eb.open(0, a.config().ip, 9410, 0, 0);
+    std::vector<uint8_t> payload(size, 0x5a);
+    uint64_t now = 0;
+    auto send = [&](PktPool& pool, SubConnection* c) {
+        PktBuf* m = pkt_alloc(pool);
+        if (m == nullptr) return false;
+        std::memcpy(pkt_append(m, size), payload.data(), size);
+        return slidwin_send(*c, m, now) == SlidwinSendResult::kOk;
+    };
+    auto until = [&](const CountingSink& s, uint64_t want) {
+        for (int spins = 0; s.got < want; ++spins) {
+            if (spins > 1'000'000) return false;  // lost: never on a lossless wire
+            wire.pump(now);
+            now += 100;  // a round trip takes a few microseconds: timers (delayed acks) stay quiet
+            wa.advance(now);
+            wb.advance(now);
+        }
+        return true;
+    };
+    // The handshake and a first exchange, not timed.
+    if (!send(pa, ca) || !until(sb, 1) || !send(pb, cb) || !until(sa, 1)) return 0;
+    const uint64_t t0 = thread_cpu_ns();
+    for (uint64_t i = 2; i <= n + 1; ++i)
+        if (!send(pa, ca) || !until(sb, i) || !send(pb, cb) || !until(sa, i)) return 0;
+    const uint64_t t1 = thread_cpu_ns();
+    return static_cast<double>(t1 - t0) / static_cast<double>(n);
+}
+
 double run_kernel(uint32_t size, uint64_t n, std::string& err) {
     const int tx = socket(AF_INET, SOCK_DGRAM, 0);
     const int rx = socket(AF_INET, SOCK_DGRAM, 0);
@@ -185,7 +229,20 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
     r.iccs_ns_per_msg = median(ic);
     r.iccs_min = *std::min_element(ic.begin(), ic.end());
     r.iccs_max = *std::max_element(ic.begin(), ic.end());
-    if (key) r.stages = bench_auth_stages(*key, o.size_bytes, 200'000, o.runs);
+    if (key) {
+        r.stages = bench_auth_stages(*key, o.size_bytes, 200'000, o.runs);
+        // The round trip, plain and authenticated, interleaved.
+        std::vector<double> pp, pk;
+        const uint64_t trips = std::max<uint64_t>(1000, o.messages / 10);
+        for (uint32_t i = 0; i < o.runs; ++i) {
+            pp.push_back(run_iccs_pingpong(o.size_bytes, trips, nullptr));
+            pk.push_back(run_iccs_pingpong(o.size_bytes, trips, key.get()));
+        }
+        r.rtt_plain_ns = median(pp);
+        r.rtt_auth_ns = median(pk);
+        if (*std::min_element(pp.begin(), pp.end()) == 0 || *std::min_element(pk.begin(), pk.end()) == 0)
+            r.stages.error = "the ping-pong lost a message on a lossless wire";
+    }
     if (!ac.empty()) {
         r.auth_ns_per_msg = median(ac);
         r.auth_min = *std::min_element(ac.begin(), ac.end());
@@ -221,7 +278,10 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
                               r.stages.stages[i].ns);
                 auth_json += b;
             }
-            std::snprintf(b, sizeof b, "}, \"auth_seal_evp_over_ours\": %.3f", r.stages.evp_over_ours);
+            std::snprintf(b, sizeof b,
+                          "}, \"auth_seal_evp_over_ours\": %.3f, \"pingpong_plain_ns\": %.1f, "
+                          "\"pingpong_auth_ns\": %.1f",
+                          r.stages.evp_over_ours, r.rtt_plain_ns, r.rtt_auth_ns);
             auth_json += b;
         }
     }
@@ -251,8 +311,12 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
     if (r.auth && r.stages.error.empty()) {
         std::printf("  authentication, stage by stage (CPU ns per call, %u-byte payload):\n", o.size_bytes);
         for (const AuthStage& s : r.stages.stages)
-            std::printf("    %-52s %10.1f %10.1f %10.1f\n", s.what.c_str(), s.ns, s.min, s.max);
+            std::printf("    %-56s %10.1f %10.1f %10.1f\n", s.what.c_str(), s.ns, s.min, s.max);
         std::printf("    seal through EVP_CIPHER_CTX / seal through the provider's GCM = %.3f\n", r.stages.evp_over_ours);
+        std::printf("  one message in flight, a round trip on one thread (CPU ns): plain %.1f, authenticated %.1f"
+                    " (+%.1f ns, %.3f)\n",
+                    r.rtt_plain_ns, r.rtt_auth_ns, r.rtt_auth_ns - r.rtt_plain_ns,
+                    r.rtt_plain_ns > 0 ? r.rtt_auth_ns / r.rtt_plain_ns : 0);
     }
     if (r.kernel_error.empty()) {
         std::printf("  %-44s %10.1f %10.1f %10.1f\n", "kernel UDP loopback: sendmmsg/recvmmsg x32", r.kernel_ns_per_msg,

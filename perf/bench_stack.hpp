@@ -28,6 +28,7 @@ struct BenchStackResult {
     double auth_overhead = 0;  // auth / plain
     std::string key_error;     // the key file could not be used (then nothing ran)
     AuthStagesResult stages;   // with a key: what authenticating costs, stage by stage
+    double rtt_plain_ns = 0, rtt_auth_ns = 0;  // with a key: CPU ns of a one-thread round trip
 };
 
 // Runs both measurements `runs` times, interleaved (and, with a key, the iccs stack again with
