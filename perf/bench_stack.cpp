@@ -230,7 +230,9 @@ BenchStackResult bench_stack(const BenchStackOptions& o) {
     r.iccs_min = *std::min_element(ic.begin(), ic.end());
     r.iccs_max = *std::max_element(ic.begin(), ic.end());
     if (key) {
-        r.stages = bench_auth_stages(*key, o.size_bytes, 200'000, o.runs);
+        // 200,000 calls a stage (fewer for a short run: --messages under that).
+        const uint32_t reps = static_cast<uint32_t>(std::clamp<uint64_t>(o.messages, 1000, 200'000));
+        r.stages = bench_auth_stages(*key, o.size_bytes, reps, o.runs);
         // The round trip, plain and authenticated, interleaved.
         std::vector<double> pp, pk;
         const uint64_t trips = std::max<uint64_t>(1000, o.messages / 10);
