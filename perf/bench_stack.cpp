@@ -46,20 +46,46 @@ struct CountingSink : SlidwinSink {
 
 StackConfig host(uint8_t last) { return mem_wire_host(last); }
 
-double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey* key) {
-    HeapPktPool pa(8192, 2048), pb(8192, 2048);
-    Stack a(host(1), pa), b(host(2), pb);
-    a.arp().add_static(b.config().ip, b.config().mac);
-    b.arp().add_static(a.config().ip, a.config().mac);
-    MemWire wire(a, b);
-    // Virtual time advances 1 us a loop: timers behave as on a fast LAN, the clock costs nothing.
-    TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
+// Two stacks over the in-memory wire, one sub-connection open between them (with `key`: every
+// datagram authenticated), each end counting what it receives.
+struct StackPair {
+    HeapPktPool pa, pb;
+    Stack a, b;
+    MemWire wire;
+    TimerWheel wa{10'000, 1024, 0}, wb{10'000, 1024, 0};
     CountingSink sa, sb;
     SlidwinConfig cfg;
-    cfg.auth = key;
-    SlidwinEndpoint ea(a, wa, 9410, cfg, sa), eb(b, wb, 9410, cfg, sb);
-    SubConnection* ca = ea.open(0, b.config().ip, 9410, 0, 0);
-    eb.open(0, a.config().ip, 9410, 0, 0);
+    SlidwinEndpoint ea, eb;
+    SubConnection* ca;
+    SubConnection* cb;
+    StackPair(uint32_t bufs, const SlidwinAuthKey* key)
+        : pa(bufs, 2048), pb(bufs, 2048), a(host(1), pa), b(host(2), pb), wire(a, b), cfg(with_key(key)),
+          ea(a, wa, 9410, cfg, sa), eb(b, wb, 9410, cfg, sb) {
+        a.arp().add_static(b.config().ip, b.config().mac);
+        b.arp().add_static(a.config().ip, a.config().mac);
+        ca = ea.open(0, b.config().ip, 9410, 0, 0);
+        cb = eb.open(0, a.config().ip, 9410, 0, 0);
+    }
+    static SlidwinConfig with_key(const SlidwinAuthKey* key) {
+        SlidwinConfig c;
+        c.auth = key;
+        return c;
+    }
+    // Move frames, then let virtual time pass: timers behave as on a fast LAN, the clock costs
+    // nothing.
+    void step(uint64_t& now, uint64_t dt) {
+        wire.pump(now);
+        now += dt;
+        wa.advance(now);
+        wb.advance(now);
+    }
+};
+
+double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey* key) {
+    StackPair s(8192, key);
+    HeapPktPool& pa = s.pa;
+    CountingSink& sb = s.sb;
+    SubConnection* ca = s.ca;
     std::vector<uint8_t> payload(size, 0x5a);
     uint64_t now = 0, sent = 0;
     const uint64_t t0 = thread_cpu_ns();
@@ -72,10 +98,7 @@ double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey*
             slidwin_send(*ca, m, now);
             ++sent;
         }
-        wire.pump(now);
-        now += 1'000;
-        wa.advance(now);
-        wb.advance(now);
+        s.step(now, 1'000);  // 1 us a loop
     }
     const uint64_t t1 = thread_cpu_ns();
     retx = ca->counters().tx_retx;
@@ -87,18 +110,7 @@ double run_iccs(uint32_t size, uint64_t n, uint64_t& retx, const SlidwinAuthKey*
 // the cluster runs), CPU ns per round trip. What the software of a round trip costs, free of
 // the scheduling that makes wall-clock round trips on a loaded host noisy.
 double run_iccs_pingpong(uint32_t size, uint64_t n, const SlidwinAuthKey* key) {
-    HeapPktPool pa(1024, 2048), pb(1024, 2048);
-    Stack a(host(1), pa), b(host(2), pb);
-    a.arp().add_static(b.config().ip, b.config().mac);
-    b.arp().add_static(a.config().ip, a.config().mac);
-    MemWire wire(a, b);
-    TimerWheel wa(10'000, 1024, 0), wb(10'000, 1024, 0);
-    CountingSink sa, sb;
-    SlidwinConfig cfg;
-    cfg.auth = key;
-    SlidwinEndpoint ea(a, wa, 9410, cfg, sa), eb(b, wb, 9410, cfg, sb);
-    SubConnection* ca = ea.open(0, b.config().ip, 9410, 0, 0);
-    SubConnection* cb = eb.open(0, a.config().ip, 9410, 0, 0);
+    StackPair s(1024, key);
     std::vector<uint8_t> payload(size, 0x5a);
     uint64_t now = 0;
     auto send = [&](PktPool& pool, SubConnection* c) {
@@ -107,21 +119,18 @@ double run_iccs_pingpong(uint32_t size, uint64_t n, const SlidwinAuthKey* key) {
         std::memcpy(pkt_append(m, size), payload.data(), size);
         return slidwin_send(*c, m, now) == SlidwinSendResult::kOk;
     };
-    auto until = [&](const CountingSink& s, uint64_t want) {
-        for (int spins = 0; s.got < want; ++spins) {
+    auto until = [&](const CountingSink& sink, uint64_t want) {
+        for (int spins = 0; sink.got < want; ++spins) {
             if (spins > 1'000'000) return false;  // lost: never on a lossless wire
-            wire.pump(now);
-            now += 100;  // a round trip takes a few microseconds: timers (delayed acks) stay quiet
-            wa.advance(now);
-            wb.advance(now);
+            s.step(now, 100);  // a round trip takes a few microseconds: timers (delayed acks) stay quiet
         }
         return true;
     };
     // The handshake and a first exchange, not timed.
-    if (!send(pa, ca) || !until(sb, 1) || !send(pb, cb) || !until(sa, 1)) return 0;
+    if (!send(s.pa, s.ca) || !until(s.sb, 1) || !send(s.pb, s.cb) || !until(s.sa, 1)) return 0;
     const uint64_t t0 = thread_cpu_ns();
     for (uint64_t i = 2; i <= n + 1; ++i)
-        if (!send(pa, ca) || !until(sb, i) || !send(pb, cb) || !until(sa, i)) return 0;
+        if (!send(s.pa, s.ca) || !until(s.sb, i) || !send(s.pb, s.cb) || !until(s.sa, i)) return 0;
     const uint64_t t1 = thread_cpu_ns();
     return static_cast<double>(t1 - t0) / static_cast<double>(n);
 }
