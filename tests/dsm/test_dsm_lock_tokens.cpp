@@ -167,3 +167,48 @@ TEST_CASE("dsm locks: a cluster waiting for a lock gives back a token it release
     CHECK(m.nodes[0]->counters().lock_returns.load() == 1);  // L went back; M stayed at cluster 0
     CHECK(m.nodes[1]->counters().lock_returns.load() == 1);  // M went back
 }
+
+TEST_CASE("dsm locks: a recalled token goes first to a thread of its cluster already waiting for it, then leaves",
+          "[dsm-locks]") {
+    // Cluster 0's thread A holds L, its thread B waits for L, then cluster 1 asks for L (the home
+    // recalls the token from cluster 0). A's release passes L to B with no message (kMaxLocalPasses);
+    // B's release, with no thread of cluster 0 waiting, gives it back, and cluster 1 sees both writes.
+    Machine m(2, 2);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(4096, 4096));
+    constexpr uint32_t kL = 5;  // home: cluster 1
+    Failures f;
+    std::atomic<int> step{0};
+    const auto settle = std::chrono::milliseconds(200);  // for a waiter to block, a recall to arrive
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        if (c == 0 && t == 0) {  // A
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("A lock: " + DsmNode::error());
+            step = 1;
+            while (step.load() < 3) std::this_thread::yield();
+            std::this_thread::sleep_for(settle);
+            *x = 1;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("A unlock: " + DsmNode::error());
+        } else if (c == 0) {  // B
+            while (step.load() < 1) std::this_thread::yield();
+            step = 2;
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("B lock: " + DsmNode::error());
+            if (*x != 1) f.fail("B got L and saw x = " + std::to_string(*x) + ", not A's 1");
+            *x = 2;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("B unlock: " + DsmNode::error());
+        } else if (t == 0) {  // cluster 1
+            while (step.load() < 2) std::this_thread::yield();
+            std::this_thread::sleep_for(settle);  // B waits in LOCK by now
+            step = 3;
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 1 lock: " + DsmNode::error());
+            if (*x != 2) f.fail("cluster 1 got L and saw x = " + std::to_string(*x) + ", not B's 2");
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    INFO(m.nodes[0]->format_counters());
+    CHECK(m.nodes[0]->counters().lock_requests.load() == 1);  // A's; B got it from A
+    CHECK(m.nodes[0]->counters().lock_returns.load() == 1);   // once, after B
+    CHECK(m.nodes[0]->counters().lock_acquires.load() == 2);
+}
