@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent.hpp"
+#include "cluster_stop.hpp"
 
 using namespace iccs;
 using namespace iccs::mpi;
@@ -98,6 +99,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "iccs-mpi-agent: --domain %ld: the run has %u\n", domain, m.domains());
         return 1;
     }
+    // Where the agent's words go once it serves (ICCS_MPI_AGENT_LOG, else nowhere), opened now:
+    // the cluster's stopper (cluster_stop.hpp) keeps its own descriptor for its last line, and
+    // one taken from standard error now would be the starting rank's, held to the agent's end.
+    int log_fd = -1;
+    if (ready_fd >= 0) {
+        const char* log = std::getenv("ICCS_MPI_AGENT_LOG");
+        log_fd = log != nullptr && *log != '\0' ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
+                                                : open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (log_fd >= 0) cluster_stop_report_fd(log_fd);
+    }
     Agent agent(m, static_cast<uint32_t>(domain));
     if (!agent.start(err)) {
         std::fprintf(stderr, "iccs-mpi-agent: %s\n", err.c_str());
@@ -110,16 +121,10 @@ int main(int argc, char** argv) {
         // counts a rank as ended only once its standard error is closed too, so an agent holding
         // it would hide a crashed rank from mpirun. What goes wrong later reaches the ranks through
         // the region (Region::set_agent_error); the rest goes to ICCS_MPI_AGENT_LOG if set.
-        const char* log = std::getenv("ICCS_MPI_AGENT_LOG");
-        const int fd = log != nullptr && *log != '\0' ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)
-                                                      : open("/dev/null", O_WRONLY | O_CLOEXEC);
         const char y = 'y';
         (void)!write(ready_fd, &y, 1);
         close(ready_fd);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            close(fd);
-        }
+        if (log_fd >= 0) dup2(log_fd, 2);
     }
     const int rc = agent.serve();
     // DPDK's memory and threads go with the process (run_cluster left them: exit_without_teardown).

@@ -5,7 +5,9 @@
 // delivery) and the rank (a record written) ring, and rings the rank's doorbell after records.
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -83,10 +85,25 @@ class Bridge {
 bool Bridge::open_connections() {
     Convergence& conv = env_.conv;
     const uint16_t port = static_cast<uint16_t>(kBridgePortBase + member_);
+    // A test seam (tests/mpi/fi_conformance.py --sent-and-left): the bridge listens this much
+    // later, so the other clusters' bridges meet a cluster that answers but refuses them.
+    if (const char* d = std::getenv("ICCS_MPI_TEST_LISTEN_DELAY_MS"); d != nullptr)
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(std::strtoul(d, nullptr, 10), 10'000ul)));
     if (const ConvError e = conv.listen(port); e != ConvError::kOk) return fail("listen on port " + std::to_string(port), e);
     out_.assign(m_.world, nullptr);
     lost_.assign(m_.clusters, 0);
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+    // The agent may stop before this bridge is connected (its rank sent and left while the
+    // cluster came up). What the rank left in its ring still goes out: the connections are made
+    // as if no stop had come (the peers' agents start within kConnectTimeoutMs). A rank that left
+    // nothing is waited for kCloseFlushUs after the stop at most (the bound of the end's flush).
+    auto stop_seen = std::chrono::steady_clock::time_point::max();
+    const auto deadline = [&] {
+        if (stop_seen == std::chrono::steady_clock::time_point::max() && sh_.stop.load(std::memory_order_acquire))
+            stop_seen = std::chrono::steady_clock::now();
+        if (stop_seen == std::chrono::steady_clock::time_point::max() || to_agent_.maybe_nonempty()) return until;
+        return std::min(until, stop_seen + std::chrono::microseconds(kCloseFlushUs));
+    };
     uint32_t remote = 0;
     for (uint32_t r = 0; r < m_.world; ++r) {
         if (m_.cluster_of(r) == sh_.cluster) continue;
@@ -98,14 +115,14 @@ bool Bridge::open_connections() {
         while (true) {
             const ConvError e = conv.connect(to, out_[r], o);
             if (e == ConvError::kOk) break;
-            if (e != ConvError::kRefused || sh_.stop || std::chrono::steady_clock::now() > until)
+            if (e != ConvError::kRefused || std::chrono::steady_clock::now() > deadline())
                 return fail("connect to the bridge of rank " + std::to_string(r), e);
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
     }
     for (uint32_t i = 0; i < remote; ++i) {
         Connection* c = nullptr;
-        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - std::chrono::steady_clock::now());
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline() - std::chrono::steady_clock::now());
         const ConvError e = conv.accept(port, c, std::max<int64_t>(left.count(), 0));
         if (e != ConvError::kOk) return fail("accept the bridges of the other clusters (" + std::to_string(i) + " of " +
                                                  std::to_string(remote) + " came)",
@@ -257,8 +274,8 @@ bool Bridge::run() {
     // One futex word for both wakers of this thread: the proxies delivering to it, and the rank
     // writing its ring (RankEngine: futex_wake_shared on bridge_word).
     env_.rings->thread_waker(static_cast<uint16_t>(member_)).share(&slot_.bridge_word, &slot_.bridge_watch);
-    if (!open_connections()) return false;
     to_agent_ = ShmRingConsumer(region_.base(), region_.to_agent_ring(member_));
+    if (!open_connections()) return false;
     from_agent_ = ShmRingProducer(region_.base(), region_.from_agent_ring(member_));
     sh_.ready.fetch_add(1);
     Convergence& conv = env_.conv;

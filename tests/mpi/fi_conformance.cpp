@@ -5,6 +5,8 @@
 //
 // Usage: iccs-fi-conformance DIR map|table safe|domain context|msg|data|tagged
 //   DIR: where the two exchange their endpoint names (a file each)
+//        iccs-fi-conformance DIR sent-and-left
+//   rank 1 sends one message and ends before rank 0 starts (fi_conformance.py --sent-and-left)
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -1037,11 +1039,53 @@ void threads(Fab& f) {
     ok(name);
 }
 
+// A rank that sends and leaves before the receiver's cluster is up (its agent stops before its
+// bridge is connected): the message still arrives, intact. Rank 1 sends one message of several
+// chunks to rank 0 (named by its service) and closes; rank 0 starts after rank 1 has ended.
+int sent_and_left() {
+    const std::string name = "sent-and-left";
+    const size_t len = 200'000;
+    fi_info* i = nullptr;
+    EXPECT_RC(name, getinfo(nullptr, g_rank == 1 ? "0" : nullptr, 0, [](fi_info* h) { h->caps = FI_TAGGED; }, &i), 0);
+    Fab f;
+    f.info = i;
+    EXPECT_RC(name, fi_fabric(i->fabric_attr, &f.fabric, nullptr), 0);
+    EXPECT_RC(name, fi_domain(f.fabric, i, &f.domain, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    EXPECT_RC(name, fi_cq_open(f.domain, &ca, &f.cq, nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_MAP;
+    EXPECT_RC(name, fi_av_open(f.domain, &aa, &f.av, nullptr), 0);
+    EXPECT_RC(name, fi_endpoint(f.domain, i, &f.ep, nullptr), 0);
+    EXPECT_RC(name, fi_ep_bind(f.ep, &f.av->fid, 0), 0);
+    EXPECT_RC(name, fi_ep_bind(f.ep, &f.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_RC(name, fi_enable(f.ep), 0);
+    std::vector<uint8_t> b(len);
+    Ctx c{{}, 1};
+    if (g_rank == 1) {
+        EXPECT_RC(name, fi_av_insert(f.av, i->dest_addr, 1, &f.peer, 0, nullptr), 1);
+        fill(b, 1, 77);
+        EXPECT_RC(name, post(f, [&] { return fi_tsend(f.ep, b.data(), len, nullptr, f.peer, 0x77, &c); }), 0);
+    } else {
+        EXPECT_RC(name, fi_trecv(f.ep, b.data(), len, nullptr, FI_ADDR_UNSPEC, 0x77, 0, &c), 0);
+    }
+    const Entry e = next(f, name, 60000, false);
+    EXPECT(name, !e.error && e.ctx == &c);
+    if (g_rank == 0) EXPECT(name, e.len == len && intact(b.data(), len, 1, 77));
+    close_endpoint(f);
+    close_domain(f);
+    std::printf("conformance PASS rank %d (%s)\n", g_rank, name.c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: %s DIR map|table safe|domain context|msg|data|tagged\n", argv[0]);
+    const bool left = argc == 3 && std::strcmp(argv[2], "sent-and-left") == 0;
+    if (argc != 5 && !left) {
+        std::fprintf(stderr, "usage: %s DIR map|table safe|domain context|msg|data|tagged\n"
+                             "       %s DIR sent-and-left\n", argv[0], argv[0]);
         return 2;
     }
     const char* r = std::getenv("ICCS_RANK");
@@ -1050,6 +1094,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ICCS_RANK must be 0 or 1\n");
         return 2;
     }
+    if (left) return sent_and_left();
     const std::string dir = argv[1];
     const bool table = std::strcmp(argv[2], "table") == 0;
     const bool safe = std::strcmp(argv[3], "safe") == 0;

@@ -5,7 +5,8 @@ configuration: both must print every "ok" line and "conformance PASS", none "FAI
 the run may be left.
 
 Usage: fi_conformance.py PROVIDER_DIR EXE [--transport iccs|direct|delay] [--fabric memif|udp]
-                         CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged)
+                         CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged, or
+                         --sent-and-left: rank 1 sends and ends before rank 0 starts)
 """
 import os
 import shutil
@@ -18,13 +19,63 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_mpi import left_behind  # noqa: E402
 
 
+def expect_nothing_left(run):
+    left = left_behind("m" + run)
+    if left:
+        print(f"FAIL: left behind: {left}")
+        sys.exit(1)
+
+
+def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2):
+    cfg = os.path.join(tmp, "machine.toml")
+    with open(cfg, "w") as f:
+        f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = {proxies}\n'
+                'polling = "adaptive"\n')
+    return dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
+                ICCS_TRANSPORT=transport)
+
+
+def sent_and_left(exe, provider_dir, transport, fabric):
+    """Rank 1 sends one message and ends; rank 0 starts then, when rank 1's agent has stopped
+    before its bridge could connect to rank 0's (whose cluster did not exist yet); rank 0's
+    bridge listens 1.5 s late (a test seam of the agent), so rank 1's bridge meets a cluster that
+    answers and refuses it for a while. The message must still arrive intact."""
+    tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
+    run = f"c{os.getpid() % 100000}sl"
+    try:
+        env = machine_env(tmp, provider_dir, transport, fabric, run)
+        t0 = time.monotonic()
+        outs = []
+        for r in (1, 0):
+            renv = dict(env, ICCS_RANK=str(r))
+            if r == 0:
+                renv["ICCS_MPI_TEST_LISTEN_DELAY_MS"] = "1500"
+            try:
+                p = subprocess.run([exe, tmp, "sent-and-left"], env=renv, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                print(f"FAIL: rank {r} hangs\n" + "".join(outs))
+                sys.exit(1)
+            outs.append(p.stdout)
+            if p.returncode != 0 or f"conformance PASS rank {r}" not in p.stdout:
+                print(f"FAIL: rank {r} exit {p.returncode}\n" + "".join(outs))
+                sys.exit(1)
+        print(f"== sent-and-left over {transport}/{fabric}: {time.monotonic() - t0:.1f} s\n" + "".join(outs))
+        expect_nothing_left(run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     provider_dir, exe = sys.argv[1], sys.argv[2]
     rest = sys.argv[3:]
     transport, fabric, configs = "iccs", "memif", []
     i = 0
     while i < len(rest):
-        if rest[i] == "--transport":
+        if rest[i] == "--sent-and-left":
+            configs.append(["sent-and-left"])
+            i += 1
+        elif rest[i] == "--transport":
             transport = rest[i + 1]
             i += 2
         elif rest[i] == "--fabric":
@@ -33,16 +84,15 @@ def main():
         else:
             configs.append(rest[i].split(","))
             i += 1
-    for av, threading, cq in configs:
+    for config in configs:
+        if config == ["sent-and-left"]:
+            sent_and_left(exe, provider_dir, transport, fabric)
+            continue
+        av, threading, cq = config
         tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
         run = f"c{os.getpid() % 100000}{len(av)}{len(cq)}"
         try:
-            cfg = os.path.join(tmp, "machine.toml")
-            with open(cfg, "w") as f:
-                f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = 2\n'
-                        'polling = "adaptive"\n')
-            env = dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
-                       ICCS_TRANSPORT=transport)
+            env = machine_env(tmp, provider_dir, transport, fabric, run)
             procs = [subprocess.Popen([exe, tmp, av, threading, cq], env=dict(env, ICCS_RANK=str(r)),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
             outs = []
@@ -61,10 +111,7 @@ def main():
                 if p.returncode != 0 or f"conformance PASS rank {r}" not in outs[r] or "FAIL" in outs[r]:
                     print(f"FAIL: rank {r} exit {p.returncode}")
                     sys.exit(1)
-            left = left_behind("m" + run)
-            if left:
-                print(f"FAIL: left behind: {left}")
-                sys.exit(1)
+            expect_nothing_left(run)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
