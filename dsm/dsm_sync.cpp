@@ -98,8 +98,19 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
                 msgs = I.token_return(id, t);
             } else {
                 I.recalled_idle.push_back(id);
-                I.flush_wanted.store(true, std::memory_order_release);
-                I.tokens_changed();  // a thread waiting here for a token flushes
+                I.flush_wanted.store(true, std::memory_order_seq_cst);
+                // A flush ending meanwhile may have covered the release and looked at flush_wanted
+                // before the store above (return_covered_tokens: then it returned nothing), and its
+                // thread may now wait in a BARRIER, where nothing flushes again: the token would
+                // stay here for good (seen once: ocean, 2 x 1 over direct, cluster 0 in LOCK,
+                // cluster 1 in the BARRIER after its UNLOCK). So look at the flush again.
+                if (t.released <= I.flushed_clock.load(std::memory_order_seq_cst)) {
+                    I.recalled_idle.pop_back();
+                    I.flush_wanted.store(!I.recalled_idle.empty(), std::memory_order_seq_cst);
+                    msgs = I.token_return(id, t);
+                } else {
+                    I.tokens_changed();  // a thread waiting here for a token flushes
+                }
             }
         }
     }
@@ -261,7 +272,9 @@ void DsmNode::Impl::send_token_return(RtEndpoint& ep, uint32_t id, std::vector<W
 }
 
 void DsmNode::Impl::return_covered_tokens(RtEndpoint& ep) {
-    if (!flush_wanted.load(std::memory_order_acquire)) return;
+    // seq_cst with h_lock_recall's store and its second look at flushed_clock: one of the two sees
+    // the other's write, so a recall arriving as a flush ends is served by one of them.
+    if (!flush_wanted.load(std::memory_order_seq_cst)) return;
     std::vector<std::pair<uint32_t, std::vector<Wr>>> out;
     {
         std::lock_guard<std::mutex> g(tok_mu);
