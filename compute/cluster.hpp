@@ -116,6 +116,9 @@ struct ClusterPlan {
     // launch_clusters(): no proxies run on the fabric (transports direct/delay): skip its set-up
     // and checks (io_uring probe, capture directory, af_packet bridge).
     bool no_fabric = false;
+    // launch_clusters(): process_main execs a program of the user's (`iccs run PATH`), which runs
+    // its own main before it starts the runtime: its page says "starting" until then.
+    bool user_program = false;
 };
 
 struct ClusterReport {

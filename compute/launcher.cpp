@@ -397,7 +397,7 @@ class RunWatch {
         if (first_failed_ == static_cast<int>(i)) first_died_mid_run_ = before_end;
         const bool mid_run = before_end && !keep_survivors_;
         const char* stopping = k.dying ? "" : ": stopping the others";  // (look_for_dying said it)
-        const bool before_parallel = a.phase == ClusterPhase::kRunning && !a.program_threads;  // (below)
+        const bool before_parallel = before_its_threads(a);  // (below)
         if (WIFSIGNALED(status))
             std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
                          strsignal(WTERMSIG(status)), doing.c_str(), mid_run ? stopping : "");
@@ -441,12 +441,21 @@ class RunWatch {
             if (k.reaped || k.stopped || !exiting_flag(k.pid)) continue;
             if (plan_.workload == "errors" && i == 1) continue;  // it kills itself: the others must see it (on_end)
             const ActivityReport a = activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i)));
-            if (a.phase == ClusterPhase::kFinished || (a.phase == ClusterPhase::kRunning && !a.program_threads)) continue;
+            if (a.phase == ClusterPhase::kFinished || before_its_threads(a)) continue;
             dying_seen_ = k.dying = true;
             std::fprintf(stderr, "iccs: cluster %zu is going down before the run's end: stopping the others\n", i);
             stop_all(SIGTERM, true);
             return;
         }
+    }
+
+    // A program that has not started its compute threads: its exit with a status may be a usage
+    // error that every cluster makes (on_end's grace). A program of the user's runs its main
+    // before it starts the runtime (the page still says "starting"); ours start in set-up.
+    bool before_its_threads(const ActivityReport& a) const {
+        if (a.program_threads) return false;
+        return a.phase == ClusterPhase::kRunning ||
+               (plan_.user_program && (a.phase == ClusterPhase::kStarting || a.phase == ClusterPhase::kLinks));
     }
 
     // The kernel's PF_EXITING on the process's main thread (/proc/PID/stat, field 9): set at the

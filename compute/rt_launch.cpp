@@ -229,6 +229,7 @@ int rt_launch(RtLaunch l) {
     }
     std::string overrides;
     for (const auto& [k, v] : l.overrides) overrides += k + "=" + v + "\n";
+    plan.user_program = !l.builtin;
     plan.process_main = [&](const ClusterPlan& mine) -> int {
         RtSpec s = l.spec;
         s.cluster = mine.cluster_id;
