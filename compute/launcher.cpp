@@ -458,21 +458,30 @@ class RunWatch {
                (plan_.user_program && (a.phase == ClusterPhase::kStarting || a.phase == ClusterPhase::kLinks));
     }
 
-    // The kernel's PF_EXITING on the process's main thread (/proc/PID/stat, field 9): set at the
-    // start of its exit, before its memory and files are released.
-    static bool exiting_flag(pid_t pid) {
+    // /proc/PID/stat after the command's closing parenthesis (" S ppid pgrp ... flags ...");
+    // false when the process is gone or the line is not whole.
+    static bool stat_after_comm(pid_t pid, char* buf, size_t len, const char*& rest) {
         char path[64];
         std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
         FILE* f = std::fopen(path, "r");
         if (f == nullptr) return false;
-        char buf[512] = {};
-        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        const size_t n = std::fread(buf, 1, len - 1, f);
         std::fclose(f);
-        const char* p = n > 0 ? std::strrchr(buf, ')') : nullptr;  // "pid (comm) S ppid ... flags"
-        if (p == nullptr) return false;
+        buf[n] = '\0';
+        rest = n > 0 ? std::strrchr(buf, ')') : nullptr;  // the command may hold ')' itself
+        return rest != nullptr && rest[1] != '\0';
+    }
+
+    // The kernel's PF_EXITING on the process's main thread (field 9): set at the start of its
+    // exit, before its memory and files are released.
+    static bool exiting_flag(pid_t pid) {
+        char buf[512];
+        const char* rest = nullptr;
         unsigned long flags = 0;
         // state ppid pgrp session tty_nr tpgid flags
-        if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return false;
+        if (!stat_after_comm(pid, buf, sizeof buf, rest) ||
+            std::sscanf(rest + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+            return false;
         constexpr unsigned long kPfExiting = 0x4;
         return (flags & kPfExiting) != 0;
     }
@@ -480,15 +489,10 @@ class RunWatch {
     // Its main thread has exited (a zombie) and the kernel is taking the rest down (unmapping its
     // memory takes a while on a loaded host): it stopped, nothing to kill.
     static bool exiting(pid_t pid) {
-        char path[64];
-        std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-        FILE* f = std::fopen(path, "r");
-        if (f == nullptr) return true;
-        char buf[512] = {};
-        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-        std::fclose(f);
-        const char* paren = std::strrchr(buf, ')');  // "pid (comm) S ..."
-        return n == 0 || paren == nullptr || paren[1] == '\0' || paren[2] == 'Z' || paren[2] == 'X';
+        char buf[512];
+        const char* rest = nullptr;
+        if (!stat_after_comm(pid, buf, sizeof buf, rest)) return true;
+        return rest[2] == 'Z' || rest[2] == 'X';
     }
 
     const ClusterPlan& plan_;
