@@ -32,7 +32,17 @@ def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2):
         f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = {proxies}\n'
                 'polling = "adaptive"\n')
     return dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
-                ICCS_TRANSPORT=transport)
+                ICCS_TRANSPORT=transport, ICCS_MPI_AGENT_LOG=os.path.join(tmp, "agents.log"))
+
+
+def agents_log(tmp):
+    """What the agents (and their proxies) said: shown with a failure, as it names the cause."""
+    try:
+        with open(os.path.join(tmp, "agents.log")) as f:
+            text = f.read()
+    except OSError:
+        return "(the agents wrote no log)\n"
+    return "the agents' log:\n" + (text if text else "(empty)\n")
 
 
 def sent_and_left(exe, provider_dir, transport, fabric):
@@ -54,11 +64,11 @@ def sent_and_left(exe, provider_dir, transport, fabric):
                 p = subprocess.run([exe, tmp, "sent-and-left"], env=renv, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, timeout=120)
             except subprocess.TimeoutExpired:
-                print(f"FAIL: rank {r} hangs\n" + "".join(outs))
+                print(f"FAIL: rank {r} hangs\n" + "".join(outs) + agents_log(tmp))
                 sys.exit(1)
             outs.append(p.stdout)
             if p.returncode != 0 or f"conformance PASS rank {r}" not in p.stdout:
-                print(f"FAIL: rank {r} exit {p.returncode}\n" + "".join(outs))
+                print(f"FAIL: rank {r} exit {p.returncode}\n" + "".join(outs) + agents_log(tmp))
                 sys.exit(1)
         print(f"== sent-and-left over {transport}/{fabric}: {time.monotonic() - t0:.1f} s\n" + "".join(outs))
         expect_nothing_left(run)
@@ -103,13 +113,13 @@ def main():
                 except subprocess.TimeoutExpired:
                     for q in procs:
                         q.kill()
-                    print("FAIL: a hang\n" + "".join(q.communicate()[0] or "" for q in procs))
+                    print("FAIL: a hang\n" + "".join(q.communicate()[0] or "" for q in procs) + agents_log(tmp))
                     sys.exit(1)
             print(f"== {av} {threading} {cq} over {transport}/{fabric}: {time.monotonic() - t0:.1f} s")
             print(outs[0] + ("" if procs[1].returncode == 0 else "rank 1:\n" + outs[1]))
             for r, p in enumerate(procs):
                 if p.returncode != 0 or f"conformance PASS rank {r}" not in outs[r] or "FAIL" in outs[r]:
-                    print(f"FAIL: rank {r} exit {p.returncode}")
+                    print(f"FAIL: rank {r} exit {p.returncode}\n" + agents_log(tmp))
                     sys.exit(1)
             expect_nothing_left(run)
         finally:

@@ -37,9 +37,15 @@ import time
 HDR = 56  # mpi/provider/mpi_wire.hpp: the record header
 
 
+AGENT_LOG = None  # where the agents (and their proxies) write (ICCS_MPI_AGENT_LOG): shown with a failure
+
+
 def fail(msg, out=""):
     if out:
         sys.stdout.write(out[-6000:])
+    if AGENT_LOG and os.path.exists(AGENT_LOG) and os.path.getsize(AGENT_LOG) > 0:
+        with open(AGENT_LOG, errors="replace") as f:
+            sys.stdout.write("the agents' log:\n" + f.read()[-6000:])
     print(f"FAIL: {msg}")
     sys.exit(1)
 
@@ -123,8 +129,11 @@ def main():
             f.write("\n".join(lines) + "\n")
         rep = os.path.join(tmp, "rep")
         env = dict(os.environ)
+        global AGENT_LOG
+        AGENT_LOG = os.path.join(tmp, "agents.log")
         env.update({"FI_PROVIDER_PATH": provider_dir, "ICCS_CONFIG": cfg, "ICCS_RUN_ID": run[1:], "ICCS_REPORT": rep,
-                    "ICCS_TRANSPORT": opts["--transport"], "OMPI_MCA_mtl_ofi_provider_include": "iccs"})
+                    "ICCS_TRANSPORT": opts["--transport"], "OMPI_MCA_mtl_ofi_provider_include": "iccs",
+                    "ICCS_MPI_AGENT_LOG": AGENT_LOG})
         if no_config:
             del env["ICCS_CONFIG"]
         cmd = [mpirun, "--oversubscribe", "-n", str(started), "--mca", "pml", "cm", "--mca", "mtl", "ofi",
@@ -133,7 +142,7 @@ def main():
             cmd.append("--allow-run-as-root")
         if opts["--killed"] is not None:
             cmd += ["--mca", "orte_enable_recovery", "1"]
-        for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT"):
+        for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT", "ICCS_MPI_AGENT_LOG"):
             if var in env:
                 cmd += ["-x", var]
         cmd += [program] + prog_args
