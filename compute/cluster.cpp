@@ -573,7 +573,8 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         if (!ok) rep.error = err;
         if (ok) {
             // A stop from here on: no thread runs a proxy iteration again, then the captures close
-            // (whole, readable); before the EAL's files go (the hook above runs after this one).
+            // (whole, readable). Hooks run in order of registration, so the EAL's files (the hook
+            // above) are already gone by then: harmless, the proxies' memory stays mapped.
             const int proxies_hook = cluster_stop_add([&parts, &plan] {
                 for (auto& px : parts.proxies)
                     if (px->halt(200)) px->finish_capture();
