@@ -371,156 +371,180 @@ bool sites_combine(GroupImpl& g, const RedArgs& a, std::vector<uint8_t>& site_pa
     return true;
 }
 
-}  // namespace
+// Scan, on the leader of the site's coordinating cluster: it gathers the partials of its site's
+// clusters, swaps with every other site the partials that site's clusters need (those of clusters
+// before its last one), and sends each of its clusters' leaders the exclusive prefix of the
+// clusters before it; its own prefix goes to `x`.
+bool coordinator_scan_prefixes(GroupImpl& g, const RedArgs& a, const std::vector<uint8_t>& part, uint16_t rc,
+                               std::vector<uint8_t>& x, std::vector<uint8_t>& m) {
+    const Topology& T = g.topo();
+    const uint16_t c = g.cluster, s = T.site_of[c];
+    const size_t B = a.bytes;
+    std::vector<std::vector<uint8_t>> pc(T.clusters);  // partials known here, by cluster
+    pc[c] = part;
+    for (uint16_t c1 : T.clusters_of[s])
+        if (c1 != c) {
+            if (!g.recv(leader(T, c1), 1, pc[c1]) || !g.want_len(leader(T, c1), pc[c1].size(), B)) return false;
+        }
+    for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
+        if (s2 == s) continue;
+        std::vector<uint8_t> out;
+        bool any = false;
+        for (uint16_t c1 : T.clusters_of[s])
+            if (c1 < T.clusters_of[s2].back()) {
+                out.insert(out.end(), pc[c1].begin(), pc[c1].end());
+                any = true;
+            }
+        if (any && !g.send_wan(leader(T, coord(T, s2, rc)), 3, out.data(), out.size())) return false;
+    }
+    for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
+        if (s2 == s) continue;
+        std::vector<uint16_t> from;
+        for (uint16_t c1 : T.clusters_of[s2])
+            if (c1 < T.clusters_of[s].back()) from.push_back(c1);
+        if (from.empty()) continue;
+        const uint32_t src = leader(T, coord(T, s2, rc));
+        if (!g.recv(src, 3, m) || !g.want_len(src, m.size(), from.size() * B)) return false;
+        for (size_t i = 0; i < from.size(); ++i) {
+            pc[from[i]].assign(m.begin() + i * B, m.begin() + (i + 1) * B);
+            g.item_arrived(s2, from[i]);  // cluster from[i]'s partial
+        }
+    }
+    for (uint16_t c2 : T.clusters_of[s]) {
+        std::vector<uint8_t> xp;
+        for (uint16_t k = 0; k < c2; ++k) {
+            if (xp.empty()) xp = pc[k];
+            else combine(a.r, xp.data(), pc[k].data(), B);
+        }
+        if (c2 == c) x = xp;
+        else if (!g.send(leader(T, c2), 4, xp.data(), xp.size())) return false;
+    }
+    return true;
+}
 
-bool hier_reduce(GroupImpl& g, const RedArgs& a) {
+// Scan, on a cluster's leader: the local partial, then the exclusive prefix of the clusters before
+// this one, then every thread's inclusive result, thread after thread, into `res`.
+bool leader_scan(GroupImpl& g, const RedArgs& a, uint16_t rc, std::vector<uint8_t>& res, std::vector<uint8_t>& m) {
     const Topology& T = g.topo();
     ClusterLocal& L = g.local();
-    const uint16_t rc = a.kind == Coll::kReduce ? T.cluster_of_rank(a.root) : uint16_t{0xFFFF};
-    if (!begin_local(g, a.in, a.out)) return false;
-    std::vector<uint8_t> part, res, m;
-    if (g.thread == 0) {
-        const uint16_t c = g.cluster, s = T.site_of[c], cc = coord(T, s, rc);
-        const size_t B = a.bytes;
-        if (a.kind == Coll::kScan) {
-            // local partial, then the exclusive prefix of the clusters before this one
-            part.assign(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
-            for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
-            std::vector<uint8_t> x;  // exclusive prefix (empty: none, cluster 0)
-            if (c != cc) {
-                if (!g.send(leader(T, cc), 1, part.data(), B) || !g.recv(leader(T, cc), 4, x)) return false;
-                if (!x.empty() && !g.want_len(leader(T, cc), x.size(), B)) return false;
-            } else {
-                std::vector<std::vector<uint8_t>> pc(T.clusters);  // partials known here, by cluster
-                pc[c] = part;
-                for (uint16_t c1 : T.clusters_of[s])
-                    if (c1 != c) {
-                        if (!g.recv(leader(T, c1), 1, pc[c1]) || !g.want_len(leader(T, c1), pc[c1].size(), B)) return false;
-                    }
-                for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
-                    if (s2 == s) continue;
-                    std::vector<uint8_t> out;
-                    bool any = false;
-                    for (uint16_t c1 : T.clusters_of[s])
-                        if (c1 < T.clusters_of[s2].back()) {
-                            out.insert(out.end(), pc[c1].begin(), pc[c1].end());
-                            any = true;
-                        }
-                    if (any && !g.send_wan(leader(T, coord(T, s2, rc)), 3, out.data(), out.size())) return false;
-                }
-                for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
-                    if (s2 == s) continue;
-                    std::vector<uint16_t> from;
-                    for (uint16_t c1 : T.clusters_of[s2])
-                        if (c1 < T.clusters_of[s].back()) from.push_back(c1);
-                    if (from.empty()) continue;
-                    const uint32_t src = leader(T, coord(T, s2, rc));
-                    if (!g.recv(src, 3, m) || !g.want_len(src, m.size(), from.size() * B)) return false;
-                    for (size_t i = 0; i < from.size(); ++i) {
-                        pc[from[i]].assign(m.begin() + i * B, m.begin() + (i + 1) * B);
-                        g.item_arrived(s2, from[i]);  // cluster from[i]'s partial
-                    }
-                }
-                for (uint16_t c2 : T.clusters_of[s]) {
-                    std::vector<uint8_t> xp;
-                    for (uint16_t k = 0; k < c2; ++k) {
-                        if (xp.empty()) xp = pc[k];
-                        else combine(a.r, xp.data(), pc[k].data(), B);
-                    }
-                    if (c2 == c) x = xp;
-                    else if (!g.send(leader(T, c2), 4, xp.data(), xp.size())) return false;
-                }
-            }
-            res.resize(size_t{T.threads} * B);
-            for (uint16_t t = 0; t < T.threads; ++t) {
-                uint8_t* r = res.data() + t * B;
-                const auto* in = static_cast<const uint8_t*>(L.slot[t].in);
-                if (t == 0) {
-                    if (x.empty()) std::memcpy(r, in, B);
-                    else {
-                        std::memcpy(r, x.data(), B);
-                        combine(a.r, r, in, B);
-                    }
-                } else {
-                    std::memcpy(r, r - B, B);
-                    combine(a.r, r, in, B);
-                }
+    const uint16_t c = g.cluster, s = T.site_of[c], cc = coord(T, s, rc);
+    const size_t B = a.bytes;
+    std::vector<uint8_t> part(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
+    for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
+    std::vector<uint8_t> x;  // exclusive prefix (empty: none, cluster 0)
+    if (c != cc) {
+        if (!g.send(leader(T, cc), 1, part.data(), B) || !g.recv(leader(T, cc), 4, x)) return false;
+        if (!x.empty() && !g.want_len(leader(T, cc), x.size(), B)) return false;
+    } else if (!coordinator_scan_prefixes(g, a, part, rc, x, m)) {
+        return false;
+    }
+    res.resize(size_t{T.threads} * B);
+    for (uint16_t t = 0; t < T.threads; ++t) {
+        uint8_t* r = res.data() + t * B;
+        const auto* in = static_cast<const uint8_t*>(L.slot[t].in);
+        if (t == 0) {
+            if (x.empty()) std::memcpy(r, in, B);
+            else {
+                std::memcpy(r, x.data(), B);
+                combine(a.r, r, in, B);
             }
         } else {
-            part.assign(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
-            for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
-            g.count_shm(size_t{T.threads - 1u} * B);
-            if (c != cc) {
-                if (!g.send(leader(T, cc), 1, part.data(), B)) return false;
-                if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
-                if (a.kind == Coll::kAllreduce && (!g.recv(leader(T, cc), 4, res) || !g.want_len(leader(T, cc), res.size(), B)))
-                    return false;
-                if (a.kind == Coll::kReduceScatter && !g.recv(leader(T, cc), 4, res)) return false;
-            } else {
-                // the site partial, clusters in ascending order
-                std::vector<uint8_t> sp;
-                for (uint16_t c1 : T.clusters_of[s]) {
-                    const uint8_t* p = part.data();
-                    if (c1 != c) {
-                        if (!g.recv(leader(T, c1), 1, m) || !g.want_len(leader(T, c1), m.size(), B)) return false;
-                        p = m.data();
-                    }
-                    if (sp.empty()) sp.assign(p, p + B);
-                    else combine(a.r, sp.data(), p, B);
-                }
-                if (a.kind == Coll::kReduceScatter) {
-                    // to each other site the blocks of its ranks; from each the blocks of ours
-                    std::vector<size_t> off(T.ranks() + 1, 0);
-                    for (uint32_t r = 0; r < T.ranks(); ++r) off[r + 1] = off[r] + a.block_bytes[r];
-                    auto range = [&](uint16_t cl) { return std::pair<size_t, size_t>{off[leader(T, cl)], off[leader(T, cl) + T.threads]}; };
-                    auto site_bytes = [&](const std::vector<uint8_t>& v, uint16_t s2) {
-                        std::vector<uint8_t> o;
-                        for (uint16_t c2 : T.clusters_of[s2]) {
-                            auto [lo, hi] = range(c2);
-                            o.insert(o.end(), v.begin() + lo, v.begin() + hi);
-                        }
-                        return o;
-                    };
-                    for (uint16_t s2 = 0; s2 < T.sites; ++s2)
-                        if (s2 != s) {
-                            const std::vector<uint8_t> o = site_bytes(sp, s2);
-                            if (!g.send_wan(leader(T, coord(T, s2, rc)), 3, o.data(), o.size())) return false;
-                        }
-                    const std::vector<uint8_t> own = site_bytes(sp, s);
-                    std::vector<uint8_t> acc;
-                    for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
-                        const uint8_t* p = own.data();
-                        if (s2 != s) {
-                            const uint32_t from = leader(T, coord(T, s2, rc));
-                            if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), own.size())) return false;
-                            g.item_arrived(s2, s2);  // site s2's partial of this site's blocks
-                            p = m.data();
-                        }
-                        if (s2 == 0) acc.assign(p, p + own.size());
-                        else combine(a.r, acc.data(), p, own.size());
-                    }
-                    size_t pos = 0;
-                    for (uint16_t c2 : T.clusters_of[s]) {
-                        auto [lo, hi] = range(c2);
-                        if (c2 == c) res.assign(acc.begin() + pos, acc.begin() + pos + (hi - lo));
-                        else if (!g.send(leader(T, c2), 4, acc.data() + pos, hi - lo)) return false;
-                        pos += hi - lo;
-                    }
-                } else {
-                    if (!sites_combine(g, a, sp, res, rc)) return false;
-                    if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
-                    if (a.kind == Coll::kAllreduce)
-                        for (uint16_t c2 : T.clusters_of[s])
-                            if (c2 != c && !g.send(leader(T, c2), 4, res.data(), B)) return false;
-                }
-            }
+            std::memcpy(r, r - B, B);
+            combine(a.r, r, in, B);
         }
-        L.data = res.data();
-        L.len = res.size();
-        g.items_audit();
     }
-    if (!g.local_sync()) return false;
-    // each thread takes its result from the leader's buffer
+    return true;
+}
+
+// Reduce-scatter, on a site's coordinator holding its site partial `sp`: to each other site the
+// blocks of its ranks, from each the blocks of ours; combined in site order, then each of the
+// site's clusters gets its own ranks' blocks (this cluster's into `res`).
+bool coordinator_reduce_scatter(GroupImpl& g, const RedArgs& a, const std::vector<uint8_t>& sp, uint16_t rc,
+                                std::vector<uint8_t>& res, std::vector<uint8_t>& m) {
+    const Topology& T = g.topo();
+    const uint16_t c = g.cluster, s = T.site_of[c];
+    std::vector<size_t> off(T.ranks() + 1, 0);
+    for (uint32_t r = 0; r < T.ranks(); ++r) off[r + 1] = off[r] + a.block_bytes[r];
+    auto range = [&](uint16_t cl) { return std::pair<size_t, size_t>{off[leader(T, cl)], off[leader(T, cl) + T.threads]}; };
+    auto site_bytes = [&](const std::vector<uint8_t>& v, uint16_t s2) {
+        std::vector<uint8_t> o;
+        for (uint16_t c2 : T.clusters_of[s2]) {
+            auto [lo, hi] = range(c2);
+            o.insert(o.end(), v.begin() + lo, v.begin() + hi);
+        }
+        return o;
+    };
+    for (uint16_t s2 = 0; s2 < T.sites; ++s2)
+        if (s2 != s) {
+            const std::vector<uint8_t> o = site_bytes(sp, s2);
+            if (!g.send_wan(leader(T, coord(T, s2, rc)), 3, o.data(), o.size())) return false;
+        }
+    const std::vector<uint8_t> own = site_bytes(sp, s);
+    std::vector<uint8_t> acc;
+    for (uint16_t s2 = 0; s2 < T.sites; ++s2) {
+        const uint8_t* p = own.data();
+        if (s2 != s) {
+            const uint32_t from = leader(T, coord(T, s2, rc));
+            if (!g.recv(from, 3, m) || !g.want_len(from, m.size(), own.size())) return false;
+            g.item_arrived(s2, s2);  // site s2's partial of this site's blocks
+            p = m.data();
+        }
+        if (s2 == 0) acc.assign(p, p + own.size());
+        else combine(a.r, acc.data(), p, own.size());
+    }
+    size_t pos = 0;
+    for (uint16_t c2 : T.clusters_of[s]) {
+        auto [lo, hi] = range(c2);
+        if (c2 == c) res.assign(acc.begin() + pos, acc.begin() + pos + (hi - lo));
+        else if (!g.send(leader(T, c2), 4, acc.data() + pos, hi - lo)) return false;
+        pos += hi - lo;
+    }
+    return true;
+}
+
+// Reduce, allreduce and reduce-scatter, on a cluster's leader: the cluster partial goes to the
+// site's coordinator, which combines the site partial (clusters in ascending order), exchanges
+// with the other sites and hands each of its clusters its result; this cluster's goes to `res`.
+bool leader_reduce(GroupImpl& g, const RedArgs& a, uint16_t rc, std::vector<uint8_t>& res, std::vector<uint8_t>& m) {
+    const Topology& T = g.topo();
+    ClusterLocal& L = g.local();
+    const uint16_t c = g.cluster, s = T.site_of[c], cc = coord(T, s, rc);
+    const size_t B = a.bytes;
+    std::vector<uint8_t> part(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
+    for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
+    g.count_shm(size_t{T.threads - 1u} * B);
+    if (c != cc) {
+        if (!g.send(leader(T, cc), 1, part.data(), B)) return false;
+        if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
+        if (a.kind == Coll::kAllreduce && (!g.recv(leader(T, cc), 4, res) || !g.want_len(leader(T, cc), res.size(), B)))
+            return false;
+        if (a.kind == Coll::kReduceScatter && !g.recv(leader(T, cc), 4, res)) return false;
+        return true;
+    }
+    // the site partial, clusters in ascending order
+    std::vector<uint8_t> sp;
+    for (uint16_t c1 : T.clusters_of[s]) {
+        const uint8_t* p = part.data();
+        if (c1 != c) {
+            if (!g.recv(leader(T, c1), 1, m) || !g.want_len(leader(T, c1), m.size(), B)) return false;
+            p = m.data();
+        }
+        if (sp.empty()) sp.assign(p, p + B);
+        else combine(a.r, sp.data(), p, B);
+    }
+    if (a.kind == Coll::kReduceScatter) return coordinator_reduce_scatter(g, a, sp, rc, res, m);
+    if (!sites_combine(g, a, sp, res, rc)) return false;
+    if (a.kind == Coll::kReduce && s == T.site_of[rc] && !release_site(g, s, cc)) return false;
+    if (a.kind == Coll::kAllreduce)
+        for (uint16_t c2 : T.clusters_of[s])
+            if (c2 != c && !g.send(leader(T, c2), 4, res.data(), B)) return false;
+    return true;
+}
+
+// Each thread takes its own result from the leader's buffer (L.data, L.len).
+bool copy_own_result(GroupImpl& g, const RedArgs& a) {
+    const Topology& T = g.topo();
+    const ClusterLocal& L = g.local();
     size_t from = 0, len = 0;
     switch (a.kind) {
         case Coll::kReduce: len = g.me == a.root ? a.bytes : 0; break;
@@ -541,6 +565,26 @@ bool hier_reduce(GroupImpl& g, const RedArgs& a) {
             g.count_shm(len);
         }
     }
+    return ok;
+}
+
+}  // namespace
+
+bool hier_reduce(GroupImpl& g, const RedArgs& a) {
+    const Topology& T = g.topo();
+    ClusterLocal& L = g.local();
+    const uint16_t rc = a.kind == Coll::kReduce ? T.cluster_of_rank(a.root) : uint16_t{0xFFFF};
+    if (!begin_local(g, a.in, a.out)) return false;
+    std::vector<uint8_t> res, m;  // res: the cluster's result, read by every thread until the last sync
+    if (g.thread == 0) {
+        const bool led = a.kind == Coll::kScan ? leader_scan(g, a, rc, res, m) : leader_reduce(g, a, rc, res, m);
+        if (!led) return false;
+        L.data = res.data();
+        L.len = res.size();
+        g.items_audit();
+    }
+    if (!g.local_sync()) return false;
+    const bool ok = copy_own_result(g, a);
     return g.local_sync() && ok;
 }
 
