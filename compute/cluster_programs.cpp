@@ -73,23 +73,28 @@ bool set_error(ComputeEnv& env, const std::string& what, ConvError e) {
     return false;
 }
 
-}  // namespace
+// One compute thread's part of alltoall (see program_alltoall below): its connections, the check
+// of every message it receives, and a soak's bookkeeping.
+class AlltoallThread {
+public:
+    explicit AlltoallThread(ComputeEnv& env)
+        : env_(env), p_(env.plan), conv_(env.conv), soak_(p_.soak_s > 0), limit_(soak_ ? UINT64_MAX : p_.messages),
+          me_(p_.cluster_id), t_(env.thread), expect_in_(size_t{p_.clusters - 1u} * p_.threads) {}
 
-// alltoall: every compute thread opens a parallel connection to every compute thread of every
-// other cluster (port kAppPort + thread) and sends `messages` messages over it; every receiver
-// checks each message (size and bytes from its number = its conn_seq), exactly once, and in order
-// on ordered connections; then each side closes (flushing) and the receiver sees end-of-stream.
-// A soak (p.soak_s > 0, ordered connections): senders send until the soak's end and write their
-// counts (soak_count_path); receivers check every message in order and go on until what they got
-// from each cluster equals the counts its threads wrote.
-bool program_alltoall(ComputeEnv& env) {
-    const ClusterPlan& p = env.plan;
-    const bool soak = p.soak_s > 0;
-    const uint64_t limit = soak ? UINT64_MAX : p.messages;  // messages per connection
-    Convergence& conv = env.conv;
-    const uint16_t me = p.cluster_id, t = env.thread;
-    if (const ConvError e = conv.listen(static_cast<uint16_t>(kAppPort + t)); e != ConvError::kOk)
-        return set_error(env, "listen", e);
+    bool run() {
+        if (const ConvError e = conv_.listen(static_cast<uint16_t>(kAppPort + t_)); e != ConvError::kOk)
+            return set_error(env_, "listen", e);
+        if (!connect_all()) return false;
+        // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
+        // wake on arrival, issue 21).
+        if (p_.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p_.gap_us));
+        if (!exchange()) return false;
+        if (cluster_stopping()) return false;
+        return close_all();
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
     struct Out {
         Connection* c;
         uint16_t dc, dt;
@@ -101,208 +106,273 @@ bool program_alltoall(ComputeEnv& env) {
         std::vector<uint8_t> seen;
         bool eos = false;
     };
-    std::vector<Out> outs;
-    std::vector<In> ins;
-    for (uint16_t dc = 0; dc < p.clusters; ++dc) {
-        if (dc == me) continue;
-        for (uint16_t dt = 0; dt < p.threads; ++dt) {
-            Connection* c = nullptr;
-            const ActivityScope doing("alltoall: connecting to cluster", dc);
-            if (const ConvError e = connect_retry(conv, Endpoint{dc, static_cast<uint16_t>(kAppPort + dt)}, c, p);
-                e != ConvError::kOk)
-                return set_error(env, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
-            outs.push_back(Out{c, dc, dt});
+
+    // One connection to every compute thread of every other cluster.
+    bool connect_all() {
+        for (uint16_t dc = 0; dc < p_.clusters; ++dc) {
+            if (dc == me_) continue;
+            for (uint16_t dt = 0; dt < p_.threads; ++dt) {
+                Connection* c = nullptr;
+                const ActivityScope doing("alltoall: connecting to cluster", dc);
+                if (const ConvError e = connect_retry(conv_, Endpoint{dc, static_cast<uint16_t>(kAppPort + dt)}, c, p_);
+                    e != ConvError::kOk)
+                    return set_error(env_, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
+                outs_.push_back(Out{c, dc, dt});
+            }
         }
+        return true;
     }
-    // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
-    // wake on arrival, issue 21).
-    if (p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
-    const size_t expect_in = size_t{p.clusters - 1u} * p.threads;
-    std::vector<uint8_t> buf(p.max_size);
-    std::vector<PollItem> items;
-    auto check = [&](In& in, const RecvMsg& m) {
+
+    // One received message: its number (conn_seq), size and bytes, exactly once, in order on
+    // ordered connections; counted received, duplicate or corrupt.
+    void check(In& in, const RecvMsg& m) {
         const uint64_t id = m.conn_seq();
         // the sender's thread: its ephemeral port tells nothing, so the message's number and the
         // remote cluster are checked against every thread of that cluster
         const uint16_t sc = in.c->remote().cluster;
-        if (soak && id < in.got) {  // (a soak's connections are ordered: an earlier number came again)
-            ++env.result.duplicates;
+        if (soak_ && id < in.got) {  // (a soak's connections are ordered: an earlier number came again)
+            ++env_.result.duplicates;
             return;
         }
-        bool ok = id < limit;
-        if (ok && p.conv.ordered && id != in.got) ok = false;  // ordered: exactly the next one
-        if (ok && !soak && in.seen[id]) {
-            ++env.result.duplicates;
+        bool ok = id < limit_;
+        if (ok && p_.conv.ordered && id != in.got) ok = false;  // ordered: exactly the next one
+        if (ok && !soak_ && in.seen[id]) {
+            ++env_.result.duplicates;
             return;
         }
         uint16_t st = UINT16_MAX;
         if (ok) {
-            const uint32_t len = m.copy_to(buf.data(), static_cast<uint32_t>(buf.size()));
-            for (uint16_t cand = 0; cand < p.threads && st == UINT16_MAX; ++cand) {
-                if (len != m.size() || len != msg_size(p, sc, cand, me, t, id)) continue;
+            const uint32_t len = m.copy_to(buf_.data(), static_cast<uint32_t>(buf_.size()));
+            for (uint16_t cand = 0; cand < p_.threads && st == UINT16_MAX; ++cand) {
+                if (len != m.size() || len != msg_size(p_, sc, cand, me_, t_, id)) continue;
                 bool same = true;
-                for (uint32_t k = 0; k < len && same; ++k) same = buf[k] == msg_byte(sc, cand, id, k);
+                for (uint32_t k = 0; k < len && same; ++k) same = buf_[k] == msg_byte(sc, cand, id, k);
                 if (same) st = cand;
             }
             ok = st != UINT16_MAX;
         }
         if (!ok) {
-            ++env.result.corrupt;
+            ++env_.result.corrupt;
             return;
         }
-        if (!soak) in.seen[id] = 1;
+        if (!soak_) in.seen[id] = 1;
         ++in.got;
-        ++env.result.received;
+        ++env_.result.received;
         activity_progress(1);  // messages delivered (the soak reads them while it runs)
-    };
-    uint64_t sends_done = 0;
-    const uint64_t to_send = outs.size() * p.messages;
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point soak_end = Clock::now() + std::chrono::seconds(p.soak_s);
-    // How long receivers wait after their own end for the last counts to add up: the peers' end
-    // comes a little later than ours, then what is in flight (retransmissions under loss).
-    const Clock::time_point soak_give_up = soak_end + std::chrono::milliseconds(p.peer_timeout_ms) + std::chrono::seconds(60);
-    bool soak_sending = soak;
-    Clock::time_point soak_checked{};
-    std::string soak_short;  // what did not add up at the last check ("cluster 2: 10 of 12")
-    auto soak_all_in = [&] {
-        if (ins.size() < expect_in) return false;
+    }
+
+    // A soak's receiving is over when what arrived from each cluster equals the counts its threads
+    // wrote (read at most every 10 ms).
+    bool soak_all_in() {
+        if (ins_.size() < expect_in_) return false;
         const Clock::time_point now = Clock::now();
-        if (now - soak_checked < std::chrono::milliseconds(10)) return false;
-        soak_checked = now;
-        for (uint16_t sc = 0; sc < p.clusters; ++sc) {
-            if (sc == me) continue;
+        if (now - soak_checked_ < std::chrono::milliseconds(10)) return false;
+        soak_checked_ = now;
+        for (uint16_t sc = 0; sc < p_.clusters; ++sc) {
+            if (sc == me_) continue;
             uint64_t sent = 0, got = 0;
-            for (uint16_t st = 0; st < p.threads; ++st) {
+            for (uint16_t st = 0; st < p_.threads; ++st) {
                 uint64_t n = 0;
-                if (!soak_read_count(soak_count_path(p, sc, st, me, t), n)) {
-                    soak_short = "cluster " + std::to_string(sc) + " thread " + std::to_string(st) + " wrote no count";
+                if (!soak_read_count(soak_count_path(p_, sc, st, me_, t_), n)) {
+                    soak_short_ = "cluster " + std::to_string(sc) + " thread " + std::to_string(st) + " wrote no count";
                     return false;
                 }
                 sent += n;
             }
-            for (const In& in : ins)
+            for (const In& in : ins_)
                 if (in.c->remote().cluster == sc) got += in.got;
             if (got != sent) {
-                soak_short = "from cluster " + std::to_string(sc) + ", " + std::to_string(got) + " of " +
-                             std::to_string(sent) + " messages arrived";
+                soak_short_ = "from cluster " + std::to_string(sc) + ", " + std::to_string(got) + " of " +
+                              std::to_string(sent) + " messages arrived";
                 return false;
             }
         }
         return true;
-    };
-    auto all_in = [&] {
-        if (soak) return soak_all_in();
-        if (ins.size() < expect_in) return false;
-        for (const In& in : ins)
-            if (in.got < p.messages && !in.eos) return false;
-        return true;
-    };
-    std::vector<uint8_t> pattern(p.max_size);
-    activity_doing_str("alltoall: sending and receiving");
-    while (!cluster_stopping() && ((soak ? soak_sending : sends_done < to_send) || !all_in())) {
-        if (soak_sending && Clock::now() >= soak_end) {  // the soak's end: say what each connection carried
-            soak_sending = false;
-            for (const Out& o : outs)
-                if (!soak_write_count(soak_count_path(p, me, t, o.dc, o.dt), o.next)) {
-                    env.result.error = "soak: cannot write " + soak_count_path(p, me, t, o.dc, o.dt) + ": " +
-                                       std::strerror(errno);
-                    return false;
-                }
-            activity_doing_str("alltoall: soak over, taking the last messages");
-        }
-        if (!soak_sending && soak && Clock::now() > soak_give_up) {
-            env.result.error = "soak: " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                                            soak_give_up - soak_end).count()) +
-                               " s after its end, " + soak_short;
-            return false;
-        }
-        items.clear();
-        if (ins.size() < expect_in) items.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t), PollItem::kAcceptable});
-        for (Out& o : outs)
-            if (soak ? soak_sending : o.next < p.messages) items.push_back(PollItem{o.c, 0, PollItem::kWritable});
-        for (In& in : ins)
-            if (in.got < limit && !in.eos) items.push_back(PollItem{in.c, 0, PollItem::kReadable});
-        if (conv.poll(items, soak ? 100'000 : 1'000'000) == 0) continue;
-        for (const PollItem& it : items) {
-            if (it.revents & PollItem::kError) {
-                const ConvError e = conv.send(it.conn, nullptr, 0, 0);
-                return set_error(env, "connection to cluster " + std::to_string(it.conn->remote().cluster), e);
-            }
-            if (it.revents & PollItem::kAcceptable) {
-                Connection* c = nullptr;
-                while (ins.size() < expect_in && conv.accept(it.listen_port, c, 0) == ConvError::kOk)
-                    ins.push_back(In{c, 0, std::vector<uint8_t>(soak ? 0 : p.messages, 0)});
-            } else if (it.revents & PollItem::kWritable) {
-                Out& o = *std::find_if(outs.begin(), outs.end(), [&](const Out& x) { return x.c == it.conn; });
-                for (int k = 0; k < 32 && (soak ? soak_sending : o.next < p.messages); ++k) {
-                    const uint32_t size = msg_size(p, me, t, o.dc, o.dt, o.next);
-                    for (uint32_t b = 0; b < size; ++b) pattern[b] = msg_byte(me, t, o.next, b);
-                    // the test hook: message 1 (--max-size bytes) of thread 0.0 to thread 1.0 leaves
-                    // with one byte wrong; its receiver must count it corrupt
-                    if (p.inject_error && me == 0 && t == 0 && o.dc == 1 && o.dt == 0 && o.next == 1 && size > 0)
-                        pattern[size / 2] ^= 0x40;
-                    const ConvError e = conv.send(o.c, pattern.data(), size, 0);
-                    if (e == ConvError::kWouldBlock) break;
-                    if (e != ConvError::kOk) return set_error(env, "send", e);
-                    ++o.next;
-                    ++sends_done;
-                    ++env.result.sent;
-                }
-            } else if (it.revents & PollItem::kReadable) {
-                In& in = *std::find_if(ins.begin(), ins.end(), [&](const In& x) { return x.c == it.conn; });
-                RecvMsg m;
-                for (int k = 0; k < 64 && in.got < limit; ++k) {
-                    const ConvError e = conv.recv_msg(in.c, m, 0);
-                    if (e == ConvError::kWouldBlock) break;
-                    // Its sender closed: it sent no more. A soak's counts added up first; otherwise it
-                    // came before every message did (some arrived corrupt or out of order: the
-                    // inject-error hook): say so, and go on taking the other connections' messages
-                    // (failing this thread at once left them untaken, and their senders failed too).
-                    if (e == ConvError::kEndOfStream) {
-                        in.eos = true;
-                        if (!soak && in.got < p.messages && env.result.error.empty())
-                            env.result.error = "cluster " + std::to_string(in.c->remote().cluster) +
-                                               " closed a connection after " + std::to_string(in.got) + " of " +
-                                               std::to_string(p.messages) + " messages arrived intact and in order";
-                        break;
-                    }
-                    if (e != ConvError::kOk) return set_error(env, "recv", e);
-                    check(in, m);
-                }
-                // A soak's connections are ordered: after one bad message every later one is out of
-                // order, so the first one ends it, named.
-                // The whole cluster stops (its other threads would soak on for nothing); the launcher
-                // then stops the others.
-                if (soak && (env.result.corrupt != 0 || env.result.duplicates != 0))
-                    cluster_stop_now(1, "soak: thread " + std::to_string(t) + ": message " + std::to_string(in.got) +
-                                            " from cluster " + std::to_string(in.c->remote().cluster) +
-                                            " arrived corrupt, out of order or twice");
-            }
-        }
     }
-    if (cluster_stopping()) return false;
+
+    bool all_in() {
+        if (soak_) return soak_all_in();
+        if (ins_.size() < expect_in_) return false;
+        for (const In& in : ins_)
+            if (in.got < p_.messages && !in.eos) return false;
+        return true;
+    }
+
+    // The soak's end: say what each connection carried.
+    bool end_soak_sending() {
+        soak_sending_ = false;
+        for (const Out& o : outs_)
+            if (!soak_write_count(soak_count_path(p_, me_, t_, o.dc, o.dt), o.next)) {
+                env_.result.error = "soak: cannot write " + soak_count_path(p_, me_, t_, o.dc, o.dt) + ": " +
+                                    std::strerror(errno);
+                return false;
+            }
+        activity_doing_str("alltoall: soak over, taking the last messages");
+        return true;
+    }
+
+    void fill_poll_items() {
+        items_.clear();
+        if (ins_.size() < expect_in_)
+            items_.push_back(PollItem{nullptr, static_cast<uint16_t>(kAppPort + t_), PollItem::kAcceptable});
+        for (Out& o : outs_)
+            if (soak_ ? soak_sending_ : o.next < p_.messages) items_.push_back(PollItem{o.c, 0, PollItem::kWritable});
+        for (In& in : ins_)
+            if (in.got < limit_ && !in.eos) items_.push_back(PollItem{in.c, 0, PollItem::kReadable});
+    }
+
+    // Up to 32 messages on a writable connection.
+    bool send_burst(Out& o) {
+        for (int k = 0; k < 32 && (soak_ ? soak_sending_ : o.next < p_.messages); ++k) {
+            const uint32_t size = msg_size(p_, me_, t_, o.dc, o.dt, o.next);
+            for (uint32_t b = 0; b < size; ++b) pattern_[b] = msg_byte(me_, t_, o.next, b);
+            // the test hook: message 1 (--max-size bytes) of thread 0.0 to thread 1.0 leaves
+            // with one byte wrong; its receiver must count it corrupt
+            if (p_.inject_error && me_ == 0 && t_ == 0 && o.dc == 1 && o.dt == 0 && o.next == 1 && size > 0)
+                pattern_[size / 2] ^= 0x40;
+            const ConvError e = conv_.send(o.c, pattern_.data(), size, 0);
+            if (e == ConvError::kWouldBlock) break;
+            if (e != ConvError::kOk) return set_error(env_, "send", e);
+            ++o.next;
+            ++sends_done_;
+            ++env_.result.sent;
+        }
+        return true;
+    }
+
+    // Up to 64 messages from a readable connection, each checked.
+    bool receive_burst(In& in) {
+        RecvMsg m;
+        for (int k = 0; k < 64 && in.got < limit_; ++k) {
+            const ConvError e = conv_.recv_msg(in.c, m, 0);
+            if (e == ConvError::kWouldBlock) break;
+            // Its sender closed: it sent no more. A soak's counts added up first; otherwise it
+            // came before every message did (some arrived corrupt or out of order: the
+            // inject-error hook): say so, and go on taking the other connections' messages
+            // (failing this thread at once left them untaken, and their senders failed too).
+            if (e == ConvError::kEndOfStream) {
+                in.eos = true;
+                if (!soak_ && in.got < p_.messages && env_.result.error.empty())
+                    env_.result.error = "cluster " + std::to_string(in.c->remote().cluster) +
+                                        " closed a connection after " + std::to_string(in.got) + " of " +
+                                        std::to_string(p_.messages) + " messages arrived intact and in order";
+                break;
+            }
+            if (e != ConvError::kOk) return set_error(env_, "recv", e);
+            check(in, m);
+        }
+        // A soak's connections are ordered: after one bad message every later one is out of
+        // order, so the first one ends it, named.
+        // The whole cluster stops (its other threads would soak on for nothing); the launcher
+        // then stops the others.
+        if (soak_ && (env_.result.corrupt != 0 || env_.result.duplicates != 0))
+            cluster_stop_now(1, "soak: thread " + std::to_string(t_) + ": message " + std::to_string(in.got) +
+                                    " from cluster " + std::to_string(in.c->remote().cluster) +
+                                    " arrived corrupt, out of order or twice");
+        return true;
+    }
+
+    // One polled item: an error ends the thread; accept, send or receive.
+    bool serve(const PollItem& it) {
+        if (it.revents & PollItem::kError) {
+            const ConvError e = conv_.send(it.conn, nullptr, 0, 0);
+            return set_error(env_, "connection to cluster " + std::to_string(it.conn->remote().cluster), e);
+        }
+        if (it.revents & PollItem::kAcceptable) {
+            Connection* c = nullptr;
+            while (ins_.size() < expect_in_ && conv_.accept(it.listen_port, c, 0) == ConvError::kOk)
+                ins_.push_back(In{c, 0, std::vector<uint8_t>(soak_ ? 0 : p_.messages, 0)});
+        } else if (it.revents & PollItem::kWritable) {
+            Out& o = *std::find_if(outs_.begin(), outs_.end(), [&](const Out& x) { return x.c == it.conn; });
+            return send_burst(o);
+        } else if (it.revents & PollItem::kReadable) {
+            In& in = *std::find_if(ins_.begin(), ins_.end(), [&](const In& x) { return x.c == it.conn; });
+            return receive_burst(in);
+        }
+        return true;
+    }
+
+    // Send and receive until every message went out and came in (a soak: until its end, then
+    // until the counts add up).
+    bool exchange() {
+        buf_.resize(p_.max_size);
+        const uint64_t to_send = outs_.size() * p_.messages;
+        soak_end_ = Clock::now() + std::chrono::seconds(p_.soak_s);
+        // How long receivers wait after their own end for the last counts to add up: the peers' end
+        // comes a little later than ours, then what is in flight (retransmissions under loss).
+        const Clock::time_point soak_give_up =
+            soak_end_ + std::chrono::milliseconds(p_.peer_timeout_ms) + std::chrono::seconds(60);
+        soak_sending_ = soak_;
+        pattern_.resize(p_.max_size);
+        activity_doing_str("alltoall: sending and receiving");
+        while (!cluster_stopping() && ((soak_ ? soak_sending_ : sends_done_ < to_send) || !all_in())) {
+            if (soak_sending_ && Clock::now() >= soak_end_ && !end_soak_sending()) return false;
+            if (!soak_sending_ && soak_ && Clock::now() > soak_give_up) {
+                env_.result.error = "soak: " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                                 soak_give_up - soak_end_).count()) +
+                                    " s after its end, " + soak_short_;
+                return false;
+            }
+            fill_poll_items();
+            if (conv_.poll(items_, soak_ ? 100'000 : 1'000'000) == 0) continue;
+            for (const PollItem& it : items_)
+                if (!serve(it)) return false;
+        }
+        return true;
+    }
+
     // Close what we sent on (flush: wait until the peer took it all), then see end-of-stream on
     // what we received.
-    activity_doing_str("alltoall: closing its connections");
-    for (Out& o : outs) {
-        uint64_t unsent = 0;
-        if (const ConvError e = conv.close(o.c, 60'000'000, &unsent); e != ConvError::kOk)
-            return set_error(env, "close", e);
-        if (unsent != 0) {
-            env.result.error = "close reported " + std::to_string(unsent) + " messages the peer never took";
-            return false;
+    bool close_all() {
+        activity_doing_str("alltoall: closing its connections");
+        for (Out& o : outs_) {
+            uint64_t unsent = 0;
+            if (const ConvError e = conv_.close(o.c, 60'000'000, &unsent); e != ConvError::kOk)
+                return set_error(env_, "close", e);
+            if (unsent != 0) {
+                env_.result.error = "close reported " + std::to_string(unsent) + " messages the peer never took";
+                return false;
+            }
         }
+        activity_doing_str("alltoall: waiting for end-of-stream");
+        for (In& in : ins_) {
+            RecvMsg m;
+            const ConvError e = in.eos ? ConvError::kEndOfStream : conv_.recv_msg(in.c, m, 60'000'000);
+            if (e != ConvError::kEndOfStream) return set_error(env_, "recv after the peer closed (want end-of-stream)", e);
+            conv_.close(in.c, 0);
+        }
+        return true;
     }
-    activity_doing_str("alltoall: waiting for end-of-stream");
-    for (In& in : ins) {
-        RecvMsg m;
-        const ConvError e = in.eos ? ConvError::kEndOfStream : conv.recv_msg(in.c, m, 60'000'000);
-        if (e != ConvError::kEndOfStream) return set_error(env, "recv after the peer closed (want end-of-stream)", e);
-        conv.close(in.c, 0);
-    }
-    return true;
-}
+
+    ComputeEnv& env_;
+    const ClusterPlan& p_;
+    Convergence& conv_;
+    const bool soak_;
+    const uint64_t limit_;  // messages per connection
+    const uint16_t me_, t_;
+    const size_t expect_in_;
+    std::vector<Out> outs_;
+    std::vector<In> ins_;
+    std::vector<uint8_t> buf_;      // a received message, to check
+    std::vector<uint8_t> pattern_;  // a message to send
+    std::vector<PollItem> items_;
+    uint64_t sends_done_ = 0;
+    Clock::time_point soak_end_{};
+    bool soak_sending_ = false;
+    Clock::time_point soak_checked_{};
+    std::string soak_short_;  // what did not add up at the last check ("cluster 2: 10 of 12")
+};
+
+}  // namespace
+
+// alltoall: every compute thread opens a parallel connection to every compute thread of every
+// other cluster (port kAppPort + thread) and sends `messages` messages over it; every receiver
+// checks each message (size and bytes from its number = its conn_seq), exactly once, and in order
+// on ordered connections; then each side closes (flushing) and the receiver sees end-of-stream.
+// A soak (p.soak_s > 0, ordered connections): senders send until the soak's end and write their
+// counts (soak_count_path); receivers check every message in order and go on until what they got
+// from each cluster equals the counts its threads wrote.
+bool program_alltoall(ComputeEnv& env) { return AlltoallThread(env).run(); }
 
 // pingpong (`iccs bench rtt`): thread 0 of cluster 0 sends `messages` messages of min_size bytes
 // to thread 0 of cluster 1, which sends each straight back; round-trip times (after `warmup`
