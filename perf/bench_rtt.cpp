@@ -50,7 +50,7 @@ int bench_rtt(const BenchRttOptions& o) {
     RttStats ic;
     if (all || o.only == "iccs") ic = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, o.pcap_dir);
     RttStats au;
-    if (key && all) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
+    if (key) au = iccs_rtt(o.fabric, o.polling, o.size_bytes, o.samples, {}, key);
     const double auth_overhead = key && ic.median_us > 0 ? au.median_us / ic.median_us : 0;
     char auth_json[256] = "";
     if (key)

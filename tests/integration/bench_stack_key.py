@@ -4,8 +4,11 @@
 Runs `bench stack --key K --json` once and once more with --encrypt, small, and checks that every
 stage was timed (a positive figure for each of the stages the mode has), that the EVP baseline
 sealed the same bytes as SlidwinCipher (the benchmark refuses to report otherwise, with
-auth_stages_error), and that the one-thread round trip ran plain and authenticated. No figure is
-compared with another: speed is the benchmark's to show, not this test's.
+auth_stages_error), and that the one-thread round trip ran plain and authenticated. Then `bench rtt
+--key K --only iccs --json` between two cluster processes: both round trips timed (a positive
+median each, auth_overhead their ratio; it printed 0 for the keyed one before), and `--only raw`
+with a key refused (exit 2, naming --key). No figure is compared with another: speed is the
+benchmark's to show, not this test's.
 Usage: bench_stack_key.py ICCS_CLI
 """
 import json
@@ -16,6 +19,26 @@ import tempfile
 
 MAC_STAGES = ["kdf_expand", "key_schedule", "seal_ack", "open_ack", "seal_data", "open_data", "seal_ack_evp",
               "seal_data_evp", "replay_window"]
+
+
+def rtt_checks(cli, key, failures):
+    cmd = [cli, "bench", "rtt", "--key", key, "--only", "iccs", "--samples", "300", "--polling", "adaptive", "--json"]
+    what = " ".join(cmd[1:])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        failures.append(f"{what}: exit {p.returncode}: {p.stderr.strip()[-500:]}")
+    else:
+        r = json.loads(p.stdout)
+        plain, auth, ratio = r.get("iccs_rtt_median_us", 0), r.get("auth_rtt_median_us", 0), r.get("auth_overhead", 0)
+        if not (plain > 0 and auth > 0):
+            failures.append(f"{what}: round trips plain {plain} us, authenticated {auth} us")
+        elif abs(ratio - auth / plain) > 0.01 * ratio + 1e-3:
+            failures.append(f"{what}: auth_overhead {ratio}, but {auth} / {plain} = {auth / plain:.4f}")
+        print(f"{what}: plain {plain} us, authenticated {auth} us, auth_overhead {ratio}")
+    cmd = [cli, "bench", "rtt", "--key", key, "--only", "raw"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if p.returncode != 2 or "--key" not in p.stderr:
+        failures.append(f"{' '.join(cmd[1:])}: exit {p.returncode} (expected 2 naming --key): {p.stderr.strip()}")
 
 
 def main():
@@ -49,6 +72,7 @@ def main():
             if r.get("auth_mode") != want_mode:
                 failures.append(f"{what}: auth_mode {r.get('auth_mode')}, expected {want_mode}")
             print(f"{what}: stages {json.dumps(got)}, EVP/ours {r.get('auth_seal_evp_over_ours')}")
+        rtt_checks(cli, key, failures)
     finally:
         os.unlink(key)
     for f in failures:
