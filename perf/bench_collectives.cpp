@@ -137,6 +137,129 @@ struct Row {
     double med[2] = {0, 0}, lo[2] = {0, 0}, hi[2] = {0, 0}, wan[2] = {0, 0}, wan_min[2] = {0, 0};
     uint64_t hops[2] = {0, 0};
 };
+struct Ord {
+    double median_us = 0, mean_us = 0, rate = 0;
+};
+
+double hier_speedup(const Row& r) { return r.med[0] > 0 ? r.med[1] / r.med[0] : 0.0; }
+
+// What the two launches measured.
+struct CollResults {
+    std::map<std::string, Row> rows;  // by collective
+    std::vector<std::string> order;   // the collectives in the order cluster 0 wrote them
+    std::map<std::string, Ord> ord;   // the ordered broadcast, by sequencer policy
+    std::string err;
+};
+
+// What the report says beside the figures.
+struct CollSetting {
+    const BenchCollectivesOptions& o;
+    uint32_t P;          // ranks
+    const char* layout;  // block or cyclic
+    std::string sites;   // [wan] sites
+    std::string lat;     // [wan] latency_ms
+    unsigned proxies, cores, threads;
+};
+
+// The collectives' lines cluster 0 wrote to `out` (the file is removed).
+void read_coll_rows(const std::string& out, CollResults& res) {
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string tag, name;
+        Row r;
+        ls >> tag >> name;
+        for (int f = 0; f < 2; ++f) ls >> r.med[f] >> r.lo[f] >> r.hi[f] >> r.wan[f] >> r.wan_min[f] >> r.hops[f];
+        if (tag == "coll" && ls) {
+            res.rows[name] = r;
+            res.order.push_back(name);
+        }
+    }
+    std::remove(out.c_str());
+}
+
+// The second launch: the ordered broadcast, every policy; its figures into res.ord. The exit code.
+int run_ordered_bcast(RtLaunch& l, const group::Topology& topo, const BenchCollectivesOptions& o, uint32_t P,
+                      const std::string& out, CollResults& res) {
+    group::OrderedRunOptions oo;
+    oo.messages = o.ordered_messages;
+    oo.phase = 5;
+    oo.latency_rounds = oo.phase * P;  // every rank sends one phase: every site's senders
+    oo.writes = 5;
+    oo.result_file = out + "-ordered";
+    l.builtin = [topo, oo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };
+    // the ordered program prints its own lines: keep stdout for the benchmark's table/JSON
+    fflush(stdout);
+    const int saved = dup(1);
+    (void)!dup2(2, 1);
+    const int rc = rt_launch(l);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    std::ifstream in(oo.result_file);
+    std::string tag, name;
+    Ord x;
+    while (in >> tag >> name >> x.median_us >> x.mean_us >> x.rate)
+        if (tag == "ordered") res.ord[name] = x;
+    std::remove(oo.result_file.c_str());
+    return rc;
+}
+
+void print_coll_json(const CollSetting& s, CollResults& res, bool goal_cfg, bool goal) {
+    const BenchCollectivesOptions& o = s.o;
+    std::printf("{\"sites\": %u, \"clusters_per_site\": %u, \"cluster_size\": %u, \"ranks\": %u, \"layout\": \"%s\", \"wan_latency_ms\": %s, "
+                "\"wan_bandwidth\": %" PRIu64 ", \"size\": %u, \"reps\": %u, \"proxies\": %u, \"cores\": %u, "
+                "\"threads\": %u, \"oversubscribed\": %s, \"collectives\": {",
+                o.sites, o.clusters, o.cluster_size, s.P, s.layout, s.lat.c_str(), o.wan_bandwidth, o.size, o.reps, s.proxies,
+                s.cores, s.threads, s.threads > s.cores ? "true" : "false");
+    for (size_t i = 0; i < res.order.size(); ++i) {
+        const Row& r = res.rows[res.order[i]];
+        std::printf("%s\"%s\": {\"hier_median_us\": %.1f, \"flat_median_us\": %.1f, \"speedup\": %.3f, "
+                    "\"wan_bytes\": %.0f, \"wan_bytes_min\": %.0f, \"flat_wan_bytes\": %.0f, \"hier_min_us\": %.1f, "
+                    "\"hier_max_us\": %.1f, \"flat_min_us\": %.1f, \"flat_max_us\": %.1f, \"hier_wan_hops\": %" PRIu64
+                    ", \"flat_wan_hops\": %" PRIu64 "}",
+                    i ? ", " : "", res.order[i].c_str(), r.med[0], r.med[1], hier_speedup(r), r.wan[0], r.wan_min[0], r.wan[1],
+                    r.lo[0], r.hi[0], r.lo[1], r.hi[1], r.hops[0], r.hops[1]);
+    }
+    std::printf("}, \"ordered_bcast\": {");
+    int i = 0;
+    for (const char* p : {"central", "rotating", "migrating"})
+        std::printf("%s\"%s\": {\"latency_us\": %.1f, \"latency_mean_us\": %.1f, \"msgs_per_s\": %.0f}", i++ ? ", " : "",
+                    p, res.ord[p].median_us, res.ord[p].mean_us, res.ord[p].rate);
+    std::printf("}, \"goal_config\": %s, \"goal_met\": %s", goal_cfg ? "true" : "false", goal ? "true" : "false");
+    if (!res.err.empty()) std::printf(", \"error\": \"%s\"", res.err.c_str());
+    std::printf("}\n");
+}
+
+void print_coll_table(const CollSetting& s, CollResults& res, bool goal_cfg, bool goal) {
+    const BenchCollectivesOptions& o = s.o;
+    std::printf("bench collectives: %u sites x %u clusters x %u threads (%u ranks, %s layout: sites %s), WAN %s ms, %" PRIu64
+                " bytes/s per link, %u bytes, median of %u reps (hier and flat interleaved), transport iccs\n",
+                o.sites, o.clusters, o.cluster_size, s.P, s.layout, s.sites.c_str(), s.lat.c_str(), o.wan_bandwidth, o.size,
+                o.reps);
+    std::printf("  %-15s %11s %11s %8s %11s %11s %11s %9s  %s\n", "collective", "hier us", "flat us", "speedup",
+                "wan bytes", "wan min", "flat wan", "hops h/f", "hier min..max / flat min..max us");
+    for (const std::string& n : res.order) {
+        const Row& r = res.rows[n];
+        std::printf("  %-15s %11.1f %11.1f %8.2f %11.0f %11.0f %11.0f %5" PRIu64 "/%-3" PRIu64 "  %.0f..%.0f / %.0f..%.0f\n",
+                    n.c_str(), r.med[0], r.med[1], hier_speedup(r), r.wan[0], r.wan_min[0], r.wan[1], r.hops[0], r.hops[1],
+                    r.lo[0], r.hi[0], r.lo[1], r.hi[1]);
+    }
+    for (const char* p : {"central", "rotating", "migrating"})
+        std::printf("  ordered broadcast, %-9s sequencer: latency median %.1f us, mean %.1f us (one at a time, "
+                    "senders in phases of 5 over every rank), %.0f msgs/s (%u per thread at once)\n",
+                    p, res.ord[p].median_us, res.ord[p].mean_us, res.ord[p].rate, o.ordered_messages);
+    std::printf("  speedup = flat / hier; wan bytes = data bytes over WAN links per call (hier), wan min = each item "
+                "once to each receiving site\n");
+    std::printf("  goal (4 sites, 10 ms, 1 MB/s, 64 KiB: hier >= 3x flat for bcast and allreduce, WAN bytes = "
+                "minimum): %s%s\n",
+                goal ? "met" : "not met", goal_cfg ? "" : " (this is not the goal's configuration)");
+    if (s.threads > s.cores)
+        std::printf("  note: %u threads on %u cores: oversubscribed (adaptive polling), not a dedicated-core figure\n",
+                    s.threads, s.cores);
+    if (!res.err.empty()) std::printf("  error: %s\n", res.err.c_str());
+}
 
 }  // namespace
 
@@ -193,110 +316,20 @@ int bench_collectives(const BenchCollectivesOptions& o) {
     std::remove(out.c_str());
     l.builtin = [topo, o, out](std::unique_ptr<Runtime> rt) { return coll_program(std::move(rt), topo, o, out); };
     int rc = rt_launch(l);
-    std::map<std::string, Row> rows;
-    std::vector<std::string> order;
-    {
-        std::ifstream in(out);
-        std::string line;
-        while (std::getline(in, line)) {
-            std::istringstream ls(line);
-            std::string tag, name;
-            Row r;
-            ls >> tag >> name;
-            for (int f = 0; f < 2; ++f) ls >> r.med[f] >> r.lo[f] >> r.hi[f] >> r.wan[f] >> r.wan_min[f] >> r.hops[f];
-            if (tag == "coll" && ls) {
-                rows[name] = r;
-                order.push_back(name);
-            }
-        }
-        std::remove(out.c_str());
-    }
-    if (rc != 0 || rows.size() != kColls) err = "the collectives run failed (exit " + std::to_string(rc) + ")";
-    // the ordered broadcast, every policy, one launch
-    group::OrderedRunOptions oo;
-    oo.messages = o.ordered_messages;
-    oo.phase = 5;
-    oo.latency_rounds = oo.phase * P;  // every rank sends one phase: every site's senders
-    oo.writes = 5;
-    oo.result_file = out + "-ordered";
-    l.builtin = [topo, oo](std::unique_ptr<Runtime> rt) { return group::program_ordered(std::move(rt), topo, oo); };
-    // the ordered program prints its own lines: keep stdout for the benchmark's table/JSON
-    fflush(stdout);
-    const int saved = dup(1);
-    (void)!dup2(2, 1);
-    rc = rt_launch(l);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    struct Ord {
-        double median_us = 0, mean_us = 0, rate = 0;
-    };
-    std::map<std::string, Ord> ord;
-    {
-        std::ifstream in(oo.result_file);
-        std::string tag, name;
-        Ord x;
-        while (in >> tag >> name >> x.median_us >> x.mean_us >> x.rate)
-            if (tag == "ordered") ord[name] = x;
-        std::remove(oo.result_file.c_str());
-    }
-    if (rc != 0 || ord.size() != 3) err += (err.empty() ? "" : "; ") + std::string("the ordered broadcast run failed");
-    auto speed = [](const Row& r) { return r.med[0] > 0 ? r.med[1] / r.med[0] : 0.0; };
-    const bool over = threads > cores;
-    const Row& bc = rows["bcast"];
-    const Row& ar = rows["allreduce"];
+    CollResults res;
+    read_coll_rows(out, res);
+    if (rc != 0 || res.rows.size() != kColls) res.err = "the collectives run failed (exit " + std::to_string(rc) + ")";
+    rc = run_ordered_bcast(l, topo, o, P, out, res);
+    if (rc != 0 || res.ord.size() != 3)
+        res.err += (res.err.empty() ? "" : "; ") + std::string("the ordered broadcast run failed");
+    const Row& bc = res.rows["bcast"];
+    const Row& ar = res.rows["allreduce"];
     const bool goal_cfg = o.sites == 4 && o.wan_latency_ms == 10 && o.wan_bandwidth == 1'000'000 && o.size == 65536;
-    const bool goal = speed(bc) >= 3 && speed(ar) >= 3 && bc.wan[0] == bc.wan_min[0] && ar.wan[0] == ar.wan_min[0];
-    if (o.json) {
-        std::printf("{\"sites\": %u, \"clusters_per_site\": %u, \"cluster_size\": %u, \"ranks\": %u, \"layout\": \"%s\", \"wan_latency_ms\": %s, "
-                    "\"wan_bandwidth\": %" PRIu64 ", \"size\": %u, \"reps\": %u, \"proxies\": %u, \"cores\": %u, "
-                    "\"threads\": %u, \"oversubscribed\": %s, \"collectives\": {",
-                    o.sites, o.clusters, o.cluster_size, P, layout, lat, o.wan_bandwidth, o.size, o.reps, proxies, cores,
-                    threads, over ? "true" : "false");
-        for (size_t i = 0; i < order.size(); ++i) {
-            const Row& r = rows[order[i]];
-            std::printf("%s\"%s\": {\"hier_median_us\": %.1f, \"flat_median_us\": %.1f, \"speedup\": %.3f, "
-                        "\"wan_bytes\": %.0f, \"wan_bytes_min\": %.0f, \"flat_wan_bytes\": %.0f, \"hier_min_us\": %.1f, "
-                        "\"hier_max_us\": %.1f, \"flat_min_us\": %.1f, \"flat_max_us\": %.1f, \"hier_wan_hops\": %" PRIu64
-                        ", \"flat_wan_hops\": %" PRIu64 "}",
-                        i ? ", " : "", order[i].c_str(), r.med[0], r.med[1], speed(r), r.wan[0], r.wan_min[0], r.wan[1],
-                        r.lo[0], r.hi[0], r.lo[1], r.hi[1], r.hops[0], r.hops[1]);
-        }
-        std::printf("}, \"ordered_bcast\": {");
-        int i = 0;
-        for (const char* p : {"central", "rotating", "migrating"})
-            std::printf("%s\"%s\": {\"latency_us\": %.1f, \"latency_mean_us\": %.1f, \"msgs_per_s\": %.0f}", i++ ? ", " : "",
-                        p, ord[p].median_us, ord[p].mean_us, ord[p].rate);
-        std::printf("}, \"goal_config\": %s, \"goal_met\": %s", goal_cfg ? "true" : "false", goal ? "true" : "false");
-        if (!err.empty()) std::printf(", \"error\": \"%s\"", err.c_str());
-        std::printf("}\n");
-    } else {
-        std::printf("bench collectives: %u sites x %u clusters x %u threads (%u ranks, %s layout: sites %s), WAN %s ms, %" PRIu64
-                    " bytes/s per link, %u bytes, median of %u reps (hier and flat interleaved), transport iccs\n",
-                    o.sites, o.clusters, o.cluster_size, P, layout, sites.c_str(), lat, o.wan_bandwidth, o.size, o.reps);
-        std::printf("  %-15s %11s %11s %8s %11s %11s %11s %9s  %s\n", "collective", "hier us", "flat us", "speedup",
-                    "wan bytes", "wan min", "flat wan", "hops h/f", "hier min..max / flat min..max us");
-        for (const std::string& n : order) {
-            const Row& r = rows[n];
-            std::printf("  %-15s %11.1f %11.1f %8.2f %11.0f %11.0f %11.0f %5" PRIu64 "/%-3" PRIu64 "  %.0f..%.0f / %.0f..%.0f\n",
-                        n.c_str(), r.med[0], r.med[1], speed(r), r.wan[0], r.wan_min[0], r.wan[1], r.hops[0], r.hops[1],
-                        r.lo[0], r.hi[0], r.lo[1], r.hi[1]);
-        }
-        for (const char* p : {"central", "rotating", "migrating"})
-            std::printf("  ordered broadcast, %-9s sequencer: latency median %.1f us, mean %.1f us (one at a time, "
-                        "senders in phases of 5 over every rank), %.0f msgs/s (%u per thread at once)\n",
-                        p, ord[p].median_us, ord[p].mean_us, ord[p].rate, o.ordered_messages);
-        std::printf("  speedup = flat / hier; wan bytes = data bytes over WAN links per call (hier), wan min = each item "
-                    "once to each receiving site\n");
-        std::printf("  goal (4 sites, 10 ms, 1 MB/s, 64 KiB: hier >= 3x flat for bcast and allreduce, WAN bytes = "
-                    "minimum): %s%s\n",
-                    goal ? "met" : "not met", goal_cfg ? "" : " (this is not the goal's configuration)");
-        if (over)
-            std::printf("  note: %u threads on %u cores: oversubscribed (adaptive polling), not a dedicated-core figure\n",
-                        threads, cores);
-        if (!err.empty()) std::printf("  error: %s\n", err.c_str());
-    }
-    return err.empty() ? 0 : 1;
+    const bool goal = hier_speedup(bc) >= 3 && hier_speedup(ar) >= 3 && bc.wan[0] == bc.wan_min[0] && ar.wan[0] == ar.wan_min[0];
+    const CollSetting setting{o, P, layout, sites, lat, proxies, cores, threads};
+    if (o.json) print_coll_json(setting, res, goal_cfg, goal);
+    else print_coll_table(setting, res, goal_cfg, goal);
+    return res.err.empty() ? 0 : 1;
 }
 
 }  // namespace iccs
