@@ -154,6 +154,152 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
 
 double med(const std::vector<double>& v) { return v.empty() ? 0 : spread_of(v).median; }
 
+// What the runs measured: per path its figures, the paths that failed, iccs's own round trip.
+struct MpiResults {
+    std::map<std::string, Figures> figs;
+    std::map<std::string, std::string> failed;  // path -> why
+    RttStats rtt;
+    std::vector<std::pair<std::string, uint64_t>> keys;  // every (kind, size) seen, in order
+
+    // The median of a path's figure (0: none).
+    double value(const std::string& path, const std::string& kind, uint64_t size) const {
+        auto f = figs.find(path);
+        if (f == figs.end()) return 0.0;
+        auto it = f->second.find({kind, size});
+        return it == f->second.end() ? 0.0 : med(it->second);
+    }
+};
+
+// The goals of bench mpi and the figures they are judged on.
+struct MpiGoals {
+    double tcp8 = 0, iccs8 = 0, tcp1m = 0, iccs1m = 0;
+    bool beats_ofi = true;
+    uint32_t ofi_compared = 0;  // figures set against an ofi path (none when those paths were not run)
+    bool lat_tcp = false, lat_rtt = false, bw = false;
+};
+
+MpiGoals mpi_goals(const MpiResults& res) {
+    MpiGoals g;
+    g.tcp8 = res.value("tcp", "latency", 8);
+    g.iccs8 = res.value("iccs-memif", "latency", 8);
+    g.tcp1m = res.value("tcp", "bandwidth", 1u << 20);
+    g.iccs1m = res.value("iccs-memif", "bandwidth", 1u << 20);
+    for (const auto& [kind, size] : res.keys) {
+        if ((kind != "latency" && kind != "bandwidth") || size > 65536) continue;
+        const double mine = res.value("iccs-memif", kind, size);
+        for (const char* other : {"ofi-tcp-rxm", "ofi-udp-rxd"}) {
+            const double theirs = res.value(other, kind, size);
+            if (mine == 0 || theirs == 0) continue;
+            ++g.ofi_compared;
+            if (kind == "latency" ? mine > theirs : mine < theirs) g.beats_ofi = false;
+        }
+    }
+    g.beats_ofi = g.beats_ofi && g.ofi_compared > 0;
+    g.lat_tcp = g.tcp8 > 0 && g.iccs8 > 0 && g.iccs8 <= 0.15 * g.tcp8;
+    g.lat_rtt = res.rtt.median_us > 0 && g.iccs8 > 0 && g.iccs8 <= 1.5 * res.rtt.median_us / 2;
+    g.bw = g.tcp1m > 0 && g.iccs1m >= g.tcp1m;
+    return g;
+}
+
+std::string mpi_unit(const std::string& kind) {
+    return kind == "latency" ? "latency_us" : kind == "bandwidth" ? "bandwidth_mb_s" : kind == "msgrate" ? "msg_rate_per_s"
+           : kind == "barrier" ? "barrier_us" : "allreduce_us";
+}
+
+// The JSON object of every path's figures by unit and size (ratio: each as a ratio to tcp's).
+std::string mpi_json_figures(const std::vector<Path>& paths, const MpiResults& res, bool ratio) {
+    std::string out = "{";
+    bool first_path = true;
+    for (const Path& p : paths) {
+        if (res.figs.find(p.name) == res.figs.end()) continue;
+        out += std::string(first_path ? "" : ",") + "\"" + p.name + "\":{";
+        first_path = false;
+        std::string last_kind;
+        bool first_kind = true;
+        for (const auto& [kind, size] : res.keys) {
+            double v = res.value(p.name, kind, size);
+            if (ratio) {
+                const double t = res.value("tcp", kind, size);
+                v = t > 0 && v > 0 ? v / t : 0;
+            }
+            const bool scalar = kind == "msgrate" || kind == "barrier";
+            if (kind != last_kind) {
+                if (!last_kind.empty() && !(last_kind == "msgrate" || last_kind == "barrier")) out += "}";
+                out += std::string(first_kind ? "" : ",") + "\"" + mpi_unit(kind) + "\":" + (scalar ? "" : "{");
+                first_kind = false;
+                last_kind = kind;
+            } else if (!scalar) {
+                out += ",";
+            }
+            char num[64];
+            std::snprintf(num, sizeof num, "%.4g", v);
+            out += scalar ? std::string(v > 0 ? num : "null") : "\"" + std::to_string(size) + "\":" + (v > 0 ? num : "null");
+        }
+        if (!last_kind.empty() && !(last_kind == "msgrate" || last_kind == "barrier")) out += "}";
+        out += "}";
+    }
+    return out + "}";
+}
+
+void print_mpi_json(const BenchMpiOptions& o, const std::vector<Path>& paths, const MpiResults& res, const MpiGoals& g,
+                    unsigned cores, unsigned iccs_threads) {
+    std::string errors = "{";
+    for (const auto& [p, e] : res.failed) {
+        errors += std::string(errors.size() > 1 ? "," : "") + json_quote(p) + ":" + json_quote(e);
+    }
+    errors += "}";
+    std::printf("{\"runs\":%u,\"ranks_per_cluster\":%u,\"cores\":%u,\"iccs_threads\":%u,\"oversubscribed\":%s,"
+                "\"iccs_runtime_rtt_median_us\":%.3f,\"mpi\":%s,\"ratio_to_tcp\":%s,\"goals\":{"
+                "\"latency_8_le_0.15_tcp\":%s,\"latency_8_le_1.5_half_rtt\":%s,\"bandwidth_1m_ge_tcp\":%s,"
+                "\"beats_ofi_up_to_64k\":%s},\"failed\":%s}\n",
+                o.runs, o.ranks_per_cluster, cores, iccs_threads, iccs_threads > cores ? "true" : "false",
+                res.rtt.median_us, mpi_json_figures(paths, res, false).c_str(), mpi_json_figures(paths, res, true).c_str(),
+                g.lat_tcp ? "true" : "false", g.lat_rtt ? "true" : "false", g.bw ? "true" : "false",
+                g.beats_ofi ? "true" : "false", errors.c_str());
+}
+
+void print_mpi_table(const BenchMpiOptions& o, const std::vector<Path>& paths, const MpiResults& res, const MpiGoals& g,
+                     unsigned cores, unsigned iccs_threads) {
+    std::printf("MPI over every path: 2 clusters x %u ranks, medians of %u interleaved runs (ratio to tcp in brackets)\n",
+                o.ranks_per_cluster, o.runs);
+    std::string last;
+    for (const auto& [kind, size] : res.keys) {
+        if (kind != last) {
+            std::printf("\n%-16s %9s", mpi_unit(kind).c_str(), "size");
+            for (const Path& p : paths) std::printf(" %20s", p.name.c_str());
+            std::printf("\n");
+            last = kind;
+        }
+        std::printf("%-16s %9llu", "", (unsigned long long)size);
+        for (const Path& p : paths) {
+            const double v = res.value(p.name, kind, size), t = res.value("tcp", kind, size);
+            if (v == 0) std::printf(" %20s", "-");
+            else if (t > 0) std::printf(" %11.4g [%5.2fx]", v, v / t);
+            else std::printf(" %11.4g [   - ]", v);
+        }
+        std::printf("\n");
+    }
+    std::printf("\niccs's own runtime round trip (bench rtt, memif, adaptive, 8 B): median %.2f us (half: %.2f us)\n",
+                res.rtt.median_us, res.rtt.median_us / 2);
+    std::printf("goals:\n");
+    // A goal whose figures did not come (a path not run or FAILED) is NOT MEASURED, not NOT MET.
+    auto verdict = [](bool measured, bool met) { return !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET"; };
+    std::printf("  8 B latency over iccs-memif <= 0.15x Open MPI TCP: %s (%.2f us against %.2f us: %.2fx)\n",
+                verdict(g.iccs8 > 0 && g.tcp8 > 0, g.lat_tcp), g.iccs8, g.tcp8, g.tcp8 > 0 ? g.iccs8 / g.tcp8 : 0.0);
+    std::printf("  8 B latency over iccs-memif <= 1.5x half of iccs's runtime round trip: %s (%.2f us against %.2f us)\n",
+                verdict(g.iccs8 > 0 && res.rtt.median_us > 0, g.lat_rtt), g.iccs8, 1.5 * res.rtt.median_us / 2);
+    std::printf("  1 MiB bandwidth over iccs-memif >= Open MPI TCP: %s (%.1f MB/s against %.1f MB/s)\n",
+                verdict(g.iccs1m > 0 && g.tcp1m > 0, g.bw), g.iccs1m, g.tcp1m);
+    std::printf("  iccs-memif beats tcp;ofi_rxm and udp;ofi_rxd at every size up to 64 KiB: %s\n",
+                g.ofi_compared == 0 ? "NOT MEASURED (neither ofi path ran)" : g.beats_ofi ? "MET" : "NOT MET");
+    if (iccs_threads > cores)
+        std::printf("  note: an iccs run wants %u threads (%u ranks in MPI's progress loop, an agent per cluster with "
+                    "a bridge per rank and a proxy) on %u cores: its figures are oversubscribed ones (the iccs ranks "
+                    "block in their waits), not those of a host with a core for each\n",
+                    iccs_threads, 2 * o.ranks_per_cluster, cores);
+    for (const auto& [p, e] : res.failed) std::printf("  FAILED %s: %s\n", p.c_str(), e.c_str());
+}
+
 }  // namespace
 
 const std::vector<std::string>& bench_mpi_paths() {
@@ -175,18 +321,17 @@ int bench_mpi(const BenchMpiOptions& o) {
         return 1;
     }
     const std::string tmp = tmpl;
-    std::map<std::string, Figures> figs;
-    std::map<std::string, std::string> failed;
+    MpiResults res;
     for (uint32_t r = 0; r < o.runs; ++r)
         for (const Path& p : paths) {
-            if (failed.count(p.name)) continue;
+            if (res.failed.count(p.name)) continue;
             std::fprintf(stderr, "iccs bench mpi: run %u of %u over %s\n", r + 1, o.runs, p.name.c_str());
             std::string err;
-            if (!run_once(o, p, tmp, r, figs[p.name], err)) failed[p.name] = err;
+            if (!run_once(o, p, tmp, r, res.figs[p.name], err)) res.failed[p.name] = err;
         }
     // iccs's own runtime round trip (bench rtt's path: the convergence API, no MPI, no agent), for
     // the latency goal: half of it is the one-way time the MPI path is held against.
-    const RttStats rtt = iccs_rtt("memif", "adaptive", 8, o.rtt_samples);
+    res.rtt = iccs_rtt("memif", "adaptive", 8, o.rtt_samples);
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
 
@@ -195,126 +340,14 @@ int bench_mpi(const BenchMpiOptions& o) {
     // per cluster (a bridge per rank, a proxy): more than this host has, the iccs ranks block in
     // their waits instead of polling (mpi/provider/README.md, "Waiting").
     const unsigned iccs_threads = 2 * o.ranks_per_cluster + 2 * (o.ranks_per_cluster + 1);
-    auto value = [&](const std::string& path, const std::string& kind, uint64_t size) {
-        auto f = figs.find(path);
-        if (f == figs.end()) return 0.0;
-        auto it = f->second.find({kind, size});
-        return it == f->second.end() ? 0.0 : med(it->second);
-    };
-    std::vector<std::pair<std::string, uint64_t>> keys;  // every (kind, size) seen, in order
-    for (const auto& [path, fs] : figs)
+    for (const auto& [path, fs] : res.figs)
         for (const auto& [k, v] : fs)
-            if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-    std::sort(keys.begin(), keys.end());
-    const double tcp8 = value("tcp", "latency", 8), iccs8 = value("iccs-memif", "latency", 8);
-    const double tcp1m = value("tcp", "bandwidth", 1u << 20), iccs1m = value("iccs-memif", "bandwidth", 1u << 20);
-    bool beats_ofi = true;
-    uint32_t ofi_compared = 0;  // figures set against an ofi path (none when those paths were not run)
-    for (const auto& [kind, size] : keys) {
-        if ((kind != "latency" && kind != "bandwidth") || size > 65536) continue;
-        const double mine = value("iccs-memif", kind, size);
-        for (const char* other : {"ofi-tcp-rxm", "ofi-udp-rxd"}) {
-            const double theirs = value(other, kind, size);
-            if (mine == 0 || theirs == 0) continue;
-            ++ofi_compared;
-            if (kind == "latency" ? mine > theirs : mine < theirs) beats_ofi = false;
-        }
-    }
-    beats_ofi = beats_ofi && ofi_compared > 0;
-    const bool goal_lat_tcp = tcp8 > 0 && iccs8 > 0 && iccs8 <= 0.15 * tcp8;
-    const bool goal_lat_rtt = rtt.median_us > 0 && iccs8 > 0 && iccs8 <= 1.5 * rtt.median_us / 2;
-    const bool goal_bw = tcp1m > 0 && iccs1m >= tcp1m;
-    auto unit = [](const std::string& kind) -> std::string {
-        return kind == "latency" ? "latency_us" : kind == "bandwidth" ? "bandwidth_mb_s" : kind == "msgrate" ? "msg_rate_per_s"
-               : kind == "barrier" ? "barrier_us" : "allreduce_us";
-    };
-    if (o.json) {
-        auto block = [&](bool ratio) {
-            std::string out = "{";
-            bool first_path = true;
-            for (const Path& p : paths) {
-                if (figs.find(p.name) == figs.end()) continue;
-                out += std::string(first_path ? "" : ",") + "\"" + p.name + "\":{";
-                first_path = false;
-                std::string last_kind;
-                bool first_kind = true;
-                for (const auto& [kind, size] : keys) {
-                    double v = value(p.name, kind, size);
-                    if (ratio) {
-                        const double t = value("tcp", kind, size);
-                        v = t > 0 && v > 0 ? v / t : 0;
-                    }
-                    const bool scalar = kind == "msgrate" || kind == "barrier";
-                    if (kind != last_kind) {
-                        if (!last_kind.empty() && !(last_kind == "msgrate" || last_kind == "barrier")) out += "}";
-                        out += std::string(first_kind ? "" : ",") + "\"" + unit(kind) + "\":" + (scalar ? "" : "{");
-                        first_kind = false;
-                        last_kind = kind;
-                    } else if (!scalar) {
-                        out += ",";
-                    }
-                    char num[64];
-                    std::snprintf(num, sizeof num, "%.4g", v);
-                    out += scalar ? std::string(v > 0 ? num : "null") : "\"" + std::to_string(size) + "\":" + (v > 0 ? num : "null");
-                }
-                if (!last_kind.empty() && !(last_kind == "msgrate" || last_kind == "barrier")) out += "}";
-                out += "}";
-            }
-            return out + "}";
-        };
-        std::string errors = "{";
-        for (const auto& [p, e] : failed) {
-            errors += std::string(errors.size() > 1 ? "," : "") + json_quote(p) + ":" + json_quote(e);
-        }
-        errors += "}";
-        std::printf("{\"runs\":%u,\"ranks_per_cluster\":%u,\"cores\":%u,\"iccs_threads\":%u,\"oversubscribed\":%s,"
-                    "\"iccs_runtime_rtt_median_us\":%.3f,\"mpi\":%s,\"ratio_to_tcp\":%s,\"goals\":{"
-                    "\"latency_8_le_0.15_tcp\":%s,\"latency_8_le_1.5_half_rtt\":%s,\"bandwidth_1m_ge_tcp\":%s,"
-                    "\"beats_ofi_up_to_64k\":%s},\"failed\":%s}\n",
-                    o.runs, o.ranks_per_cluster, cores, iccs_threads, iccs_threads > cores ? "true" : "false",
-                    rtt.median_us, block(false).c_str(), block(true).c_str(), goal_lat_tcp ? "true" : "false",
-                    goal_lat_rtt ? "true" : "false", goal_bw ? "true" : "false", beats_ofi ? "true" : "false", errors.c_str());
-        return failed.empty() ? 0 : 1;
-    }
-    std::printf("MPI over every path: 2 clusters x %u ranks, medians of %u interleaved runs (ratio to tcp in brackets)\n",
-                o.ranks_per_cluster, o.runs);
-    std::string last;
-    for (const auto& [kind, size] : keys) {
-        if (kind != last) {
-            std::printf("\n%-16s %9s", unit(kind).c_str(), "size");
-            for (const Path& p : paths) std::printf(" %20s", p.name.c_str());
-            std::printf("\n");
-            last = kind;
-        }
-        std::printf("%-16s %9llu", "", (unsigned long long)size);
-        for (const Path& p : paths) {
-            const double v = value(p.name, kind, size), t = value("tcp", kind, size);
-            if (v == 0) std::printf(" %20s", "-");
-            else if (t > 0) std::printf(" %11.4g [%5.2fx]", v, v / t);
-            else std::printf(" %11.4g [   - ]", v);
-        }
-        std::printf("\n");
-    }
-    std::printf("\niccs's own runtime round trip (bench rtt, memif, adaptive, 8 B): median %.2f us (half: %.2f us)\n",
-                rtt.median_us, rtt.median_us / 2);
-    std::printf("goals:\n");
-    // A goal whose figures did not come (a path not run or FAILED) is NOT MEASURED, not NOT MET.
-    auto verdict = [](bool measured, bool met) { return !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET"; };
-    std::printf("  8 B latency over iccs-memif <= 0.15x Open MPI TCP: %s (%.2f us against %.2f us: %.2fx)\n",
-                verdict(iccs8 > 0 && tcp8 > 0, goal_lat_tcp), iccs8, tcp8, tcp8 > 0 ? iccs8 / tcp8 : 0.0);
-    std::printf("  8 B latency over iccs-memif <= 1.5x half of iccs's runtime round trip: %s (%.2f us against %.2f us)\n",
-                verdict(iccs8 > 0 && rtt.median_us > 0, goal_lat_rtt), iccs8, 1.5 * rtt.median_us / 2);
-    std::printf("  1 MiB bandwidth over iccs-memif >= Open MPI TCP: %s (%.1f MB/s against %.1f MB/s)\n",
-                verdict(iccs1m > 0 && tcp1m > 0, goal_bw), iccs1m, tcp1m);
-    std::printf("  iccs-memif beats tcp;ofi_rxm and udp;ofi_rxd at every size up to 64 KiB: %s\n",
-                ofi_compared == 0 ? "NOT MEASURED (neither ofi path ran)" : beats_ofi ? "MET" : "NOT MET");
-    if (iccs_threads > cores)
-        std::printf("  note: an iccs run wants %u threads (%u ranks in MPI's progress loop, an agent per cluster with "
-                    "a bridge per rank and a proxy) on %u cores: its figures are oversubscribed ones (the iccs ranks "
-                    "block in their waits), not those of a host with a core for each\n",
-                    iccs_threads, 2 * o.ranks_per_cluster, cores);
-    for (const auto& [p, e] : failed) std::printf("  FAILED %s: %s\n", p.c_str(), e.c_str());
-    return failed.empty() ? 0 : 1;
+            if (std::find(res.keys.begin(), res.keys.end(), k) == res.keys.end()) res.keys.push_back(k);
+    std::sort(res.keys.begin(), res.keys.end());
+    const MpiGoals goals = mpi_goals(res);
+    if (o.json) print_mpi_json(o, paths, res, goals, cores, iccs_threads);
+    else print_mpi_table(o, paths, res, goals, cores, iccs_threads);
+    return res.failed.empty() ? 0 : 1;
 }
 
 }  // namespace iccs
