@@ -150,6 +150,68 @@ TEST_CASE("config: iccs.example.toml loads to exactly the defaults and lists eve
     }
 }
 
+namespace {
+
+// Rules that tie keys together, each named with the values that break it.
+void check_rules_between_keys() {
+    CHECK(error_of("[slidwin]\nrto_min_us = 20000\n") ==
+          "config error: [slidwin] rto_min_us = 20000, rto_initial_us = 10000, rto_max_us = 1000000: need "
+          "rto_min_us <= rto_initial_us <= rto_max_us");
+    CHECK_THAT(error_of("[slidwin]\ndelack_us = 1000\n"),
+               Catch::StartsWith(
+                   "config error: [slidwin] delack_us = 1000: must be below [slidwin] rto_min_us = 1000"));
+    CHECK(error_of("[slidwin]\nack_every = 64\nrcv_buf_datagrams = 32\n") ==
+          "config error: [slidwin] ack_every = 64: must be at most [slidwin] rcv_buf_datagrams = 32");
+    CHECK_THAT(error_of("[machine]\nbase_ip = \"10.0.0.253\"\n"),
+               Catch::StartsWith("config error: [machine] base_ip = \"10.0.0.253\" with 2 proxies per cluster"));
+    CHECK_THAT(error_of("[machine]\nbase_ip = \"223.255.255.0\"\n"),
+               Catch::Contains("proxy addresses would reach 224.0.0.0"));
+    CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\"]\n") ==
+          "config error: [machine] fabric = \"pci\" needs [machine] pci_addresses with 2 entries (one per proxy, "
+          "one cluster per host) or 4 (2 clusters x 2 proxies, all on this host); it has 1");
+    CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\", \"03:00.1\"]\n").empty());
+    CHECK_THAT(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"03:00.0\", \"03:00.0\"]\n"),
+               Catch::Contains("pci_addresses[1] = \"03:00.0\": already used by pci_addresses[0]"));
+    CHECK(error_of("[machine]\npci_addresses = [\"eth0\"]\n") ==
+          "config error: iccs.toml:2: [machine] pci_addresses[0] = \"eth0\": expected a PCI address like "
+          "\"0000:03:00.0\"");
+    CHECK(error_of("[machine]\npci_addresses = [\"0000:03:00.0\"]\n").empty());  // ignored unless fabric = pci
+}
+
+// fabric udp: socket addresses and ports (their count, form and range), and where each proxy's socket goes.
+void check_udp_addresses_and_ports() {
+    CHECK(error_of("[machine]\nfabric = \"udp\"\n").empty());  // everything on 127.0.0.1
+    CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\"]\n").empty());
+    CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"127.0.0.1\", \"127.0.0.2\", "
+                   "\"127.0.0.3\", \"127.0.0.4\"]\n").empty());
+    CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n") ==
+          "config error: [machine] fabric = \"udp\" needs [machine] udp_addresses with 0 entries (every proxy on "
+          "127.0.0.1), 2 (one per cluster) or 4 (2 clusters x 2 proxies); it has 3");
+    CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n").empty());  // not udp
+    CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0\"]\n") ==
+          "config error: iccs.toml:2: [machine] udp_addresses[0] = \"10.1.0\": expected an IPv4 unicast address "
+          "like \"127.0.0.1\" (not 0.x.x.x, or 224.0.0.0 and above)");
+    CHECK(error_of("[machine]\nudp_addresses = \"127.0.0.1\"\n") ==
+          "config error: iccs.toml:2: [machine] udp_addresses = \"127.0.0.1\": expected an array of IPv4 "
+          "addresses, e.g. [\"10.1.0.1\", \"10.1.0.2\"]");
+    CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65500\n") ==
+          "config error: [machine] udp_port = 65500 with fabric = \"udp\", 3 clusters and 2 proxies: the last "
+          "socket port (udp_port + 64*c + p) would be 65629; need udp_port <= 65406");
+    CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65406\n").empty());
+    MachineConfig c;
+    c.machine.clusters = 3;
+    CHECK(udp_socket_ip(c.machine.udp_addresses, 3, 2, 2, 1) == Ipv4Addr{0x7f000001});
+    CHECK(udp_socket_port(9410, 2, 1) == 9410 + 129);
+    const std::vector<Ipv4Addr> per_cluster{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}};
+    CHECK(udp_socket_ip(per_cluster, 3, 2, 2, 1) == Ipv4Addr{3});
+    const std::vector<Ipv4Addr> per_proxy{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}, Ipv4Addr{4}, Ipv4Addr{5},
+                                          Ipv4Addr{6}};
+    CHECK(udp_socket_ip(per_proxy, 3, 2, 2, 1) == Ipv4Addr{6});
+    CHECK(udp_socket_ip(per_proxy, 3, 2, 1, 0) == Ipv4Addr{3});
+}
+
+}  // namespace
+
 TEST_CASE("config: errors name the key, the value and what is allowed", "[config]") {
     SECTION("bad enum value") {
         CHECK(error_of("[machine]\nclusters = 2\n[cluster]\npolling = \"fast\"\n") ==
@@ -251,58 +313,10 @@ TEST_CASE("config: errors name the key, the value and what is allowed", "[config
               "config error: iccs.toml:4: [machine] clusters = 0: expected an integer from 1 to 64");
     }
     SECTION("rules between keys") {
-        CHECK(error_of("[slidwin]\nrto_min_us = 20000\n") ==
-              "config error: [slidwin] rto_min_us = 20000, rto_initial_us = 10000, rto_max_us = 1000000: need "
-              "rto_min_us <= rto_initial_us <= rto_max_us");
-        CHECK_THAT(error_of("[slidwin]\ndelack_us = 1000\n"),
-                   Catch::StartsWith(
-                       "config error: [slidwin] delack_us = 1000: must be below [slidwin] rto_min_us = 1000"));
-        CHECK(error_of("[slidwin]\nack_every = 64\nrcv_buf_datagrams = 32\n") ==
-              "config error: [slidwin] ack_every = 64: must be at most [slidwin] rcv_buf_datagrams = 32");
-        CHECK_THAT(error_of("[machine]\nbase_ip = \"10.0.0.253\"\n"),
-                   Catch::StartsWith("config error: [machine] base_ip = \"10.0.0.253\" with 2 proxies per cluster"));
-        CHECK_THAT(error_of("[machine]\nbase_ip = \"223.255.255.0\"\n"),
-                   Catch::Contains("proxy addresses would reach 224.0.0.0"));
-        CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\"]\n") ==
-              "config error: [machine] fabric = \"pci\" needs [machine] pci_addresses with 2 entries (one per proxy, "
-              "one cluster per host) or 4 (2 clusters x 2 proxies, all on this host); it has 1");
-        CHECK(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"0000:03:00.0\", \"03:00.1\"]\n").empty());
-        CHECK_THAT(error_of("[machine]\nfabric = \"pci\"\npci_addresses = [\"03:00.0\", \"03:00.0\"]\n"),
-                   Catch::Contains("pci_addresses[1] = \"03:00.0\": already used by pci_addresses[0]"));
-        CHECK(error_of("[machine]\npci_addresses = [\"eth0\"]\n") ==
-              "config error: iccs.toml:2: [machine] pci_addresses[0] = \"eth0\": expected a PCI address like "
-              "\"0000:03:00.0\"");
-        CHECK(error_of("[machine]\npci_addresses = [\"0000:03:00.0\"]\n").empty());  // ignored unless fabric = pci
+        check_rules_between_keys();
     }
     SECTION("fabric udp: socket addresses and ports") {
-        CHECK(error_of("[machine]\nfabric = \"udp\"\n").empty());  // everything on 127.0.0.1
-        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\"]\n").empty());
-        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"127.0.0.1\", \"127.0.0.2\", "
-                       "\"127.0.0.3\", \"127.0.0.4\"]\n").empty());
-        CHECK(error_of("[machine]\nfabric = \"udp\"\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n") ==
-              "config error: [machine] fabric = \"udp\" needs [machine] udp_addresses with 0 entries (every proxy on "
-              "127.0.0.1), 2 (one per cluster) or 4 (2 clusters x 2 proxies); it has 3");
-        CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\"]\n").empty());  // not udp
-        CHECK(error_of("[machine]\nudp_addresses = [\"10.1.0\"]\n") ==
-              "config error: iccs.toml:2: [machine] udp_addresses[0] = \"10.1.0\": expected an IPv4 unicast address "
-              "like \"127.0.0.1\" (not 0.x.x.x, or 224.0.0.0 and above)");
-        CHECK(error_of("[machine]\nudp_addresses = \"127.0.0.1\"\n") ==
-              "config error: iccs.toml:2: [machine] udp_addresses = \"127.0.0.1\": expected an array of IPv4 "
-              "addresses, e.g. [\"10.1.0.1\", \"10.1.0.2\"]");
-        CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65500\n") ==
-              "config error: [machine] udp_port = 65500 with fabric = \"udp\", 3 clusters and 2 proxies: the last "
-              "socket port (udp_port + 64*c + p) would be 65629; need udp_port <= 65406");
-        CHECK(error_of("[machine]\nfabric = \"udp\"\nclusters = 3\nudp_port = 65406\n").empty());
-        MachineConfig c;
-        c.machine.clusters = 3;
-        CHECK(udp_socket_ip(c.machine.udp_addresses, 3, 2, 2, 1) == Ipv4Addr{0x7f000001});
-        CHECK(udp_socket_port(9410, 2, 1) == 9410 + 129);
-        const std::vector<Ipv4Addr> per_cluster{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}};
-        CHECK(udp_socket_ip(per_cluster, 3, 2, 2, 1) == Ipv4Addr{3});
-        const std::vector<Ipv4Addr> per_proxy{Ipv4Addr{1}, Ipv4Addr{2}, Ipv4Addr{3}, Ipv4Addr{4}, Ipv4Addr{5},
-                                              Ipv4Addr{6}};
-        CHECK(udp_socket_ip(per_proxy, 3, 2, 2, 1) == Ipv4Addr{6});
-        CHECK(udp_socket_ip(per_proxy, 3, 2, 1, 0) == Ipv4Addr{3});
+        check_udp_addresses_and_ports();
     }
     SECTION("a config built in code is held to the same rules") {
         MachineConfig c;
