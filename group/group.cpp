@@ -471,6 +471,7 @@ bool Group::reduce_bytes(Coll kind, const void* in, void* out, size_t count, siz
     if (g.me == 0) {
         const uint64_t S = T.sites;
         if (kind == Coll::kReduce) min = (S - 1) * bytes;
+        // every site's partial to every other site: MagPIe's items, no floor (README.md, "Counters and MagPIe's rule")
         else if (kind == Coll::kAllreduce) min = S * (S - 1) * bytes;
         else  // scan: each site needs the partial of every cluster of another site before its last cluster
             for (uint16_t s = 0; s < S; ++s)

@@ -1,7 +1,9 @@
 """coll_reference.py: what `iccs run collectives` must print, computed here from the definitions of
 the collectives (not by group/): every rank's results of the plan in group/testing/coll_check.cpp
-(the same inputs, roots and counts), as the CRC-32 per collective each thread prints, and the
-least WAN data bytes each collective needs (each item once to each site that must receive it).
+(the same inputs, roots and counts), as the CRC-32 per collective each thread prints, the WAN
+data bytes of MagPIe's rule (each item once to each site that must receive it: what group/ prints
+as wan_bytes_min and the hierarchical family must send exactly), and the least WAN data bytes any
+algorithm can send (`floor`, below the former for allreduce and scan: see expected()).
 And for `iccs run ordered`: the hash of a delivered sequence and the replay of the replicated
 ledger from the senders' order thread 0.0 prints. Used by group_run.py.
 """
@@ -39,13 +41,32 @@ class Digests:
 
 
 def expected(threads, site_of_cluster, sizes, rounds):
-    """({rank: {kind: crc}}, {kind: least WAN bytes}, {kind: calls}) for clusters of `threads`
-    threads (rank = cluster x threads + thread) at the sites given per cluster, and the sizes and
-    rounds of the run."""
+    """({rank: {kind: crc}}, {kind: MagPIe's WAN bytes}, {kind: least WAN bytes of any algorithm},
+    {kind: calls}) for clusters of `threads` threads (rank = cluster x threads + thread) at the
+    sites given per cluster, and the sizes and rounds of the run.
+
+    MagPIe's items of a reduction are whole partials: a site's for allreduce (every site sends
+    its partial to every other site, S(S-1) vectors, one WAN latency), a cluster's for scan. An
+    algorithm may do with fewer bytes by shipping partials that already combine several sites, so
+    that count is no floor. The floor, per element, with the operation opaque (a user function:
+    messages can carry only inputs and partials, no coding):
+    - allreduce: 2(S-1). At the first moment some site can compute the element's result, each of
+      the other S-1 sites has sent at least one message carrying the element (its contribution had
+      to leave it), and none of them can compute the result yet, so each receives at least one
+      message afterwards (the one-way gossip bound). Reached by reduce-scatter + allgather between
+      sites, and by the flat family's recursive doubling on 3 single-rank sites (0 -> 1, 1 <-> 2,
+      1 -> 0: 4 vectors where MagPIe's count is 6). Equal to MagPIe's at S = 2 only.
+    - scan: per site, one message per maximal run of other sites' clusters before its last
+      cluster (the partial that brings a run into the site's result right after it holds nothing
+      from later ranks, so each run needs its own message); MagPIe's count takes every such
+      cluster's partial apart, equal when every run is one cluster.
+    - every other collective: MagPIe's count (each item must reach each site that needs it; a
+      reduce or reduce_scatter element needs one message from each other site)."""
     P = threads * len(site_of_cluster)
     site_of_rank = [site_of_cluster[r // threads] for r in range(P)]
     dig = [Digests() for _ in range(P)]
     wan = {k: 0 for k in ALL_KINDS}
+    floor_allreduce = floor_scan = 0
     calls = {k: 0 for k in ALL_KINDS}
     sites = sorted(set(site_of_rank))
     S = len(sites)
@@ -76,6 +97,7 @@ def expected(threads, site_of_cluster, sizes, rounds):
                     dig[r].add("allreduce", res)
                 dig[root].add("reduce", res)
                 wan["allreduce"] += S * (S - 1) * b8
+                floor_allreduce += 2 * (S - 1) * b8
                 wan["reduce"] += (S - 1) * b8
             # prod over (x & 1) + 1, xor, and the sum of doubles
             prod = _colwise([[(x & 1) + 1 for x in row] for row in rows], lambda c: functools.reduce(operator.mul, c, 1))
@@ -86,6 +108,7 @@ def expected(threads, site_of_cluster, sizes, rounds):
                 for r in range(P):
                     dig[r].add("allreduce", res, code)
                 wan["allreduce"] += S * (S - 1) * b8
+                floor_allreduce += 2 * (S - 1) * b8
             # scan (inclusive prefix sum over ranks)
             call("scan")
             acc = [0] * n
@@ -96,6 +119,8 @@ def expected(threads, site_of_cluster, sizes, rounds):
             for s in sites:
                 last = max(c for c, x in enumerate(site_of_cluster) if x == s)
                 wan["scan"] += b8 * sum(1 for c in range(last) if site_of_cluster[c] != s)
+                floor_scan += b8 * sum(1 for c in range(1, last + 1)
+                                       if site_of_cluster[c] == s and site_of_cluster[c - 1] != s)
             # counts of the v-variants
             counts = [0 if n == 0 else (r * 5 + salt) % (n + 1) + (n if r == 1 else 0) for r in range(P)]
             displ = [0]
@@ -135,7 +160,9 @@ def expected(threads, site_of_cluster, sizes, rounds):
                 wan["alltoall"] += 8 * sum(how(s, d) for s in range(P) for d in range(P)
                                            if site_of_rank[s] != site_of_rank[d])
     calls["barrier"] += P  # the last barrier
-    return {r: dig[r].crc for r in range(P)}, wan, calls
+    floor = dict(wan, allreduce=floor_allreduce, scan=floor_scan)
+    assert all(floor[k] <= wan[k] for k in ALL_KINDS), (floor, wan)
+    return {r: dig[r].crc for r in range(P)}, wan, floor, calls
 
 
 def fnv_sequence(senders, decode):
