@@ -57,15 +57,20 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
     cmd.insert(cmd.end(), p.mca.begin(), p.mca.end());
     std::vector<std::pair<std::string, std::string>> env;
     if (!p.fabric.empty()) {
+        // one id per run and fabric: the previous run's agents linger a second after their ranks left
+        // and still hold the names of their run. Appended to a named string, not `"b" + std::string&&`:
+        // GCC 12 inlines that operator+ into a bogus -Wrestrict (GCC bug 105329)
+        std::string run_id = "b";
+        run_id += std::to_string(getpid() % 100000);
+        run_id += std::to_string(run % 10);
+        run_id += p.fabric;
         const std::string machine = tmp + "/machine-" + p.fabric + ".toml";
         std::ofstream(machine) << "[machine]\nclusters = 2\nfabric = \"" << p.fabric << "\"\nudp_port = "
                                << bench_udp_port() << "\n[cluster]\ncompute_threads = " << o.ranks_per_cluster
                                << "\nproxies = 1\npolling = \"adaptive\"\n";
         env = {{"FI_PROVIDER_PATH", ICCS_MPI_PROVIDER_DIR},
                {"ICCS_CONFIG", machine},
-               // one id per run and fabric: the previous run's agents linger a second after their ranks left
-               // and still hold the names of their run
-               {"ICCS_RUN_ID", "b" + std::to_string(getpid() % 100000) + std::to_string(run % 10) + p.fabric},
+               {"ICCS_RUN_ID", run_id},
                {"ICCS_TRANSPORT", "iccs"}};
         for (const auto& [k, v] : env) {
             (void)v;
@@ -233,7 +238,12 @@ std::string mpi_json_figures(const std::vector<Path>& paths, const MpiResults& r
             }
             char num[64];
             std::snprintf(num, sizeof num, "%.4g", v);
-            out += scalar ? std::string(v > 0 ? num : "null") : "\"" + std::to_string(size) + "\":" + (v > 0 ? num : "null");
+            if (!scalar) {  // "size": (appended piece by piece: GCC 12 bug 105329, see run_once)
+                out += '"';
+                out += std::to_string(size);
+                out += "\":";
+            }
+            out += v > 0 ? num : "null";
         }
         if (!last_kind.empty() && !(last_kind == "msgrate" || last_kind == "barrier")) out += "}";
         out += "}";
