@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "group.hpp"
 #include "group_programs.hpp"
 #include "run_rt.hpp"
 #include "run_table.hpp"
@@ -118,7 +119,7 @@ int launch_collectives(const ProgramRow& row, const std::string&, const cli::Arg
     RtRequest r = builtin_request(row, [co](std::unique_ptr<Runtime> rt, const group::Topology& topo) {
         return group::program_collectives(std::move(rt), topo, co);
     });
-    r.needs_topology = true;
+    r.topology = group::topology_from_config;
     r.announce = [](const group::Topology& topo) {
         return "collectives: topology " + topo.describe() +
                "; every collective of each family against its sequential reference";
@@ -143,7 +144,7 @@ int launch_ordered(const ProgramRow& row, const std::string&, const cli::Args& p
     RtRequest r = builtin_request(row, [oo](std::unique_ptr<Runtime> rt, const group::Topology& topo) {
         return group::program_ordered(std::move(rt), topo, oo);
     });
-    r.needs_topology = true;
+    r.topology = group::topology_from_config;
     return run_rt(s, r);
 }
 
@@ -163,7 +164,7 @@ int launch_satin(const ProgramRow& row, const std::string&, const cli::Args& p) 
     RtRequest r = builtin_request(row, [so](std::unique_ptr<Runtime> rt, const group::Topology& topo) {
         return satin::program(std::move(rt), topo, so);
     });
-    r.needs_topology = true;
+    r.topology = group::topology_from_config;
     r.one_cluster_ok = true;
     r.lines_on_stdout = !json;
     r.pass_line.clear();  // satin_report prints the verdict

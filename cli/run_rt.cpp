@@ -163,9 +163,9 @@ int run_rt(const RunSetup& s, const RtRequest& r, RtRunInfo* info) {
         }
     }
     group::Topology topo;
-    if (r.needs_topology) {
+    if (r.topology) {
         std::string err;
-        if (!group::topology_from_config(cfg, topo, err)) {
+        if (!r.topology(cfg, topo, err)) {
             std::fprintf(stderr, "iccs run: %s\n", err.c_str());
             return 2;
         }

@@ -56,7 +56,9 @@ struct RtRequest {
     std::function<int(std::unique_ptr<Runtime>, const group::Topology&)> builtin;  // null: exec name
     std::vector<std::string> args;
     bool one_cluster_ok = false;  // else at least 2 clusters ([machine] clusters)
-    bool needs_topology = false;  // group/ programs: the topology from [wan] sites (else the default)
+    // group/ programs: group::topology_from_config (the topology from [wan] sites); null: the default.
+    // A function, not a flag, so that the launcher (and the demo, which links it) needs no group/ code.
+    std::function<bool(const MachineConfig&, group::Topology&, std::string&)> topology;
     bool lines_on_stdout = true;  // the launcher's lines on stdout (a built-in's report), else stderr
     // A line after the launcher's first (what the program does), from the run's topology; may be null.
     std::function<std::string(const group::Topology&)> announce;

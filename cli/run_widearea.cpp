@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "group.hpp"
 #include "run_app.hpp"
 #include "run_rt.hpp"
 #include "run_table.hpp"
@@ -111,7 +112,7 @@ int launch_widearea(const ProgramRow& row, const std::string&, const cli::Args& 
     r.builtin = [prog, o](std::unique_ptr<Runtime> rt, const group::Topology& topo) {
         return widearea::run_cluster(std::move(rt), topo, *prog, o);
     };
-    r.needs_topology = true;
+    r.topology = group::topology_from_config;
     r.one_cluster_ok = true;
     std::fflush(nullptr);
     int saved_out = -1;
