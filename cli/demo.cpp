@@ -15,7 +15,7 @@
 #include "options.hpp"
 #include "run.hpp"
 #include "run_app.hpp"
-#include "run_table.hpp"
+#include "run_options.hpp"
 #include "slidwin_endpoint.hpp"
 
 namespace iccs {
@@ -52,8 +52,7 @@ int cmd_demo(int argc, char** argv) {
         cli::uint_opt("--messages", "N", 1, 100'000'000, "messages sent each way", "200000")};
     static const std::vector<cli::Option> alltoall_own = [] {
         std::vector<cli::Option> o = {cli::flag("--alltoall", "checked messages over the proxies")};
-        const ProgramRow* row = find_run_row("alltoall");
-        o.insert(o.end(), row->options.begin(), row->options.end());
+        o.insert(o.end(), alltoall_options().begin(), alltoall_options().end());
         o[1].dflt = "2000";  // --messages: the demo sends more than iccs run alltoall
         return o;
     }();

@@ -18,85 +18,11 @@
 namespace iccs {
 
 using cli::choice_opt;
-using cli::config_opt;
 using cli::flag;
 using cli::Option;
 using cli::OptionGroup;
 using cli::text_opt;
 using cli::uint_opt;
-
-const OptionGroup& config_options() {
-    static const OptionGroup g = [] {
-        OptionGroup o;
-        o.title = "configuration";
-        o.options.push_back(text_opt("--config", "FILE", "machine configuration (TOML; every key in iccs.example.toml)"));
-        Option set = text_opt("--set", "SECTION.KEY=V", "any key of the configuration (may be given more than once)");
-        set.repeats = true;
-        o.options.push_back(set);
-        return o;
-    }();
-    return g;
-}
-
-const OptionGroup& machine_options() {
-    static const OptionGroup g = [] {
-        OptionGroup o;
-        o.title = "machine options (each sets one configuration key, over the file)";
-        o.options = {
-            config_opt("--clusters", "C", "machine.clusters"),
-            config_opt("--threads", "S", "cluster.compute_threads"),
-            config_opt("--cluster-size", "S", "cluster.compute_threads"),
-            config_opt("--proxies", "P|auto", "cluster.proxies"),
-            config_opt("--polling", "MODE", "cluster.polling"),
-            config_opt("--dispatch", "POLICY", "cluster.dispatch"),
-            config_opt("--order", "ORDER", "convergence.order"),
-            config_opt("--stripe-threshold", "N", "convergence.stripe_threshold_bytes"),
-            config_opt("--fabric", "NAME", "machine.fabric"),
-            config_opt("--mtu", "N", "machine.mtu_bytes"),
-            config_opt("--drop", "P", "test.drop"),
-            config_opt("--duplicate", "P", "test.duplicate"),
-            config_opt("--reorder", "N", "test.reorder_window"),
-            config_opt("--seed", "N", "test.seed"),
-            config_opt("--pcap", "DIR", "machine.pcap_dir",
-                       "every proxy writes the frames its ports send and receive to DIR/cluster<C>-proxy<P>.pcapng "
-                       "(DPDK fabrics only; at most [machine] pcap_max_bytes per file)"),
-            config_opt("--sites", "LIST", "wan.sites"),
-            config_opt("--wan-latency-ms", "X", "wan.latency_ms"),
-            config_opt("--wan-bandwidth", "BPS", "wan.bandwidth_bytes_per_s"),
-            config_opt("--wan-loss", "P", "wan.loss"),
-            config_opt("--wan-script", "FILE", "wan.script"),
-            config_opt("--wan-series", "FILE", "wan.series"),
-        };
-        o.options[2].same_as = "--threads";
-        return o;
-    }();
-    return g;
-}
-
-const OptionGroup& runtime_options() {
-    static const OptionGroup g = [] {
-        OptionGroup o;
-        o.title = "runtime options";
-        o.options.push_back(choice_opt("--transport", {"iccs", "direct", "delay"},
-                                       "[runtime] transport: iccs (the convergence library and the proxies), direct "
-                                       "(\"no delay\": shared memory between the cluster processes, no proxy, no "
-                                       "stack), or delay (\"no contention\": as direct, every message held --delay-us "
-                                       "first)",
-                                       "[runtime] transport, iccs"));
-        Option d = cli::real_opt("--delay-us", "N|auto", 0, 60e6,
-                                 "[runtime] delay_us, the hold time of --transport delay [us]; auto = the idle ICCS's "
-                                 "one-way latency at the program's mean message size (a first run over direct gives "
-                                 "the mean, an idle ping over iccs at that size gives median RTT / 2)");
-        d.also = "auto";
-        o.options.push_back(d);
-        return o;
-    }();
-    return g;
-}
-
-Option timeout_option(uint32_t default_s) {
-    return uint_opt("--timeout", "S", 1, 86400, "stop the run after S seconds", std::to_string(default_s));
-}
 
 cli::OptionSet ProgramRow::option_set(const std::string& who) const {
     cli::OptionSet s;
@@ -129,13 +55,7 @@ std::vector<ProgramRow> make_rows() {
     std::vector<ProgramRow> rows;
 
     // ---- convergence: compute/'s built-in programs over parallel connections
-    const Option messages = uint_opt("--messages", "N", 1, 100'000'000, "messages per pair of compute threads", "1000");
-    const Option min_size = uint_opt("--min-size", "N", 0, 16u << 20, "smallest message payload [bytes]", "1");
-    const Option max_size = uint_opt("--max-size", "N", 0, 16u << 20, "largest message payload [bytes]", "9000");
-    const Option gap = uint_opt("--gap-us", "N", 0, 10'000'000,
-                                "pingpong: the pinger pauses N us before each round, outside the timing; alltoall: "
-                                "every compute thread pauses N us once its connections are open, then sends",
-                                "0");
+    const ConvergenceOptions& conv = convergence_options();
     rows.push_back(ProgramRow{
         "alltoall", "convergence",
         "every compute thread to every compute thread of every other cluster, each message checked",
@@ -145,12 +65,7 @@ std::vector<ProgramRow> make_rows() {
         "  intact, exactly once, and in order on ordered connections; then both ends close and the\n"
         "  receiver sees end-of-stream. Prints per-cluster PASS/FAIL, the proxy counters and each compute\n"
         "  thread's convergence counters.\n",
-        machine,
-        {messages, min_size, max_size, gap,
-         flag("--inject-error", "test hook: thread 0.0's message 1 to thread 1.0 leaves with a byte wrong; its "
-                                "receiver counts it corrupt and the run FAILs (exit 1)"),
-         timeout_option(300)},
-        false,
+        machine, alltoall_options(), false,
         "PASS: every message arrived exactly once, intact and in order", launch_convergence});
     rows.push_back(ProgramRow{
         "errors", "convergence", "the failure cases of connections, each checked (2 clusters)",
@@ -166,8 +81,8 @@ std::vector<ProgramRow> make_rows() {
         "  times: 'rtt_ns MEDIAN P99 MIN MAX N'. ICCS_PINGPONG_SIZES=S1,S2,... cycles the sizes (give\n"
         "  --max-size >= the largest; compute/README.md).\n",
         machine,
-        {messages, min_size, max_size, uint_opt("--warmup", "N", 0, 1'000'000, "untimed rounds first", "10"), gap,
-         timeout_option(300)},
+        {conv.messages, conv.min_size, conv.max_size,
+         uint_opt("--warmup", "N", 0, 1'000'000, "untimed rounds first", "10"), conv.gap, timeout_option(300)},
         false, "PASS: every round trip completed", launch_convergence});
 
     // ---- runtime: compute/runtime.hpp's built-in programs

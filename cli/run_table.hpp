@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "run_options.hpp"
 
 namespace iccs {
 
@@ -30,13 +31,6 @@ struct ProgramRow {
     cli::OptionSet option_set(const std::string& who) const;
     std::string usage() const;  // "iccs run NAME [options]" and the generated option lines
 };
-
-// The option groups the rows share.
-const cli::OptionGroup& config_options();   // --config, --set
-const cli::OptionGroup& machine_options();  // flags that set one configuration key each
-const cli::OptionGroup& runtime_options();  // --transport, --delay-us
-// --timeout S with this default [s].
-cli::Option timeout_option(uint32_t default_s);
 
 // Every row, in the order `iccs run --help` lists them.
 const std::vector<ProgramRow>& run_rows();
