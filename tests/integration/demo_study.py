@@ -3,9 +3,10 @@
 threads, over direct and over the ICCS (proxies auto = 2, round-robin). Checks: exit 0 (with
 --long, suite long: within a minute), PASS for both transports, both times and the slowdown (a number, ICCS time / direct time),
 one row per proxy (4) with message time, queue length and utilization, and the closing PASS.
-Also: --runs 1 keeps it short; a bad --app value exits 2 naming it.
+Also: --runs 1 keeps it short; a bad --app value exits 2 naming it. DEMO is build/cli/iccs-demo,
+the binary `./iccs demo` runs (`iccs-cli demo` is the same code: tests/integration/cli_rows.py).
 
-usage: demo_study.py CLI [--long]
+usage: demo_study.py DEMO [--long]
 """
 import re
 import subprocess
@@ -17,9 +18,9 @@ LONG = "--long" in sys.argv[2:]
 
 
 def main():
-    cli = sys.argv[1]
+    demo = sys.argv[1]
     t0 = time.monotonic()
-    p = subprocess.run([cli, "demo", "--runs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.run([demo, "--runs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=240)
     secs = time.monotonic() - t0
     out = p.stdout
@@ -54,7 +55,7 @@ def main():
                 errs.append("utilization %s outside 0..1" % r[6])
     if not re.search(r"^PASS$", out, re.M):
         errs.append("no closing PASS line")
-    q = subprocess.run([cli, "demo", "--app", "nbody"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    q = subprocess.run([demo, "--app", "nbody"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=30)
     if q.returncode != 2 or "--app" not in q.stderr:
         errs.append("demo --app nbody: exit %d, %r (expected 2 naming --app)" % (q.returncode, q.stderr))

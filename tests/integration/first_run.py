@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """First run (issue 31): `./iccs demo` in a fresh build directory configures and then builds only
-the demo's targets (the command line and the demo's application), never the fuzz targets or the
-tests, and shows a progress line (targets done / all) while it builds.
+the demo's targets (iccs-demo, the command line without the other commands, and the demo's
+application), never the fuzz targets or the tests, nor the code of the commands the demo does not
+run (the benchmarks of perf/, group/, Satin, the wide-area suite, iccs-cli itself), and shows a
+progress line (targets done / all) while it builds.
 
 Cheap for CI: the build directory is configured for real (meson setup into a scratch directory),
 but `ninja` is a stand-in that records what it is asked to build; what those targets would build
-is then asked of the real ninja (`ninja -n`), whose plan must hold iccs-cli and the water
-application and no fuzz target and no test. The control: the plan of a whole build holds the fuzz
-targets when clang is there (so the check can see them), and the stand-in must have been asked
-for targets, not for everything.
+is then asked of the real ninja (`ninja -n`), whose plan must hold iccs-demo and the water
+application and no fuzz target, no test and no object of the other commands' code. The controls:
+the plan of a whole build holds that code (and the fuzz targets when clang is there), so the check
+can see them; the stand-in must have been asked for targets, not for everything.
 
 usage: first_run.py SOURCE_DIR
 """
@@ -62,7 +64,7 @@ exit 0
     print("ninja was asked:", calls)
     check(len(builds) == 1, "one build (not counting the dry run that says whether there is work)")
     targets = builds[0].split()[2:] if builds else []
-    check(sorted(targets) == ["apps/iccs-app-water-dsm", "cli/iccs-cli"],
+    check(sorted(targets) == ["apps/iccs-app-water-dsm", "cli/iccs-demo"],
           f"the demo asked for its targets only: {targets}")
     check("building: 2/2 targets" in p.stderr, "a progress line, targets done / all")
 
@@ -70,19 +72,26 @@ exit 0
         plan = subprocess.run([real_ninja, "-C", build, "-n", "-v"] + targets, capture_output=True, text=True,
                               timeout=300).stdout
         steps = [l for l in plan.splitlines() if l.startswith("[")]
-        check(any("iccs-cli" in l for l in steps) and any("iccs-app-water-dsm" in l for l in steps),
-              f"the plan of the demo's targets builds iccs-cli and the water application ({len(steps)} steps)")
+        check(any("iccs-demo" in l for l in steps) and any("iccs-app-water-dsm" in l for l in steps),
+              f"the plan of the demo's targets builds iccs-demo and the water application ({len(steps)} steps)")
         bad = [l for l in steps if "tests/" in l or "fuzz" in l]
         check(not bad, f"no fuzz target and no test among them ({bad[:3]})")
+        # The other commands' code: the benchmarks, group/ (and Satin, the wide-area suite on it),
+        # the MPI launcher and the rows of every program, all in iccs-cli.
+        cold = ("perf/libiccs_perf", "group/libiccs_group", "libiccs_satin", "libiccs_widearea", "cli/iccs-cli")
+        bad = [l for l in steps if any(c in l for c in cold)]
+        check(not bad, f"no code of the commands the demo does not run ({bad[:3]})")
         whole = subprocess.run([real_ninja, "-C", build, "-n", "-v"], capture_output=True, text=True,
                                timeout=300).stdout
         whole_steps = [l for l in whole.splitlines() if l.startswith("[")]
         print(f"the demo's targets: {len(steps)} steps of a whole build's {len(whole_steps)}")
         check(len(steps) < len(whole_steps), "fewer steps than a whole build")
+        check(all(any(c in l for l in whole_steps) for c in cold),
+              "control: a whole build's plan holds each of those (so the check can see them)")
         if shutil.which("clang"):
             check(any("fuzz" in l for l in whole_steps), "control: a whole build's plan holds the fuzz targets")
 
 if failures:
     print(f"{len(failures)} checks failed")
     sys.exit(1)
-print("PASS: a fresh ./iccs demo builds the command line and its application only, with a progress line")
+print("PASS: a fresh ./iccs demo builds the demo's command line and its application only, with a progress line")
