@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "activity.hpp"
+#include "clock.hpp"  // now_ns: clock_gettime, async-signal-safe (the signal handler reads it)
 
 namespace iccs {
 
@@ -36,12 +37,6 @@ int g_next_id = 1;
 std::string g_why;
 int g_status = 1;
 thread_local bool t_is_stopper = false;  // this thread runs the hooks (stopper_main, finish)
-
-uint64_t now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
-    return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
 
 void on_signal(int sig) {
     const uint64_t now = now_ns();
