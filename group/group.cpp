@@ -1,4 +1,4 @@
-// group.cpp: the World, the topology, a thread's message layer (segments, tagged mailbox,
+// group.cpp: the World, a thread's message layer (segments, tagged mailbox,
 // time-outs, argument checks) and the collectives' entry points, which check their arguments and
 // hand over to flat.cpp or hier.cpp.
 #include <algorithm>
@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "clock.hpp"
-#include "config.hpp"
 #include "group_impl.hpp"
 
 namespace iccs::group {
@@ -32,138 +31,6 @@ void on_segment_am(RtEndpoint& self, const AmMsg& m, void* ctx) {
 }
 
 }  // namespace
-
-const char* to_string(Family f) { return f == Family::kFlat ? "flat" : f == Family::kHier ? "hier" : "default"; }
-bool parse_family(const std::string& s, Family& out) {
-    if (s == "hier" || s == "hierarchical") out = Family::kHier;
-    else if (s == "flat") out = Family::kFlat;
-    else return false;
-    return true;
-}
-const char* to_string(Coll c) {
-    static const char* const n[] = {"barrier", "bcast",     "reduce",   "allreduce",      "gather",
-                                    "scatter", "allgather", "alltoall", "reduce_scatter", "scan"};
-    return c < Coll::kCount ? n[static_cast<size_t>(c)] : "?";
-}
-const char* to_string(Op o) {
-    return o == Op::kSum ? "sum" : o == Op::kMin ? "min" : o == Op::kMax ? "max" : "prod";
-}
-
-// --- topology -------------------------------------------------------------------------------------
-
-bool make_topology(uint16_t clusters, uint16_t threads, const std::vector<uint16_t>& site_of_cluster, Topology& out,
-                   std::string& err) {
-    if (clusters == 0 || threads == 0) {
-        err = "group: a topology needs at least 1 cluster and 1 thread";
-        return false;
-    }
-    if (!site_of_cluster.empty() && site_of_cluster.size() != clusters) {
-        err = "group: [wan] sites names " + std::to_string(site_of_cluster.size()) + " clusters, the run has " +
-              std::to_string(clusters);
-        return false;
-    }
-    Topology t;
-    t.clusters = clusters;
-    t.threads = threads;
-    t.site_of.resize(clusters);
-    for (uint16_t c = 0; c < clusters; ++c) {
-        const uint16_t id = site_of_cluster.empty() ? c : site_of_cluster[c];
-        auto it = std::find(t.site_id.begin(), t.site_id.end(), id);
-        if (it == t.site_id.end()) {
-            t.site_id.push_back(id);
-            t.clusters_of.emplace_back();
-            it = t.site_id.end() - 1;
-        }
-        const auto s = static_cast<uint16_t>(it - t.site_id.begin());
-        t.site_of[c] = s;
-        t.clusters_of[s].push_back(c);
-    }
-    t.sites = static_cast<uint16_t>(t.site_id.size());
-    out = std::move(t);
-    return true;
-}
-
-Options options_from_config(const MachineConfig& cfg) {
-    Options o;
-    o.family = cfg.group.family == CollFamily::kFlat ? Family::kFlat : Family::kHier;
-    o.segment_bytes = cfg.group.segment_bytes;
-    return o;
-}
-
-bool topology_from_config(const MachineConfig& cfg, Topology& out, std::string& err) {
-    uint32_t sites = 0;
-    const std::vector<uint16_t> s = wan_sites(cfg, sites);
-    return make_topology(static_cast<uint16_t>(cfg.machine.clusters), static_cast<uint16_t>(cfg.cluster.compute_threads),
-                         s, out, err);
-}
-
-std::string Topology::describe() const {
-    std::string d = std::to_string(sites) + (sites == 1 ? " site" : " sites") + " (";
-    for (uint16_t s = 0; s < sites; ++s) {
-        d += (s ? "; site " : "site ") + std::to_string(site_id[s]) + ": clusters";
-        for (uint16_t c : clusters_of[s]) {
-            d += ' ';
-            d += std::to_string(c);
-        }
-    }
-    return d + ") x " + std::to_string(threads) + " threads per cluster";
-}
-
-// --- counters -------------------------------------------------------------------------------------
-
-void Counters::add(const Counters& o) {
-    for (size_t i = 0; i < std::size(coll); ++i) {
-        CollCounters& a = coll[i];
-        const CollCounters& b = o.coll[i];
-        a.calls += b.calls;
-        a.msgs += b.msgs;
-        a.bytes += b.bytes;
-        a.wan_msgs += b.wan_msgs;
-        a.wan_bytes += b.wan_bytes;
-        a.wan_bytes_min += b.wan_bytes_min;
-        a.wan_hops_max = std::max(a.wan_hops_max, b.wan_hops_max);
-        a.shm_copies += b.shm_copies;
-        a.shm_bytes += b.shm_bytes;
-        a.relayed += b.relayed;
-        a.items_crossed += b.items_crossed;
-        a.item_crossings_max = std::max(a.item_crossings_max, b.item_crossings_max);
-    }
-    if (link.size() < o.link.size()) link.resize(o.link.size());
-    sites = std::max(sites, o.sites);
-    for (size_t i = 0; i < o.link.size(); ++i) {
-        link[i].msgs += o.link[i].msgs;
-        link[i].bytes += o.link[i].bytes;
-        link[i].items += o.link[i].items;
-    }
-}
-
-std::vector<uint64_t> Counters::to_words() const {
-    std::vector<uint64_t> w;
-    for (const CollCounters& c : coll)
-        w.insert(w.end(), {c.calls, c.msgs, c.bytes, c.wan_msgs, c.wan_bytes, c.wan_bytes_min, c.wan_hops_max,
-                           c.shm_copies, c.shm_bytes, c.relayed, c.items_crossed, c.item_crossings_max});
-    for (const LinkCounters& l : link) w.insert(w.end(), {l.msgs, l.bytes, l.items});
-    return w;
-}
-
-bool Counters::from_words(std::span<const uint64_t> w, uint16_t s) {
-    const size_t n = std::size(coll) * 12 + size_t{s} * s * 3;
-    if (w.size() != n) return false;
-    size_t i = 0;
-    for (CollCounters& c : coll) {
-        uint64_t* f[] = {&c.calls, &c.msgs, &c.bytes, &c.wan_msgs, &c.wan_bytes, &c.wan_bytes_min, &c.wan_hops_max,
-                         &c.shm_copies, &c.shm_bytes, &c.relayed, &c.items_crossed, &c.item_crossings_max};
-        for (uint64_t* p : f) *p = w[i++];
-    }
-    sites = s;
-    link.assign(size_t{s} * s, {});
-    for (LinkCounters& l : link) {
-        l.msgs = w[i++];
-        l.bytes = w[i++];
-        l.items = w[i++];
-    }
-    return true;
-}
 
 // --- World ----------------------------------------------------------------------------------------
 

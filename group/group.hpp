@@ -37,88 +37,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "group_counters.hpp"
+#include "group_setup.hpp"
 #include "runtime.hpp"
-
-namespace iccs {
-struct MachineConfig;
-}
 
 namespace iccs::group {
 
-enum class Family : uint8_t { kHier, kFlat, kDefault };
-const char* to_string(Family f);
-bool parse_family(const std::string& s, Family& out);  // "hier" | "flat"
-
-enum class Coll : uint8_t {
-    kBarrier, kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall, kReduceScatter, kScan,
-    kCount
-};
-const char* to_string(Coll c);  // "barrier", "bcast", ..., "reduce_scatter", "scan"
-
-// Who is where. Sites are numbered densely here (site index 0..sites-1 in order of the first
-// cluster of each site id); site_id[i] is the machine file's id of site i.
-struct Topology {
-    uint16_t clusters = 1, threads = 1, sites = 1;
-    std::vector<uint16_t> site_of;                   // by cluster: site index
-    std::vector<uint16_t> site_id;                   // by site index: the [wan] sites id
-    std::vector<std::vector<uint16_t>> clusters_of;  // by site index: its clusters, ascending
-    uint32_t ranks() const { return uint32_t{clusters} * threads; }
-    uint16_t cluster_of_rank(uint32_t r) const { return static_cast<uint16_t>(r / threads); }
-    uint16_t site_of_rank(uint32_t r) const { return site_of[r / threads]; }
-    std::string describe() const;  // "2 sites x 2 clusters x 3 threads" or per-site cluster lists
-};
-// `site_of_cluster` by cluster id (any ids 0..63; empty: every cluster its own site).
-bool make_topology(uint16_t clusters, uint16_t threads, const std::vector<uint16_t>& site_of_cluster, Topology& out,
-                   std::string& err);
-// From the machine file: [machine] clusters, [cluster] compute_threads, [wan] sites.
-bool topology_from_config(const MachineConfig& cfg, Topology& out, std::string& err);
-
-struct Options {
-    Family family = Family::kHier;  // used when a call says Family::kDefault
-    uint32_t segment_bytes = 64u << 10;  // messages longer than this go as segments of this size
-    uint64_t timeout_ms = 60'000;        // a call waiting longer for a peer fails (naming the peer)
-    uint16_t handler_base = 190;         // runtime handler ids used: handler_base, handler_base + 1
-};
-
-// The machine file's [group] section (family, segment_bytes) over the defaults above.
-Options options_from_config(const MachineConfig& cfg);
-
-enum class Op : uint8_t { kSum, kMin, kMax, kProd };
-const char* to_string(Op o);
 // A user reduction: inout[i] = inout[i] (op) in[i] for i < count.
 using UserOpFn = void (*)(void* inout, const void* in, size_t count, void* ctx);
-
-struct CollCounters {
-    uint64_t calls = 0;
-    uint64_t msgs = 0, bytes = 0;              // messages (segments) sent and their payload bytes
-    uint64_t wan_msgs = 0, wan_bytes = 0;      // of those, crossing sites; wan_bytes: data items only
-    // each item once to each receiving site (summed over calls): MagPIe's count, which the
-    // hierarchical family meets exactly; no floor for every algorithm (README.md, "Counters and MagPIe's rule")
-    uint64_t wan_bytes_min = 0;
-    uint64_t wan_hops_max = 0;                 // most WAN links behind any message sent (MagPIe: <= 1)
-    uint64_t shm_copies = 0, shm_bytes = 0;    // cluster-local data moved through shared memory
-    uint64_t relayed = 0;  // WAN segments a leader passed on to its site's coordinator (spreading)
-    // Hierarchical family: data items a site's coordinator received over the WAN (a block of one
-    // rank for another, or for all; a broadcast's buffer; a site's or cluster's partial), and the
-    // most times one item of one call came into one site (MagPIe: 1). The flat family's messages
-    // carry no item identities (its repeats show as wan_bytes > wan_bytes_min, where it repeats).
-    uint64_t items_crossed = 0, item_crossings_max = 0;
-};
-struct LinkCounters {
-    uint64_t msgs = 0, bytes = 0;  // messages and data-item bytes over this site pair (from -> to)
-    uint64_t items = 0;            // hierarchical: data items that crossed it (counted on arrival)
-};
-struct Counters {
-    CollCounters coll[static_cast<size_t>(Coll::kCount)];
-    std::vector<LinkCounters> link;  // [from * sites + to], site indices
-    uint16_t sites = 0;
-    void add(const Counters& o);
-    CollCounters& of(Coll c) { return coll[static_cast<size_t>(c)]; }
-    const CollCounters& of(Coll c) const { return coll[static_cast<size_t>(c)]; }
-    // Flat 8-byte words (for gathering counters across clusters) and back.
-    std::vector<uint64_t> to_words() const;
-    bool from_words(std::span<const uint64_t> w, uint16_t sites);
-};
 
 struct Reduction {  // internal form of an operation: elementwise over elem-byte elements
     size_t elem = 0;
