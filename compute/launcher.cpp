@@ -366,8 +366,14 @@ class RunWatch {
         // One the launcher stopped: that is not a fault of its own (it said what it was doing).
         // Its captures are not known whole even when it exited by itself: its stop closes them
         // only if its proxies halt within 200 ms (a loaded host: not always), so the launcher
-        // cuts them after their last whole block (a no-op on a whole file).
-        if (k.stopped) return;
+        // cuts them after their last whole block (a no-op on a whole file). But a crash signal is
+        // not one the launcher sends (SIGTERM, SIGKILL): a stopped cluster that ends by one crashed
+        // by itself (already in its fault handler when it was told to stop, or while stopping) and
+        // is named as any crash is.
+        const bool crash = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
+                                                   WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGILL ||
+                                                   WTERMSIG(status) == SIGFPE);
+        if (k.stopped && !crash) return;
         k.clean = ok;
         if (ok) return;
         if (plan_.workload == "errors" && i == 1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
@@ -380,9 +386,6 @@ class RunWatch {
         // A cluster that fails after another died before the run's end (its peer went down under
         // it) is not a second fault; a crash always is, and so is a failure after the first one
         // had finished its run (every cluster's own status, as a program's exit(3) everywhere).
-        const bool crash = WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
-                                                   WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGILL ||
-                                                   WTERMSIG(status) == SIGFPE);
         if (first_failed_ >= 0 && first_died_mid_run_ && !crash) {
             std::fprintf(stderr, "iccs: cluster %zu ended too (%s %d) after cluster %d\n", i,
                          WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
@@ -396,7 +399,7 @@ class RunWatch {
         const std::string doing = a.readable && before_end ? " while " + a.line : std::string();
         if (first_failed_ == static_cast<int>(i)) first_died_mid_run_ = before_end;
         const bool mid_run = before_end && !keep_survivors_;
-        const char* stopping = k.dying ? "" : ": stopping the others";  // (look_for_dying said it)
+        const char* stopping = k.dying || k.stopped ? "" : ": stopping the others";  // (said, or under way)
         const bool before_parallel = before_its_threads(a);  // (below)
         if (WIFSIGNALED(status))
             std::fprintf(stderr, "iccs: cluster %zu died of signal %d (%s)%s%s\n", i, WTERMSIG(status),
@@ -434,19 +437,27 @@ class RunWatch {
     // would once it is reaped; on_end still names it, with its signal or status. Not one that
     // finished its run, nor a program that has not started its threads (its exit may be a usage
     // error every cluster makes: on_end's grace), nor with ICCS_KEEP_SURVIVORS=1.
+    // Every cluster going down at this look is marked, not only the first: two can be seen at once
+    // (a crash, and a peer that failed at once on the closed link), and one marked stopped would
+    // have its own end go unreported (on_end).
     void look_for_dying() {
         if (dying_seen_ || keep_survivors_ || user_signal_ != 0) return;
+        std::string which;
+        size_t n = 0;
         for (size_t i = 0; i < kids_.size(); ++i) {
             Child& k = kids_[i];
             if (k.reaped || k.stopped || !exiting_flag(k.pid)) continue;
             if (plan_.workload == "errors" && i == 1) continue;  // it kills itself: the others must see it (on_end)
             const ActivityReport a = activity_read(activity_path(plan_.sock_dir, static_cast<uint16_t>(i)));
             if (a.phase == ClusterPhase::kFinished || before_its_threads(a)) continue;
-            dying_seen_ = k.dying = true;
-            std::fprintf(stderr, "iccs: cluster %zu is going down before the run's end: stopping the others\n", i);
-            stop_all(SIGTERM, true);
-            return;
+            k.dying = true;
+            which += (n++ == 0 ? "" : ", ") + std::to_string(i);
         }
+        if (n == 0) return;
+        dying_seen_ = true;
+        std::fprintf(stderr, "iccs: %s %s going down before the run's end: stopping the others\n",
+                     n == 1 ? "cluster" : "clusters", (which + (n == 1 ? " is" : " are")).c_str());
+        stop_all(SIGTERM, true);
     }
 
     // A program that has not started its compute threads: its exit with a status may be a usage
