@@ -44,12 +44,6 @@ std::string map_limits() {
 
 }  // namespace
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 void set_error(const std::string& e) { t_err = e; }
 const std::string& DsmNode::error() { return t_err; }
 

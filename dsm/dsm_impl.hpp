@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "clock.hpp"
 #include "dsm.hpp"
 #include "dsm_wire.hpp"
 
@@ -351,7 +352,7 @@ void register_alloc_handlers(DsmNode::Impl& I);
 void register_start_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t now_ns();
+using iccs::now_ns;  // the one clock (stack/clock.hpp)
 void set_error(const std::string& e);
 // Wait for pred() while running the endpoint's handlers (short spin, then short sleeps).
 template <class P> void spin_wait(RtEndpoint* ep, P pred) {

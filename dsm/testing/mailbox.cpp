@@ -8,13 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace iccs::testing {
+#include "clock.hpp"
 
-uint64_t mb_now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+namespace iccs::testing {
 
 namespace {
 std::vector<uint8_t> join(RtBytes a, RtBytes b) {
@@ -124,21 +120,21 @@ int MbEndpoint::poll() {
                     unsigned(self_.cluster), unsigned(m.handler), unsigned(m.src.cluster), unsigned(m.src.thread));
             continue;
         }
-        const uint64_t t0 = mb_now_ns();
+        const uint64_t t0 = now_ns();
         AmMsg am{m.src, m.handler, m.req_id, std::span<const uint8_t>(m.bytes.data(), m.bytes.size())};
         h(*this, am, ctx);
-        ctr_.handler_ns += mb_now_ns() - t0;
+        ctr_.handler_ns += now_ns() - t0;
         ran++;
     }
     return ran;
 }
 
 RtStatus MbEndpoint::wait_until(const std::function<bool()>& done, uint64_t timeout_us) {
-    const uint64_t t0 = mb_now_ns();
+    const uint64_t t0 = now_ns();
     for (;;) {
         poll();
         if (done()) return RtStatus::kOk;
-        if (timeout_us != kRtForever && mb_now_ns() - t0 >= timeout_us * 1000ull) return RtStatus::kTimeout;
+        if (timeout_us != kRtForever && now_ns() - t0 >= timeout_us * 1000ull) return RtStatus::kTimeout;
         std::unique_lock<std::mutex> g(mu_);
         if (box_.empty() && !notified_) cv_.wait_for(g, std::chrono::microseconds(200));
         notified_ = false;
@@ -164,11 +160,11 @@ RtStatus MbEndpoint::barrier_gather(std::span<const uint8_t> mine, std::vector<s
         err_ = "mailbox runtime: barrier on the service endpoint";
         return RtStatus::kError;
     }
-    const uint64_t t0 = mb_now_ns();
+    const uint64_t t0 = now_ns();
     RtStatus s = r_.barrier_gather(*this, mine, by_cluster, timeout_us);
     if (s == RtStatus::kOk) {
         ctr_.barrier_waits++;
-        ctr_.barrier_wait_ns += mb_now_ns() - t0;
+        ctr_.barrier_wait_ns += now_ns() - t0;
     }
     return s;
 }

@@ -40,8 +40,6 @@ public:
                                     std::vector<std::vector<uint8_t>>& by_cluster, uint64_t timeout_us) = 0;
 };
 
-uint64_t mb_now_ns();
-
 class MbCluster;
 
 class MbEndpoint final : public RtEndpoint {

@@ -75,6 +75,7 @@ def programs(cli, t, splash, splash_m4, litmus):
         runs.append((clusters, [splash, "--", "-p", str(p), "-n", "20000"], r"^PASS sum="))
         for mode in ("lock", "barrier", "false", "bytes", "globals", "stress", "getsub"):
             runs.append((clusters, [litmus, "--", mode, "-p", str(p), "-r", "10"], rf"^PASS litmus {mode}: {p} processes"))
+    fetches_all = 0
     for clusters, prog, want in runs:
         rc, out, pid, _ = run([cli, "run", prog[0], "--clusters", str(clusters), "--threads", "2"] + transport_args(t) +
                               prog[1:])
@@ -86,12 +87,20 @@ def programs(cli, t, splash, splash_m4, litmus):
         if why:
             fail(why, out)
         fetches = [int(x) for x in re.findall(r"^  read_faults \d+  write_faults \d+  page_fetches (\d+)", out, re.M)]
-        if len(fetches) != clusters or sum(fetches) == 0:
+        if len(fetches) != clusters:
+            fail(f"every cluster's counters, with page fetches, expected: {fetches}", out)
+        # A run whose pages another cluster wrote is read only by their writers needs no fetch (getsub
+        # over direct: one cluster's threads took 82 of 84 indices, 0 fetches, once in ~10): fetches
+        # are required of the programs together, and of the ones that always read others' writes.
+        fetches_all += sum(fetches)
+        if sum(fetches) == 0 and "getsub" not in prog:
             fail(f"every cluster's counters, with page fetches, expected: {fetches}", out)
         if prog[0] in (splash, splash_m4) and len(re.findall(r"^splash_sum: \d+ elements", out, re.M)) != 1:
             fail("the prefix's banner must be printed once (clusters > 0 are quiet outside the parallel section)", out)
         if leftovers(pid):
             fail(f"left behind: {leftovers(pid)}", out)
+    if fetches_all == 0:
+        fail(f"no page was fetched in any run over {t}: the clusters did not share memory")
     print(f"PASS: splash_sum and the litmus programs on 2 and 3 clusters over {t}")
 
 
