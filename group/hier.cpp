@@ -422,6 +422,14 @@ bool coordinator_scan_prefixes(GroupImpl& g, const RedArgs& a, const std::vector
     return true;
 }
 
+// The cluster's partial: its threads' inputs combined in thread order (leader_scan, leader_reduce).
+std::vector<uint8_t> cluster_partial(const RedArgs& a, const ClusterLocal& L, uint16_t threads) {
+    const auto* first = static_cast<const uint8_t*>(L.slot[0].in);
+    std::vector<uint8_t> part(first, first + a.bytes);
+    for (uint16_t t = 1; t < threads; ++t) combine(a.r, part.data(), L.slot[t].in, a.bytes);
+    return part;
+}
+
 // Scan, on a cluster's leader: the local partial, then the exclusive prefix of the clusters before
 // this one, then every thread's inclusive result, thread after thread, into `res`.
 bool leader_scan(GroupImpl& g, const RedArgs& a, uint16_t rc, std::vector<uint8_t>& res, std::vector<uint8_t>& m) {
@@ -429,8 +437,7 @@ bool leader_scan(GroupImpl& g, const RedArgs& a, uint16_t rc, std::vector<uint8_
     ClusterLocal& L = g.local();
     const uint16_t c = g.cluster, s = T.site_of[c], cc = coord(T, s, rc);
     const size_t B = a.bytes;
-    std::vector<uint8_t> part(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
-    for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
+    std::vector<uint8_t> part = cluster_partial(a, L, T.threads);
     std::vector<uint8_t> x;  // exclusive prefix (empty: none, cluster 0)
     if (c != cc) {
         if (!g.send(leader(T, cc), 1, part.data(), B) || !g.recv(leader(T, cc), 4, x)) return false;
@@ -510,8 +517,7 @@ bool leader_reduce(GroupImpl& g, const RedArgs& a, uint16_t rc, std::vector<uint
     ClusterLocal& L = g.local();
     const uint16_t c = g.cluster, s = T.site_of[c], cc = coord(T, s, rc);
     const size_t B = a.bytes;
-    std::vector<uint8_t> part(static_cast<const uint8_t*>(L.slot[0].in), static_cast<const uint8_t*>(L.slot[0].in) + B);
-    for (uint16_t t = 1; t < T.threads; ++t) combine(a.r, part.data(), L.slot[t].in, B);
+    std::vector<uint8_t> part = cluster_partial(a, L, T.threads);
     g.count_shm(size_t{T.threads - 1u} * B);
     if (c != cc) {
         if (!g.send(leader(T, cc), 1, part.data(), B)) return false;
