@@ -41,31 +41,6 @@ bool unix_path_is(int fd, bool peer, const std::string& path) {
     return path.size() == n && std::memcmp(a.sun_path, path.data(), n) == 0;
 }
 
-// The control socket of the link on `path` in this process: the client's socket connected to
-// it, or the server's socket accepted on it (bound to it, not listening). -1 when there is none.
-int find_control_socket(const std::string& path) {
-    DIR* d = opendir("/proc/self/fd");
-    if (d == nullptr) return -1;
-    int found = -1;
-    const int dir_fd = dirfd(d);
-    while (dirent* e = readdir(d)) {
-        char* end = nullptr;
-        const long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-        struct stat st{};
-        if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-        int listening = 0;
-        socklen_t ol = sizeof listening;
-        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) != 0 || listening) continue;
-        if (unix_path_is(static_cast<int>(fd), true, path) || unix_path_is(static_cast<int>(fd), false, path)) {
-            found = static_cast<int>(fd);
-            break;
-        }
-    }
-    closedir(d);
-    return found;
-}
-
 // Runs on the EAL interrupt thread until stop(): the PMD's handlers wait behind it, forever.
 void guard_main(void* arg) {
     auto* st = static_cast<MemifHangupGuard::State*>(arg);
@@ -96,6 +71,31 @@ void guard_main(void* arg) {
 
 }  // namespace
 
+// The control socket of the link on `path` in this process: the client's socket connected to
+// it, or the server's socket accepted on it (bound to it, not listening). -1 when there is none.
+int memif_control_socket(const std::string& path) {
+    DIR* d = opendir("/proc/self/fd");
+    if (d == nullptr) return -1;
+    int found = -1;
+    const int dir_fd = dirfd(d);
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+        struct stat st{};
+        if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        int listening = 0;
+        socklen_t ol = sizeof listening;
+        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) != 0 || listening) continue;
+        if (unix_path_is(static_cast<int>(fd), true, path) || unix_path_is(static_cast<int>(fd), false, path)) {
+            found = static_cast<int>(fd);
+            break;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
 bool MemifHangupGuard::start(std::vector<MemifGuardLink> links, std::string& err) {
     if (st_ != nullptr) {
         err = "memif hang-up guard: started twice";
@@ -111,7 +111,7 @@ bool MemifHangupGuard::start(std::vector<MemifGuardLink> links, std::string& err
     }
     std::vector<size_t> gone;  // links whose socket is already closed (the peer left before we looked)
     for (size_t i = 0; i < st->links.size(); ++i) {
-        st->fds.push_back(find_control_socket(st->links[i].socket_path));
+        st->fds.push_back(memif_control_socket(st->links[i].socket_path));
         if (st->fds.back() < 0) gone.push_back(i);
     }
     if (const int r = rte_eal_alarm_set(1, guard_main, st); r != 0) {

@@ -26,6 +26,11 @@
 
 namespace iccs {
 
+// The control socket of the memif link on `path` in this process (a client's socket connected to
+// it, or the server's socket accepted on it; not a listening one), or -1: no connection is made
+// or being made on that link (Port::wait_link restarts only such a port).
+int memif_control_socket(const std::string& path);
+
 struct MemifGuardLink {
     std::string socket_path;          // the link's socket (devargs socket=, socket-abstract=no)
     std::function<void()> on_hangup;  // the peer is gone; runs on the interrupt thread: flags only

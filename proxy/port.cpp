@@ -3,6 +3,7 @@
 #include "owner_only.hpp"
 
 #include "af_packet.hpp"
+#include "memif_guard.hpp"
 
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
@@ -49,6 +50,10 @@ bool Port::open(const std::string& devargs, rte_mempool* rx_pool, rte_mempool* d
     if (r != 0) {
         err = "cannot start port " + name + ": " + rte_strerror(-r);
         return false;
+    }
+    if (name.rfind("net_memif", 0) == 0) {
+        const size_t at = devargs.find(",socket=");
+        if (at != std::string::npos) memif_socket_ = devargs.substr(at + 8, devargs.find(',', at + 8) - (at + 8));
     }
     if (name.rfind("net_af_packet", 0) == 0 && !keep_kernel_defrag_) {
         // DPDK 22.11's af_packet PMD lets the kernel reassemble (and truncate) IP fragments; undo
@@ -101,8 +106,13 @@ bool Port::wait_link(uint32_t timeout_ms) {
         const auto now = std::chrono::steady_clock::now();
         if (now > end) return false;
         // A memif client whose first connection attempt raced its server's start does not try
-        // again by itself: restart the port to reconnect.
-        if (now > restart_at) {
+        // again by itself: restart the port to reconnect. Not while a connection is made on it:
+        // its handshake runs on the EAL interrupt thread, and a stop then frees what that thread
+        // is using (a cluster of 4 died of SIGSEGV in net_memif on that thread, waiting for its
+        // links on a loaded host, where a handshake can take longer than the second below).
+        if (now > restart_at && !memif_socket_.empty() && memif_control_socket(memif_socket_) >= 0) {
+            restart_at = now + std::chrono::milliseconds(1000);
+        } else if (now > restart_at) {
             rte_eth_dev_stop(port_id_);
             rte_eth_dev_start(port_id_);
             restart_at = now + std::chrono::milliseconds(1000);

@@ -61,6 +61,7 @@ class Port {
     uint16_t port_id_ = UINT16_MAX;
     bool keep_kernel_defrag_ = false;
     std::string name_;
+    std::string memif_socket_;  // a memif port's socket path (wait_link), else empty
     MacAddr mac_{};
     rte_mempool* desc_pool_ = nullptr;
     RxMbufPool rx_owner_;
