@@ -86,8 +86,14 @@ public:
             return set_error(env_, "listen", e);
         if (!connect_all()) return false;
         // --gap-us: the connections are open; the proxies idle this long, then the burst (tests of
-        // wake on arrival, issue 21).
-        if (p_.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p_.gap_us));
+        // wake on arrival, issue 21). The inbound ones are accepted first: a peer's CONNECT is
+        // answered only while this thread calls into its module, so a peer that connected after
+        // this thread went idle waited the whole gap for the answer, past its connect time-out
+        // (idle-wake-afpacket failed so once: "no answer from cluster 1 port 1000 within 5000 ms").
+        if (p_.gap_us > 0) {
+            if (!accept_all()) return false;
+            std::this_thread::sleep_for(std::chrono::microseconds(p_.gap_us));
+        }
         if (!exchange()) return false;
         if (cluster_stopping()) return false;
         return close_all();
@@ -119,6 +125,18 @@ private:
                     return set_error(env_, "connect to cluster " + std::to_string(dc) + " thread " + std::to_string(dt), e);
                 outs_.push_back(Out{c, dc, dt});
             }
+        }
+        return true;
+    }
+
+    // Every inbound connection (one from each compute thread of every other cluster), before a gap.
+    bool accept_all() {
+        const ActivityScope doing("alltoall: accepting connections");
+        while (ins_.size() < expect_in_) {
+            Connection* c = nullptr;
+            if (const ConvError e = conv_.accept(static_cast<uint16_t>(kAppPort + t_), c, 60'000'000); e != ConvError::kOk)
+                return set_error(env_, "accept", e);
+            ins_.push_back(In{c, 0, std::vector<uint8_t>(soak_ ? 0 : p_.messages, 0)});
         }
         return true;
     }
