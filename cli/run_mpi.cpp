@@ -128,9 +128,10 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
 
     // The run's files: an empty machine file when none was given (the flags travel as overrides:
     // the provider reads the same file and the same overrides as this launcher did), the report base.
-    char tmpl[] = "/tmp/iccs-mpirun-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-        std::fprintf(stderr, "iccs run --mpi: mkdtemp: %s\n", std::strerror(errno));
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/iccs-mpirun-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+        std::fprintf(stderr, "iccs run --mpi: mkdtemp %s: %s\n", tmpl.c_str(), std::strerror(errno));
         return 2;
     }
     const std::string tmp = tmpl;
@@ -171,8 +172,13 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
                  transport == RtTransport::kIccs ? (", fabric " + std::string(to_string(cfg.machine.fabric))).c_str() : "");
     std::fflush(stderr);
 
+    // A closed stdout or stderr (`| head`) must not kill this launcher before it removes the run's
+    // directory and collects the reports; mpirun itself keeps the default (an ignored signal stays
+    // ignored across exec).
+    signal(SIGPIPE, SIG_IGN);
     const pid_t pid = fork();
     if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
         std::vector<char*> av;
         for (std::string& c : cmd) av.push_back(c.data());
         av.push_back(nullptr);

@@ -56,6 +56,19 @@ def main():
         if bad.returncode == 0:
             fail("a missing program ran", bad.stdout)
         print(f"missing program: exit {bad.returncode}: {bad.stdout.strip().splitlines()[-1]}")
+        # A reader that stops after one line (`| head -1`): the launcher's next write to the closed
+        # pipe must not kill it before it removes its run directory (under TMPDIR).
+        run_tmp = os.path.join(tmp, "tmpdir")
+        os.mkdir(run_tmp)
+        head = subprocess.Popen([cli, "run", "--mpi", program, "--clusters", "2", "--cluster-size", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, TMPDIR=run_tmp))
+        first = head.stdout.readline()
+        head.stdout.close()
+        rc = head.wait(timeout=120)
+        left = os.listdir(run_tmp)
+        if not first.startswith(b"iccs run --mpi: mpirun") or left:
+            fail(f"closed output after one line: exit {rc}, first line {first!r}, left under TMPDIR: {left}")
+        print(f"closed output after one line: exit {rc}, nothing left under TMPDIR")
     print("PASS")
 
 
