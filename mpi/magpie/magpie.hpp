@@ -67,7 +67,7 @@ struct CollCounters {
     std::atomic<uint64_t> shm_msgs{0}, shm_bytes{0};    // of those, to a rank of its own cluster
     std::atomic<uint64_t> wan_msgs{0}, wan_bytes{0};    // of those, to another site (wan_bytes: data only)
     std::atomic<uint64_t> wan_bytes_min{0};  // each data item once to each site that needs it (MagPIe's rule 2)
-    std::atomic<uint64_t> wan_hops_max{0};   // most wide-area links behind any message sent (rule 1: <= 1)
+    std::atomic<uint64_t> wan_hops_max{0};   // most wide-area links behind any message sent (rule 1: <= 1; allreduce by blocks: 2)
 };
 
 struct Counters {
@@ -82,6 +82,10 @@ struct Settings {
     bool enabled = true;                 // ICCS_MAGPIE=off: every call passes through
     uint64_t timeout_ms = 0;             // ICCS_MAGPIE_TIMEOUT_MS: a call waiting longer fails; 0 = never
     uint32_t segment_bytes = 16 << 10;   // ICCS_MAGPIE_SEGMENT_BYTES: wide-area pieces are at least this long
+    // ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES: an allreduce of at least this many bytes over 3 or more
+    // sites goes by blocks (reduce-scatter + allgather between the sites); 0 = never. The default
+    // is the measured switch point (README.md "allreduce by blocks").
+    uint64_t allreduce_blocks_bytes = 16 << 10;
     std::string counters_file;           // ICCS_MAGPIE_COUNTERS_FILE: each rank writes FILE.r<rank> (JSON)
     std::string report;                  // ICCS_MAGPIE_REPORT: "-" = a table on stderr, else a JSON file
 };
@@ -257,6 +261,18 @@ inline constexpr size_t kFanOutRanks = 8;
 bool spread_in_site(Call& call, char* buf, uint64_t total, uint32_t n, const std::vector<uint32_t>& clusters,
                     MPI_Datatype t, MPI_Aint unit, int root);
 
+// Allreduce by blocks (reduce.cpp): taken when the vector of `bytes` is at least
+// ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES and the communicator spans 3 or more sites (over 2 sites it
+// moves as many bytes as the whole-partials path, with one more wide-area latency). The vector is
+// cut into `lanes` (one per cluster leader, as many in every site: the fewest any site gets by
+// pieces_for) and each lane into one block per site; block (lane, site) is reduced at that site's
+// leader of the lane and then sent to every other site's leader of the lane.
+bool allreduce_by_blocks(const Comm& c, uint64_t bytes);
+uint32_t allreduce_lanes(const Comm& c, uint64_t bytes, uint64_t count);
+// The elements [first, first + count) of block (lane, site) of a vector of `total` elements.
+void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
+                     uint64_t& count);
+
 // Runs of `ranks` (ascending) as [first, last]: each a row of consecutive ranks of the
 // communicator, or, when `split` is false, all of them in one (MPI lets a commutative
 // reduction combine in any order).
@@ -266,7 +282,7 @@ std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks, bool spl
 // each site that needs it), from the topology and the counts alone (wan_min.cpp).
 uint64_t wan_min_bcast(const Comm& c, int root, uint64_t bytes);
 uint64_t wan_min_reduce(const Comm& c, int root, uint64_t bytes, bool split);
-uint64_t wan_min_allreduce(const Comm& c, uint64_t bytes, bool split);
+uint64_t wan_min_allreduce(const Comm& c, uint64_t count, int elem_size, bool split);
 uint64_t wan_min_reduce_scatter(const Comm& c, const int* counts, int elem_size, bool split);
 uint64_t wan_min_scan(const Comm& c, uint64_t bytes);
 

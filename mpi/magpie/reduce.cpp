@@ -12,7 +12,10 @@
 //                   so leader j holds piece j of the site's partials, and sends it to every other
 //                   site (one wide-area latency; to the leader(s) holding that piece there); each
 //                   leader combines its piece of every site's partials in rank order (so every site
-//                   computes the same bits), and the pieces spread over the site's ranks;
+//                   computes the same bits), and the pieces spread over the site's ranks; long
+//                   vectors over 3 or more sites go by blocks instead (allreduce_blocks: a
+//                   reduce-scatter and an allgather between the sites, 2 (S - 1) / S of the
+//                   vector out of each site instead of S - 1 vectors);
 //   reduce_scatter: a coordinator sends each cluster of every site only that cluster's blocks of
 //                   its partials; the cluster's leader combines them and hands each rank its block.
 #include <algorithm>
@@ -33,6 +36,25 @@ std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks, bool spl
             out.emplace_back(r, r);
     }
     return out;
+}
+
+bool allreduce_by_blocks(const Comm& c, uint64_t bytes) {
+    const uint64_t at_least = settings().allreduce_blocks_bytes;
+    return c.sites() >= 3 && at_least > 0 && bytes >= at_least;
+}
+
+uint32_t allreduce_lanes(const Comm& c, uint64_t bytes, uint64_t count) {
+    uint32_t lanes = UINT32_MAX;
+    for (uint32_t s = 0; s < c.sites(); ++s) lanes = std::min(lanes, pieces_for(c, s, bytes, count));
+    return lanes;
+}
+
+void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
+                     uint64_t& count) {
+    uint64_t lane_first, lane_count;
+    piece_range(total, lanes, lane, lane_first, lane_count);
+    piece_range(lane_count, sites, site, first, count);
+    first += lane_first;
 }
 
 namespace {
@@ -137,6 +159,39 @@ uint32_t index_in(const std::vector<uint32_t>& v, uint32_t x) {
     return static_cast<uint32_t>(std::find(v.begin(), v.end(), x) - v.begin());
 }
 
+// At a site's leaders, for allreduce: piece j of n of every cluster partial goes to the leader of
+// the site's cluster j, which combines piece j of the site's rows (one row when the operation
+// commutes) into `rows` and sets [first, first + cnt). Leaders of no piece return with rows empty.
+bool site_rows_of_piece(Call& call, std::vector<Partial>& parts, const Reduction& red, uint32_t n, bool split,
+                        std::vector<Partial>& rows, uint64_t& first, uint64_t& cnt) {
+    const Comm& c = call.comm();
+    const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
+    const auto& clusters = c.site_clusters[my_site];
+    const uint32_t j_me = index_in(clusters, my_cluster);
+    rows.clear();
+    for (uint32_t j = 0; j < n; ++j) {
+        if (j == j_me) continue;
+        piece_range(uint64_t(red.count), n, j, first, cnt);
+        for (Partial& p : parts) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
+    }
+    if (j_me >= n) return true;
+    piece_range(uint64_t(red.count), n, j_me, first, cnt);
+    std::vector<Partial> mine;
+    for (Partial& p : parts) {  // own partials: their piece, moved to the front
+        TypedBuf b(red.t, cnt);
+        copy_typed(p.buf.base() + red.offset(first), b.base(), int(cnt), red.t);
+        mine.push_back(Partial{p.first, p.last, std::move(b)});
+    }
+    for (uint32_t k : clusters) {
+        if (k == my_cluster) continue;
+        for (const auto& [f, l] : runs_of(c.cluster_ranks[k], split)) {
+            mine.push_back(Partial{f, l, TypedBuf(red.t, cnt)});
+            call.recv(mine.back().buf.base(), int(cnt), red.t.type, c.leader(k));
+        }
+    }
+    return call.wait_all() && merge_rows(call, mine, runs_of(c.site_ranks[my_site], split), int(cnt), red, rows);
+}
+
 }  // namespace
 
 bool cluster_inputs(Call& call, const void* in, const Reduction& red, std::vector<TypedBuf>& xs) {
@@ -238,6 +293,76 @@ int reduce(Call& call, const void* in, void* out, const Reduction& red) {
     return MPI_SUCCESS;
 }
 
+namespace {
+
+// Allreduce by blocks (long vectors over 3 or more sites): as allreduce below up to the site's
+// rows of lane i at the site's leader of lane i; then, between the sites' leaders of lane i, a
+// reduce-scatter (each sends block t of its rows to site t, which combines block t of every
+// site's rows in rank order) and an allgather (each sends its reduced block to every other site);
+// then every rank of the site gets every lane. A reduced block crosses a second wide-area link
+// (wan_hops 2): one more latency for 2 (S - 1) / S of the vector out of each site instead of S - 1.
+int allreduce_blocks(Call& call, void* out, const Reduction& red, std::vector<Partial>& parts) {
+    const Comm& c = call.comm();
+    const uint64_t count = uint64_t(red.count);
+    const uint32_t S = c.sites(), my_site = c.my_site();
+    const auto& clusters = c.site_clusters[my_site];
+    const uint32_t lanes = allreduce_lanes(c, count * uint64_t(red.t.size), count);
+    const uint32_t i = index_in(clusters, c.my_cluster());  // this leader's lane (if < lanes)
+    auto holder = [&](uint32_t site) { return c.leader(c.site_clusters[site][i]); };  // of lane i
+    if (c.me == c.leader(c.my_cluster())) {
+        // The site's leaders: lane i of the site's rows at its leader of lane i ...
+        std::vector<Partial> rows;
+        uint64_t lane_first, lane_n;
+        if (!site_rows_of_piece(call, parts, red, lanes, !red.commutative, rows, lane_first, lane_n))
+            return call.error();
+        if (i < lanes) {
+            // ... sends block t of its rows to site t (reduce-scatter) ...
+            for (uint32_t t = 0; t < S; ++t) {
+                uint64_t first, n;
+                allreduce_block(count, lanes, S, i, t, first, n);
+                if (t == my_site || n == 0) continue;
+                for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+            }
+            // ... combines its own block of every site's rows in rank order ...
+            uint64_t mine_first, mine_n;
+            allreduce_block(count, lanes, S, i, my_site, mine_first, mine_n);
+            if (mine_n > 0) {
+                std::vector<Operand> ops;
+                for (Partial& r : rows) ops.push_back(Operand{r.first, r.buf.base() + red.offset(mine_first - lane_first)});
+                std::vector<TypedBuf> got;
+                got.reserve(c.n);
+                for (uint32_t s = 0; s < S; ++s) {
+                    if (s == my_site) continue;
+                    for (const auto& row : runs_of(c.site_ranks[s], !red.commutative)) {
+                        got.emplace_back(red.t, mine_n);
+                        ops.push_back(Operand{row.first, got.back().base()});
+                        call.recv(got.back().base(), int(mine_n), red.t.type, holder(s));
+                    }
+                }
+                if (!call.wait_all()) return call.error();
+                char* acc = combine(ops, int(mine_n), red, call);
+                if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(mine_first), int(mine_n), red.t) != MPI_SUCCESS)
+                    return call.raise(MPI_ERR_OP, "combining the partials failed");
+            }
+            // ... and swaps reduced blocks with every other site (allgather).
+            for (uint32_t t = 0; t < S; ++t) {
+                if (t == my_site) continue;
+                if (mine_n > 0) call.send(static_cast<char*>(out) + red.offset(mine_first), int(mine_n), red.t.type, holder(t));
+                uint64_t first, n;
+                allreduce_block(count, lanes, S, i, t, first, n);
+                if (n > 0) call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
+            }
+        }
+    }
+    if (!call.wait_all()) return call.error();
+    // Every rank of the site gets every lane.
+    return spread_in_site(call, static_cast<char*>(out), count, lanes, clusters, red.t.type, red.t.extent, -1)
+               ? MPI_SUCCESS
+               : call.error();
+}
+
+}  // namespace
+
 int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
     const Comm& c = call.comm();
     const int me = c.me, count = red.count;
@@ -245,41 +370,21 @@ int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
     const bool split = !red.commutative;
     call.add_bytes(m);
     if (count == 0) return MPI_SUCCESS;
-    if (me == 0) call.add_wan_min(wan_min_allreduce(c, m, split));
+    if (me == 0) call.add_wan_min(wan_min_allreduce(c, uint64_t(count), red.t.size, split));
+    std::vector<Partial> parts;
+    if (!cluster_partials(call, in, red, -1, split, parts)) return call.error();
+    if (allreduce_by_blocks(c, m)) return allreduce_blocks(call, out, red, parts);
     const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
     // Every site's vector is cut into pieces, one per leader (of the first n of its clusters).
     auto pieces = [&](uint32_t s) { return pieces_for(c, s, m, count); };
-    const auto clusters = c.clusters_for(my_site, -1);
-    const uint32_t n = pieces(my_site), j_me = index_in(clusters, my_cluster);
-    std::vector<Partial> parts;
-    if (!cluster_partials(call, in, red, -1, split, parts)) return call.error();
+    const auto& clusters = c.site_clusters[my_site];
+    const uint32_t n = pieces(my_site);
     if (me == c.leader(my_cluster)) {
-        // The site's leaders: piece j of every cluster partial to leader j ...
-        for (uint32_t j = 0; j < n; ++j) {
-            if (j == j_me) continue;
-            uint64_t first, cnt;
-            piece_range(count, n, j, first, cnt);
-            for (Partial& p : parts) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
-        }
-        if (j_me < n) {
-            uint64_t first, cnt;
-            piece_range(count, n, j_me, first, cnt);
-            // ... which combines its piece of the site's rows (the partials of the site's runs) ...
-            std::vector<Partial> mine, rows;
-            for (Partial& p : parts) {  // own partials: their piece, moved to the front
-                TypedBuf b(red.t, cnt);
-                copy_typed(p.buf.base() + red.offset(first), b.base(), int(cnt), red.t);
-                mine.push_back(Partial{p.first, p.last, std::move(b)});
-            }
-            for (uint32_t k : c.site_clusters[my_site]) {
-                if (k == my_cluster) continue;
-                for (const auto& [f, l] : runs_of(c.cluster_ranks[k], split)) {
-                    mine.push_back(Partial{f, l, TypedBuf(red.t, cnt)});
-                    call.recv(mine.back().buf.base(), int(cnt), red.t.type, c.leader(k));
-                }
-            }
-            if (!call.wait_all() || !merge_rows(call, mine, runs_of(c.site_ranks[my_site], split), int(cnt), red, rows))
-                return call.error();
+        // The site's leaders: piece j of the site's rows at leader j ...
+        std::vector<Partial> rows;
+        uint64_t first, cnt;
+        if (!site_rows_of_piece(call, parts, red, n, split, rows, first, cnt)) return call.error();
+        if (!rows.empty()) {
             // ... sends them to every other site, to the leader(s) whose piece overlaps it (the
             // same pieces when the sites are alike) ...
             for (uint32_t t = 0; t < c.sites(); ++t) {

@@ -4,12 +4,18 @@
 Usage: magpie_run.py MODE [OPTIONS]
 
   check   --binary PROG [--preload LIB] --sites SPEC --ranks N [--btl tcp,self] [--counts C,..]
-          [--comms world,...] [--placement sites|machine|hosts]
+          [--comms world,...] [--placement sites|machine|hosts] [--segment-bytes N]
+          [--allreduce-blocks N] [--wan-allreduce N]
           tests/mpi/magpie_check.c on N ranks: every rank must report 0 failures; the report
           summed over the ranks (ICCS_MAGPIE_REPORT as JSON) must show every collective called
           and none passed through (but the inter-communicator's), wan_bytes == wan_bytes_min
-          and wan_hops_max <= 1 for each (MagPIe's two rules), wide-area traffic exactly when
-          there is more than one site, and one counters file per rank.
+          and wan_hops_max <= 1 for each (MagPIe's two rules; allreduce by blocks over 3 or more
+          sites: wan_hops_max 2, and exactly 2 when its longest sum of ints reaches the switch
+          point), wide-area traffic exactly when there is more than one site, and one counters
+          file per rank. --segment-bytes and --allreduce-blocks set ICCS_MAGPIE_SEGMENT_BYTES and
+          ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES; --wan-allreduce N: one more allreduce of N ints on
+          MPI_COMM_WORLD whose wide-area bytes must be exactly 2 (S - 1) x 4N by blocks (S >= 3 sites,
+          4N at least the switch point), else S (S - 1) x 4N (every site's partial to every other).
   sweep   --binary PROG [--counts ...]: check over every shape of 1..4 sites x 1..3 clusters x 1..2
           ranks (SxCxR).
   bad     --binary PROG --bad root|count|coll|skip: a mismatched call (or a rank that skips one)
@@ -36,6 +42,8 @@ import time
 
 COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv", "allgather",
          "allgatherv", "alltoall", "alltoallv", "reduce_scatter", "reduce_scatter_block", "scan", "exscan"]
+# The library's default ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES (mpi/magpie/magpie.hpp, Settings).
+ALLREDUCE_BLOCKS_DEFAULT = 16384
 # Collectives whose data crosses sites whenever there are two (barrier carries none).
 DATA_COLLS = [c for c in COLLS if c != "barrier"]
 
@@ -105,12 +113,18 @@ def run_check(a, spec, tmp):
         env["ICCS_CONFIG"] = mf
     if a.preload:
         env["LD_PRELOAD"] = a.preload
+    if a.segment_bytes:
+        env["ICCS_MAGPIE_SEGMENT_BYTES"] = a.segment_bytes
+    if a.allreduce_blocks:
+        env["ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES"] = a.allreduce_blocks
     cmd = mpirun_base(ranks, a.btl, a.provider)
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
     cmd += [a.binary, "--counts", a.counts]
     if a.comms:
         cmd += ["--comms", a.comms]
+    if a.wan_allreduce:
+        cmd += ["--wan-allreduce", a.wan_allreduce]
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=a.timeout,
                        env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
@@ -136,6 +150,19 @@ def run_check(a, spec, tmp):
         fail(f"{spec}: placement from {rep['placement']}, expected {want_placement}", out)
     colls = rep["collectives"]
     sites = 1 if a.placement == "hosts" else sites
+    # Allreduce by blocks (3 or more sites, vectors from the switch point on) passes reduced blocks
+    # over a second wide-area link by design; the longest sum of ints of MPI_COMM_WORLD takes it
+    # for sure when it reaches the switch point (other communicators and types may too).
+    blocks_at = int(a.allreduce_blocks) if a.allreduce_blocks else ALLREDUCE_BLOCKS_DEFAULT
+    by_blocks = lambda nbytes: sites >= 3 and blocks_at > 0 and nbytes >= blocks_at
+    longest = max(int(c) for c in a.counts.split(","))
+    if a.wan_allreduce:
+        n = int(a.wan_allreduce)
+        want = (2 * (sites - 1) if by_blocks(4 * n) else sites * (sites - 1)) * 4 * n
+        got = [l for l in out.splitlines() if l.startswith(f"magpie_check allreduce {n} wan_bytes ")]
+        if len(got) != 1 or int(got[0].split()[-1]) != want:
+            fail(f"{spec}: an allreduce of {n} ints moved {got[0].split()[-1] if got else 'no report of'} wide-area "
+                 f"bytes, expected exactly {want}", out)
     for name in COLLS:
         k = colls[name]
         if k["calls"] == 0:
@@ -145,12 +172,15 @@ def run_check(a, spec, tmp):
             fail(f"{spec}: {name} passed through {k['passthrough']} times", out)
         if k["wan_bytes"] != k["wan_bytes_min"]:
             fail(f"{spec}: {name}: wan_bytes {k['wan_bytes']} != wan_bytes_min {k['wan_bytes_min']} (MagPIe's rule 2)", out)
-        if k["wan_hops_max"] > 1:
+        hops_max = 2 if name == "allreduce" and sites >= 3 and blocks_at > 0 else 1
+        if k["wan_hops_max"] > hops_max:
             fail(f"{spec}: {name}: a message behind {k['wan_hops_max']} wide-area links (MagPIe's rule 1)", out)
+        if name == "allreduce" and by_blocks(4 * max(longest, int(a.wan_allreduce or 0))) and k["wan_hops_max"] != 2:
+            fail(f"{spec}: allreduce: wan_hops_max {k['wan_hops_max']}: the long vectors did not go by blocks", out)
         crossed = k["wan_bytes"] > 0
         if name in DATA_COLLS and crossed != (sites > 1):
             fail(f"{spec}: {name}: wan_bytes {k['wan_bytes']} with {sites} site(s)", out)
-        if sites > 1 and k["wan_hops_max"] != 1:
+        if sites > 1 and k["wan_hops_max"] not in (1, hops_max):
             fail(f"{spec}: {name}: wan_hops_max {k['wan_hops_max']} over {sites} sites", out)
     if ranks >= 2 and rep["passthrough"]["intercomm"] != 2 * ranks:
         fail(f"{spec}: {rep['passthrough']['intercomm']} inter-communicator pass-throughs, expected {2 * ranks}", out)
@@ -268,6 +298,9 @@ def main():
     ap.add_argument("--wan-latency-ms", default="5")
     ap.add_argument("--wan-bandwidth", default="0")
     ap.add_argument("--wan-loss", default="0")
+    ap.add_argument("--segment-bytes", default="", help="ICCS_MAGPIE_SEGMENT_BYTES")
+    ap.add_argument("--allreduce-blocks", default="", help="ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES")
+    ap.add_argument("--wan-allreduce", default="", help="one more allreduce of N ints; its WAN bytes checked exactly")
     a = ap.parse_args()
     if a.provider:
         a.placement = "machine"  # the provider reads the machine file; so does the library

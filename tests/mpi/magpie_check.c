@@ -15,8 +15,12 @@
  * the verdict needs no collective. Options: --counts 0,1,7,5000 (elements), --rounds N,
  * --comms world,parity,trio,dup,reversed (which communicators),
  * --bad root|count|coll|skip (a mismatched call on purpose, or rank 1 skipping one: the run must end
- * with an MPI error, for skip once ICCS_MAGPIE_TIMEOUT_MS passed).
+ * with an MPI error, for skip once ICCS_MAGPIE_TIMEOUT_MS passed),
+ * --wan-allreduce N (last: one MPI_Allreduce of N ints, MPI_SUM, on MPI_COMM_WORLD; rank 0 prints
+ * "magpie_check allreduce N wan_bytes W" with W the library's wide-area data bytes of that call
+ * summed over the ranks, read through iccs_magpie_counter when the library is there).
  */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -603,6 +607,30 @@ static void bad_call(const char* mode, int rank, int size) {
     printf("magpie_check rank %d: the mismatched call returned\n", rank);
 }
 
+/* One MPI_Allreduce of n ints on MPI_COMM_WORLD; rank 0 prints the wide-area bytes it moved. */
+static void wan_of_allreduce(long n) {
+    unsigned long long (*counter)(const char*, const char*) =
+        (unsigned long long (*)(const char*, const char*))dlsym(RTLD_DEFAULT, "iccs_magpie_counter");
+    int* x = malloc(sizeof(int) * (size_t)(n + 1));
+    int* y = malloc(sizeof(int) * (size_t)(n + 1));
+    for (long i = 0; i < n; ++i) x[i] = (int)(world_rank + i);
+    const unsigned long long before = counter ? counter("allreduce", "wan_bytes") : 0;
+    MPI_Allreduce(x, y, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    unsigned long long mine = counter ? counter("allreduce", "wan_bytes") - before : 0, all = 0;
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    where = "wan-allreduce";
+    for (long i = 0; i < n; ++i) { /* sum over r of (r + i) */
+        ++checks;
+        const long want = (long)size * (size - 1) / 2 + (long)size * i;
+        if (y[i] != want) fail("allreduce", y[i], want);
+    }
+    PMPI_Reduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD); /* not counted */
+    if (world_rank == 0 && counter) printf("magpie_check allreduce %ld wan_bytes %llu\n", n, all);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int size;
@@ -611,6 +639,7 @@ int main(int argc, char** argv) {
     long counts[16] = {0, 1, 7, 5000};
     int ncounts = 4, rounds = 1;
     const char* bad = NULL;
+    long wan_allreduce = -1;
     const char* only = "world,parity,trio,dup,reversed";
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--counts") == 0 && i + 1 < argc) {
@@ -622,6 +651,8 @@ int main(int argc, char** argv) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--bad") == 0 && i + 1 < argc) {
             bad = argv[++i];
+        } else if (strcmp(argv[i], "--wan-allreduce") == 0 && i + 1 < argc) {
+            wan_allreduce = atol(argv[++i]);
         } else {
             if (world_rank == 0) fprintf(stderr, "magpie_check: unknown argument %s\n", argv[i]);
             MPI_Finalize();
@@ -672,6 +703,7 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&dup);
     MPI_Comm_free(&reversed);
     if (trio != MPI_COMM_NULL) MPI_Comm_free(&trio);
+    if (wan_allreduce > 0) wan_of_allreduce(wan_allreduce);
     printf("magpie_check rank %d: %ld checks, %ld failures\n", world_rank, checks, failures);
     fflush(stdout);
     MPI_Finalize();
