@@ -82,7 +82,8 @@ bool read_settings(std::string& err) {
     uint64_t seg = g_settings.segment_bytes;
     if (!env_u64("ICCS_MAGPIE_TIMEOUT_MS", 0, 86'400'000, g_settings.timeout_ms, err) ||
         !env_u64("ICCS_MAGPIE_SEGMENT_BYTES", 0, 1u << 30, seg, err) ||
-        !env_u64("ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES", 0, INT_MAX, g_settings.allreduce_blocks_bytes, err))
+        !env_u64("ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES", 0, INT_MAX, g_settings.allreduce_blocks_bytes, err) ||
+        !env_u64("ICCS_MAGPIE_ALLREDUCE_CHUNKS", 1, 64, g_settings.allreduce_chunks, err))
         return false;
     g_settings.segment_bytes = static_cast<uint32_t>(seg);
     if (const char* v = env("ICCS_MAGPIE_COUNTERS_FILE")) g_settings.counters_file = v;

@@ -86,6 +86,7 @@ struct Settings {
     // sites goes by blocks (reduce-scatter + allgather between the sites); 0 = never. The default
     // is the measured switch point (README.md "allreduce by blocks").
     uint64_t allreduce_blocks_bytes = 16 << 10;
+    uint64_t allreduce_chunks = 2;  // ICCS_MAGPIE_ALLREDUCE_CHUNKS: a block crosses in at most this many chunks
     std::string counters_file;           // ICCS_MAGPIE_COUNTERS_FILE: each rank writes FILE.r<rank> (JSON)
     std::string report;                  // ICCS_MAGPIE_REPORT: "-" = a table on stderr, else a JSON file
 };
@@ -272,6 +273,10 @@ uint32_t allreduce_lanes(const Comm& c, uint64_t bytes, uint64_t count);
 // The elements [first, first + count) of block (lane, site) of a vector of `total` elements.
 void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
                      uint64_t& count);
+// A block of `block_n` elements crosses in this many chunks, so that the allgather of its first
+// chunks overlaps the reduce-scatter of its last: ICCS_MAGPIE_ALLREDUCE_CHUNKS at most, each at
+// least ICCS_MAGPIE_SEGMENT_BYTES / 16 bytes (1 KiB by default) and one element.
+uint32_t allreduce_chunks(uint64_t block_n, int elem_size);
 
 // Runs of `ranks` (ascending) as [first, last]: each a row of consecutive ranks of the
 // communicator, or, when `split` is false, all of them in one (MPI lets a commutative

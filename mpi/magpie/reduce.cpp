@@ -57,6 +57,12 @@ void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t la
     first += lane_first;
 }
 
+uint32_t allreduce_chunks(uint64_t block_n, int elem_size) {
+    const uint64_t least = std::max<uint64_t>(1, settings().segment_bytes / 16);  // bytes of a chunk
+    const uint64_t most = std::min<uint64_t>(settings().allreduce_chunks, block_n);
+    return uint32_t(std::clamp<uint64_t>(block_n * uint64_t(elem_size) / least, 1, std::max<uint64_t>(most, 1)));
+}
+
 namespace {
 
 // An operand of the final combination: the reduction of the inputs of a row of ranks starting at
@@ -316,41 +322,80 @@ int allreduce_blocks(Call& call, void* out, const Reduction& red, std::vector<Pa
         if (!site_rows_of_piece(call, parts, red, lanes, !red.commutative, rows, lane_first, lane_n))
             return call.error();
         if (i < lanes) {
-            // ... sends block t of its rows to site t (reduce-scatter) ...
+            // Each block goes in chunks, so that a site forwards the first reduced chunks while
+            // the last are still on their way to it (the allgather overlaps the reduce-scatter).
+            auto chunk = [&](uint64_t block_first, uint64_t block_n, uint32_t k, uint64_t& first, uint64_t& n) {
+                piece_range(block_n, allreduce_chunks(block_n, red.t.size), k, first, n);
+                first += block_first;
+            };
+            // ... sends block t of its rows to site t, chunk by chunk (reduce-scatter) ...
             for (uint32_t t = 0; t < S; ++t) {
-                uint64_t first, n;
-                allreduce_block(count, lanes, S, i, t, first, n);
-                if (t == my_site || n == 0) continue;
-                for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+                uint64_t bf, bn;
+                allreduce_block(count, lanes, S, i, t, bf, bn);
+                if (t == my_site || bn == 0) continue;
+                for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
+                    uint64_t first, n;
+                    chunk(bf, bn, k, first, n);
+                    for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+                }
             }
-            // ... combines its own block of every site's rows in rank order ...
             uint64_t mine_first, mine_n;
             allreduce_block(count, lanes, S, i, my_site, mine_first, mine_n);
-            if (mine_n > 0) {
-                std::vector<Operand> ops;
-                for (Partial& r : rows) ops.push_back(Operand{r.first, r.buf.base() + red.offset(mine_first - lane_first)});
-                std::vector<TypedBuf> got;
-                got.reserve(c.n);
+            const uint32_t my_chunks = mine_n ? allreduce_chunks(mine_n, red.t.size) : 0;
+            // Its own block of its rows (copied: the rows' other blocks may still be sending), and
+            // of every other site's rows, chunk by chunk ...
+            std::vector<TypedBuf> got;
+            std::vector<Operand> ops;  // rank order within a chunk: every row's first rank
+            std::vector<std::vector<int>> waits(my_chunks);
+            for (Partial& r : rows) {
+                got.emplace_back(red.t, mine_n);
+                copy_typed(r.buf.base() + red.offset(mine_first - lane_first), got.back().base(), int(mine_n), red.t);
+                ops.push_back(Operand{r.first, got.back().base()});
+            }
+            for (uint32_t s = 0; s < S && mine_n > 0; ++s) {
+                if (s == my_site) continue;
+                for (const auto& row : runs_of(c.site_ranks[s], !red.commutative)) {
+                    got.emplace_back(red.t, mine_n);
+                    ops.push_back(Operand{row.first, got.back().base()});
+                }
+            }
+            for (uint32_t k = 0; k < my_chunks; ++k) {
+                uint64_t first, n;
+                chunk(0, mine_n, k, first, n);
+                size_t o = rows.size();
                 for (uint32_t s = 0; s < S; ++s) {
                     if (s == my_site) continue;
-                    for (const auto& row : runs_of(c.site_ranks[s], !red.commutative)) {
-                        got.emplace_back(red.t, mine_n);
-                        ops.push_back(Operand{row.first, got.back().base()});
-                        call.recv(got.back().base(), int(mine_n), red.t.type, holder(s));
-                    }
+                    const size_t site_rows = runs_of(c.site_ranks[s], !red.commutative).size();
+                    for (size_t row = 0; row < site_rows; ++row, ++o)
+                        waits[k].push_back(call.recv(ops[o].at + red.offset(first), int(n), red.t.type, holder(s)));
                 }
-                if (!call.wait_all()) return call.error();
-                char* acc = combine(ops, int(mine_n), red, call);
-                if (!acc || copy_typed(acc, static_cast<char*>(out) + red.offset(mine_first), int(mine_n), red.t) != MPI_SUCCESS)
-                    return call.raise(MPI_ERR_OP, "combining the partials failed");
             }
-            // ... and swaps reduced blocks with every other site (allgather).
+            // ... and the other sites' reduced blocks, chunk by chunk, into place (allgather) ...
             for (uint32_t t = 0; t < S; ++t) {
-                if (t == my_site) continue;
-                if (mine_n > 0) call.send(static_cast<char*>(out) + red.offset(mine_first), int(mine_n), red.t.type, holder(t));
+                uint64_t bf, bn;
+                allreduce_block(count, lanes, S, i, t, bf, bn);
+                if (t == my_site || bn == 0) continue;
+                for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
+                    uint64_t first, n;
+                    chunk(bf, bn, k, first, n);
+                    call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
+                }
+            }
+            // ... each chunk of its own block combined in rank order as soon as every site's rows
+            // of it are here, and sent on to every other site.
+            for (uint32_t k = 0; k < my_chunks; ++k) {
+                for (int h : waits[k])
+                    if (!call.wait(h)) return call.error();
                 uint64_t first, n;
-                allreduce_block(count, lanes, S, i, t, first, n);
-                if (n > 0) call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
+                chunk(0, mine_n, k, first, n);
+                std::vector<Operand> at = ops;
+                for (Operand& x : at) x.at += red.offset(first);
+                char* acc = combine(at, int(n), red, call);
+                char* dst = static_cast<char*>(out) + red.offset(mine_first + first);
+                if (!acc || copy_typed(acc, dst, int(n), red.t) != MPI_SUCCESS)
+                    return call.raise(MPI_ERR_OP, "combining the partials failed");
+                for (uint32_t t = 0; t < S; ++t)
+                    if (t != my_site) call.send(dst, int(n), red.t.type, holder(t));
             }
         }
     }
