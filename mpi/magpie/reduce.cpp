@@ -328,17 +328,23 @@ int allreduce_blocks(Call& call, void* out, const Reduction& red, std::vector<Pa
                 piece_range(block_n, allreduce_chunks(block_n, red.t.size), k, first, n);
                 first += block_first;
             };
-            // ... sends block t of its rows to site t, chunk by chunk (reduce-scatter) ...
-            for (uint32_t t = 0; t < S; ++t) {
-                uint64_t bf, bn;
-                allreduce_block(count, lanes, S, i, t, bf, bn);
-                if (t == my_site || bn == 0) continue;
-                for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
-                    uint64_t first, n;
-                    chunk(bf, bn, k, first, n);
-                    for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+            // Every chunk of the blocks of lane i of the other sites: each(site, first, n).
+            auto other_chunks = [&](auto&& each) {
+                for (uint32_t t = 0; t < S; ++t) {
+                    uint64_t bf, bn;
+                    allreduce_block(count, lanes, S, i, t, bf, bn);
+                    if (t == my_site || bn == 0) continue;
+                    for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
+                        uint64_t first, n;
+                        chunk(bf, bn, k, first, n);
+                        each(t, first, n);
+                    }
                 }
-            }
+            };
+            // ... sends block t of its rows to site t, chunk by chunk (reduce-scatter) ...
+            other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
+                for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+            });
             uint64_t mine_first, mine_n;
             allreduce_block(count, lanes, S, i, my_site, mine_first, mine_n);
             const uint32_t my_chunks = mine_n ? allreduce_chunks(mine_n, red.t.size) : 0;
@@ -371,16 +377,9 @@ int allreduce_blocks(Call& call, void* out, const Reduction& red, std::vector<Pa
                 }
             }
             // ... and the other sites' reduced blocks, chunk by chunk, into place (allgather) ...
-            for (uint32_t t = 0; t < S; ++t) {
-                uint64_t bf, bn;
-                allreduce_block(count, lanes, S, i, t, bf, bn);
-                if (t == my_site || bn == 0) continue;
-                for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
-                    uint64_t first, n;
-                    chunk(bf, bn, k, first, n);
-                    call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
-                }
-            }
+            other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
+                call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
+            });
             // ... each chunk of its own block combined in rank order as soon as every site's rows
             // of it are here, and sent on to every other site.
             for (uint32_t k = 0; k < my_chunks; ++k) {
