@@ -121,6 +121,9 @@ struct DsmNode::Impl {
         uint8_t* priv = nullptr;        // protocol view and twins, mapped at start_parallel
         uint8_t* twins = nullptr;
         int memfd = -1;
+        // Per page, set at start_parallel: it holds a non-zero byte (copied into the memfd). The
+        // others are holes of the memfd, compared at CREATE by the hash of a zero page, unread.
+        std::vector<uint8_t> nonzero;
     };
     std::vector<Area> globals;
     uint32_t gpage = 4096;    // the OS page

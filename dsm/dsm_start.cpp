@@ -2,6 +2,7 @@
 // by hash at cluster 0 (a non-deterministic prefix stops the run), the homes of the used pages are
 // fixed and the region turns coherent; before it, replay gives every cluster cluster 0's values of
 // the prefix's non-deterministic inputs (CLOCK).
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -56,6 +57,21 @@ uint64_t region_hash(int fd, const uint8_t* view, uint64_t used, uint64_t page) 
         next = (end + page - 1) / page;
     }
     return h;
+}
+
+// The pages of [addr, addr + count * page) the process ever touched (present or swapped out, from
+// /proc/self/pagemap; page is the OS page): a page never touched reads as zeros without being
+// read. All of them when pagemap cannot be read.
+std::vector<uint8_t> touched_pages(const uint8_t* addr, uint64_t count, uint32_t page) {
+    std::vector<uint8_t> touched(count, 1);
+    const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return touched;
+    std::vector<uint64_t> entry(count);
+    const ssize_t got = pread(fd, entry.data(), count * 8, off_t(reinterpret_cast<uintptr_t>(addr) / page * 8));
+    close(fd);
+    if (got != ssize_t(count * 8)) return touched;
+    for (uint64_t k = 0; k < count; k++) touched[k] = (entry[k] >> 62) != 0;  // bit 63 present, 62 swapped
+    return touched;
 }
 
 }  // namespace
@@ -197,8 +213,14 @@ DsmStatus DsmNode::Impl::start_exchange(RtEndpoint& ep, uint64_t used, std::vect
     }
     w.put<uint64_t>(gbytes);
     w.put<uint32_t>(uint32_t(gpages));
+    std::vector<uint8_t> zeros(gpage, 0);
+    const uint64_t zero_hash = hash_words(1469598103934665603ull, zeros.data(), gpage);
+    // One cluster shares no globals (share_globals did not run: no `nonzero`) and compares with
+    // nobody: every page goes as a zero page.
     for (const Area& a : globals)
-        for (uint64_t k = 0; k < a.count; k++) w.put<uint64_t>(hash_words(1469598103934665603ull, a.app + k * gpage, gpage));
+        for (uint64_t k = 0; k < a.count; k++)
+            w.put<uint64_t>(k < a.nonzero.size() && a.nonzero[k] ? hash_words(1469598103934665603ull, a.app + k * gpage, gpage)
+                                                                : zero_hash);
     std::vector<uint8_t> reply;
     if (w.b.size() > rt.max_message())
         fatal("cluster %u: the program's globals (%" PRIu64 " bytes) are too many pages to compare at CREATE in one "
@@ -321,15 +343,33 @@ DsmStatus DsmNode::start_parallel() {
 // a memfd that is then mapped over the area (MAP_FIXED: the same addresses, now a shared mapping
 // the protocol can protect), and a second time as the protocol view. Before CREATE only main
 // runs, and the runtime's threads never touch the program's own variables, so nothing reads or
-// writes an area while it is replaced.
+// writes an area while it is replaced. Only pages holding a non-zero byte are copied (the memfd
+// reads as zeros elsewhere), and pages never touched are not even read: raytrace's .bss is 256 MB
+// (one array), copied whole it cost each cluster 256 MB of shared memory and most of its start-up.
 bool DsmNode::Impl::share_globals(std::string& err) {
     for (Area& a : globals) {
         const uint64_t bytes = a.count * gpage;
         a.memfd = memfd_create("iccs-dsm-globals", MFD_CLOEXEC);
-        if (a.memfd < 0 || ftruncate(a.memfd, off_t(bytes)) != 0 ||
-            pwrite(a.memfd, a.app, bytes, 0) != ssize_t(bytes)) {
+        if (a.memfd < 0 || ftruncate(a.memfd, off_t(bytes)) != 0) {
             err = std::string("the program's globals into shared memory: ") + strerror(errno);
             return false;
+        }
+        a.nonzero = touched_pages(a.app, a.count, gpage);
+        for (uint64_t k = 0; k < a.count; k++)
+            if (a.nonzero[k]) a.nonzero[k] = !all_zero(a.app + k * gpage, gpage);
+        for (uint64_t k = 0; k < a.count;) {  // each run of non-zero pages in one write
+            if (!a.nonzero[k]) {
+                k++;
+                continue;
+            }
+            uint64_t e = k + 1;
+            while (e < a.count && a.nonzero[e]) e++;
+            const size_t len = (e - k) * gpage;
+            if (pwrite(a.memfd, a.app + k * gpage, len, off_t(k * gpage)) != ssize_t(len)) {
+                err = std::string("the program's globals into shared memory: ") + strerror(errno);
+                return false;
+            }
+            k = e;
         }
         void* v = mmap(a.app, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, a.memfd, 0);
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a.memfd, 0);
