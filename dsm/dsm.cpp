@@ -158,6 +158,8 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, st
     I.vc.assign(n->clusters_, 0);
     I.store.resize(n->clusters_);
     I.home_has.assign(n->clusters_, VC(n->clusters_, 0));
+    I.last_full.assign(n->clusters_, 0);
+    I.last_full2.assign(n->clusters_, 0);
     for (uint16_t c = 0; c < n->clusters_; c++) I.home_has[c][c] = UINT32_MAX;  // its own intervals
     if (!fault_path_register(n.get(), I.slot, err)) return nullptr;
     I.register_handlers();
@@ -209,12 +211,18 @@ bool DsmNode::Impl::map_pages(std::string& err) {
     return true;
 }
 
-void DsmNode::bind_thread(uint16_t t) { t_bind = Binding{this, &impl_->rt.endpoint(t)}; }
+void DsmNode::bind_thread(uint16_t t) {
+    // Counted once per thread (a thread rebinding to another node without unbinding stays counted
+    // here: too many only means no barrier lets homes move).
+    if (t_bind.node != this) impl_->bound_threads.fetch_add(1);
+    t_bind = Binding{this, &impl_->rt.endpoint(t)};
+}
 
 void DsmNode::unbind_thread() {
     if (t_bind.node != this) return;
     if (parallel()) flush();
     t_bind = {};
+    impl_->bound_threads.fetch_sub(1);
 }
 
 RtEndpoint* DsmNode::bound_endpoint() const { return t_bind.node == this ? t_bind.ep : nullptr; }
@@ -237,13 +245,13 @@ std::string DsmNode::format_counters() const {
              "  diffs_sent %llu  diff_bytes %llu  diffs_applied %llu  invalidations %llu  intervals %llu  "
              "notices_received %llu\n"
              "  lock_acquires %llu  lock_requests %llu  lock_returns %llu  lock_wait_us %.1f  barriers %llu  barrier_wait_us %.1f  getsubs %llu  "
-             "remote_allocs %llu  shared_used_bytes %llu  private_global_words %llu\n",
+             "remote_allocs %llu  shared_used_bytes %llu  private_global_words %llu  homes_moved %llu\n",
              unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
              L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
              L(ctr_.write_notices_received), L(ctr_.lock_acquires), L(ctr_.lock_requests), L(ctr_.lock_returns),
              double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.barriers), double(ctr_.barrier_wait_ns.load()) / 1e3,
              L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()),
-             L(ctr_.private_global_words));
+             L(ctr_.private_global_words), L(ctr_.homes_moved));
     return buf;
 }
 
@@ -269,7 +277,8 @@ std::vector<std::pair<std::string, uint64_t>> DsmNode::counter_pairs() const {
             {"getsubs", c.getsubs.load()},
             {"remote_allocs", c.remote_allocs.load()},
             {"shared_used_bytes", used_.load()},
-            {"private_global_words", c.private_global_words.load()}};
+            {"private_global_words", c.private_global_words.load()},
+            {"homes_moved", c.homes_moved.load()}};
 }
 
 }  // namespace iccs::dsm

@@ -60,6 +60,11 @@ struct DsmConfig {
     // so data written before one caller's GETSUB is seen by the caller of a later index. false:
     // a bare counter at the home (one request, orders no data).
     bool getsub_orders = true;
+    // Home migration (ICCS_DSM_MIGRATE): at a barrier every bound thread of every cluster is in,
+    // a page that exactly one cluster wrote since the last such barrier becomes that cluster's
+    // home page (its writes then need no twin, no diff and, under block homes, no fault). false:
+    // homes stay where the home policy put them.
+    bool migrate_homes = true;
     // The program's own writable globals: page-aligned ranges (address, bytes) shared like the
     // region once parallel, under the same consistency (start_parallel maps each range onto DSM
     // memory in place; PARMACS passes the .data and .bss of the program's object files, which
@@ -95,6 +100,8 @@ struct DsmCounters {
     // Words of the program's globals whose values differed between the clusters at CREATE
     // (pointers to memory from malloc): each cluster keeps its own.
     std::atomic<uint64_t> private_global_words{0};
+    // Pages whose home moved to their only writer at a barrier (the same count at every cluster).
+    std::atomic<uint64_t> homes_moved{0};
 };
 
 enum class DsmStatus : uint8_t { kOk, kBadArg, kNoSpace, kMismatch, kRuntime };

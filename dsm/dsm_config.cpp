@@ -123,6 +123,15 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
             return false;
         }
     }
+    if (const char* s = getenv("ICCS_DSM_MIGRATE")) {
+        const std::string m = s;
+        if (m == "barrier") cfg.migrate_homes = true;
+        else if (m == "off") cfg.migrate_homes = false;
+        else {
+            err = "ICCS_DSM_MIGRATE=" + m + ": allowed values are barrier, off";
+            return false;
+        }
+    }
     if (cfg.region_bytes == 0) cfg.region_bytes = dsm_default_region_bytes();
     if (!dsm_config_check(cfg, err)) {
         err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";

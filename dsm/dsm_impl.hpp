@@ -37,7 +37,14 @@ struct Page {
     bool twin = false;                   // non-home: twin holds the page as of the interval's first write
     bool dirty = false;                  // written in the current interval (a write notice to come)
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
+    // 0: the home is the policy's (home_of_page); h + 1: the page's home moved to cluster h at a
+    // barrier (apply_moves), its only writer since the last barrier every thread was in.
+    std::atomic<uint16_t> moved_home{0};
+    std::atomic<uint8_t> home_moves{0};  // how often it moved (the same at every cluster)
 };
+
+// A page's home moves at most this many times (DsmNode::Impl::home_moves, dsm_sync.cpp).
+inline constexpr uint8_t kMaxHomeMoves = 2;
 
 // A lock's home-side state, and a flag's, a condition variable's and a counter's (one map of
 // sync ids; an id is used as one kind by the program).
@@ -64,6 +71,10 @@ struct SyncObj {
     uint16_t bar_expect = 0;
     std::vector<std::pair<ReplyToken, VC>> bar_arrived;
     VC bar_vc;
+    // Home migration: every arrival of this episode came from a barrier all bound threads of its
+    // cluster are in (`full`), and all with the same times of the last two such barriers.
+    bool bar_full = true;
+    VC bar_lf, bar_lf2;
 };
 
 // A read fault fetches its page and up to kFetchPages - 1 pages after it in one request: those of
@@ -174,6 +185,13 @@ struct DsmNode::Impl {
 
     std::mutex bar_mu;
     std::unordered_map<uint32_t, LocalBarrier> bars;
+    // Threads bound to this node (bind_thread .. unbind_thread): a barrier all of them are in, of
+    // every cluster, is one where home pages may move (no thread anywhere touches shared memory).
+    std::atomic<uint32_t> bound_threads{0};
+    // The merged times of the last two such barriers (the same at every cluster: each passes all
+    // of them, in the same order): a page written in both epochs since, by one cluster only,
+    // moves to it.
+    VC last_full, last_full2;
 
     // Home-side managers: only the service thread touches these.
     std::unordered_map<uint32_t, SyncObj> objs;
@@ -200,6 +218,7 @@ struct DsmNode::Impl {
 
     uint16_t h(uint16_t rel) const { return uint16_t(n.cfg_.handler_base + rel); }
     uint16_t home_of_page(uint64_t p) const {
+        if (const uint16_t m = pages[p].moved_home.load(std::memory_order_acquire)) return uint16_t(m - 1);
         // Block policies: a table of the part used at CREATE (start_parallel; the region itself is
         // mostly unused address space). Round-robin, and pages allocated later: p mod C.
         if (p < homes.size()) return homes[p];
@@ -314,6 +333,13 @@ struct DsmNode::Impl {
     VC from_for_home(uint16_t home, VC from, const VC& to);
     void home_holds(uint16_t home, const VC& v);
     // dsm_sync.cpp
+    // Barrier manager (its service thread): the pages written by exactly one cluster in (lf2, to],
+    // by it in (lf, to], that are not its home pages and have moved fewer than kMaxHomeMoves
+    // times, with that cluster, in page order; at most `most` of them.
+    std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& lf2, const VC& lf, const VC& to, size_t most);
+    // Every cluster, at the barrier's reply (all its bound threads in the barrier): the moves take
+    // effect; the old home write-protects what it left writable. Takes coh_mu.
+    void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep);
     DsmStatus release(uint32_t id, bool wait);  // the fence lock's release
     DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then

@@ -2,6 +2,9 @@
 // whose service thread runs its manager: a lock queue whose grant carries the lock's knowledge
 // (a vector time and the write notices the acquirer lacks), barriers that merge the arriving
 // clusters' notices, get-next-index counters, flags and condition variables.
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -117,25 +120,47 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (!msgs.empty()) I.send_token_return(self, id, msgs);
 }
 
+// An arrival: u32 id, u16 clusters, u8 full, VC last and VC last but one full barrier's times, VC,
+// intervals. The reply:
+// VC merged, u8 full (every cluster came with all its bound threads, from the same last full
+// barrier), u32 n, {u32 page, u16 new home} (the same list for every cluster), intervals.
 void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto& I = *static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     const uint32_t id = r.get<uint32_t>();
     const uint16_t expect = r.get<uint16_t>();
+    const bool full = r.get<uint8_t>() != 0;
+    VC lf = I.decode_vc(r), lf2 = I.decode_vc(r);
     VC v = I.decode_vc(r);
     I.store_intervals(r);
     SyncObj& o = I.objs[id];
     if (o.bar_vc.empty()) o.bar_vc.assign(I.n.clusters(), 0);
-    if (o.bar_arrived.empty()) o.bar_expect = expect;
-    else if (o.bar_expect != expect)
+    if (o.bar_arrived.empty()) {
+        o.bar_expect = expect;
+        o.bar_full = true;
+        o.bar_lf = lf;
+        o.bar_lf2 = lf2;
+    } else if (o.bar_expect != expect) {
         fprintf(stderr, "iccs dsm: barrier %u: cluster %u expects %u clusters, an earlier one %u\n", id,
                 unsigned(m.src.cluster), unsigned(expect), unsigned(o.bar_expect));
+    }
+    o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && lf2 == o.bar_lf2;
     for (size_t c = 0; c < v.size(); c++) o.bar_vc[c] = std::max(o.bar_vc[c], v[c]);
     o.bar_arrived.emplace_back(m.token(), std::move(v));
     if (o.bar_arrived.size() < o.bar_expect) return;
+    const bool all = o.bar_full && o.bar_expect == I.n.clusters();
+    std::vector<std::pair<uint32_t, uint16_t>> moves;
+    // A sixth of a message at most (6 bytes a page): the rest move at a later barrier.
+    if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_lf2, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
     for (auto& [tok, arr] : o.bar_arrived) {
         Wr w;
         I.encode_vc(w, o.bar_vc);
+        w.put<uint8_t>(all);
+        w.put<uint32_t>(uint32_t(moves.size()));
+        for (const auto& [p, h] : moves) {
+            w.put<uint32_t>(p);
+            w.put<uint16_t>(h);
+        }
         I.encode_intervals(w, arr, o.bar_vc);
         self.reply(tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
     }
@@ -238,6 +263,79 @@ void register_sync_handlers(DsmNode::Impl& I) {
     I.rt.set_handler(I.h(kHGetsub), h_getsub, &I);
     I.rt.set_handler(I.h(kHFlag), h_flag, &I);
     I.rt.set_handler(I.h(kHCond), h_cond, &I);
+}
+
+// ---- home migration ----------------------------------------------------------------------------
+
+// Why a page may move at a full barrier (every bound thread of every cluster in it, so no thread
+// touches shared memory and every diff of the epoch is at its home, acked): after it every valid
+// copy is current, and the writer's copy is valid (it wrote the page after the last full barrier,
+// whose notices it had applied, and nobody else wrote it since). Writes the old home made without
+// a notice (an untracked home page) are no exception: another cluster's valid copy of such a page
+// was fetched after the home's last notice of it (the fetch protected it: the home's later writes
+// are noticed) or is invalidated by that notice at the latest at this barrier.
+// A page moves when one cluster alone wrote it in the last two epochs (between the last three
+// full barriers), and it did in the last one. Pages whose writer changes from epoch to epoch (LU's
+// blocks sharing pages) moved back and forth at every barrier, each move turning the epochs its
+// old home wrote it in into diffs (lu-nc 3.9x slower): a page moves at most kMaxHomeMoves times.
+// Requiring the writer in both epochs stopped that too, but also stopped ocean's grids, which
+// their owners write every other epoch, from moving at all (ocean 1.7x slower than this rule).
+std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& lf2, const VC& lf, const VC& to,
+                                                                     size_t most) {
+    constexpr uint16_t kSeveral = UINT16_MAX;
+    struct Writes {
+        uint16_t who;     // its one writer, or kSeveral
+        uint8_t epochs;   // bit 0: written in (lf2, lf], bit 1: in (lf, to]
+    };
+    std::unordered_map<uint32_t, Writes> writer;
+    {
+        std::lock_guard<std::mutex> k(know_mu);
+        for (uint16_t c = 0; c < n.clusters_; c++)
+            for (uint32_t i = lf2[c] + 1; i <= to[c] && lf2[c] < to[c]; i++) {
+                auto it = store[c].find(i);
+                if (it == store[c].end()) return {};  // not known here: no page moves
+                const uint8_t epoch = i <= lf[c] ? 1 : 2;
+                for (uint32_t p : it->second) {
+                    auto [w, fresh] = writer.emplace(p, Writes{c, epoch});
+                    if (!fresh && w->second.who != c) w->second.who = kSeveral;
+                    w->second.epochs |= epoch;
+                }
+            }
+    }
+    std::vector<std::pair<uint32_t, uint16_t>> moves;
+    for (const auto& [p, w] : writer)
+        if (w.who != kSeveral && (w.epochs & 2) && home_of_page(p) != w.who &&
+            pages[p].home_moves.load(std::memory_order_relaxed) < kMaxHomeMoves)
+            moves.emplace_back(p, w.who);
+    std::sort(moves.begin(), moves.end());
+    if (moves.size() > most) moves.resize(most);
+    return moves;
+}
+
+void DsmNode::Impl::apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep) {
+    lock_coh(ep);
+    std::vector<uint32_t> list;
+    list.reserve(moves.size());
+    for (const auto& mv : moves) list.push_back(mv.first);
+    const uint16_t me = n.cluster_;
+    for_each_page_run(list, [&](const uint32_t* run, size_t len) {
+        const size_t at = size_t(run - list.data());
+        // The old home's untracked pages (left writable) are protected: its next write makes a twin.
+        protect_runs(run, len, PROT_READ, kReadOnly,
+                     [&](uint32_t p) { return home_of_page(p) == me && pages[p].state.load() == kWritable; });
+        for (size_t k = 0; k < len; k++) {
+            const uint32_t p = run[k];
+            const uint16_t h = moves[at + k].second;
+            Page& pg = pages[p];
+            if (h == me && (pg.state.load() == kInvalid || pg.twin || pg.dirty))
+                fatal("cluster %u: page %u moves here at a barrier but its copy is %s (protocol bug)", unsigned(me), p,
+                      pg.state.load() == kInvalid ? "invalid" : "not flushed");
+            pg.moved_home.store(uint16_t(h + 1), std::memory_order_release);
+            pg.home_moves.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    n.ctr_.homes_moved.fetch_add(moves.size(), std::memory_order_relaxed);
+    coh_mu.unlock();
 }
 
 // ---- client side -------------------------------------------------------------------------------
@@ -488,6 +586,13 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         Wr w;
         w.put<uint32_t>(id);
         w.put<uint16_t>(nclusters);
+        // Every thread of this cluster that may touch shared memory is here (home pages may move).
+        w.put<uint8_t>(local == I.bound_threads.load() && nclusters == clusters_);
+        {
+            std::lock_guard<std::mutex> k(I.know_mu);
+            I.encode_vc(w, I.last_full);
+            I.encode_vc(w, I.last_full2);
+        }
         const VC mine = I.snapshot_vc();
         I.encode_vc(w, mine);
         VC from = b->last;
@@ -507,7 +612,27 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         if (st == DsmStatus::kOk) {
             Rd r(reply.data(), reply.size());
             VC merged = I.decode_vc(r);
-            if (!I.apply(merged, r, ep, I.home_of_sync(id))) st = DsmStatus::kRuntime;
+            const bool all = r.get<uint8_t>() != 0;
+            const uint32_t nmoves = r.get<uint32_t>();
+            std::vector<std::pair<uint32_t, uint16_t>> moves(r.bad || nmoves > (r.n - r.o) / 6 ? 0 : nmoves);
+            for (auto& mv : moves) {
+                mv.first = r.get<uint32_t>();
+                mv.second = r.get<uint16_t>();
+                if (r.bad || !I.valid_page(mv.first) || mv.second >= clusters_ ||
+                    (&mv != moves.data() && mv.first <= (&mv - 1)->first)) {
+                    set_error("BARRIER " + std::to_string(id) + ": malformed reply from its home cluster");
+                    st = DsmStatus::kRuntime;
+                    break;
+                }
+            }
+            // Invalidations first, under the homes as they were; then the moves take effect.
+            if (st == DsmStatus::kOk && !I.apply(merged, r, ep, I.home_of_sync(id))) st = DsmStatus::kRuntime;
+            if (st == DsmStatus::kOk && all) {
+                if (!moves.empty()) I.apply_moves(moves, ep);
+                std::lock_guard<std::mutex> k(I.know_mu);
+                I.last_full2 = std::move(I.last_full);
+                I.last_full = merged;
+            }
             I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);
         }
