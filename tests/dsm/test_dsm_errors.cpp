@@ -86,6 +86,14 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     CHECK_FALSE(dsm_config_from_env(cfg, err));
     CHECK(err == "ICCS_DSM_HOME=nearest: allowed values are round-robin, block, alloc-block");
     unsetenv("ICCS_DSM_HOME");
+    setenv("ICCS_DSM_MIGRATE", "always", 1);
+    cfg = DsmConfig{};
+    CHECK_FALSE(dsm_config_from_env(cfg, err));
+    CHECK(err == "ICCS_DSM_MIGRATE=always: allowed values are barrier, off");
+    setenv("ICCS_DSM_MIGRATE", "off", 1);
+    CHECK(dsm_config_from_env(cfg, err));
+    CHECK_FALSE(cfg.migrate_homes);
+    unsetenv("ICCS_DSM_MIGRATE");
     setenv("ICCS_DSM_SIZE", "12X", 1);
     CHECK_FALSE(dsm_config_from_env(cfg, err));
     CHECK_THAT(err, Catch::StartsWith("ICCS_DSM_SIZE=12X"));
