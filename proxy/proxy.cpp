@@ -242,6 +242,7 @@ void Proxy::open_subconnections(uint64_t now_ns) {
         // proxies of a cluster spread their traffic over the other cluster's proxies.
         const uint16_t remote_count = cfg_.proxies_per_cluster[peer.cluster];
         if (sc != nullptr && peer.index == cfg_.index % remote_count) routes_[peer.cluster].sc = sc;
+        if (sc != nullptr) heard_from_.push_back(Heard{peer.cluster, sc});
         last_heard_ns_[peer.cluster] = now_ns;
     }
     last_status_ns_ = now_ns;

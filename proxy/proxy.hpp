@@ -131,6 +131,7 @@ struct WanView {
     X(refused, "connects for a port nobody bound, answered with a refusal")    \
     X(status_tx, "status (keepalive) messages sent to other clusters' proxies") \
     X(status_rx, "status messages received")                                   \
+    X(keepalive_acks, "keepalive frames (a bare ack) sent where a route's status message waits for its window") \
     X(peers_down, "clusters this proxy found silent for the peer timeout")      \
     X(own_stalls, "times this proxy found it had not run for over 0.5 s (not counted as peers' silence)") \
     X(peers_restarted, "clusters that came back with a new run token (handled as down)") \
@@ -355,7 +356,14 @@ class Proxy final : public SlidwinSink {
     std::vector<OpenBundle> open_;          // by cluster id: what this ring burst combines
     std::vector<uint16_t> open_list_;   // clusters with an open bundle
     uint32_t bundle_limit_ = 0;         // largest bundle [bytes]: one datagram within the MTU
-    std::vector<uint64_t> last_heard_ns_;  // by cluster id: the last message from it
+    // By cluster id: when it last proved alive (a valid datagram of one of its sub-connections,
+    // folded in from slidwin by status_pass; shifted by our own stalls); 0: reported, or none.
+    std::vector<uint64_t> last_heard_ns_;
+    struct Heard {
+        uint16_t cluster;
+        const SubConnection* sc;
+    };
+    std::vector<Heard> heard_from_;  // every sub-connection to a peer proxy, with its cluster
     std::vector<std::pair<uint16_t, PktBuf*>> refusals_;  // (cluster, kRefuse) to send after input
     uint64_t last_status_ns_ = 0;
     uint64_t last_pass_ns_ = 0;  // the last status_pass: a long gap is our own stall, not the peers' silence

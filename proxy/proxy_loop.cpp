@@ -32,19 +32,34 @@ void Proxy::status_pass(uint64_t now_ns) {
         sent_done_ = done;
         for (Route& r : routes_) {
             if (r.sc == nullptr || rings_.cluster_down(r.cluster)) continue;
-            if (r.backlog.size() > 64) continue;  // traffic is flowing there anyway
-            PktBuf* m = pkt_alloc(pool_);
-            if (m == nullptr) break;
-            ConvHdr h{};
-            h.src_cluster = be16::of(cfg_.cluster);
-            h.dst_cluster = be16::of(r.cluster);
-            h.type = static_cast<uint8_t>(ConvType::kProxyStatus);
-            h.flags = done ? kStatusDone : 0;
-            h.piece_cnt = be16::of(1);
-            store_hdr(pkt_append(m, kConvHdrLen), h);
-            ++ctr_.status_tx;
-            route_send(r.cluster, m, now_ns);
+            // Behind a long backlog a status message adds nothing but a wait; the keepalive
+            // frame below speaks for us there.
+            if (r.backlog.size() <= 64) {
+                PktBuf* m = pkt_alloc(pool_);
+                if (m == nullptr) break;
+                ConvHdr h{};
+                h.src_cluster = be16::of(cfg_.cluster);
+                h.dst_cluster = be16::of(r.cluster);
+                h.type = static_cast<uint8_t>(ConvType::kProxyStatus);
+                h.flags = done ? kStatusDone : 0;
+                h.piece_cnt = be16::of(1);
+                store_hdr(pkt_append(m, kConvHdrLen), h);
+                ++ctr_.status_tx;
+                route_send(r.cluster, m, now_ns);
+            }
+            // What did not leave now waits for the peer's window (closed, or held by a hole
+            // whose retransmission backs off up to rto_max): a bare ack tells the peer we are
+            // alive meanwhile, so a stalled window never looks like silence.
+            if ((!r.backlog.empty() || r.sc->snd_sent() != r.sc->snd_nxt()) && slidwin_keepalive(*r.sc, now_ns))
+                ++ctr_.keepalive_acks;
         }
+    }
+    // Heard: any datagram of the cluster's sub-connections that slidwin took as its confirmed
+    // peer's (authenticated with a key; slidwin.hpp, last_valid_rx_ns), not only what we could
+    // deliver: a peer whose data waits behind a hole, a closed window or our full ring is alive.
+    for (const Heard& f : heard_from_) {
+        uint64_t& h = last_heard_ns_[f.cluster];
+        if (h != 0) h = std::max(h, f.sc->last_valid_rx_ns());
     }
     // A pass long after the last one: this proxy was not run meanwhile (a host that stopped the
     // process or gave it no core for seconds: perf/README.md, issue 21), so it did not listen;

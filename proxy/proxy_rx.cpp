@@ -144,8 +144,6 @@ bool Proxy::on_one(SubConnection& sc, PktBuf* msg) {
     }
     const uint8_t* h = msg->data();
     const uint16_t src_cluster = load_be16(h + offsetof(ConvHdr, src_cluster));
-    if (src_cluster < last_heard_ns_.size() && last_heard_ns_[src_cluster] != 0)
-        last_heard_ns_[src_cluster] = iter_now_ns_;
     const auto type = static_cast<ConvType>(h[offsetof(ConvHdr, type)]);
     if (type == ConvType::kProxyStatus) {
         ++ctr_.status_rx;

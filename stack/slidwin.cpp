@@ -457,6 +457,7 @@ void slidwin_receive(SubConnection& sc, PktBuf* p, uint64_t now_ns) {
         pkt_free(p);
         return;
     }
+    sc.last_valid_rx_ns_ = now_ns;  // the confirmed peer, in the window: it is alive (what we deliver aside)
     // The peer sends without SYN only once it confirmed us: its first such ack ends our handshake.
     if (!sc.synced_)
         sc.become_synced(a, now_ns);
@@ -528,6 +529,12 @@ inline uint32_t SubConnection::deliver_in_order() {
         if (was_closed || right - last_adv_right_ >= cfg_.rcv_buf_datagrams / 2) ack_now_ = true;
     }
     return n;
+}
+
+bool slidwin_keepalive(SubConnection& sc, uint64_t now_ns) {
+    if (!sc.established() || sc.restarted_) return false;
+    sc.send_ack(now_ns, 0);
+    return true;
 }
 
 uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns) {

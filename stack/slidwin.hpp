@@ -193,6 +193,12 @@ class SubConnection {
     // The handshake is done both ways: we confirmed the peer, and it confirmed us.
     bool established() const { return peer_state_ == PeerState::kConfirmed && synced_; }
     bool restarted() const { return restarted_; }
+    // When the peer last proved it is alive: the receive clock (now_ns of slidwin_receive) of the
+    // latest datagram that passed every check of a confirmed peer (its token, the window; with a
+    // key, authenticated by the endpoint before slidwin saw it). Acks, retransmissions, probes,
+    // duplicates and data held beyond a hole count, delivered or not; a SYN, a frame of another
+    // token or outside the window does not. 0: none yet. One store per such datagram.
+    uint64_t last_valid_rx_ns() const { return last_valid_rx_ns_; }
     // One unit of the handshake budget (SYN answers, key set-ups for unknown tokens); false
     // when spent (the caller drops what needed it: drop_handshake_rate).
     bool handshake_budget(uint64_t now_ns);
@@ -206,6 +212,7 @@ class SubConnection {
     friend void slidwin_flush(SubConnection& sc, uint64_t now_ns);
     friend uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
     friend void slidwin_start(SubConnection& sc, uint64_t now_ns);
+    friend bool slidwin_keepalive(SubConnection& sc, uint64_t now_ns);
 
    private:
     struct SendSlot {
@@ -287,6 +294,7 @@ class SubConnection {
     // change the round trip the peer measures.
     uint32_t ts_recent_ = 0;
     bool ts_recent_valid_ = false;
+    uint64_t last_valid_rx_ns_ = 0;  // last_valid_rx_ns()
 
     // handshake and tokens
     enum class PeerState : uint8_t { kNone, kTentative, kConfirmed };
@@ -323,6 +331,12 @@ void slidwin_flush(SubConnection& sc, uint64_t now_ns);
 // Offer held in-order messages to the user again (after it made room); returns how many it took.
 // Sends the window update the room calls for.
 uint32_t slidwin_deliver_pending(SubConnection& sc, uint64_t now_ns);
+
+// A keepalive frame: a pure ack, now, on an established sub-connection (false, and nothing
+// sent, before that). For a peer that would otherwise hear nothing of this end: our data and our
+// status messages wait behind its closed window or a hole, and a retransmission's back-off may
+// be longer than its peer time-out. The peer takes it as any ack (nothing new: no change).
+bool slidwin_keepalive(SubConnection& sc, uint64_t now_ns);
 
 // Largest message slidwin carries: a UDP payload minus the slidwin header and the auth block
 // (whether authentication is on or not, so the limit is one number).

@@ -400,3 +400,43 @@ TEST_CASE("owner-only files and directories are checked on their descriptors", "
     REQUIRE(::stat(d.c_str(), &st) == 0);
     REQUIRE((st.st_mode & 0777) == 0755);
 }
+
+TEST_CASE("with a key only an authenticated datagram proves the peer alive: a forged one is not heard",
+          "[security]") {
+    // The proxy's peer time-out counts any datagram slidwin takes as its confirmed peer's
+    // (SubConnection::last_valid_rx_ns): with a key that must never be a frame made without it,
+    // or a forger could keep a dead cluster "alive".
+    for (const bool encrypt : {false, true}) {
+        INFO("encrypt " << encrypt);
+        const SlidwinAuthKey key = test_key(encrypt);
+        SlidwinConfig cfg;
+        cfg.auth = &key;
+        std::vector<Frame> wire;
+        Link l{cfg};
+        l.handshake();
+        l.record_a_to_b = &wire;
+        l.send_a(3);
+        l.record_a_to_b = nullptr;
+        const uint64_t heard = l.sb->last_valid_rx_ns();
+        REQUIRE(heard > 0);
+        l.settle();
+        const uint64_t drops = l.sb->counters().drop_auth, replays = l.sb->counters().drop_replay;
+        // a's token, in the window, everything right but the key: without the auth block, with a
+        // made-up one; and a real frame of a's sent again (a replay).
+        const uint8_t enc = encrypt ? kSwEnc : 0;
+        l.inject(l.b, l.pool_b, l.forge(kSwAck, 0, l.sb->snd_sent(), l.sa->local_token()));
+        l.inject(l.b, l.pool_b, l.forge(static_cast<uint8_t>(kSwAuth | enc | kSwAck), 0, l.sb->snd_sent(),
+                                        l.sa->local_token()));
+        l.inject(l.b, l.pool_b, wire.back());
+        l.ep_b->end_of_burst(l.now);
+        REQUIRE(l.sb->counters().drop_auth == drops + 2);
+        REQUIRE(l.sb->counters().drop_replay == replays + 1);
+        REQUIRE(l.sb->last_valid_rx_ns() == heard);
+        // a's keepalive, sealed with the key: heard.
+        REQUIRE(slidwin_keepalive(*l.sa, l.now));
+        const uint64_t at = l.now;
+        l.step();
+        REQUIRE(l.sb->last_valid_rx_ns() == at);
+        REQUIRE(l.sb->counters().drop_auth == drops + 2);
+    }
+}

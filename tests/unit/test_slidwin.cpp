@@ -443,3 +443,83 @@ TEST_CASE("periodic loss: every N-th frame (N 2..30, every phase; both ways, one
                 for (uint32_t phase = 0; phase < every; ++phase, ++runs) periodic_run(pat, every, phase, window, 1000);
     REQUIRE(runs == 2 * 6 * 464);
 }
+
+namespace {
+
+uint32_t frame_seq(const PktBuf& f) {
+    uint8_t v[4] = {};
+    pkt_read(&f, 14 + 20 + 8 + offsetof(SlidwinHdr, seq), 4, v);
+    return uint32_t{v[0]} << 24 | uint32_t{v[1]} << 16 | uint32_t{v[2]} << 8 | v[3];
+}
+
+// A slidwin datagram a -> b built by hand (an ack of ack, no data): what a third party could send.
+void inject_ack(Pair& p, uint32_t ack, uint64_t token) {
+    SlidwinHdr h{};
+    h.version = kSlidwinVersion;
+    h.flags = kSwAck;
+    h.subconn = be16::of(0);
+    h.ack = be32::of(ack);
+    h.wnd = be16::of(16);
+    h.token = be64::of(token);
+    PktBuf* m = pkt_alloc(p.pool_a);
+    store_hdr(pkt_append(m, kSlidwinHdrLen), h);
+    p.a.udp_output(m, 9410, p.b.config().ip, 9410);
+    p.step(1'000);
+}
+
+}  // namespace
+
+TEST_CASE("liveness: every valid datagram of the peer proves it alive, delivered or not; a keepalive is one",
+          "[slidwin]") {
+    // The proxy's peer time-out reads last_valid_rx_ns (proxy/README.md, liveness). A peer whose
+    // data waits behind a hole (its first datagram lost at every transmission) delivers nothing
+    // for as long as the hole lasts, yet every retransmission and every datagram beyond the hole
+    // shows it is there.
+    Pair p(WireImpairment{}, SlidwinConfig{});
+    REQUIRE(!slidwin_keepalive(*p.sa, p.now));  // before the handshake: nothing to say it with
+    REQUIRE(p.sa->counters().tx_ack == 0);
+    p.handshake();
+    const uint32_t head = p.sa->snd_nxt();
+    WireImpairment imp;
+    imp.drop_if = [head](int dir, const PktBuf& f) {
+        return dir == 0 && (frame_flags(f) & kSwData) != 0 && frame_seq(f) == head;
+    };
+    p.wire.set_impairment(imp);
+    for (uint64_t i = 0; i < 20; ++i)
+        REQUIRE(slidwin_send(*p.sa, make_msg(p.pool_a, i, 1400), p.now) == SlidwinSendResult::kOk);
+    for (int s = 0; s < 50; ++s) p.step(1'000'000);
+    // b heard the 19 datagrams beyond the hole, and delivered none of them.
+    const uint64_t early = p.sb->last_valid_rx_ns();
+    REQUIRE(early > 0);
+    REQUIRE(p.sink_b.next == 0);
+    REQUIRE(p.sb->counters().rx_out_of_order == 19);
+    for (int s = 0; s < 1'500; ++s) p.step(1'000'000);  // 1.5 s: the back-off reaches rto_max (1 s)
+    INFO(p.sa->to_string() << " / " << p.sb->to_string());
+    REQUIRE(p.sink_b.next == 0);
+    REQUIRE(p.sa->counters().tx_rto_retx > 0);
+    // Every second timeout that resends the hole alone sends a bare ack after it (slidwin.cpp,
+    // on_rto): those arrive, and count, while the hole's copies do not.
+    REQUIRE(p.sb->last_valid_rx_ns() > early);
+    const uint64_t rx_ack = p.sb->counters().rx_ack, tx_ack = p.sa->counters().tx_ack;
+    p.step(1'000);
+    REQUIRE(slidwin_keepalive(*p.sa, p.now));
+    const uint64_t sent_at = p.now;
+    p.step(1'000);  // the pump at sent_at moves it
+    REQUIRE(p.sa->counters().tx_ack == tx_ack + 1);
+    REQUIRE(p.sb->counters().rx_ack == rx_ack + 1);
+    REQUIRE(p.sb->last_valid_rx_ns() == sent_at);
+    REQUIRE(p.sink_b.next == 0);
+    // What is not the confirmed peer's, in the window, proves nothing: another token, an ack
+    // of what b never sent.
+    const uint64_t heard = p.sb->last_valid_rx_ns();
+    inject_ack(p, p.sb->snd_nxt(), p.sa->local_token() ^ 1);
+    REQUIRE(p.sb->counters().drop_token == 1);
+    inject_ack(p, p.sb->snd_nxt() + 5000, p.sa->local_token());
+    REQUIRE(p.sb->counters().drop_out_of_window == 1);
+    REQUIRE(p.sb->last_valid_rx_ns() == heard);
+    // The hole fills: everything arrives once, in order.
+    p.wire.set_impairment(WireImpairment{});
+    for (int s = 0; s < 3'000 && p.sink_b.next < 20; ++s) p.step(1'000'000);
+    REQUIRE(p.sink_b.next == 20);
+    REQUIRE(p.sink_b.bad == 0);
+}
