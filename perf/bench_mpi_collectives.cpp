@@ -242,8 +242,8 @@ void print_mpi_coll_table(const MpiCollRun& run, Results& res, const MpiCollGoal
                     m.wan_min, m.lo(), m.hi(), by["mpi"].lo(), by["mpi"].hi());
     }
     std::printf("  speedup = tuned / magpie; wan bytes = MagPIe's data bytes over WAN links per call, summed over "
-                "the ranks; wan min = each item once to each site that needs it (allreduce by blocks over 3 or more "
-                "sites: 2 (S - 1) vectors)\n");
+                "the ranks; wan min = each item once to each site that needs it (by blocks over 3 or more sites: "
+                "allreduce 2 (S - 1) vectors, reduce (S - 1) + (S - 1) / S)\n");
     std::printf("  WAN bytes at the minimum for every collective: %s\n", g.all_min ? "yes" : "NO");
     if (g.have_goal)
         std::printf("  goal (4 sites, 10 ms, 1 MB/s: bcast and allreduce of 64 KiB >= 3x tuned, WAN bytes at the "

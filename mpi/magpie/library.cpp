@@ -82,8 +82,8 @@ bool read_settings(std::string& err) {
     uint64_t seg = g_settings.segment_bytes;
     if (!env_u64("ICCS_MAGPIE_TIMEOUT_MS", 0, 86'400'000, g_settings.timeout_ms, err) ||
         !env_u64("ICCS_MAGPIE_SEGMENT_BYTES", 0, 1u << 30, seg, err) ||
-        !env_u64("ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES", 0, INT_MAX, g_settings.allreduce_blocks_bytes, err) ||
-        !env_u64("ICCS_MAGPIE_ALLREDUCE_CHUNKS", 1, 64, g_settings.allreduce_chunks, err))
+        !env_u64("ICCS_MAGPIE_BLOCKS_BYTES", 0, INT_MAX, g_settings.blocks_bytes, err) ||
+        !env_u64("ICCS_MAGPIE_BLOCK_CHUNKS", 1, 64, g_settings.block_chunks, err))
         return false;
     g_settings.segment_bytes = static_cast<uint32_t>(seg);
     if (const char* v = env("ICCS_MAGPIE_COUNTERS_FILE")) g_settings.counters_file = v;
@@ -225,13 +225,14 @@ void print_table(const Counters& k) {
                      kCollNames[i], c.calls.load(), c.passthrough.load(), c.msgs.load(), c.wan_msgs.load(),
                      c.wan_bytes.load(), c.wan_bytes_min.load(), c.wan_hops_max.load());
         bytes_ok = bytes_ok && c.wan_bytes == c.wan_bytes_min;
-        hops_ok = hops_ok && c.wan_hops_max <= (static_cast<Coll>(i) == Coll::kAllreduce ? 2u : 1u);  // by blocks: 2
+        const bool blocks = static_cast<Coll>(i) == Coll::kAllreduce || static_cast<Coll>(i) == Coll::kReduce;
+        hops_ok = hops_ok && c.wan_hops_max <= (blocks ? 2u : 1u);  // by blocks: 2
     }
     std::string passes;
     for (size_t i = 0; i < kPasses; ++i)
         if (k.pass[i]) passes += std::string(passes.empty() ? "" : ", ") + kPassNames[i] + " " + std::to_string(k.pass[i].load());
-    std::fprintf(stderr, "  MagPIe's rules: wan_bytes = wan_min: %s; at most one wide-area link per path (allreduce by blocks: "
-                 "two): %s%s%s\n",
+    std::fprintf(stderr, "  MagPIe's rules: wan_bytes = wan_min: %s; at most one wide-area link per path (allreduce and reduce "
+                 "by blocks: two): %s%s%s\n",
                  bytes_ok ? "yes" : "NO", hops_ok ? "yes" : "NO", passes.empty() ? "" : "; passed through: ", passes.c_str());
 }
 

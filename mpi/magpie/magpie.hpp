@@ -67,7 +67,7 @@ struct CollCounters {
     std::atomic<uint64_t> shm_msgs{0}, shm_bytes{0};    // of those, to a rank of its own cluster
     std::atomic<uint64_t> wan_msgs{0}, wan_bytes{0};    // of those, to another site (wan_bytes: data only)
     std::atomic<uint64_t> wan_bytes_min{0};  // each data item once to each site that needs it (MagPIe's rule 2)
-    std::atomic<uint64_t> wan_hops_max{0};   // most wide-area links behind any message sent (rule 1: <= 1; allreduce by blocks: 2)
+    std::atomic<uint64_t> wan_hops_max{0};   // most wide-area links behind any message sent (rule 1: <= 1; allreduce, reduce by blocks: 2)
 };
 
 struct Counters {
@@ -82,11 +82,11 @@ struct Settings {
     bool enabled = true;                 // ICCS_MAGPIE=off: every call passes through
     uint64_t timeout_ms = 0;             // ICCS_MAGPIE_TIMEOUT_MS: a call waiting longer fails; 0 = never
     uint32_t segment_bytes = 16 << 10;   // ICCS_MAGPIE_SEGMENT_BYTES: wide-area pieces are at least this long
-    // ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES: an allreduce of at least this many bytes over 3 or more
-    // sites goes by blocks (reduce-scatter + allgather between the sites); 0 = never. The default
-    // is the measured switch point (README.md "allreduce by blocks").
-    uint64_t allreduce_blocks_bytes = 16 << 10;
-    uint64_t allreduce_chunks = 2;  // ICCS_MAGPIE_ALLREDUCE_CHUNKS: a block crosses in at most this many chunks
+    // ICCS_MAGPIE_BLOCKS_BYTES: an allreduce or reduce of at least this many bytes over 3 or more
+    // sites goes by blocks (a reduce-scatter between the sites, then an allgather or a gather);
+    // 0 = never. The default is the measured switch point (README.md "Allreduce by blocks").
+    uint64_t blocks_bytes = 16 << 10;
+    uint64_t block_chunks = 2;  // ICCS_MAGPIE_BLOCK_CHUNKS: a block crosses in at most this many chunks
     std::string counters_file;           // ICCS_MAGPIE_COUNTERS_FILE: each rank writes FILE.r<rank> (JSON)
     std::string report;                  // ICCS_MAGPIE_REPORT: "-" = a table on stderr, else a JSON file
 };
@@ -262,21 +262,22 @@ inline constexpr size_t kFanOutRanks = 8;
 bool spread_in_site(Call& call, char* buf, uint64_t total, uint32_t n, const std::vector<uint32_t>& clusters,
                     MPI_Datatype t, MPI_Aint unit, int root);
 
-// Allreduce by blocks (reduce.cpp): taken when the vector of `bytes` is at least
-// ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES and the communicator spans 3 or more sites (over 2 sites it
-// moves as many bytes as the whole-partials path, with one more wide-area latency). The vector is
-// cut into `lanes` (one per cluster leader, as many in every site: the fewest any site gets by
-// pieces_for) and each lane into one block per site; block (lane, site) is reduced at that site's
-// leader of the lane and then sent to every other site's leader of the lane.
-bool allreduce_by_blocks(const Comm& c, uint64_t bytes);
-uint32_t allreduce_lanes(const Comm& c, uint64_t bytes, uint64_t count);
+// Allreduce and reduce by blocks (reduce.cpp): taken when the vector of `bytes` is at least
+// ICCS_MAGPIE_BLOCKS_BYTES and the communicator spans 3 or more sites (over 2 sites it moves as
+// many bytes over each link as the whole-partials path, with one more wide-area latency). The
+// vector is cut into `lanes` (one per cluster leader, as many in every site: the fewest any site
+// gets by pieces_for) and each lane into one block per site; block (lane, site) is reduced at that
+// site's leader of the lane and then sent to every other site's leader of the lane (reduce: to
+// the root's site's).
+bool by_blocks(const Comm& c, uint64_t bytes);
+uint32_t block_lanes(const Comm& c, uint64_t bytes, uint64_t count);
 // The elements [first, first + count) of block (lane, site) of a vector of `total` elements.
-void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
-                     uint64_t& count);
+void block_range(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
+                 uint64_t& count);
 // A block of `block_n` elements crosses in this many chunks, so that the allgather of its first
-// chunks overlaps the reduce-scatter of its last: ICCS_MAGPIE_ALLREDUCE_CHUNKS at most, each at
+// chunks overlaps the reduce-scatter of its last: ICCS_MAGPIE_BLOCK_CHUNKS at most, each at
 // least ICCS_MAGPIE_SEGMENT_BYTES / 16 bytes (1 KiB by default) and one element.
-uint32_t allreduce_chunks(uint64_t block_n, int elem_size);
+uint32_t chunks_of_block(uint64_t block_n, int elem_size);
 
 // Runs of `ranks` (ascending) as [first, last]: each a row of consecutive ranks of the
 // communicator, or, when `split` is false, all of them in one (MPI lets a commutative
@@ -286,7 +287,7 @@ std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks, bool spl
 // The least wide-area data a collective can move under MagPIe's rule 2 (each data item once to
 // each site that needs it), from the topology and the counts alone (wan_min.cpp).
 uint64_t wan_min_bcast(const Comm& c, int root, uint64_t bytes);
-uint64_t wan_min_reduce(const Comm& c, int root, uint64_t bytes, bool split);
+uint64_t wan_min_reduce(const Comm& c, int root, uint64_t count, int elem_size, bool split);
 uint64_t wan_min_allreduce(const Comm& c, uint64_t count, int elem_size, bool split);
 uint64_t wan_min_reduce_scatter(const Comm& c, const int* counts, int elem_size, bool split);
 uint64_t wan_min_scan(const Comm& c, uint64_t bytes);

@@ -6,14 +6,17 @@
 // that does not commute, one per row of consecutive ranks of the site: MPI fixes the order of
 // the operands, x0 op x1 op ... op x(n-1), and only such rows may be combined early). Then:
 //   reduce:         the partials cross once to the root's site (long ones in pieces to several of
-//                   its leaders, which combine their piece and pass it on to the root);
+//                   its leaders, which combine their piece and pass it on to the root); long
+//                   vectors over 3 or more sites go by blocks instead (reduce_by_blocks: a
+//                   reduce-scatter between the sites, then each site's reduced blocks to the
+//                   root's site);
 //   allreduce:      no coordinator: the vector is cut into pieces, one per leader of the site
 //                   (one piece when short); the leaders swap the pieces of their cluster partials,
 //                   so leader j holds piece j of the site's partials, and sends it to every other
 //                   site (one wide-area latency; to the leader(s) holding that piece there); each
 //                   leader combines its piece of every site's partials in rank order (so every site
 //                   computes the same bits), and the pieces spread over the site's ranks; long
-//                   vectors over 3 or more sites go by blocks instead (allreduce_blocks: a
+//                   vectors over 3 or more sites go by blocks instead (reduce_by_blocks: a
 //                   reduce-scatter and an allgather between the sites, 2 (S - 1) / S of the
 //                   vector out of each site instead of S - 1 vectors);
 //   reduce_scatter: a coordinator sends each cluster of every site only that cluster's blocks of
@@ -38,28 +41,28 @@ std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks, bool spl
     return out;
 }
 
-bool allreduce_by_blocks(const Comm& c, uint64_t bytes) {
-    const uint64_t at_least = settings().allreduce_blocks_bytes;
+bool by_blocks(const Comm& c, uint64_t bytes) {
+    const uint64_t at_least = settings().blocks_bytes;
     return c.sites() >= 3 && at_least > 0 && bytes >= at_least;
 }
 
-uint32_t allreduce_lanes(const Comm& c, uint64_t bytes, uint64_t count) {
+uint32_t block_lanes(const Comm& c, uint64_t bytes, uint64_t count) {
     uint32_t lanes = UINT32_MAX;
     for (uint32_t s = 0; s < c.sites(); ++s) lanes = std::min(lanes, pieces_for(c, s, bytes, count));
     return lanes;
 }
 
-void allreduce_block(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
-                     uint64_t& count) {
+void block_range(uint64_t total, uint32_t lanes, uint32_t sites, uint32_t lane, uint32_t site, uint64_t& first,
+                 uint64_t& count) {
     uint64_t lane_first, lane_count;
     piece_range(total, lanes, lane, lane_first, lane_count);
     piece_range(lane_count, sites, site, first, count);
     first += lane_first;
 }
 
-uint32_t allreduce_chunks(uint64_t block_n, int elem_size) {
+uint32_t chunks_of_block(uint64_t block_n, int elem_size) {
     const uint64_t least = std::max<uint64_t>(1, settings().segment_bytes / 16);  // bytes of a chunk
-    const uint64_t most = std::min<uint64_t>(settings().allreduce_chunks, block_n);
+    const uint64_t most = std::min<uint64_t>(settings().block_chunks, block_n);
     return uint32_t(std::clamp<uint64_t>(block_n * uint64_t(elem_size) / least, 1, std::max<uint64_t>(most, 1)));
 }
 
@@ -165,10 +168,10 @@ uint32_t index_in(const std::vector<uint32_t>& v, uint32_t x) {
     return static_cast<uint32_t>(std::find(v.begin(), v.end(), x) - v.begin());
 }
 
-// At a site's leaders, for allreduce: piece j of n of every cluster partial goes to the leader of
-// the site's cluster j, which combines piece j of the site's rows (one row when the operation
+// At a site's leaders (the root leads its cluster): piece j of n of every cluster partial goes to
+// the leader of the site's cluster j, which combines piece j of the site's rows (one row when the operation
 // commutes) into `rows` and sets [first, first + cnt). Leaders of no piece return with rows empty.
-bool site_rows_of_piece(Call& call, std::vector<Partial>& parts, const Reduction& red, uint32_t n, bool split,
+bool site_rows_of_piece(Call& call, std::vector<Partial>& parts, const Reduction& red, uint32_t n, bool split, int root,
                         std::vector<Partial>& rows, uint64_t& first, uint64_t& cnt) {
     const Comm& c = call.comm();
     const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
@@ -178,7 +181,7 @@ bool site_rows_of_piece(Call& call, std::vector<Partial>& parts, const Reduction
     for (uint32_t j = 0; j < n; ++j) {
         if (j == j_me) continue;
         piece_range(uint64_t(red.count), n, j, first, cnt);
-        for (Partial& p : parts) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j]));
+        for (Partial& p : parts) call.send(p.buf.base() + red.offset(first), int(cnt), red.t.type, c.leader(clusters[j], root));
     }
     if (j_me >= n) return true;
     piece_range(uint64_t(red.count), n, j_me, first, cnt);
@@ -192,7 +195,7 @@ bool site_rows_of_piece(Call& call, std::vector<Partial>& parts, const Reduction
         if (k == my_cluster) continue;
         for (const auto& [f, l] : runs_of(c.cluster_ranks[k], split)) {
             mine.push_back(Partial{f, l, TypedBuf(red.t, cnt)});
-            call.recv(mine.back().buf.base(), int(cnt), red.t.type, c.leader(k));
+            call.recv(mine.back().buf.base(), int(cnt), red.t.type, c.leader(k, root));
         }
     }
     return call.wait_all() && merge_rows(call, mine, runs_of(c.site_ranks[my_site], split), int(cnt), red, rows);
@@ -215,6 +218,139 @@ bool cluster_inputs(Call& call, const void* in, const Reduction& red, std::vecto
     return call.wait_all();
 }
 
+namespace {
+
+// By blocks (long vectors over 3 or more sites), for allreduce (root -1) and reduce: as allreduce
+// below up to the site's rows of lane i at the site's leader of lane i (the root leads its
+// cluster); then, between the sites' leaders of lane i, a reduce-scatter (each sends block t of its
+// rows to site t, which combines block t of every site's rows in rank order) and an allgather
+// (each sends its reduced block to every other site; reduce: to the root's site only, whose leaders
+// pass their lanes to the root); allreduce: then every rank of the site gets every lane. A reduced
+// block crosses a second wide-area link (wan_hops 2): one more latency for 2 (S - 1) / S of the
+// vector out of each site instead of S - 1 vectors (reduce: into the root's site instead of S - 1).
+int reduce_by_blocks(Call& call, void* out, const Reduction& red, std::vector<Partial>& parts) {
+    const Comm& c = call.comm();
+    const int root = call.root();
+    const uint64_t count = uint64_t(red.count);
+    const uint32_t S = c.sites(), my_site = c.my_site();
+    const uint32_t root_site = root >= 0 ? c.site_of[root] : S;  // S: every site gets the result
+    const auto& clusters = c.site_clusters[my_site];
+    const uint32_t lanes = block_lanes(c, count * uint64_t(red.t.size), count);
+    const uint32_t i = index_in(clusters, c.my_cluster());  // this leader's lane (if < lanes)
+    auto holder = [&](uint32_t site) { return c.leader(c.site_clusters[site][i], root); };  // of lane i
+    const bool holds = c.me == c.leader(c.my_cluster(), root) && i < lanes;
+    uint64_t lane_first = 0, lane_n = 0;
+    TypedBuf lane;  // reduce: lane i's result here (allreduce: in out)
+    if (c.me == c.leader(c.my_cluster(), root)) {
+        // The site's leaders: lane i of the site's rows at its leader of lane i ...
+        std::vector<Partial> rows;
+        if (!site_rows_of_piece(call, parts, red, lanes, !red.commutative, root, rows, lane_first, lane_n))
+            return call.error();
+        if (holds) {
+            // Element e of lane i's result is at result + offset(e - lane_first).
+            if (root >= 0) lane = TypedBuf(red.t, lane_n);
+            char* result = root >= 0 ? lane.base() : static_cast<char*>(out) + red.offset(lane_first);
+            // Each block goes in chunks, so that a site forwards the first reduced chunks while
+            // the last are still on their way to it (the allgather overlaps the reduce-scatter).
+            auto chunk = [&](uint64_t block_first, uint64_t block_n, uint32_t k, uint64_t& first, uint64_t& n) {
+                piece_range(block_n, chunks_of_block(block_n, red.t.size), k, first, n);
+                first += block_first;
+            };
+            // Every chunk of the blocks of lane i of the other sites: each(site, first, n).
+            auto other_chunks = [&](auto&& each) {
+                for (uint32_t t = 0; t < S; ++t) {
+                    uint64_t bf, bn;
+                    block_range(count, lanes, S, i, t, bf, bn);
+                    if (t == my_site || bn == 0) continue;
+                    for (uint32_t k = 0; k < chunks_of_block(bn, red.t.size); ++k) {
+                        uint64_t first, n;
+                        chunk(bf, bn, k, first, n);
+                        each(t, first, n);
+                    }
+                }
+            };
+            // ... sends block t of its rows to site t, chunk by chunk (reduce-scatter) ...
+            other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
+                for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+            });
+            uint64_t mine_first, mine_n;
+            block_range(count, lanes, S, i, my_site, mine_first, mine_n);
+            const uint32_t my_chunks = mine_n ? chunks_of_block(mine_n, red.t.size) : 0;
+            // Its own block of its rows (copied: the rows' other blocks may still be sending), and
+            // of every other site's rows, chunk by chunk ...
+            std::vector<TypedBuf> got;
+            std::vector<Operand> ops;  // rank order within a chunk: every row's first rank
+            std::vector<std::vector<int>> waits(my_chunks);
+            for (Partial& r : rows) {
+                got.emplace_back(red.t, mine_n);
+                copy_typed(r.buf.base() + red.offset(mine_first - lane_first), got.back().base(), int(mine_n), red.t);
+                ops.push_back(Operand{r.first, got.back().base()});
+            }
+            for (uint32_t s = 0; s < S && mine_n > 0; ++s) {
+                if (s == my_site) continue;
+                for (const auto& row : runs_of(c.site_ranks[s], !red.commutative)) {
+                    got.emplace_back(red.t, mine_n);
+                    ops.push_back(Operand{row.first, got.back().base()});
+                }
+            }
+            for (uint32_t k = 0; k < my_chunks; ++k) {
+                uint64_t first, n;
+                chunk(0, mine_n, k, first, n);
+                size_t o = rows.size();
+                for (uint32_t s = 0; s < S; ++s) {
+                    if (s == my_site) continue;
+                    const size_t site_rows = runs_of(c.site_ranks[s], !red.commutative).size();
+                    for (size_t row = 0; row < site_rows; ++row, ++o)
+                        waits[k].push_back(call.recv(ops[o].at + red.offset(first), int(n), red.t.type, holder(s)));
+                }
+            }
+            // ... and the other sites' reduced blocks, chunk by chunk, into place (allgather; reduce:
+            // at the root's site only) ...
+            if (root < 0 || my_site == root_site)
+                other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
+                    call.recv(result + red.offset(first - lane_first), int(n), red.t.type, holder(t));
+                });
+            // ... each chunk of its own block combined in rank order as soon as every site's rows
+            // of it are here, and sent on to every other site (reduce: to the root's site).
+            for (uint32_t k = 0; k < my_chunks; ++k) {
+                for (int h : waits[k])
+                    if (!call.wait(h)) return call.error();
+                uint64_t first, n;
+                chunk(0, mine_n, k, first, n);
+                std::vector<Operand> at = ops;
+                for (Operand& x : at) x.at += red.offset(first);
+                char* acc = combine(at, int(n), red, call);
+                char* dst = result + red.offset(mine_first + first - lane_first);
+                if (!acc || copy_typed(acc, dst, int(n), red.t) != MPI_SUCCESS)
+                    return call.raise(MPI_ERR_OP, "combining the partials failed");
+                for (uint32_t t = 0; t < S; ++t)
+                    if (t != my_site && (root < 0 || t == root_site)) call.send(dst, int(n), red.t.type, holder(t));
+            }
+        }
+    }
+    if (!call.wait_all()) return call.error();
+    if (root < 0)  // every rank of the site gets every lane
+        return spread_in_site(call, static_cast<char*>(out), count, lanes, clusters, red.t.type, red.t.extent, -1)
+                   ? MPI_SUCCESS
+                   : call.error();
+    // Reduce: the root gets every lane from its site's leaders of them.
+    if (my_site != root_site) return MPI_SUCCESS;
+    if (holds && c.me != root) call.send(lane.base(), int(lane_n), red.t.type, root);
+    if (c.me == root)
+        for (uint32_t j = 0; j < lanes; ++j) {
+            uint64_t first, n;
+            piece_range(count, lanes, j, first, n);
+            char* at = static_cast<char*>(out) + red.offset(first);
+            if (c.leader(clusters[j], root) != root)
+                call.recv(at, int(n), red.t.type, c.leader(clusters[j], root));
+            else if (copy_typed(lane.base(), at, int(n), red.t) != MPI_SUCCESS)
+                return call.raise(MPI_ERR_TYPE, "copy failed");
+        }
+    return call.wait_all() ? MPI_SUCCESS : call.error();
+}
+
+}  // namespace
+
 int reduce(Call& call, const void* in, void* out, const Reduction& red) {
     const Comm& c = call.comm();
     const int me = c.me, root = call.root(), count = red.count;
@@ -222,7 +358,12 @@ int reduce(Call& call, const void* in, void* out, const Reduction& red) {
     const bool split = !red.commutative;
     call.add_bytes(m);
     if (count == 0) return MPI_SUCCESS;
-    if (me == root) call.add_wan_min(wan_min_reduce(c, root, m, split));
+    if (me == root) call.add_wan_min(wan_min_reduce(c, root, uint64_t(count), red.t.size, split));
+    if (by_blocks(c, m)) {
+        std::vector<Partial> parts;
+        if (!cluster_partials(call, in, red, root, split, parts)) return call.error();
+        return reduce_by_blocks(call, out, red, parts);
+    }
     std::vector<Partial> mine;
     if (!site_partials(call, in, red, root, split, mine)) return call.error();
 
@@ -299,114 +440,6 @@ int reduce(Call& call, const void* in, void* out, const Reduction& red) {
     return MPI_SUCCESS;
 }
 
-namespace {
-
-// Allreduce by blocks (long vectors over 3 or more sites): as allreduce below up to the site's
-// rows of lane i at the site's leader of lane i; then, between the sites' leaders of lane i, a
-// reduce-scatter (each sends block t of its rows to site t, which combines block t of every
-// site's rows in rank order) and an allgather (each sends its reduced block to every other site);
-// then every rank of the site gets every lane. A reduced block crosses a second wide-area link
-// (wan_hops 2): one more latency for 2 (S - 1) / S of the vector out of each site instead of S - 1.
-int allreduce_blocks(Call& call, void* out, const Reduction& red, std::vector<Partial>& parts) {
-    const Comm& c = call.comm();
-    const uint64_t count = uint64_t(red.count);
-    const uint32_t S = c.sites(), my_site = c.my_site();
-    const auto& clusters = c.site_clusters[my_site];
-    const uint32_t lanes = allreduce_lanes(c, count * uint64_t(red.t.size), count);
-    const uint32_t i = index_in(clusters, c.my_cluster());  // this leader's lane (if < lanes)
-    auto holder = [&](uint32_t site) { return c.leader(c.site_clusters[site][i]); };  // of lane i
-    if (c.me == c.leader(c.my_cluster())) {
-        // The site's leaders: lane i of the site's rows at its leader of lane i ...
-        std::vector<Partial> rows;
-        uint64_t lane_first, lane_n;
-        if (!site_rows_of_piece(call, parts, red, lanes, !red.commutative, rows, lane_first, lane_n))
-            return call.error();
-        if (i < lanes) {
-            // Each block goes in chunks, so that a site forwards the first reduced chunks while
-            // the last are still on their way to it (the allgather overlaps the reduce-scatter).
-            auto chunk = [&](uint64_t block_first, uint64_t block_n, uint32_t k, uint64_t& first, uint64_t& n) {
-                piece_range(block_n, allreduce_chunks(block_n, red.t.size), k, first, n);
-                first += block_first;
-            };
-            // Every chunk of the blocks of lane i of the other sites: each(site, first, n).
-            auto other_chunks = [&](auto&& each) {
-                for (uint32_t t = 0; t < S; ++t) {
-                    uint64_t bf, bn;
-                    allreduce_block(count, lanes, S, i, t, bf, bn);
-                    if (t == my_site || bn == 0) continue;
-                    for (uint32_t k = 0; k < allreduce_chunks(bn, red.t.size); ++k) {
-                        uint64_t first, n;
-                        chunk(bf, bn, k, first, n);
-                        each(t, first, n);
-                    }
-                }
-            };
-            // ... sends block t of its rows to site t, chunk by chunk (reduce-scatter) ...
-            other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
-                for (Partial& r : rows) call.send(r.buf.base() + red.offset(first - lane_first), int(n), red.t.type, holder(t));
-            });
-            uint64_t mine_first, mine_n;
-            allreduce_block(count, lanes, S, i, my_site, mine_first, mine_n);
-            const uint32_t my_chunks = mine_n ? allreduce_chunks(mine_n, red.t.size) : 0;
-            // Its own block of its rows (copied: the rows' other blocks may still be sending), and
-            // of every other site's rows, chunk by chunk ...
-            std::vector<TypedBuf> got;
-            std::vector<Operand> ops;  // rank order within a chunk: every row's first rank
-            std::vector<std::vector<int>> waits(my_chunks);
-            for (Partial& r : rows) {
-                got.emplace_back(red.t, mine_n);
-                copy_typed(r.buf.base() + red.offset(mine_first - lane_first), got.back().base(), int(mine_n), red.t);
-                ops.push_back(Operand{r.first, got.back().base()});
-            }
-            for (uint32_t s = 0; s < S && mine_n > 0; ++s) {
-                if (s == my_site) continue;
-                for (const auto& row : runs_of(c.site_ranks[s], !red.commutative)) {
-                    got.emplace_back(red.t, mine_n);
-                    ops.push_back(Operand{row.first, got.back().base()});
-                }
-            }
-            for (uint32_t k = 0; k < my_chunks; ++k) {
-                uint64_t first, n;
-                chunk(0, mine_n, k, first, n);
-                size_t o = rows.size();
-                for (uint32_t s = 0; s < S; ++s) {
-                    if (s == my_site) continue;
-                    const size_t site_rows = runs_of(c.site_ranks[s], !red.commutative).size();
-                    for (size_t row = 0; row < site_rows; ++row, ++o)
-                        waits[k].push_back(call.recv(ops[o].at + red.offset(first), int(n), red.t.type, holder(s)));
-                }
-            }
-            // ... and the other sites' reduced blocks, chunk by chunk, into place (allgather) ...
-            other_chunks([&](uint32_t t, uint64_t first, uint64_t n) {
-                call.recv(static_cast<char*>(out) + red.offset(first), int(n), red.t.type, holder(t));
-            });
-            // ... each chunk of its own block combined in rank order as soon as every site's rows
-            // of it are here, and sent on to every other site.
-            for (uint32_t k = 0; k < my_chunks; ++k) {
-                for (int h : waits[k])
-                    if (!call.wait(h)) return call.error();
-                uint64_t first, n;
-                chunk(0, mine_n, k, first, n);
-                std::vector<Operand> at = ops;
-                for (Operand& x : at) x.at += red.offset(first);
-                char* acc = combine(at, int(n), red, call);
-                char* dst = static_cast<char*>(out) + red.offset(mine_first + first);
-                if (!acc || copy_typed(acc, dst, int(n), red.t) != MPI_SUCCESS)
-                    return call.raise(MPI_ERR_OP, "combining the partials failed");
-                for (uint32_t t = 0; t < S; ++t)
-                    if (t != my_site) call.send(dst, int(n), red.t.type, holder(t));
-            }
-        }
-    }
-    if (!call.wait_all()) return call.error();
-    // Every rank of the site gets every lane.
-    return spread_in_site(call, static_cast<char*>(out), count, lanes, clusters, red.t.type, red.t.extent, -1)
-               ? MPI_SUCCESS
-               : call.error();
-}
-
-}  // namespace
-
 int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
     const Comm& c = call.comm();
     const int me = c.me, count = red.count;
@@ -417,7 +450,7 @@ int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
     if (me == 0) call.add_wan_min(wan_min_allreduce(c, uint64_t(count), red.t.size, split));
     std::vector<Partial> parts;
     if (!cluster_partials(call, in, red, -1, split, parts)) return call.error();
-    if (allreduce_by_blocks(c, m)) return allreduce_blocks(call, out, red, parts);
+    if (by_blocks(c, m)) return reduce_by_blocks(call, out, red, parts);
     const uint32_t my_site = c.my_site(), my_cluster = c.my_cluster();
     // Every site's vector is cut into pieces, one per leader (of the first n of its clusters).
     auto pieces = [&](uint32_t s) { return pieces_for(c, s, m, count); };
@@ -427,7 +460,7 @@ int allreduce(Call& call, const void* in, void* out, const Reduction& red) {
         // The site's leaders: piece j of the site's rows at leader j ...
         std::vector<Partial> rows;
         uint64_t first, cnt;
-        if (!site_rows_of_piece(call, parts, red, n, split, rows, first, cnt)) return call.error();
+        if (!site_rows_of_piece(call, parts, red, n, split, -1, rows, first, cnt)) return call.error();
         if (!rows.empty()) {
             // ... sends them to every other site, to the leader(s) whose piece overlaps it (the
             // same pieces when the sites are alike) ...

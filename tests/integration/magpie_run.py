@@ -5,17 +5,19 @@ Usage: magpie_run.py MODE [OPTIONS]
 
   check   --binary PROG [--preload LIB] --sites SPEC --ranks N [--btl tcp,self] [--counts C,..]
           [--comms world,...] [--placement sites|machine|hosts] [--segment-bytes N]
-          [--allreduce-blocks N] [--wan-allreduce N]
+          [--blocks N] [--wan-allreduce N]
           tests/mpi/magpie_check.c on N ranks: every rank must report 0 failures; the report
           summed over the ranks (ICCS_MAGPIE_REPORT as JSON) must show every collective called
           and none passed through (but the inter-communicator's), wan_bytes == wan_bytes_min
-          and wan_hops_max <= 1 for each (MagPIe's two rules; allreduce by blocks over 3 or more
-          sites: wan_hops_max 2, and exactly 2 when its longest sum of ints reaches the switch
-          point), wide-area traffic exactly when there is more than one site, and one counters
-          file per rank. --segment-bytes and --allreduce-blocks set ICCS_MAGPIE_SEGMENT_BYTES and
-          ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES; --wan-allreduce N: one more allreduce of N ints on
+          and wan_hops_max <= 1 for each (MagPIe's two rules; allreduce and reduce by blocks over 3
+          or more sites: wan_hops_max 2, and exactly 2 when their longest sum of ints reaches the
+          switch point), wide-area traffic exactly when there is more than one site, and one counters
+          file per rank. --segment-bytes and --blocks set ICCS_MAGPIE_SEGMENT_BYTES and
+          ICCS_MAGPIE_BLOCKS_BYTES; --wan-allreduce N: one more allreduce of N ints on
           MPI_COMM_WORLD whose wide-area bytes must be exactly 2 (S - 1) x 4N by blocks (S >= 3 sites,
-          4N at least the switch point), else S (S - 1) x 4N (every site's partial to every other).
+          4N at least the switch point), else S (S - 1) x 4N (every site's partial to every other),
+          and a reduce of them to rank 0: (S - 1) x 4N plus the other sites' blocks by blocks, else
+          (S - 1) x 4N. SITE:CLUSTER specs of --wan-allreduce: entries only (no bare SITE).
   sweep   --binary PROG [--counts ...]: check over every shape of 1..4 sites x 1..3 clusters x 1..2
           ranks (SxCxR).
   bad     --binary PROG --bad root|count|coll|skip: a mismatched call (or a rank that skips one)
@@ -42,8 +44,8 @@ import time
 
 COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv", "allgather",
          "allgatherv", "alltoall", "alltoallv", "reduce_scatter", "reduce_scatter_block", "scan", "exscan"]
-# The library's default ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES (mpi/magpie/magpie.hpp, Settings).
-ALLREDUCE_BLOCKS_DEFAULT = 16384
+# The library's default ICCS_MAGPIE_BLOCKS_BYTES (mpi/magpie/magpie.hpp, Settings).
+BLOCKS_DEFAULT = 16384
 # Collectives whose data crosses sites whenever there are two (barrier carries none).
 DATA_COLLS = [c for c in COLLS if c != "barrier"]
 
@@ -82,6 +84,20 @@ def shape_ranks(spec):
     return len(entries), len({e.split(":")[0] for e in entries})
 
 
+def clusters_by_site(spec):
+    """The clusters of each site of an ICCS_SITES spec (SxCxR, or SITE:CLUSTER per rank), site by
+    site in the order of their lowest rank."""
+    if "x" in spec:
+        s, c, _ = (int(v) for v in spec.split("x"))
+        return {site: list(range(site * c, site * c + c)) for site in range(s)}
+    out = {}
+    for e in (e for e in spec.replace(",", " ").split() if e):
+        site, cluster = e.split(":")
+        if cluster not in out.setdefault(site, []):
+            out[site].append(cluster)
+    return out
+
+
 def machine_file(path, spec, a):
     """A machine file placing the ranks of SxCxR as `iccs run --mpi` would (and, over the provider,
     its proxies and the WAN emulation between the sites)."""
@@ -115,8 +131,8 @@ def run_check(a, spec, tmp):
         env["LD_PRELOAD"] = a.preload
     if a.segment_bytes:
         env["ICCS_MAGPIE_SEGMENT_BYTES"] = a.segment_bytes
-    if a.allreduce_blocks:
-        env["ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES"] = a.allreduce_blocks
+    if a.blocks:
+        env["ICCS_MAGPIE_BLOCKS_BYTES"] = a.blocks
     cmd = mpirun_base(ranks, a.btl, a.provider)
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
@@ -150,19 +166,33 @@ def run_check(a, spec, tmp):
         fail(f"{spec}: placement from {rep['placement']}, expected {want_placement}", out)
     colls = rep["collectives"]
     sites = 1 if a.placement == "hosts" else sites
-    # Allreduce by blocks (3 or more sites, vectors from the switch point on) passes reduced blocks
-    # over a second wide-area link by design; the longest sum of ints of MPI_COMM_WORLD takes it
-    # for sure when it reaches the switch point (other communicators and types may too).
-    blocks_at = int(a.allreduce_blocks) if a.allreduce_blocks else ALLREDUCE_BLOCKS_DEFAULT
+    # Allreduce and reduce by blocks (3 or more sites, vectors from the switch point on) pass
+    # reduced blocks over a second wide-area link by design; the longest sum of ints of
+    # MPI_COMM_WORLD takes it for sure when it reaches the switch point (others may too).
+    blocks_at = int(a.blocks) if a.blocks else BLOCKS_DEFAULT
     by_blocks = lambda nbytes: sites >= 3 and blocks_at > 0 and nbytes >= blocks_at
     longest = max(int(c) for c in a.counts.split(","))
     if a.wan_allreduce:
         n = int(a.wan_allreduce)
-        want = (2 * (sites - 1) if by_blocks(4 * n) else sites * (sites - 1)) * 4 * n
-        got = [l for l in out.splitlines() if l.startswith(f"magpie_check allreduce {n} wan_bytes ")]
-        if len(got) != 1 or int(got[0].split()[-1]) != want:
-            fail(f"{spec}: an allreduce of {n} ints moved {got[0].split()[-1] if got else 'no report of'} wide-area "
-                 f"bytes, expected exactly {want}", out)
+        # By blocks: each site's partial less its own block to the other sites (S - 1 vectors),
+        # then the reduced blocks (allreduce: each to the S - 1 other sites; reduce to rank 0: the
+        # blocks of the sites but rank 0's to its site). Block of site t: its share of every lane,
+        # the lanes as many as the fewest clusters of a site (pieces of at least the segment).
+        seg = int(a.segment_bytes) if a.segment_bytes else 16384
+        lanes = min(len(k) for k in clusters_by_site(spec).values())
+        lanes = 1 if seg == 0 else max(1, min(lanes, 4 * n // seg, n))
+        share = [0] * sites
+        for lane in range(lanes):
+            ln = n // lanes + (lane < n % lanes)
+            for t in range(sites):
+                share[t] += ln // sites + (t < ln % sites)
+        want = {"allreduce": (2 * (sites - 1) if by_blocks(4 * n) else sites * (sites - 1)) * 4 * n,
+                "reduce": ((sites - 1) * n + n - share[0]) * 4 if by_blocks(4 * n) else (sites - 1) * 4 * n}
+        for coll, w in want.items():
+            got = [l for l in out.splitlines() if l.startswith(f"magpie_check {coll} {n} wan_bytes ")]
+            if len(got) != 1 or int(got[0].split()[-1]) != w:
+                fail(f"{spec}: {coll} of {n} ints moved {got[0].split()[-1] if got else 'no report of'} wide-area "
+                     f"bytes, expected exactly {w}", out)
     for name in COLLS:
         k = colls[name]
         if k["calls"] == 0:
@@ -172,11 +202,12 @@ def run_check(a, spec, tmp):
             fail(f"{spec}: {name} passed through {k['passthrough']} times", out)
         if k["wan_bytes"] != k["wan_bytes_min"]:
             fail(f"{spec}: {name}: wan_bytes {k['wan_bytes']} != wan_bytes_min {k['wan_bytes_min']} (MagPIe's rule 2)", out)
-        hops_max = 2 if name == "allreduce" and sites >= 3 and blocks_at > 0 else 1
+        blocks = name in ("allreduce", "reduce")
+        hops_max = 2 if blocks and sites >= 3 and blocks_at > 0 else 1
         if k["wan_hops_max"] > hops_max:
             fail(f"{spec}: {name}: a message behind {k['wan_hops_max']} wide-area links (MagPIe's rule 1)", out)
-        if name == "allreduce" and by_blocks(4 * max(longest, int(a.wan_allreduce or 0))) and k["wan_hops_max"] != 2:
-            fail(f"{spec}: allreduce: wan_hops_max {k['wan_hops_max']}: the long vectors did not go by blocks", out)
+        if blocks and by_blocks(4 * longest) and k["wan_hops_max"] != 2:
+            fail(f"{spec}: {name}: wan_hops_max {k['wan_hops_max']}: the long vectors did not go by blocks", out)
         crossed = k["wan_bytes"] > 0
         if name in DATA_COLLS and crossed != (sites > 1):
             fail(f"{spec}: {name}: wan_bytes {k['wan_bytes']} with {sites} site(s)", out)
@@ -299,7 +330,7 @@ def main():
     ap.add_argument("--wan-bandwidth", default="0")
     ap.add_argument("--wan-loss", default="0")
     ap.add_argument("--segment-bytes", default="", help="ICCS_MAGPIE_SEGMENT_BYTES")
-    ap.add_argument("--allreduce-blocks", default="", help="ICCS_MAGPIE_ALLREDUCE_BLOCKS_BYTES")
+    ap.add_argument("--blocks", default="", help="ICCS_MAGPIE_BLOCKS_BYTES")
     ap.add_argument("--wan-allreduce", default="", help="one more allreduce of N ints; its WAN bytes checked exactly")
     a = ap.parse_args()
     if a.provider:

@@ -16,8 +16,9 @@
  * --comms world,parity,trio,dup,reversed (which communicators),
  * --bad root|count|coll|skip (a mismatched call on purpose, or rank 1 skipping one: the run must end
  * with an MPI error, for skip once ICCS_MAGPIE_TIMEOUT_MS passed),
- * --wan-allreduce N (last: one MPI_Allreduce of N ints, MPI_SUM, on MPI_COMM_WORLD; rank 0 prints
- * "magpie_check allreduce N wan_bytes W" with W the library's wide-area data bytes of that call
+ * --wan-allreduce N (last: one MPI_Allreduce of N ints, MPI_SUM, on MPI_COMM_WORLD, then one
+ * MPI_Reduce of them to rank 0; rank 0 prints "magpie_check allreduce N wan_bytes W" and
+ * "magpie_check reduce N wan_bytes W" with W the library's wide-area data bytes of that call
  * summed over the ranks, read through iccs_magpie_counter when the library is there).
  */
 #include <dlfcn.h>
@@ -607,7 +608,8 @@ static void bad_call(const char* mode, int rank, int size) {
     printf("magpie_check rank %d: the mismatched call returned\n", rank);
 }
 
-/* One MPI_Allreduce of n ints on MPI_COMM_WORLD; rank 0 prints the wide-area bytes it moved. */
+/* One MPI_Allreduce and one MPI_Reduce of n ints on MPI_COMM_WORLD; rank 0 prints the wide-area
+ * bytes each moved. */
 static void wan_of_allreduce(long n) {
     unsigned long long (*counter)(const char*, const char*) =
         (unsigned long long (*)(const char*, const char*))dlsym(RTLD_DEFAULT, "iccs_magpie_counter");
@@ -627,6 +629,18 @@ static void wan_of_allreduce(long n) {
     }
     PMPI_Reduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD); /* not counted */
     if (world_rank == 0 && counter) printf("magpie_check allreduce %ld wan_bytes %llu\n", n, all);
+    /* The same vector reduced to rank 0. */
+    const unsigned long long reduce_before = counter ? counter("reduce", "wan_bytes") : 0;
+    for (long i = 0; i < n; ++i) y[i] = -1;
+    MPI_Reduce(x, y, (int)n, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    mine = counter ? counter("reduce", "wan_bytes") - reduce_before : 0;
+    for (long i = 0; i < n && world_rank == 0; ++i) {
+        ++checks;
+        const long want = (long)size * (size - 1) / 2 + (long)size * i;
+        if (y[i] != want) fail("reduce", y[i], want);
+    }
+    PMPI_Reduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank == 0 && counter) printf("magpie_check reduce %ld wan_bytes %llu\n", n, all);
     free(x);
     free(y);
 }
