@@ -65,7 +65,8 @@ void print_report(const std::vector<std::string>& domains, FILE* out) {
             std::fprintf(out,
                          "  rank %llu: sent same %llu msgs %llu B, other %llu msgs %llu B; received same %llu msgs %llu B, "
                          "other %llu msgs %llu B; unexpected %llu, posted receives %llu, peeks %llu (%llu found nothing), "
-                         "claims %llu, discards %llu, cancels %llu, truncations %llu, injects %llu, failed %llu\n",
+                         "claims %llu, discards %llu, cancels %llu, truncations %llu, injects %llu, failed %llu; sends that waited "
+                         "for ring room %llu, waits that slept on the agent ring's room %llu\n",
                          (unsigned long long)json_u64(r, "rank"), (unsigned long long)json_u64(r, "sent_local_msgs"),
                          (unsigned long long)json_u64(r, "sent_local_bytes"), (unsigned long long)json_u64(r, "sent_remote_msgs"),
                          (unsigned long long)json_u64(r, "sent_remote_bytes"), (unsigned long long)json_u64(r, "recv_local_msgs"),
@@ -75,7 +76,8 @@ void print_report(const std::vector<std::string>& domains, FILE* out) {
                          (unsigned long long)json_u64(r, "peek_misses"), (unsigned long long)json_u64(r, "claims"),
                          (unsigned long long)json_u64(r, "discards"), (unsigned long long)json_u64(r, "cancels"),
                          (unsigned long long)json_u64(r, "truncations"), (unsigned long long)json_u64(r, "injects"),
-                         (unsigned long long)json_u64(r, "errors"));
+                         (unsigned long long)json_u64(r, "errors"), (unsigned long long)json_u64(r, "send_ring_full"),
+                         (unsigned long long)json_u64(r, "room_blocks"));
     bool any = false;
     for (const std::string& d : domains)
         for (const std::string& p : json_objects(d, "proxies")) {

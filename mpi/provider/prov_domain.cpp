@@ -155,10 +155,13 @@ uint64_t IccsDomain::idle_read() {
     last_idle_ns = now;
     if (++idle_reads % kIdleReadsPerYield == 0) sched_yield();
     // The first empty read of a wait never blocks: it is often the one that ends a drain of the
-    // CQ (Open MPI reads until -FI_EAGAIN after every completion). Block only when nothing but an
-    // arrival can end the wait: a send that waits for ring room is moved on by this loop's
-    // progress, and the ring's reader does not ring us.
-    if (idle_reads < 2 || now - idle_since_ns < att->spin_ns || att->engine->sends_pending()) return 0;
+    // CQ (Open MPI reads until -FI_EAGAIN after every completion). Block only when an arrival or
+    // a ring of ours can end the wait: a send that waits for room in a pair ring is moved on by
+    // this loop's progress (a peer rank that reads it rings nobody), but one that waits for room
+    // in the agent ring may sleep: the bridge rings the doorbell after it takes records. (A
+    // sending rank that polled meanwhile took the core from the bridge and proxies that free the
+    // room: OSU's osu_mbw_mr, 2 x 2 ranks on 2 cores, starved a proxy for seconds.)
+    if (idle_reads < 2 || now - idle_since_ns < att->spin_ns || !att->engine->sends_wait_only_for_agent()) return 0;
     return kWaitBlockUs;
 }
 

@@ -253,6 +253,16 @@ bool RankEngine::sends_pending() const {
     return false;
 }
 
+bool RankEngine::sends_wait_only_for_agent() {
+    room_wait_pos_.store(kNoRoomWait, std::memory_order_relaxed);
+    for (const OutPath* p : paths_)
+        if (p != &out_agent_ && !p->queue.empty()) return false;
+    if (out_agent_.queue.empty()) return true;
+    room_wait_pos_.store(out_agent_.ring.consumer_position(), std::memory_order_relaxed);
+    add(slot_->counters.room_blocks, 1);
+    return true;
+}
+
 void RankEngine::forget_receives() {
     for (Incoming& in : incoming_)
         if (in.kind == Incoming::kPosted) in.kind = Incoming::kDiscard;
@@ -273,16 +283,13 @@ void RankEngine::sleep_until_work(uint64_t timeout_us) {
     // word says so. Only the rings' shared positions are read here (another thread may be in
     // progress() under FI_THREAD_SAFE, which owns the consumers' cached state).
     slot_->doorbell.store(1, std::memory_order_seq_cst);
-    for (const InPath& in : in_)
-        if (in.ring.maybe_nonempty()) {
-            slot_->doorbell.store(0, std::memory_order_relaxed);
-            return;
-        }
-    if (region_.hdr().epoch.load(std::memory_order_acquire) != seen_epoch_) {
-        slot_->doorbell.store(0, std::memory_order_relaxed);
-        return;
-    }
-    futex_wait_shared(&slot_->doorbell, 1, timeout_us);
+    bool work = region_.hdr().epoch.load(std::memory_order_acquire) != seen_epoch_;
+    for (const InPath& in : in_) work = work || in.ring.maybe_nonempty();
+    // Sends wait for room in the agent ring: the bridge took records since the wait looked (its
+    // ring of the doorbell may have come before our word said we sleep). The note is this wait's.
+    const uint64_t pos = room_wait_pos_.exchange(kNoRoomWait, std::memory_order_relaxed);
+    work = work || (pos != kNoRoomWait && out_agent_.ring.consumer_position() != pos);
+    if (!work) futex_wait_shared(&slot_->doorbell, 1, timeout_us);
     slot_->doorbell.store(0, std::memory_order_relaxed);
 }
 

@@ -128,6 +128,11 @@ class RankEngine {
     bool busy();
     // Sends still queued (a closing endpoint lets them go out first).
     bool sends_pending() const;
+    // A wait may sleep while sends are queued only if all of them wait for room in the ring to
+    // the agent: its bridge rings the doorbell after it takes records, so room wakes the sleeper.
+    // A peer rank reading a pair ring rings nobody. True: such a wait; the agent ring's position
+    // is noted, and sleep_until_work does not sleep once the bridge has taken from it since.
+    bool sends_wait_only_for_agent();
     // The endpoint closes: its posted receives are forgotten (no completions; the rest of a
     // message one of them was taking is dropped) and claims are undone. Unexpected messages stay:
     // they are the rank's, for its next endpoint.
@@ -244,6 +249,10 @@ class RankEngine {
     std::vector<Incoming> incoming_;  // by source rank
     std::vector<uint8_t> dead_;       // by rank
     uint32_t seen_epoch_ = 0;
+    // sends_wait_only_for_agent: the agent ring's consumer position when a wait with queued sends
+    // decided to sleep; kNoRoomWait while none did (read by sleep_until_work without the lock).
+    static constexpr uint64_t kNoRoomWait = UINT64_MAX;
+    std::atomic<uint64_t> room_wait_pos_{kNoRoomWait};
     bool peers_lost_ = false;
     uint64_t sends_outstanding_ = 0, recvs_posted_ = 0, inject_queued_ = 0;
     uint32_t next_in_ = 0;  // round-robin start over the inbound rings

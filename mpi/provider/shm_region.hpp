@@ -52,6 +52,7 @@ enum class RankState : uint32_t {
     X(truncations)        /* receives whose message was longer than the buffer (FI_ETRUNC) */             \
     X(injects)            /* fi_tinject*, fi_inject* */                                                   \
     X(send_ring_full)     /* sends that found their ring full and waited */                                     \
+    X(room_blocks)        /* CQ waits that blocked while sends waited for room in the agent ring */       \
     X(cq_full)            /* progress stopped because a CQ had no room */                                 \
     X(errors)             /* operations ended with an error (a dead peer) */
 

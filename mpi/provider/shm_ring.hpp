@@ -90,6 +90,9 @@ class ShmRingProducer {
     }
     // Nothing written is still untaken (the consumer caught up).
     bool drained() { return ctl_->tail.load(std::memory_order_acquire) == head_; }
+    // The consumer's position as it published it: reads no cached state of this producer, so
+    // another thread may call it beside reserve() (a sleeper's look: has the reader taken since?).
+    uint64_t consumer_position() const { return ctl_->tail.load(std::memory_order_acquire); }
     uint64_t capacity() const { return cap_; }
 
    private:
