@@ -158,8 +158,7 @@ std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, st
     I.vc.assign(n->clusters_, 0);
     I.store.resize(n->clusters_);
     I.home_has.assign(n->clusters_, VC(n->clusters_, 0));
-    I.last_full.assign(n->clusters_, 0);
-    I.last_full2.assign(n->clusters_, 0);
+    for (VC& v : I.last_full) v.assign(n->clusters_, 0);
     for (uint16_t c = 0; c < n->clusters_; c++) I.home_has[c][c] = UINT32_MAX;  // its own intervals
     if (!fault_path_register(n.get(), I.slot, err)) return nullptr;
     I.register_handlers();

@@ -43,8 +43,10 @@ struct Page {
     std::atomic<uint8_t> home_moves{0};  // how often it moved (the same at every cluster)
 };
 
-// A page's home moves at most this many times (DsmNode::Impl::home_moves, dsm_sync.cpp).
+// A page's home moves at most this many times, to a cluster that alone wrote it in the last
+// kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_sync.cpp).
 inline constexpr uint8_t kMaxHomeMoves = 2;
+inline constexpr size_t kMoveEpochs = 3;
 
 // A lock's home-side state, and a flag's, a condition variable's and a counter's (one map of
 // sync ids; an id is used as one kind by the program).
@@ -72,9 +74,10 @@ struct SyncObj {
     std::vector<std::pair<ReplyToken, VC>> bar_arrived;
     VC bar_vc;
     // Home migration: every arrival of this episode came from a barrier all bound threads of its
-    // cluster are in (`full`), and all with the same times of the last two such barriers.
+    // cluster are in (`full`), and all with the same times of the latest and the oldest of the
+    // last kMoveEpochs such barriers.
     bool bar_full = true;
-    VC bar_lf, bar_lf2;
+    VC bar_lf, bar_since;
 };
 
 // A read fault fetches its page and up to kFetchPages - 1 pages after it in one request: those of
@@ -188,10 +191,10 @@ struct DsmNode::Impl {
     // Threads bound to this node (bind_thread .. unbind_thread): a barrier all of them are in, of
     // every cluster, is one where home pages may move (no thread anywhere touches shared memory).
     std::atomic<uint32_t> bound_threads{0};
-    // The merged times of the last two such barriers (the same at every cluster: each passes all
-    // of them, in the same order): a page written in both epochs since, by one cluster only,
-    // moves to it.
-    VC last_full, last_full2;
+    // The merged times of the last kMoveEpochs such barriers, the latest first (the same at every
+    // cluster: each passes all of them, in the same order): a page written since the oldest by one
+    // cluster only, and by it since the latest, moves to it.
+    std::array<VC, kMoveEpochs> last_full;
 
     // Home-side managers: only the service thread touches these.
     std::unordered_map<uint32_t, SyncObj> objs;
@@ -333,10 +336,10 @@ struct DsmNode::Impl {
     VC from_for_home(uint16_t home, VC from, const VC& to);
     void home_holds(uint16_t home, const VC& v);
     // dsm_sync.cpp
-    // Barrier manager (its service thread): the pages written by exactly one cluster in (lf2, to],
+    // Barrier manager (its service thread): the pages written by exactly one cluster in (since, to],
     // by it in (lf, to], that are not its home pages and have moved fewer than kMaxHomeMoves
     // times, with that cluster, in page order; at most `most` of them.
-    std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& lf2, const VC& lf, const VC& to, size_t most);
+    std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& since, const VC& lf, const VC& to, size_t most);
     // Every cluster, at the barrier's reply (all its bound threads in the barrier): the moves take
     // effect; the old home write-protects what it left writable. Takes coh_mu.
     void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep);

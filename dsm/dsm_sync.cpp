@@ -120,8 +120,8 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (!msgs.empty()) I.send_token_return(self, id, msgs);
 }
 
-// An arrival: u32 id, u16 clusters, u8 full, VC last and VC last but one full barrier's times, VC,
-// intervals. The reply:
+// An arrival: u32 id, u16 clusters, u8 full, VC the latest and VC the oldest of the last
+// kMoveEpochs full barriers' times, VC, intervals. The reply:
 // VC merged, u8 full (every cluster came with all its bound threads, from the same last full
 // barrier), u32 n, {u32 page, u16 new home} (the same list for every cluster), intervals.
 void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
@@ -130,7 +130,7 @@ void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
     const uint32_t id = r.get<uint32_t>();
     const uint16_t expect = r.get<uint16_t>();
     const bool full = r.get<uint8_t>() != 0;
-    VC lf = I.decode_vc(r), lf2 = I.decode_vc(r);
+    VC lf = I.decode_vc(r), since = I.decode_vc(r);
     VC v = I.decode_vc(r);
     I.store_intervals(r);
     SyncObj& o = I.objs[id];
@@ -139,19 +139,19 @@ void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
         o.bar_expect = expect;
         o.bar_full = true;
         o.bar_lf = lf;
-        o.bar_lf2 = lf2;
+        o.bar_since = since;
     } else if (o.bar_expect != expect) {
         fprintf(stderr, "iccs dsm: barrier %u: cluster %u expects %u clusters, an earlier one %u\n", id,
                 unsigned(m.src.cluster), unsigned(expect), unsigned(o.bar_expect));
     }
-    o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && lf2 == o.bar_lf2;
+    o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && since == o.bar_since;
     for (size_t c = 0; c < v.size(); c++) o.bar_vc[c] = std::max(o.bar_vc[c], v[c]);
     o.bar_arrived.emplace_back(m.token(), std::move(v));
     if (o.bar_arrived.size() < o.bar_expect) return;
     const bool all = o.bar_full && o.bar_expect == I.n.clusters();
     std::vector<std::pair<uint32_t, uint16_t>> moves;
     // A sixth of a message at most (6 bytes a page): the rest move at a later barrier.
-    if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_lf2, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
+    if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_since, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
     for (auto& [tok, arr] : o.bar_arrived) {
         Wr w;
         I.encode_vc(w, o.bar_vc);
@@ -274,24 +274,26 @@ void register_sync_handlers(DsmNode::Impl& I) {
 // a notice (an untracked home page) are no exception: another cluster's valid copy of such a page
 // was fetched after the home's last notice of it (the fetch protected it: the home's later writes
 // are noticed) or is invalidated by that notice at the latest at this barrier.
-// A page moves when one cluster alone wrote it in the last two epochs (between the last three
-// full barriers), and it did in the last one. Pages whose writer changes from epoch to epoch (LU's
-// blocks sharing pages) moved back and forth at every barrier, each move turning the epochs its
-// old home wrote it in into diffs (lu-nc 3.9x slower): a page moves at most kMaxHomeMoves times.
-// Requiring the writer in both epochs stopped that too, but also stopped ocean's grids, which
-// their owners write every other epoch, from moving at all (ocean 1.7x slower than this rule).
-std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& lf2, const VC& lf, const VC& to,
+// A page moves when one cluster alone wrote it in the last kMoveEpochs epochs (since the oldest
+// of the last kMoveEpochs full barriers), and it did in the last one. Pages whose writer changes
+// from epoch to epoch (LU's blocks sharing pages) moved back and forth at every barrier, each move
+// turning the epochs its old home wrote it in into diffs (lu-nc 3.9x slower with one epoch): a
+// page moves at most kMaxHomeMoves times, and with two epochs lu-nc's pages still moved (written
+// by one cluster in two phases of a step, by both in the third), leaving its homes interleaved
+// (1.24x slower); three cover a step. Requiring the writer in every epoch instead stopped ocean's
+// grids, which their owners write every other epoch, from moving at all (ocean 1.7x slower).
+std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& since, const VC& lf, const VC& to,
                                                                      size_t most) {
     constexpr uint16_t kSeveral = UINT16_MAX;
     struct Writes {
         uint16_t who;     // its one writer, or kSeveral
-        uint8_t epochs;   // bit 0: written in (lf2, lf], bit 1: in (lf, to]
+        uint8_t epochs;   // bit 0: written in (since, lf], bit 1: in (lf, to]
     };
     std::unordered_map<uint32_t, Writes> writer;
     {
         std::lock_guard<std::mutex> k(know_mu);
         for (uint16_t c = 0; c < n.clusters_; c++)
-            for (uint32_t i = lf2[c] + 1; i <= to[c] && lf2[c] < to[c]; i++) {
+            for (uint32_t i = since[c] + 1; i <= to[c] && since[c] < to[c]; i++) {
                 auto it = store[c].find(i);
                 if (it == store[c].end()) return {};  // not known here: no page moves
                 const uint8_t epoch = i <= lf[c] ? 1 : 2;
@@ -590,8 +592,8 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         w.put<uint8_t>(local == I.bound_threads.load() && nclusters == clusters_);
         {
             std::lock_guard<std::mutex> k(I.know_mu);
-            I.encode_vc(w, I.last_full);
-            I.encode_vc(w, I.last_full2);
+            I.encode_vc(w, I.last_full.front());
+            I.encode_vc(w, I.last_full.back());
         }
         const VC mine = I.snapshot_vc();
         I.encode_vc(w, mine);
@@ -630,8 +632,8 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             if (st == DsmStatus::kOk && all) {
                 if (!moves.empty()) I.apply_moves(moves, ep);
                 std::lock_guard<std::mutex> k(I.know_mu);
-                I.last_full2 = std::move(I.last_full);
-                I.last_full = merged;
+                std::move_backward(I.last_full.begin(), I.last_full.end() - 1, I.last_full.end());
+                I.last_full.front() = merged;
             }
             I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);
