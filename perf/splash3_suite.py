@@ -3,7 +3,8 @@
 dsm/parmacs.mk), run from each program's directory with the inputs its README names, the iccs
 build by `iccs run ./PROGRAM --clusters C --threads T`, and compared with the pthread build:
 results (the output lines that are not timings), raytrace's and volrend's images, exit status,
-whole-run wall time. SPLASH-3 is never fetched here: give the directory of a copy you fetched
+whole-run wall time; under each program a line of the iccs run's parallel section (the program's
+region of interest), the rest of the run (start-up, prefix, end) and DSM counters of all clusters. SPLASH-3 is never fetched here: give the directory of a copy you fetched
 (its license forbids redistributing it). dsm/README.md, "SPLASH-3 over the DSM".
 
     perf/splash3_suite.py SPLASH_DIR [--out DIR] [--clusters 2] [--threads 1] [--transport direct]
@@ -125,7 +126,18 @@ def run(tree, prog, p, launch, timeout, keep):
             shutil.copy(src, copies[f])
     open(os.path.join(keep, f"{name}.out"), "w").write(out)
     open(os.path.join(keep, f"{name}.err"), "w").write(err)
-    return status, secs, out, copies
+    return status, secs, out, copies, err
+
+
+# The DSM counters an iccs run prints on standard error (one block a cluster), summed over the
+# clusters but homes_moved (the same at every cluster) and roi_us (cluster 0's region of
+# interest: the parallel section, where the program marks one).
+COUNTERS = ("write_faults", "page_fetches", "diffs_sent", "lock_requests", "barriers", "homes_moved", "roi_us")
+
+
+def dsm_counters(err):
+    vals = {k: [float(v) for v in re.findall(rf"\b{k} ([0-9.]+)", err)] for k in COUNTERS}
+    return {k: (max(v, default=0) if k in ("homes_moved", "roi_us") else sum(v)) for k, v in vals.items()}
 
 
 def main():
@@ -202,6 +214,10 @@ def main():
         bad += not ok
         ratio = got[1] / ref[1] if ref[1] > 0 else float("inf")
         print(f"{prog[0]:10s} {ref[1]:9.2f} {got[1]:9.2f} {ratio:6.1f}  {'; '.join(verdict)}", flush=True)
+        c = dsm_counters(got[4])
+        roi = c.pop("roi_us") / 1e6
+        print(f"{'':10s} iccs: {f'parallel section {roi:.2f} s, the rest (start-up, prefix, end) {got[1] - roi:.2f} s; ' if roi else ''}"
+              + ", ".join(f"{k} {int(v)}" for k, v in c.items()), flush=True)
     print(f"splash3_suite: {len(progs) - bad} of {len(progs)} programs gave the pthread build's results "
           f"(outputs: {a.out}/results-pthread, results-iccs)")
     return 1 if bad else 0
