@@ -20,6 +20,14 @@ static int check_rank = -1;
 
 #define CHECK_MPI(call) CHECK((call) == MPI_SUCCESS)
 
+/* MPI_Init, this rank and the world's size; failed checks name this rank from here on. */
+static inline void mpi_check_init(int* argc, char*** argv, int* rank, int* size) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    check_rank = *rank;
+}
+
 /* The byte at index i of message k from src to dst: every message's bytes differ. */
 static inline unsigned char pattern(int src, int dst, int k, long i) {
     return (unsigned char)(src * 131 + dst * 31 + k * 7 + i * 13 + (i >> 8));

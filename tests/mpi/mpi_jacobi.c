@@ -28,11 +28,8 @@ static void sweep(const double* g, double* h, int n, int rows, int row0) {
 }
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    mpi_check_init(&argc, &argv, &rank, &size);
     const int n = argc > 1 ? atoi(argv[1]) : 256;
     const int iters = argc > 2 ? atoi(argv[2]) : 200;
     CHECK(n >= size && n % size == 0);

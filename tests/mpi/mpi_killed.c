@@ -11,11 +11,8 @@
 #include "mpi_check.h"
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    mpi_check_init(&argc, &argv, &rank, &size);
     const int victim = argc > 1 ? atoi(argv[1]) : 1;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     for (long round = 0; round < 2000000; round++) {

@@ -24,11 +24,8 @@ static int ends_ok(const unsigned char* b, long n, int src, int dst, int k) {
 }
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    mpi_check_init(&argc, &argv, &rank, &size);
     CHECK(size >= 2 && size % 2 == 0);
     const int rounds = argc > 1 ? atoi(argv[1]) : 3;
     CHECK(rounds > 0);
