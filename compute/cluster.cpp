@@ -558,10 +558,18 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
         return rep;
     }
     std::string err;
+    // The EAL pins the thread that starts it to lcore 0's core, and every thread it starts later
+    // inherits that: with no compute_cores (the MPI agent's bridges) they were all on core 0,
+    // beside the proxy pinned there, "unpinned" in name only (agent.cpp). Such a plan gets the
+    // calling thread's own set back once the EAL is up.
+    cpu_set_t own_cores;
+    const bool keep_own_cores =
+        plan.compute_cores.empty() && pthread_getaffinity_np(pthread_self(), sizeof own_cores, &own_cores) == 0;
     if (!eal_start(eal_options(plan, pools), err)) {
         rep.error = err;
         return rep;
     }
+    if (keep_own_cores) pthread_setaffinity_np(pthread_self(), sizeof own_cores, &own_cores);
     // From here a stop (a signal, a proxy that ended) removes the EAL's files on its way out.
     const int files_hook = cluster_stop_add([prefix] { eal_remove_runtime_dir(prefix); });
     fault_strike(fault, me, "setup", nullptr);

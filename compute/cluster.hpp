@@ -49,7 +49,7 @@ struct ClusterPlan {
     bool last_is_service = false;               // the runtime's: the last of `threads` is its service endpoint
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
     std::vector<unsigned> proxy_cores;          // by proxy index of this cluster
-    std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size
+    std::vector<unsigned> compute_cores;        // by (cluster * threads + thread) mod its size; empty: not pinned
     Polling polling = Polling::kAdaptive;
     ConvConfig conv;                            // the convergence modules' settings (dispatch, ordering, windows, ...)
     uint32_t peer_timeout_ms = 5000;            // a cluster silent this long is reported down (0: never)

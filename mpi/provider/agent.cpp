@@ -95,7 +95,8 @@ bool Agent::start(std::string& err) {
         // that proxy off it for seconds on a 2-core host (OSU's osu_mbw_mr, 2 clusters x 2 ranks:
         // a proxy unrun for the 5 s peer time-out, its cluster reported down; 2 of 3 runs failed
         // pinned, 3 of 3 passed unpinned with no "not run" line). The ranks are not pinned by us
-        // either; the scheduler places the bridges beside them.
+        // either; the scheduler places the bridges beside them. (An empty compute_cores gives the
+        // bridges the process's cores: run_cluster undoes the EAL's pinning of its own thread.)
         plan_.compute_cores.clear();
         plan_.run_id = m_.run_id;
         plan_.sock_dir = m_.run_dir;
