@@ -95,6 +95,9 @@ struct DsmCounters {
     // Acquires that asked the lock's home (the others found its token here: no message), and
     // tokens given back to the home because another cluster asked for the lock.
     std::atomic<uint64_t> lock_requests{0}, lock_returns{0};
+    // FENCE macros (each an exchange with the fence lock's home), and condition-variable
+    // operations (each a message to the variable's home).
+    std::atomic<uint64_t> fences{0}, cond_ops{0};
     std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
     std::atomic<uint64_t> getsubs{0}, remote_allocs{0};
     // Words of the program's globals whose values differed between the clusters at CREATE
@@ -180,11 +183,13 @@ public:
     // Condition variable `cv` used with lock `lk` held (Mesa semantics).
     DsmStatus cond_wait(uint32_t cv, uint32_t lk);
     DsmStatus cond_signal(uint32_t cv, bool all);
-    // Make this cluster's writes visible (release) / see every released write (acquire): one
-    // acquire and release of the reserved fence lock (sync id 0), which carries every notice; the
-    // release waits for the home's ack. A thread spinning on a flag sees the flag's new value
-    // possibly before the writer's notices reach it: it must fence again after seeing it.
-    DsmStatus fence();
+    // Make this cluster's writes visible (release: a flush, and its notices acked by the fence
+    // lock's home) / see every write released so (acquire: the notices that home holds applied);
+    // kFull does both. One exchange with that home, no lock taken. A thread spinning on a flag sees
+    // the flag's new value possibly before the writer's notices reach it: it must fence again
+    // after seeing it.
+    enum class Fence : uint8_t { kRelease = 1, kAcquire = 2, kFull = 3 };
+    DsmStatus fence(Fence kind = Fence::kFull);
     // Flush this cluster's writes to their homes and close an interval (part of every release
     // that leaves the cluster: a lock token given back, a barrier, a fence); then give back the
     // recalled lock tokens the flush covers.

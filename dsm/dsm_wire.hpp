@@ -16,6 +16,7 @@ enum : uint16_t {
     kHFetch = 0,    // req  u32 page [, u32 count 1..kFetchPages] -> reply the pages' bytes
     kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
     kHLockAcq,      // req  u32 id, VC                         -> (deferred) VC, intervals
+                    //      or a fence: u32 kFenceExchange, u8 kFence* bits, VC, intervals -> VC, intervals (acquire) or ack
     kHLockRel,      // send u32 id, VC, intervals: the lock's token back at its home (fence: req -> ack)
     kHBarrier,      // req  u32 id, u16 clusters, VC, intervals -> (deferred) VC, intervals
     kHGetsub,       // req  u32 id, i64 last, i64 nproc       -> i64
@@ -40,6 +41,11 @@ struct NoticeCursor {
     uint32_t i = 0;
     bool started = false;
 };
+// A fence (DsmNode::fence) is one exchange with the fence lock's home, sent as a kHLockAcq whose
+// id is this (no lock id has it): the releaser's notices merged into the fence lock's knowledge
+// (kFenceRelease), that knowledge and the notices the sender lacks in the reply (kFenceAcquire).
+inline constexpr uint32_t kFenceExchange = 0xFFFFFFFFu;
+inline constexpr uint8_t kFenceRelease = 1, kFenceAcquire = 2;
 // An interval count that says "not here: pull them" (DsmNode::Impl::encode_intervals).
 inline constexpr uint32_t kNoticesPull = 0xFFFFFFFFu;
 

@@ -528,14 +528,22 @@ void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all) {
     parmacs::check(parmacs::need_node("CONDVARSIGNAL").cond_signal(parmacs::user_id(c->id, all ? "CONDVARBCAST" : "CONDVARSIGNAL", "CONDVARINIT"), all != 0), all ? "CONDVARBCAST" : "CONDVARSIGNAL");
 }
 
+void iccs_pm_release_fence(void) {
+    dsm::DsmNode& nd = parmacs::need_node("RELEASE_FENCE");
+    if (nd.parallel()) parmacs::check(nd.fence(dsm::DsmNode::Fence::kRelease), "RELEASE_FENCE");
+}
+void iccs_pm_acquire_fence(void) {
+    dsm::DsmNode& nd = parmacs::need_node("ACQUIRE_FENCE");
+    if (nd.parallel()) parmacs::check(nd.fence(dsm::DsmNode::Fence::kAcquire), "ACQUIRE_FENCE");
+}
 void iccs_pm_fence(void) {
-    dsm::DsmNode& nd = parmacs::need_node("FENCE");
-    if (nd.parallel()) parmacs::check(nd.fence(), "FENCE");
+    dsm::DsmNode& nd = parmacs::need_node("FULL_FENCE");
+    if (nd.parallel()) parmacs::check(nd.fence(dsm::DsmNode::Fence::kFull), "FULL_FENCE");
 }
 
 static void iccs_pm_nothing(void) {}
-iccs_pm_then_t iccs_pm_fence_then(void) {
-    iccs_pm_fence();
+iccs_pm_then_t iccs_pm_fence_then(void (*fence)(void)) {
+    fence();
     return iccs_pm_nothing;
 }
 iccs_pm_then_t iccs_pm_roi_then(int begin) {

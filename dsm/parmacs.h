@@ -72,13 +72,16 @@ void iccs_pm_pause_wait(iccs_pm_pause_t* p);
 void iccs_pm_cond_init(iccs_pm_cond_t* c);
 void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l);
 void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all);
+/* Fences: release (publish this cluster's writes), acquire (see every published write), both */
+void iccs_pm_release_fence(void);
+void iccs_pm_acquire_fence(void);
 void iccs_pm_fence(void);
 void iccs_pm_roi(int begin);
 /* For macros a program writes either as `M;` or as `M();` (SPLASH-3 writes `RELEASE_FENCE();` and
  * `SPLASH3_ROI_BEGIN();`): the macro is a call that does the work and returns a function that
  * does nothing, so a following `()` calls that. */
 typedef void (*iccs_pm_then_t)(void);
-iccs_pm_then_t iccs_pm_fence_then(void);
+iccs_pm_then_t iccs_pm_fence_then(void (*fence)(void));
 iccs_pm_then_t iccs_pm_roi_then(int begin);
 
 #ifdef __cplusplus
@@ -169,12 +172,12 @@ iccs_pm_then_t iccs_pm_roi_then(int begin);
 #define CONDVARSIGNAL(c) { iccs_pm_cond_signal(&(c), 0); }
 #define CONDVARBCAST(c) { iccs_pm_cond_signal(&(c), 1); }
 
-/* A fence is one acquire and release of the DSM's fence lock: a release fence publishes this
- * cluster's writes, an acquire fence brings every published write. `RELEASE_FENCE;` and
- * `RELEASE_FENCE();` both work (see iccs_pm_then_t). */
-#define RELEASE_FENCE iccs_pm_fence_then()
-#define ACQUIRE_FENCE iccs_pm_fence_then()
-#define FULL_FENCE iccs_pm_fence_then()
+/* A fence is one exchange with the DSM's fence lock's home (no lock taken): a release fence
+ * publishes this cluster's writes, an acquire fence brings every published write, a full fence
+ * does both. `RELEASE_FENCE;` and `RELEASE_FENCE();` both work (see iccs_pm_then_t). */
+#define RELEASE_FENCE iccs_pm_fence_then(iccs_pm_release_fence)
+#define ACQUIRE_FENCE iccs_pm_fence_then(iccs_pm_acquire_fence)
+#define FULL_FENCE iccs_pm_fence_then(iccs_pm_fence)
 
 /* Region of interest (`SPLASH3_ROI_BEGIN();` or `SPLASH3_ROI_BEGIN;`): its time is printed with
  * the counters (roi_us). */

@@ -77,8 +77,8 @@ define(CONDVARWAIT, `{ iccs_pm_cond_wait(&($1), &($2)); }')
 define(CONDVARSIGNAL, `{ iccs_pm_cond_signal(&($1), 0); }')
 define(CONDVARBCAST, `{ iccs_pm_cond_signal(&($1), 1); }')
 
-define(RELEASE_FENCE, `{ iccs_pm_fence(); }')
-define(ACQUIRE_FENCE, `{ iccs_pm_fence(); }')
+define(RELEASE_FENCE, `{ iccs_pm_release_fence(); }')
+define(ACQUIRE_FENCE, `{ iccs_pm_acquire_fence(); }')
 define(FULL_FENCE, `{ iccs_pm_fence(); }')
 
 define(SPLASH3_ROI_BEGIN, `iccs_pm_roi(1);')

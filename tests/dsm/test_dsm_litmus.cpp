@@ -386,12 +386,13 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
         auto* flag = m.at<volatile uint32_t>(c, off + 4096);
         if (c == 0 && t == 0) {
             for (int i = 0; i < 512; i++) data[i] = 77 + uint32_t(i);
-            n.fence();  // RELEASE_FENCE
+            n.fence(DsmNode::Fence::kRelease);
             *flag = 1;
-            n.fence();
+            n.fence(DsmNode::Fence::kRelease);
         } else if (c == 1) {
             for (int spins = 0; *flag == 0; spins++) {
-                n.fence();  // ACQUIRE_FENCE: without it the stale copy of the flag's page would spin forever
+                // without it the stale copy of the flag's page would spin forever
+                n.fence(DsmNode::Fence::kAcquire);
                 if (spins > 200000) {
                     f.fail("flag never seen");
                     break;
@@ -399,7 +400,7 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
             }
             // The flag's value can be seen (at its home, or fetched) before this thread acquired the
             // writer's notices of the data: one more acquire after seeing it.
-            n.fence();
+            n.fence(DsmNode::Fence::kAcquire);
             for (int i = 0; i < 512; i++)
                 if (data[i] != 77 + uint32_t(i)) {
                     f.fail("data stale after the flag");
@@ -408,6 +409,10 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
         }
     });
     f.check();
+    // A fence is one exchange with the fence lock's home: no lock request (each fence was two).
+    for (auto& n : m.nodes) CHECK(n->counters().lock_requests.load() == 0);
+    CHECK(m.nodes[0]->counters().fences.load() == 2);
+    CHECK(m.nodes[1]->counters().fences.load() >= 4);  // both threads of cluster 1 spin
 }
 
 TEST_CASE("dsm: pages fetched with a faulting neighbour are current, and a later write notice invalidates them",
