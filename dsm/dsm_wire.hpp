@@ -21,7 +21,7 @@ enum : uint16_t {
     kHBarrier,      // req  u32 id, u16 clusters, VC, intervals -> (deferred) VC, intervals
     kHGetsub,       // req  u32 id, i64 last, i64 nproc       -> i64
     kHFlag,         // req  u32 id, u8 op (0 clear, 1 set, 2 wait) -> ack (wait: deferred until set)
-    kHCond,         // req  u32 id, u8 op (0 register, 1 block, 2 signal, 3 broadcast) -> ack (block: deferred)
+    kHCond,         // req  u32 id, u8 op (0 register, 1 block) -> ack (block: deferred); send: u8 op 2 signal, 3 broadcast
     kHAlloc,        // req  u64 bytes, u64 align               -> u8 ok, u64 offset, u64 used
     kHSyncIds,      // req  u32 n [, u64 object]               -> u32 first (an object's ids: the same at every init)
     kHStart,        // req  u64 hash, u64 used, u32 next_sync, u64 region, u64 globals, u64 page hash... -> (deferred) u8 ok, text or u32 n, u32 page...
