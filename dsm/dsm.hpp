@@ -95,6 +95,9 @@ struct DsmCounters {
     // Acquires that asked the lock's home (the others found its token here: no message), and
     // tokens given back to the home because another cluster asked for the lock.
     std::atomic<uint64_t> lock_requests{0}, lock_returns{0};
+    // Of lock_returns: tokens sent back behind their flush's diffs, before the diffs' acks (every
+    // diff of the flush went to the lock's home: dsm_diff.cpp, flush_locked).
+    std::atomic<uint64_t> lock_returns_early{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (each a message to the variable's home).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

@@ -133,6 +133,67 @@ bool send_diffs(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, DiffBatch& b) {
     }
     return true;
 }
+// A flush whose diffs all go to one home, `home`, while tokens of locks homed there wait for it
+// (recalled, free, last released before the flush began): their returns follow the diffs on the
+// same endpoint, before the acks, and one request behind them collects the acks. The runtime runs
+// one endpoint's messages to one endpoint in the order sent, so the home has applied every diff
+// of the interval before it reads the return and grants the lock: an acquirer that fetches a page
+// the interval wrote gets it from that home, current. Before, the token waited for the acks: a
+// round trip between the clusters more per transfer (with two clusters every diff goes to the
+// other one, so every lock homed there is such a lock). The interval enters this cluster's vc
+// only once acked: until then nothing else this cluster sends (another token given back by the
+// service thread, a barrier arrival) names it, since its diffs may still be on the way; only these
+// returns do, by number (token_return's own_interval). False, and nothing sent, when no token
+// qualifies (flush_locked then sends as usual). `covers`: flush_locked's; coh_mu held.
+bool send_diffs_with_tokens(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, DiffBatch& b,
+                            const std::vector<uint32_t>& list, uint64_t covers) {
+    auto& n = I.n;
+    uint32_t idx;
+    {
+        std::lock_guard<std::mutex> k(I.know_mu);
+        idx = I.vc[n.cluster()] + 1;
+    }
+    std::vector<std::pair<uint32_t, std::vector<Wr>>> out;
+    {
+        std::lock_guard<std::mutex> g(I.tok_mu);
+        std::vector<uint32_t> keep;
+        for (uint32_t id : I.recalled_idle) {
+            LockToken& t = I.tokens[id];
+            if (!t.here || t.held || !t.recalled) continue;  // gone, or its holder's release gives it back
+            if (I.home_of_sync(id) == home && t.released <= covers) {
+                if (out.empty()) {
+                    std::lock_guard<std::mutex> k(I.know_mu);
+                    I.store[n.cluster()][idx] = list;  // named by the returns (beyond vc: nothing else reads it)
+                }
+                out.emplace_back(id, I.token_return(id, t, idx));
+            } else {
+                keep.push_back(id);
+            }
+        }
+        if (out.empty()) return false;
+        I.recalled_idle.swap(keep);
+        I.flush_wanted.store(!I.recalled_idle.empty(), std::memory_order_seq_cst);
+    }
+    b.close_msg();
+    for (Wr& w : b.msgs)
+        if (ep.send(I.service(home), I.h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
+            fatal("cluster %u: sending diffs to cluster %u failed: %s", unsigned(n.cluster()), unsigned(home),
+                  ep.last_error().c_str());
+    for (auto& [id, msgs] : out) I.send_token_return(ep, id, msgs);
+    n.counters().lock_returns_early.fetch_add(out.size(), std::memory_order_relaxed);
+    const uint32_t none = 0;  // an empty diff: its ack says every diff before it is applied
+    std::vector<uint8_t> ack;
+    if (ep.request(I.service(home), I.h(kHDiff), RtBytes{&none, sizeof none}, {}, ack) != RtStatus::kOk)
+        fatal("cluster %u: the acks of diffs to cluster %u failed: %s", unsigned(n.cluster()), unsigned(home),
+              ep.last_error().c_str());
+    {
+        std::lock_guard<std::mutex> k(I.know_mu);
+        I.vc[n.cluster()] = idx;
+    }
+    n.counters().intervals.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
 }  // namespace
 
 // Downgrade every page written in this interval, diff the twinned ones into messages per home
@@ -184,6 +245,14 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
             pg.dirty = false;
         }
     });
+    uint16_t only = UINT16_MAX;  // the one home every diff of this flush goes to, if there is one
+    for (uint16_t c = 0; c < n.clusters_; c++)
+        if (!per_home[c].msgs.empty()) only = only == UINT16_MAX ? c : uint16_t(UINT16_MAX - 1);
+    if (only < n.clusters_ && flush_wanted.load(std::memory_order_seq_cst) &&
+        send_diffs_with_tokens(*this, ep, only, per_home[only], list, covers)) {
+        covered();
+        return true;
+    }
     for (uint16_t c = 0; c < n.clusters_; c++)
         if (!per_home[c].msgs.empty() && !send_diffs(*this, ep, c, per_home[c])) return false;
     {
@@ -276,7 +345,7 @@ void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
     }
     if (r.bad) fprintf(stderr, "iccs dsm: cluster %u: malformed diff from cluster %u dropped\n",
                        unsigned(I->n.cluster()), unsigned(m.src.cluster));
-    self.reply(m.token(), {});
+    if (m.req_id) self.reply(m.token(), {});  // sent one-way ahead of a token (send_diffs_with_tokens)
 }
 
 }  // namespace

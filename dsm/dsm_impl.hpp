@@ -346,8 +346,10 @@ struct DsmNode::Impl {
     DsmStatus release(uint32_t id, bool wait);  // the fence lock's release
     DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then
-    // the kHLockRel); the token leaves this cluster. tok_mu held.
-    std::vector<Wr> token_return(uint32_t id, LockToken& t);
+    // the kHLockRel); the token leaves this cluster. tok_mu held. `own_interval` (non-zero): the
+    // interval of this cluster the token carries is that one, closed by a flush not yet acked
+    // (flush_locked's early return), not this cluster's vc.
+    std::vector<Wr> token_return(uint32_t id, LockToken& t, uint32_t own_interval = 0);
     void send_token_return(RtEndpoint& ep, uint32_t id, std::vector<Wr>& msgs);
     // After a flush: every recalled idle token it covers goes back (from the endpoint that flushed).
     void return_covered_tokens(RtEndpoint& ep);

@@ -374,8 +374,9 @@ void DsmNode::Impl::apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>
 
 // ---- client side -------------------------------------------------------------------------------
 
-std::vector<Wr> DsmNode::Impl::token_return(uint32_t id, LockToken& t) {
-    const VC mine = snapshot_vc();
+std::vector<Wr> DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_interval) {
+    VC mine = snapshot_vc();
+    if (own_interval) mine[n.cluster_] = own_interval;
     const uint16_t home = home_of_sync(id);
     std::vector<Wr> msgs;
     Wr w;
