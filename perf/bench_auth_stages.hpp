@@ -22,6 +22,10 @@ struct AuthStagesResult {
     // The data datagram's seal through an EVP_CIPHER_CTX reused with only the IV changed (how
     // slidwin sealed before, kept here as the same-run baseline) over SlidwinCipher::seal.
     double evp_over_ours = 0;
+    // The same through the provider's GCM alone (SlidwinCipher::Engine::kProvider: how slidwin
+    // sealed MAC-only datagrams before they went through the GCM mode over AES-NI rounds).
+    double provider_over_ours = 0;
+    bool mac_on_aesni = false;  // the data datagram's seal ran the AES-NI path (MAC only, CPU with AES-NI)
     std::string error;  // a stage that could not run (libcrypto refused), or a seal the
                         // baseline computed differently
 };

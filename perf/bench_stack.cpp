@@ -290,9 +290,10 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
                 auth_json += b;
             }
             std::snprintf(b, sizeof b,
-                          "}, \"auth_seal_evp_over_ours\": %.3f, \"pingpong_plain_ns\": %.1f, "
-                          "\"pingpong_auth_ns\": %.1f",
-                          r.stages.evp_over_ours, r.rtt_plain_ns, r.rtt_auth_ns);
+                          "}, \"auth_seal_evp_over_ours\": %.3f, \"auth_seal_provider_over_ours\": %.3f, "
+                          "\"auth_mac_on_aesni\": %s, \"pingpong_plain_ns\": %.1f, \"pingpong_auth_ns\": %.1f",
+                          r.stages.evp_over_ours, r.stages.provider_over_ours, r.stages.mac_on_aesni ? "true" : "false",
+                          r.rtt_plain_ns, r.rtt_auth_ns);
             auth_json += b;
         }
     }
@@ -323,7 +324,12 @@ void print_bench_stack(const BenchStackOptions& o, const BenchStackResult& r) {
         std::printf("  authentication, stage by stage (CPU ns per call, %u-byte payload):\n", o.size_bytes);
         for (const AuthStage& s : r.stages.stages)
             std::printf("    %-56s %10.1f %10.1f %10.1f\n", s.what.c_str(), s.ns, s.min, s.max);
-        std::printf("    seal through EVP_CIPHER_CTX / seal through the provider's GCM = %.3f\n", r.stages.evp_over_ours);
+        std::printf("    seal (data) through EVP_CIPHER_CTX / SlidwinCipher::seal = %.3f\n", r.stages.evp_over_ours);
+        std::printf("    seal (data) all through the provider's GCM / SlidwinCipher::seal = %.3f (%s)\n",
+                    r.stages.provider_over_ours,
+                    r.stages.mac_on_aesni ? "MAC only: libcrypto's GCM mode over AES-NI rounds"
+                    : o.encrypt           ? "encrypt: the provider's GCM both"
+                                          : "no AES-NI: the provider's GCM both");
         std::printf("  one message in flight, a round trip on one thread (CPU ns): plain %.1f, authenticated %.1f"
                     " (+%.1f ns, %.3f)\n",
                     r.rtt_plain_ns, r.rtt_auth_ns, r.rtt_auth_ns - r.rtt_plain_ns,

@@ -1,5 +1,5 @@
-// slidwin_auth.cpp: see slidwin_auth.hpp. No cryptography of our own: libcrypto's AES-128-GCM,
-// HKDF (EVP_KDF) and HMAC-SHA256.
+// slidwin_auth.cpp: see slidwin_auth.hpp. libcrypto's AES-128-GCM (its provider's, or its GCM
+// mode over AES-NI rounds for MAC-only datagrams: aesni_block), HKDF (EVP_KDF) and HMAC-SHA256.
 #include "slidwin_auth.hpp"
 
 #include <fcntl.h>
@@ -9,10 +9,14 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
+#include <openssl/modes.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <wmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -289,29 +293,102 @@ bool slidwin_gcm_available(std::string& err) {
     return false;
 }
 
-SlidwinCipher::SlidwinCipher() {
+#if defined(__x86_64__)
+// AES-128 encryption of one block by the AES-NI instructions (FIPS-197 §5.1, ten rounds), as
+// libcrypto's GCM mode calls its block function: for H at a key set-up, and for the tag's mask
+// E(K, J0) of each datagram. The round keys come from aesni_expand (FIPS-197 §5.2). Both are
+// checked against EVP's AES-128-GCM, byte for byte under many keys (test_security_auth.cpp).
+[[gnu::target("aes")]] void aesni_block(const unsigned char in[16], unsigned char out[16], const void* key) {
+    const __m128i* rk = static_cast<const __m128i*>(key);
+    __m128i x = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)), rk[0]);
+    for (int r = 1; r < 10; ++r) x = _mm_aesenc_si128(x, rk[r]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_aesenclast_si128(x, rk[10]));
+}
+
+// One step of the key expansion: the next round key from the last and AESKEYGENASSIST's word
+// (RotWord, SubWord and the round constant of FIPS-197 §5.2 in one instruction).
+template <int kRcon>
+[[gnu::target("aes")]] __m128i expand_step(__m128i key) {
+    const __m128i assist = _mm_shuffle_epi32(_mm_aeskeygenassist_si128(key, kRcon), 0xff);
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    return _mm_xor_si128(key, assist);
+}
+
+[[gnu::target("aes")]] void aesni_expand(const uint8_t key[16], uint8_t out[176]) {
+    __m128i* rk = reinterpret_cast<__m128i*>(out);
+    rk[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key));
+    rk[1] = expand_step<0x01>(rk[0]);
+    rk[2] = expand_step<0x02>(rk[1]);
+    rk[3] = expand_step<0x04>(rk[2]);
+    rk[4] = expand_step<0x08>(rk[3]);
+    rk[5] = expand_step<0x10>(rk[4]);
+    rk[6] = expand_step<0x20>(rk[5]);
+    rk[7] = expand_step<0x40>(rk[6]);
+    rk[8] = expand_step<0x80>(rk[7]);
+    rk[9] = expand_step<0x1b>(rk[8]);
+    rk[10] = expand_step<0x36>(rk[9]);
+}
+
+bool cpu_has_aesni() {
+    static const bool has = __builtin_cpu_supports("aes");
+    return has;
+}
+#else
+bool cpu_has_aesni() { return false; }
+#endif
+
+SlidwinCipher::SlidwinCipher(Engine engine) {
     const GcmProvider& g = gcm();
     if (g.ok()) ctx_ = g.newctx(g.provctx);
+#if defined(__x86_64__)
+    // The key pointer is round_keys_ for the context's life (this object does not move). No
+    // memory for it: not ok(), as when the provider gives no context.
+    if (ctx_ != nullptr && engine == Engine::kFastest && cpu_has_aesni() &&
+        (gmac_ = CRYPTO_gcm128_new(round_keys_, aesni_block)) == nullptr) {
+        g.freectx(ctx_);
+        ctx_ = nullptr;
+    }
+#else
+    (void)engine;
+#endif
 }
 
 SlidwinCipher::~SlidwinCipher() {
     if (ctx_ != nullptr) gcm().freectx(ctx_);  // the provider cleanses the key schedule
+    if (gmac_ != nullptr) CRYPTO_gcm128_release(gmac_);  // cleansed and freed (H and its table)
+    OPENSSL_cleanse(round_keys_, sizeof round_keys_);
 }
 
 bool SlidwinCipher::set_key(const uint8_t key[16]) {
-    return ctx_ != nullptr && gcm().encrypt_init(ctx_, key, 16, nullptr, 0, nullptr) == 1;
+    if (ctx_ == nullptr || gcm().encrypt_init(ctx_, key, 16, nullptr, 0, nullptr) != 1) return false;
+#if defined(__x86_64__)
+    if (gmac_ != nullptr) {
+        aesni_expand(key, round_keys_);
+        CRYPTO_gcm128_init(gmac_, round_keys_, aesni_block);  // H and its table; no allocation
+    }
+#endif
+    return true;
 }
 
-bool SlidwinCipher::start(uint64_t counter, int enc) {
+bool SlidwinCipher::start(uint64_t counter, int enc, bool mac) {
     uint8_t iv[12];
     iv_of(iv, counter);
+    on_gmac_ = mac && gmac_ != nullptr;
+    if (on_gmac_) {
+        CRYPTO_gcm128_setiv(gmac_, iv, sizeof iv);
+        return true;
+    }
     const GcmProvider& g = gcm();
     return (enc ? g.encrypt_init : g.decrypt_init)(ctx_, nullptr, 0, iv, sizeof iv, nullptr) == 1;
 }
 
 bool SlidwinCipher::add(uint8_t* out, const uint8_t* in, uint32_t len) {
+    if (len == 0) return true;
+    if (on_gmac_) return out == nullptr && CRYPTO_gcm128_aad(gmac_, in, len) == 0;  // a MAC: no text
     size_t n = 0;
-    return len == 0 || gcm().update(ctx_, out, &n, len, in, len) == 1;
+    return gcm().update(ctx_, out, &n, len, in, len) == 1;
 }
 
 bool SlidwinCipher::update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32_t dst_from) {
@@ -344,6 +421,10 @@ bool SlidwinCipher::update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32
 }
 
 bool SlidwinCipher::finish_tag(uint8_t tag[kSlidwinAuthTagLen]) {
+    if (on_gmac_) {
+        CRYPTO_gcm128_tag(gmac_, tag, kSlidwinAuthTagLen);
+        return true;
+    }
     const GcmProvider& g = gcm();
     size_t n = 0;
     OSSL_PARAM p[] = {OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, kSlidwinAuthTagLen),
@@ -352,6 +433,7 @@ bool SlidwinCipher::finish_tag(uint8_t tag[kSlidwinAuthTagLen]) {
 }
 
 bool SlidwinCipher::check_tag(const uint8_t tag[kSlidwinAuthTagLen]) {
+    if (on_gmac_) return CRYPTO_gcm128_finish(gmac_, tag, kSlidwinAuthTagLen) == 0;  // CRYPTO_memcmp
     const GcmProvider& g = gcm();
     size_t n = 0;
     OSSL_PARAM p[] = {OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, const_cast<uint8_t*>(tag),
@@ -364,7 +446,9 @@ bool SlidwinCipher::seal(PktBuf* dgram, uint64_t counter, bool encrypt) {
     uint8_t* h = dgram->data();
     uint8_t* blk = h + kSlidwinHdrLen;
     put_be64(blk, counter);
-    return ctx_ != nullptr && start(counter, 1) && add(nullptr, h, kSlidwinHdrLen + 8) &&
+    // No text to encrypt (a MAC, or an ack-only datagram): GCM is then a GMAC, which gmac_ runs.
+    return ctx_ != nullptr && start(counter, 1, !encrypt || dgram->pkt_len == kTextFrom) &&
+           add(nullptr, h, kSlidwinHdrLen + 8) &&
            update(dgram, kTextFrom, encrypt ? dgram : nullptr, kTextFrom) && finish_tag(blk + 8);
 }
 
@@ -377,7 +461,7 @@ PktBuf* SlidwinCipher::seal_copy(const PktBuf* dgram, uint64_t counter, PktPool&
     const uint8_t* blk = dgram->data() + kSlidwinHdrLen;
     uint64_t old = 0;
     for (int i = 0; i < 8; ++i) old = old << 8 | blk[i];
-    if ((old != 0 && !(start(old, 1) && update(c, kTextFrom, c, kTextFrom))) || !seal(c, counter, true)) {
+    if ((old != 0 && !(start(old, 1, false) && update(c, kTextFrom, c, kTextFrom))) || !seal(c, counter, true)) {
         pkt_free(c);
         return nullptr;
     }
@@ -390,7 +474,7 @@ bool SlidwinCipher::open(PktBuf* dgram, uint64_t counter, bool encrypt) {
     if (h == nullptr || ctx_ == nullptr) return false;
     uint8_t tag[kSlidwinAuthTagLen];
     std::memcpy(tag, h + kSlidwinHdrLen + 8, sizeof tag);
-    return start(counter, 0) && add(nullptr, h, kSlidwinHdrLen + 8) &&
+    return start(counter, 0, !encrypt || dgram->pkt_len == kTextFrom) && add(nullptr, h, kSlidwinHdrLen + 8) &&
            update(dgram, kTextFrom, encrypt ? dgram : nullptr, kTextFrom) && check_tag(tag);
 }
 

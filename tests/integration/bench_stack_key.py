@@ -3,8 +3,10 @@
 
 Runs `bench stack --key K --json` once and once more with --encrypt, small, and checks that every
 stage was timed (a positive figure for each of the stages the mode has), that the EVP baseline
-sealed the same bytes as SlidwinCipher (the benchmark refuses to report otherwise, with
-auth_stages_error), and that the one-thread round trip ran plain and authenticated. Then `bench rtt
+and the provider's GCM alone sealed the same bytes as SlidwinCipher (the benchmark refuses to
+report otherwise, with auth_stages_error), that MAC-only data datagrams went through the GCM mode
+over AES-NI rounds where /proc/cpuinfo lists aes (auth_mac_on_aesni) and encrypted ones did not,
+and that the one-thread round trip ran plain and authenticated. Then `bench rtt
 --key K --only iccs --json` between two cluster processes: both round trips timed (a positive
 median each, auth_overhead their ratio; it printed 0 for the keyed one before), and `--only raw`
 with a key refused (exit 2, naming --key). No figure is compared with another: speed is the
@@ -17,8 +19,16 @@ import subprocess
 import sys
 import tempfile
 
-MAC_STAGES = ["kdf_expand", "key_schedule", "seal_ack", "open_ack", "seal_data", "open_data", "seal_ack_evp",
-              "seal_data_evp", "replay_window"]
+
+def cpu_has_aes():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return "aes" in line.split(":", 1)[1].split()
+    return False
+
+MAC_STAGES = ["kdf_expand", "key_schedule", "seal_ack", "open_ack", "seal_data", "open_data", "seal_ack_provider",
+              "seal_data_provider", "open_data_provider", "seal_ack_evp", "seal_data_evp", "replay_window"]
 
 
 def rtt_checks(cli, key, failures):
@@ -65,7 +75,11 @@ def main():
             for k, v in got.items():
                 if not v > 0:
                     failures.append(f"{what}: stage {k} timed {v} ns")
-            for k in ("auth_seal_evp_over_ours", "pingpong_plain_ns", "pingpong_auth_ns", "auth_ns_per_msg"):
+            want_aesni = not extra and cpu_has_aes()
+            if r.get("auth_mac_on_aesni") is not want_aesni:
+                failures.append(f"{what}: auth_mac_on_aesni {r.get('auth_mac_on_aesni')}, expected {want_aesni}")
+            for k in ("auth_seal_evp_over_ours", "auth_seal_provider_over_ours", "pingpong_plain_ns",
+                      "pingpong_auth_ns", "auth_ns_per_msg"):
                 if not r.get(k, 0) > 0:
                     failures.append(f"{what}: {k} = {r.get(k)}")
             want_mode = "aes-128-gcm aead" if extra else "aes-128-gcm mac"

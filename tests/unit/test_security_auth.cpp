@@ -182,56 +182,67 @@ std::vector<uint8_t> flat(const PktBuf* p) {
 }  // namespace
 
 TEST_CASE("SlidwinCipher seals and opens what AES-128-GCM through EVP does, over segment chains", "[security]") {
-    // SlidwinCipher drives the provider's GCM through its dispatch table, not an EVP_CIPHER_CTX:
-    // the same bytes as EVP, in one segment or many, and nothing a forged datagram can pass.
-    uint8_t key[16];
-    for (int i = 0; i < 16; ++i) key[i] = static_cast<uint8_t>(0xa5 ^ (i * 29));
+    // SlidwinCipher drives GCM without an EVP_CIPHER_CTX: MAC-only datagrams through libcrypto's
+    // GCM mode over AES-NI rounds of our own (where the CPU has AES-NI), the rest through the
+    // provider's dispatch table. Both engines: the same bytes as EVP, in one segment or many,
+    // and nothing a forged datagram can pass; the AES-NI path under many keys (its key schedule).
     std::string err;
     REQUIRE(slidwin_gcm_available(err));
-    SlidwinCipher c;
-    REQUIRE(c.ok());
-    REQUIRE(c.set_key(key));
     HeapPktPool pool(256, 4096);
-    for (const bool encrypt : {false, true})
-        for (const uint32_t payload : {0u, 1u, 100u, 1000u})
-            for (const uint32_t seg : {2048u, 100u, 17u}) {
-                INFO("encrypt " << encrypt << " payload " << payload << " segments of " << seg);
-                std::vector<uint8_t> plain(kSlidwinHdrLen + kSlidwinAuthLen + payload);
-                for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 13 + payload);
-                const uint64_t counter = 0x0102030405060708ull + payload + seg;
-                const std::vector<uint8_t> want = evp_sealed(key, plain, counter, encrypt);
-                PktBuf* d = chain_of(pool, plain, seg);
-                REQUIRE(c.seal(d, counter, encrypt));
-                REQUIRE(flat(d) == want);
-                pkt_free(d);
-                // EVP's datagram opens (and decrypts back to the plaintext, the block kept) ...
-                d = chain_of(pool, want, seg);
-                REQUIRE(c.open(d, counter, encrypt));
-                std::vector<uint8_t> back = want;
-                if (encrypt) std::copy(plain.begin() + kSlidwinHdrLen + kSlidwinAuthLen, plain.end(),
-                                       back.begin() + kSlidwinHdrLen + kSlidwinAuthLen);
-                REQUIRE(flat(d) == back);
-                pkt_free(d);
-                // ... under its own counter only, and a bit flipped anywhere is refused, without
-                // leaving anything in libcrypto's error queue (a forged datagram costs no allocation).
-                ERR_clear_error();
-                d = chain_of(pool, want, seg);
-                REQUIRE(!c.open(d, counter + 1, encrypt));
-                pkt_free(d);
-                for (size_t at : {size_t{3}, size_t{kSlidwinHdrLen + 2}, size_t{kSlidwinHdrLen + 8 + 5},
-                                  want.size() - 1}) {
-                    std::vector<uint8_t> bad = want;
-                    bad[at] ^= 0x10;
-                    d = chain_of(pool, bad, seg);
-                    REQUIRE(!c.open(d, counter, encrypt));
-                    pkt_free(d);
-                }
-                REQUIRE(ERR_peek_error() == 0);
-                // The context is fine after a refusal: the genuine one still opens.
-                d = chain_of(pool, want, seg);
-                REQUIRE(c.open(d, counter, encrypt));
-                pkt_free(d);
-            }
+    for (const SlidwinCipher::Engine engine : {SlidwinCipher::Engine::kFastest, SlidwinCipher::Engine::kProvider}) {
+        SlidwinCipher c(engine);
+        REQUIRE(c.ok());
+        if (engine == SlidwinCipher::Engine::kProvider) REQUIRE(!c.mac_on_aesni());
+        else if (!__builtin_cpu_supports("aes")) WARN("this CPU has no AES-NI: kFastest is the provider's GCM");
+        else REQUIRE(c.mac_on_aesni());
+        for (uint32_t k = 0; k < 40; ++k) {
+            uint8_t key[16];
+            for (int i = 0; i < 16; ++i) key[i] = static_cast<uint8_t>(k == 0 ? 0xa5 ^ (i * 29) : k * 97 + i * 61 + (k >> 2) * i * i);
+            REQUIRE(c.set_key(key));
+            for (const bool encrypt : {false, true})
+                for (const uint32_t payload : {0u, 1u, 15u, 16u, 17u, 100u, 1000u})
+                    for (const uint32_t seg : {2048u, 100u, 17u}) {
+                        if (k > 0 && seg == 17u) continue;  // every key in whole segments; chains with the first
+                        INFO("engine " << static_cast<int>(engine) << " key " << k << " encrypt " << encrypt << " payload "
+                                       << payload << " segments of " << seg);
+                        std::vector<uint8_t> plain(kSlidwinHdrLen + kSlidwinAuthLen + payload);
+                        for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 13 + payload + k);
+                        const uint64_t counter = 0x0102030405060708ull + payload + seg + (uint64_t{k} << 40);
+                        const std::vector<uint8_t> want = evp_sealed(key, plain, counter, encrypt);
+                        PktBuf* d = chain_of(pool, plain, seg);
+                        REQUIRE(c.seal(d, counter, encrypt));
+                        REQUIRE(flat(d) == want);
+                        pkt_free(d);
+                        // EVP's datagram opens (and decrypts back to the plaintext, the block kept) ...
+                        d = chain_of(pool, want, seg);
+                        REQUIRE(c.open(d, counter, encrypt));
+                        std::vector<uint8_t> back = want;
+                        if (encrypt) std::copy(plain.begin() + kSlidwinHdrLen + kSlidwinAuthLen, plain.end(),
+                                               back.begin() + kSlidwinHdrLen + kSlidwinAuthLen);
+                        REQUIRE(flat(d) == back);
+                        pkt_free(d);
+                        // ... under its own counter only, and a bit flipped anywhere is refused, without
+                        // leaving anything in libcrypto's error queue (a forged datagram costs no allocation).
+                        ERR_clear_error();
+                        d = chain_of(pool, want, seg);
+                        REQUIRE(!c.open(d, counter + 1, encrypt));
+                        pkt_free(d);
+                        for (size_t at : {size_t{3}, size_t{kSlidwinHdrLen + 2}, size_t{kSlidwinHdrLen + 8 + 5},
+                                          want.size() - 1}) {
+                            std::vector<uint8_t> bad = want;
+                            bad[at] ^= 0x10;
+                            d = chain_of(pool, bad, seg);
+                            REQUIRE(!c.open(d, counter, encrypt));
+                            pkt_free(d);
+                        }
+                        REQUIRE(ERR_peek_error() == 0);
+                        // The context is fine after a refusal: the genuine one still opens.
+                        d = chain_of(pool, want, seg);
+                        REQUIRE(c.open(d, counter, encrypt));
+                        pkt_free(d);
+                    }
+        }
+    }
     REQUIRE(pool.in_use() == 0);
 }
 
