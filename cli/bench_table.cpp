@@ -313,7 +313,11 @@ std::vector<BenchRow> make_rows() {
         "  (--combine). --key FILE [--encrypt]: each iccs run again with every datagram authenticated\n"
         "  (and encrypted), right after the plain one; rows \"the same, authenticated\" and auth / plain\n"
         "  for the round trip and the message rate; JSON paths.memif_auth and paths.udp_auth also with\n"
-        "  auth_rtt_overhead (auth / plain round trip) and auth_rate_ratio (auth / plain message rate).\n",
+        "  auth_rtt_overhead (auth / plain round trip) and auth_rate_ratio (auth / plain message rate).\n"
+        "  With --key each round trip follows a look at the host's floor (one cache line between the\n"
+        "  two cores, which moves between levels on a shared virtual host): the ratio run by run and\n"
+        "  the floors, JSON auth_rtt_overhead_paired (their median), auth_rtt_overhead_by_run,\n"
+        "  floor_before_plain_ns, floor_before_auth_ns, runs_host_moved (floors over 1.5x apart).\n",
         {uint_opt("--size", "N", 1, 9000, "payload bytes", "100"),
           uint_opt("--runs", "N", 1, 100, "runs, interleaved; medians with min and max", "5"),
           uint_opt("--samples", "N", 100, 10'000'000, "round trips per run", "10000"),
