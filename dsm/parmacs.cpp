@@ -61,6 +61,10 @@ struct State {
     Command* cmd = nullptr;
     uint64_t cmd_seq = 0;
     bool serving = false;       // cluster 0's main announces to the other clusters' (after CREATE)
+    // Main is running its pid's share of CREATE (fn): an exit() from there leaves the other
+    // threads of the run waiting for it (a BARRIER, a LOCK it holds), so it cannot end the run
+    // collectively. Written and read by main only.
+    bool main_in_share = false;
     uint64_t roi_begin_ns = 0, roi_ns = 0;
     std::thread::id main_thread;
 };
@@ -244,7 +248,9 @@ void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
         });
     if (mine > 0) {
         t_pid = first;
+        g.main_in_share = true;
         fn();
+        g.main_in_share = false;
         check(nd.flush(), "end of the thread function");
     }
 }
@@ -376,7 +382,9 @@ void finish_report() {
 
 dsm::DsmNode* node() { return g.node; }
 
-bool quiescent_main() { return g.workers.empty() && std::this_thread::get_id() == g.main_thread; }
+bool quiescent_main() {
+    return std::this_thread::get_id() == g.main_thread && !g.main_in_share && g.workers.empty();
+}
 
 void end_servants(int status) {
     if (!g.serving || g.cluster != 0) return;

@@ -20,8 +20,11 @@ bool attach(Runtime& rt, std::string& err);
 // interest's time) printed to standard error. The caller then ends the runtime.
 void finish_report();
 dsm::DsmNode* node();
-// True when the calling thread is main and no thread of CREATE is running: the program may end
+// True when the calling thread is main, outside its own share of CREATE (the thread function it
+// runs as the cluster's first pid), and no other thread of CREATE runs here: the program may end
 // the run collectively from here (an exit() after WAIT_FOR_END or before CREATE, in every cluster).
+// An exit() elsewhere would wait for threads that wait for the exiting one (issue 33: pid 0's
+// exit() inside the parallel section of a 2 x 1 run waited in end_servants for ever).
 bool quiescent_main();
 // Cluster 0 ending the run (MAIN_END, or exit() from main): the other clusters' mains, serving
 // since the first CREATE, end too, with `status`. Nothing elsewhere, or before CREATE.

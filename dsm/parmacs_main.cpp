@@ -16,13 +16,14 @@ std::unique_ptr<iccs::Runtime> g_rt;
 // wrong answer, after WAIT_FOR_END, in every cluster): end the run as MAIN_END would (counters,
 // the runtime's collective finish, so a cluster still reading results in its epilogue keeps its
 // peers' services), then let exit() go on with the program's own status. exit() from a thread of
-// CREATE, or while they run, cannot meet the other clusters: leave at once with the status (the
-// others see this cluster down and fail).
+// CREATE (main's own share included), or while they run, cannot meet the other clusters: leave at
+// once with the status (the others see this cluster down and fail).
 void exit_without_main_end(int status, void*) {
     if (!g_rt) return;  // MAIN_END already ended the runtime
     if (!iccs::parmacs::quiescent_main()) {
-        dprintf(iccs::parmacs::diag_fd(), "iccs parmacs (cluster %u): exit(%d) while the threads of CREATE run: the "
-                "other clusters cannot be met; leaving now\n", unsigned(g_rt->cluster()), status);
+        dprintf(iccs::parmacs::diag_fd(), "iccs parmacs (cluster %u): pid %ld called exit(%d) while the threads of "
+                "CREATE run: the other clusters cannot be met; leaving now\n", unsigned(g_rt->cluster()), iccs_pm_pid(),
+                status);
         fflush(nullptr);
         _exit(status);
     }

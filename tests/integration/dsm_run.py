@@ -13,12 +13,19 @@ CASE:
   exit-status EXIT   exit(3) after WAIT_FOR_END (no MAIN_END; main's epilogue on cluster 0), iccs and direct:
                      `iccs run` exits 3, every cluster exited with status 3, counters printed,
                      nothing left behind, in well under the runtime's time-outs
+  exit-early EXIT    exit(3) inside the parallel section (issue 33: pid 0 on a cluster whose main runs
+                     its pid's share hung the run in end_servants): pid 0 inside a fence while the
+                     others spin on ACQUIRE_FENCE, the last pid while the others wait in a BARRIER,
+                     pid 0 while the others wait in a BARRIER (2 x 2 threads, CREATE of 2: each main
+                     alone), pid 0 holding a lock over iccs: each run ends within seconds with status 3,
+                     names the cluster and pid that exited, no process or file left behind
   stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
                      both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
   bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
 """
 import glob
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,8 +49,12 @@ def run(cmd, timeout=280):
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
+        p.terminate()  # the launcher stops its clusters and removes their files; a kill would leave them
+        try:
+            out, _ = p.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
         fail(f"{' '.join(cmd)} did not finish in {timeout} s", out)
     dt = time.monotonic() - t0
     print(" ".join(cmd), "->", p.returncode, f"({dt:.1f} s)")
@@ -160,6 +171,42 @@ def exit_status(cli, exe):
     print("PASS: exit(3) before MAIN_END ends the run cleanly with status 3")
 
 
+def exe_processes(exe):
+    """Processes still running the program (a cluster left behind)."""
+    want = os.path.realpath(exe)
+    found = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.path.realpath(os.readlink(d + "/exe")) == want:
+                found.append(d.split("/")[2])
+        except OSError:
+            continue
+    return found
+
+
+def exit_early(cli, exe):
+    # (transport, threads per cluster, CREATE's n, WHERE, the cluster and pid that exit)
+    cases = [("direct", 1, 2, "pid0-fence", 0, 0), ("direct", 1, 2, "last-barrier", 1, 1),
+             ("direct", 2, 2, "pid0-barrier", 0, 0), ("iccs", 1, 2, "pid0-lock", 0, 0)]
+    for t, threads, n, where, cluster, pid in cases:
+        what = f"{where} over {t}, 2 x {threads}"
+        # 20 s: the run took over 3 minutes when it hung; it must end in seconds.
+        rc, out, run_id, dt = run([cli, "run", exe, "--clusters", "2", "--threads", str(threads), "--transport", t,
+                                   "--", "3", str(n), where], timeout=20)
+        if rc != 3:
+            fail(f"{what}: iccs run exited {rc}, the program exit(3)ed", out)
+        if not re.search(rf"^iccs parmacs \(cluster {cluster}\): pid {pid} called exit\(3\) while the threads of "
+                         r"CREATE run", out, re.M):
+            fail(f"{what}: the run must say cluster {cluster}'s pid {pid} called exit(3)", out)
+        if not re.search(rf"^iccs: cluster {cluster} exited with status 3 ", out, re.M):
+            fail(f"{what}: cluster {cluster}'s status 3 was not reported", out)
+        if dt > 10:
+            fail(f"{what}: the run took {dt:.1f} s: it must end within seconds", out)
+        if leftovers(run_id) or exe_processes(exe):
+            fail(f"{what}: left behind: {leftovers(run_id)} {exe_processes(exe)}", out)
+    print("PASS: exit(3) inside the parallel section ends the run in seconds with status 3")
+
+
 def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
@@ -229,6 +276,8 @@ def main():
         misuse(cli, rest[0], rest[1])
     elif case == "exit-status":
         exit_status(cli, rest[0])
+    elif case == "exit-early":
+        exit_early(cli, rest[0])
     elif case == "stat":
         stat(cli, rest[0], rest[1])
     elif case == "bench":
