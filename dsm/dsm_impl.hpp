@@ -86,7 +86,8 @@ struct SyncObj {
 // paid a round trip per page (matmul of `bench dsm --vs argo`: 256 requests of cluster 1 for B).
 inline constexpr uint32_t kFetchPages = 8;
 
-// The fence lock (sync id 0) keeps a home-held token: its release always goes home (and is acked).
+// The fence lock (sync id 0) keeps a home-held token: its release always goes home (one-way). Fences
+// no longer take it (DsmNode::fence: their own exchange with its home, whose knowledge they share).
 inline constexpr uint32_t kFenceLock = 0;
 
 // This cluster's side of a lock other than the fence lock (dsm_sync.cpp). The lock's token stays at
@@ -343,7 +344,7 @@ struct DsmNode::Impl {
     // Every cluster, at the barrier's reply (all its bound threads in the barrier): the moves take
     // effect; the old home write-protects what it left writable. Takes coh_mu.
     void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep);
-    DsmStatus release(uint32_t id, bool wait);  // the fence lock's release
+    DsmStatus release(uint32_t id);  // lock 0's release (no token: dsm_sync.cpp)
     DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then
     // the kHLockRel); the token leaves this cluster. tok_mu held. `own_interval` (non-zero): the

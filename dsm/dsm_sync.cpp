@@ -106,7 +106,7 @@ void h_lock_rel(RtEndpoint& self, const AmMsg& m, void* ctx) {
     for (size_t c = 0; c < o.vc.size(); c++) o.vc[c] = std::max(o.vc[c], rel[c]);
     o.owner = -1;
     o.recalling = false;
-    if (m.req_id) self.reply(m.token(), {});  // a fence's release: the releaser waits for this
+    if (m.req_id) self.reply(m.token(), {});  // nothing of ours asks (lock 0's release is one-way); a request is answered
     if (!o.queue.empty()) {
         auto [tok, acq] = std::move(o.queue.front());
         o.queue.pop_front();
@@ -523,7 +523,7 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) 
 // every release from then on, so that the service thread could answer its recalls at once:
 // raytrace 12.6 s instead of 1.8 s, barnes 24.3 s instead of 15.0 s, 2 x 1 over direct.)
 DsmStatus DsmNode::unlock(uint32_t id) {
-    if (id == kFenceLock) return impl_->release(id, false);
+    if (id == kFenceLock) return impl_->release(id);
     if (!check_id(*this, id, "unlock")) return DsmStatus::kBadArg;
     bound_or_die(*this, "UNLOCK");
     Impl& I = *impl_;
@@ -552,9 +552,10 @@ DsmStatus DsmNode::unlock(uint32_t id) {
     return flush_now ? flush() : DsmStatus::kOk;
 }
 
-// The fence lock's release: a request, done when the home has the notices (a thread that sees a
-// value written after the fence and then acquires must get them).
-DsmStatus DsmNode::Impl::release(uint32_t id, bool wait) {
+// Lock 0's release (it keeps no token: a request at every LOCK, its notices sent back at every
+// UNLOCK). Fences used it once and waited for the home's ack here; they are their own exchange now
+// (DsmNode::fence), so the release is one-way, as a token's is.
+DsmStatus DsmNode::Impl::release(uint32_t id) {
     DsmNode& self = n;
     if (!check_id(self, id, "unlock")) return DsmStatus::kBadArg;
     RtEndpoint& ep = bound_or_die(self, "UNLOCK");
@@ -581,15 +582,10 @@ DsmStatus DsmNode::Impl::release(uint32_t id, bool wait) {
         set_error("UNLOCK " + std::to_string(id) + ": " + DsmNode::error());
         return DsmStatus::kRuntime;
     }
-    const RtBytes msg{w.b.data(), uint32_t(w.b.size())};
-    std::vector<uint8_t> ack;
-    const RtStatus st = wait ? ep.request(I.service(I.home_of_sync(id)), I.h(kHLockRel), msg, {}, ack)
-                             : ep.send(I.service(I.home_of_sync(id)), I.h(kHLockRel), msg);
-    if (st != RtStatus::kOk) {
+    if (ep.send(I.service(home), I.h(kHLockRel), RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk) {
         set_error("UNLOCK " + std::to_string(id) + ": message to its home cluster failed: " + ep.last_error());
         return DsmStatus::kRuntime;
     }
-    if (wait) I.home_holds(home, mine);  // acked: stored at the home
     return DsmStatus::kOk;
 }
 
