@@ -35,6 +35,12 @@ std::string read_file(const std::string& path) {
     return s.str();
 }
 
+// A JSON document without its trailing blanks, to be nested in another.
+std::string trimmed(std::string doc) {
+    while (!doc.empty() && (doc.back() == '\n' || doc.back() == ' ')) doc.pop_back();
+    return doc;
+}
+
 // A number of a flat JSON object the agent wrote ("key":123), or 0.
 uint64_t json_u64(const std::string& obj, const std::string& key) {
     const std::string k = "\"" + key + "\":";
@@ -126,6 +132,12 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
         delay_ns = static_cast<uint64_t>(p.real("--delay-us", 0) * 1000);
     }
     if (access(program.c_str(), X_OK) != 0) usage_error(program + ": not an executable program (" + std::strerror(errno) + ")");
+    const bool magpie = p.text("--collectives", "mpi") == "magpie";
+    const std::string magpie_lib = ICCS_MPI_MAGPIE_LIB;
+    if (magpie && (magpie_lib.empty() || access(magpie_lib.c_str(), R_OK) != 0))
+        usage_error("--collectives magpie: libiccs-magpie.so is not built" +
+                    (magpie_lib.empty() ? std::string(" (Open MPI's libopenmpi-dev was missing when meson configured)")
+                                        : " (" + magpie_lib + ": " + std::strerror(errno) + ")"));
     const uint32_t ranks = cfg.machine.clusters * cfg.cluster.compute_threads;
 
     // The run's files: an empty machine file when none was given (the flags travel as overrides:
@@ -164,14 +176,25 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
         cmd.push_back("-x");
         cmd.push_back(var);
     }
+    // MagPIe's collectives: preloaded in front of libmpi (as for a binary that cannot be relinked),
+    // the ranks placed by the same machine file (ICCS_CONFIG, ICCS_OVERRIDES); its counters summed
+    // at MPI_Finalize, into --report's JSON or as its own table on standard error.
+    const std::string magpie_report = report_file.empty() ? "-" : tmp + "/magpie.json";
+    if (magpie) {
+        const char* preloaded = std::getenv("LD_PRELOAD");
+        const std::string preload =
+            magpie_lib + (preloaded != nullptr && *preloaded != '\0' ? ":" + std::string(preloaded) : std::string());
+        cmd.insert(cmd.end(), {"-x", "LD_PRELOAD=" + preload, "-x", "ICCS_MAGPIE_REPORT=" + magpie_report});
+    }
     cmd.insert(cmd.end(), mpirun_args.begin(), mpirun_args.end());
     cmd.push_back(program);
     cmd.insert(cmd.end(), args.begin(), args.end());
     std::string line;
     for (const std::string& c : cmd) line += (line.empty() ? "" : " ") + c;
-    std::fprintf(stderr, "iccs run --mpi: %s (%u clusters x %u ranks, transport %s%s)\n", line.c_str(),
+    std::fprintf(stderr, "iccs run --mpi: %s (%u clusters x %u ranks, transport %s%s, collectives %s)\n", line.c_str(),
                  cfg.machine.clusters, cfg.cluster.compute_threads, to_string(transport),
-                 transport == RtTransport::kIccs ? (", fabric " + std::string(to_string(cfg.machine.fabric))).c_str() : "");
+                 transport == RtTransport::kIccs ? (", fabric " + std::string(to_string(cfg.machine.fabric))).c_str() : "",
+                 magpie ? "MagPIe's (libiccs-magpie.so)" : "Open MPI's");
     std::fflush(stderr);
 
     // A closed stdout or stderr (`| head`) must not kill this launcher before it removes the run's
@@ -234,14 +257,17 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
         if (out == nullptr) {
             std::fprintf(stderr, "iccs run --mpi: --report %s: %s\n", report_file.c_str(), std::strerror(errno));
         } else {
-            std::fprintf(out, "{\"program\":%s,\"exit_status\":%d,\"clusters\":%u,\"cluster_size\":%u,\"transport\":\"%s\",\"domains\":[",
-                         json_quote(program).c_str(), rc, cfg.machine.clusters, cfg.cluster.compute_threads, to_string(transport));
-            for (size_t i = 0; i < docs.size(); ++i) {
-                std::string d = docs[i];
-                while (!d.empty() && (d.back() == '\n' || d.back() == ' ')) d.pop_back();
-                std::fprintf(out, "%s%s", i ? "," : "", d.c_str());
+            std::fprintf(out, "{\"program\":%s,\"exit_status\":%d,\"clusters\":%u,\"cluster_size\":%u,\"transport\":\"%s\","
+                              "\"collectives\":\"%s\",\"domains\":[",
+                         json_quote(program).c_str(), rc, cfg.machine.clusters, cfg.cluster.compute_threads, to_string(transport),
+                         magpie ? "magpie" : "mpi");
+            for (size_t i = 0; i < docs.size(); ++i) std::fprintf(out, "%s%s", i ? "," : "", trimmed(docs[i]).c_str());
+            std::fprintf(out, "]");
+            if (magpie) {  // the library's summed counters (null when no rank reached MPI_Finalize)
+                const std::string m = trimmed(read_file(magpie_report));
+                std::fprintf(out, ",\"magpie\":%s", m.empty() ? "null" : m.c_str());
             }
-            std::fprintf(out, "]}\n");
+            std::fprintf(out, "}\n");
             std::fclose(out);
         }
     } else {

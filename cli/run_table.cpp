@@ -282,6 +282,11 @@ std::vector<ProgramRow> make_rows() {
              m.repeats = true;
              return m;
          }(),
+         choice_opt("--collectives", {"mpi", "magpie"},
+                    "whose collectives the program's MPI_Bcast, MPI_Allreduce, ... are: Open MPI's own, or "
+                    "MagPIe's wide-area ones (mpi/magpie/, libiccs-magpie.so preloaded, the ranks placed by the "
+                    "same machine file; its per-collective counters in the report)",
+                    "mpi"),
          timeout_option(86400)},
         true, "", launch_mpi});
     return rows;

@@ -2,8 +2,10 @@
 """iccs run --mpi from outside: the convenience launcher runs an MPI program of our own over the
 provider (mpirun with every setting filled in), the program's output and exit status are
 mpirun's, and --report FILE holds the agents' counters: shared memory inside a cluster, proxies
-across. Then a program that fails: its exit status comes back.
-Usage: run_mpi_cli.py ICCS_CLI MPI_P2P"""
+across. With --collectives magpie, a program of collectives runs with MagPIe's preloaded (placed by
+the same machine file) and the report holds MagPIe's counters. Then a program that fails: its exit
+status comes back.
+Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL"""
 import json
 import os
 import re
@@ -17,28 +19,57 @@ def fail(msg, out=""):
     sys.exit(1)
 
 
+def run_2x2(cli, program, rep, what, extra=(), env=None):
+    """iccs run --mpi PROGRAM on 2 clusters x 2 ranks with --report REP: its output, after checking
+    that it ended with status 0, printed the mpirun line, and that every rank passed once; the report."""
+    cmd = [cli, "run", "--mpi", program, "--clusters", "2", "--cluster-size", "2", "--polling", "adaptive",
+           "--report", rep, *extra]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240,
+                       env=dict(os.environ, **(env or {})))
+    out = p.stdout
+    if p.returncode != 0:
+        fail(f"iccs run --mpi{what} exited {p.returncode}", out)
+    if not re.search(r"^iccs run --mpi: mpirun -n 4 .*--mca mtl_ofi_provider_include iccs", out, re.M):
+        fail("the mpirun line is not printed", out)
+    for r in range(4):
+        if len(re.findall(rf"PASS rank {r} of 4$", out, re.M)) != 1:
+            fail(f"rank {r} did not print its PASS line once{what}", out)
+    with open(rep) as f:
+        return out, json.load(f)
+
+
+def check_magpie(cli, program, tmp):
+    """--collectives magpie: the program's collectives are MagPIe's (libiccs-magpie.so preloaded by
+    the mpirun line), every one checked by the program against its sequential result, none handed
+    back to Open MPI, the ranks placed by the run's machine file (2 clusters, each its own site),
+    and the library's counters in --report: each data item crossed to each site once."""
+    out, doc = run_2x2(cli, program, os.path.join(tmp, "magpie.json"), " --collectives magpie",
+                       ["--collectives", "magpie"])
+    if not re.search(r"^iccs run --mpi: mpirun .* -x LD_PRELOAD=\S*libiccs-magpie\.so", out, re.M):
+        fail("the mpirun line does not preload libiccs-magpie.so", out)
+    m = doc.get("magpie")
+    if doc.get("collectives") != "magpie" or not m or m["ranks"] != 4 or "machine file" not in m["placement"]:
+        fail(f"magpie report: {doc.get('collectives')} {m and {k: m[k] for k in m if k != 'collectives'}}", out)
+    colls = m["collectives"]
+    for name in ("barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall"):
+        c = colls.get(name)
+        if not c or c["calls"] == 0 or c["passthrough"] != 0 or c["wan_bytes"] != c["wan_bytes_min"]:
+            fail(f"magpie {name}: {c}", out)
+    if colls["bcast"]["wan_bytes"] == 0 or len(doc["domains"]) != 2:
+        fail(f"magpie: no bcast byte crossed between the clusters, or agents' reports missing: {doc}", out)
+    print(f"run --mpi --collectives magpie 2x2: 4 PASS lines, bcast {colls['bcast']['calls']} calls, "
+          f"{colls['bcast']['wan_bytes']} B across (the minimum)")
+
+
 def main():
-    cli, program = sys.argv[1], sys.argv[2]
+    cli, program, coll_program = sys.argv[1], sys.argv[2], sys.argv[3]
     if program.startswith("missing:"):
         print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
         sys.exit(77)
     with tempfile.TemporaryDirectory(prefix="iccs-run-mpi-") as tmp:
-        rep = os.path.join(tmp, "report.json")
-        cmd = [cli, "run", "--mpi", program, "--clusters", "2", "--cluster-size", "2", "--polling", "adaptive",
-               "--report", rep]
         # Rings to the agents of 256 KiB instead of 4 MiB: the 1 and 4 MiB messages wait for room.
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240,
-                           env=dict(os.environ, ICCS_MPI_AGENT_RING_BYTES="262144"))
-        out = p.stdout
-        if p.returncode != 0:
-            fail(f"iccs run --mpi exited {p.returncode}", out)
-        if not re.search(r"^iccs run --mpi: mpirun -n 4 .*--mca mtl_ofi_provider_include iccs", out, re.M):
-            fail("the mpirun line is not printed", out)
-        for r in range(4):
-            if len(re.findall(rf"PASS rank {r} of 4$", out, re.M)) != 1:
-                fail(f"rank {r} did not print its PASS line once", out)
-        with open(rep) as f:
-            doc = json.load(f)
+        out, doc = run_2x2(cli, program, os.path.join(tmp, "report.json"), "",
+                           env={"ICCS_MPI_AGENT_RING_BYTES": "262144"})
         if doc["exit_status"] != 0 or doc["clusters"] != 2 or doc["cluster_size"] != 2 or len(doc["domains"]) != 2:
             fail(f"report: {doc}", out)
         ranks = [r for d in doc["domains"] for r in d["ranks"]]
@@ -56,6 +87,7 @@ def main():
         if len(proxies) < 2 or any(q["msgs_tx"] == 0 for q in proxies):
             fail(f"report proxies: {proxies}", out)
         print(f"run --mpi 2x2: 4 PASS lines, report with {len(ranks)} ranks and {len(proxies)} proxies")
+        check_magpie(cli, coll_program, tmp)
         # The program's exit status is mpirun's: a program that is not there fails the run.
         bad = subprocess.run([cli, "run", "--mpi", os.path.join(tmp, "no-such-program"), "--clusters", "2",
                               "--cluster-size", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
