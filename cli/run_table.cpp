@@ -236,6 +236,12 @@ std::vector<ProgramRow> make_rows() {
             own.push_back(text_opt("--grid-opts", "LIST",
                                    "the grid variant's changes: any of tree-sync,rings,polling,grain,autoflush, or "
                                    "all (default), none"));
+        if (std::strcmp(wp.name, "sor") == 0)
+            own.push_back(choice_opt("--sor-rule", {"orca", "tight"},
+                                     "the stopping rule: orca (the Orca program's grid, omega and tolerance 0.001 / "
+                                     "(2 - omega) on the change before omega, as the study ran it) or tight (ours: a "
+                                     "sine boundary, largest change after omega below 1e-6)",
+                                     "orca"));
         rows.push_back(ProgramRow{
             wp.name, "wide-area", wp.help,
             "  The wide-area suite (Bal, Plaat et al. 1998-99; apps/widearea/README.md) across C cluster\n"

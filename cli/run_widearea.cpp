@@ -95,6 +95,7 @@ int launch_widearea(const ProgramRow& row, const std::string&, const cli::Args& 
         if (!widearea::parse_grid_opts(p.text("--grid-opts"), o.grid_opts, err))
             cli::usage_error(who, "bad value '" + p.text("--grid-opts") + "' for --grid-opts: " + err);
     }
+    if (p.text("--sor-rule", "orca") == "tight") o.sor_rule = widearea::SorRule::kTight;  // sor's only (run_table)
     o.size = p.text("--size", "test") == "paper" ? widearea::Size::kPaper : widearea::Size::kTest;
     o.timeout_ms = p.u64("--wait-timeout-ms", o.timeout_ms);
     o.seed = p.u64("--seed", o.seed);

@@ -53,6 +53,7 @@ std::string grid_opts_string(uint32_t opts) {
     return r.empty() ? "none" : r;
 }
 const char* to_string(Size s) { return s == Size::kTest ? "test" : "paper"; }
+const char* to_string(SorRule r) { return r == SorRule::kOrca ? "orca" : "tight"; }
 
 void Traffic::add(const Traffic& o) {
     if (link.empty()) {

@@ -45,6 +45,10 @@ const char* to_string(Variant v);  // "original" | "optimized" | "grid" | "exact
 bool parse_variant(std::string_view name, Variant& out);
 enum class Size : uint8_t { kTest, kPaper };
 const char* to_string(Size s);     // "test" | "paper"
+// SOR's stopping rule (`--sor-rule`): the Orca program's (its grid, omega and loose tolerance) or
+// our tight one (README.md, "SOR").
+enum class SorRule : uint8_t { kOrca, kTight };
+const char* to_string(SorRule r);  // "orca" | "tight"
 
 // ---- inter-site traffic counters ---------------------------------------------------------------
 //
@@ -140,6 +144,7 @@ struct Options {
     uint64_t timeout_ms = 120'000; // a wait (message, barrier) longer than this fails the run
     std::string result_file;       // cluster 0 writes one JSON object per variant, one a line
     uint32_t grid_opts = kGridAll; // the grid variant's changes (GridOpt bits)
+    SorRule sor_rule = SorRule::kOrca;  // sor's grid, omega and stopping rule
 };
 
 // What a program's factory gets (per cluster process and variant). Handler ids: the program's
