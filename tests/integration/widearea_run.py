@@ -12,8 +12,11 @@ Usage: widearea_run.py ICCS_CLI MODE [ARGS...]
     --traffic                         and on the 4-cluster runs (4 sites): each study optimization
                                       against its original in the direction the study's Tables 4/5
                                       report (PAPER below), each of our own variants against the
-                                      original (OURS below); sor exact-halo within 1.1x the original's
-                                      iterations; ra: the optimized variant's WAN messages on 4 sites
+                                      original (OURS below); sor (the Orca program's rule, the default):
+                                      chaotic relaxation (optimized) and exact-halo within 1.1x the
+                                      original's iterations, and once more with --sor-rule tight
+                                      (4 sites: exact-halo within 1.1x, its original as the sequential);
+                                      ra: the optimized variant's WAN messages on 4 sites
                                       of 1 and of 4 threads (must not grow; the original's do)
     --fewer-wan-messages A,B          and on every multi-site run: those programs' comparison variant
                                       sends fewer WAN messages than the original (Table 5)
@@ -133,6 +136,7 @@ def matrix(cli, args):
             n += 1
     if traffic_on:
         ra_threads(cli, args)
+        sor_tight(cli, args)
     print(f"PASS: {n} runs, every variant PASS in each" + (", the study's traffic directions on 4 sites" if traffic_on
                                                           else "") + (f", fewer WAN messages ({', '.join(fewer)})"
                                                                       if fewer else ""))
@@ -165,8 +169,8 @@ def wbytes(r):
 # 25,665 -> 4,609 and 56.8 -> 5.2 MB; TSP RPCs 12,221 -> 111; ASP broadcasts 38,139 -> 9,558
 # (sequencer messages are broadcast traffic), bytes about equal; ATPG RPCs 3,451 -> 573 (RPC bytes
 # and broadcasts rose); IDA* RPCs 18,337 -> 6,461 and KB 1,655 -> 708, broadcasts 26,907 -> 31,239
-# (the idle/active broadcasts); RA RPCs 1,308,409 -> 39,315; SOR RPC KB 4,395 -> 1,553. ACP: no
-# optimization (Table 5: -).
+# (the idle/active broadcasts); RA RPCs 1,308,409 -> 39,315; SOR RPCs 1,443 -> 807 and KB 4,395 ->
+# 1,553. ACP: no optimization (Table 5: -).
 PAPER = {
     "water-wa": [("fewer WAN RPCs", lambda o, p: p["wan_rpcs"] < o["wan_rpcs"]),
                  ("fewer WAN RPC bytes", lambda o, p: p["wan_rpc_bytes"] < o["wan_rpc_bytes"])],
@@ -177,7 +181,8 @@ PAPER = {
     "ida": [("fewer WAN RPCs", lambda o, p: p["wan_rpcs"] < o["wan_rpcs"]),
             ("fewer WAN RPC bytes", lambda o, p: p["wan_rpc_bytes"] < o["wan_rpc_bytes"])],
     "ra": [("fewer WAN RPCs", lambda o, p: p["wan_rpcs"] < o["wan_rpcs"])],
-    "sor": [],  # chaotic relaxation at the optimal omega: more iterations, more messages (README, "SOR")
+    "sor": [("fewer WAN RPCs", lambda o, p: p["wan_rpcs"] < o["wan_rpcs"]),
+            ("fewer WAN RPC bytes", lambda o, p: p["wan_rpc_bytes"] < o["wan_rpc_bytes"])],
 }
 # Our own variants against the original: fewer WAN messages.
 OURS = {("sor", "exact-halo"), ("acp", "async-bcast")}
@@ -201,17 +206,43 @@ def traffic_checks(name, runs, j):
                 if not ok(o, p):
                     fail(f"{name} optimized: not {what} than the original, as the study's tables report",
                          json.dumps(j))
-            print(line + (f" ({', '.join(w for w, _ in PAPER[name])}: as the study's tables)" if PAPER[name] else
-                          " (the study's direction does not hold here: README, 'SOR')"))
+            print(line + f" ({', '.join(w for w, _ in PAPER[name])}: as the study's tables)")
         elif (name, v) in OURS:
             if not msgs(p) < msgs(o):
                 fail(f"{name} {v}: {msgs(p)} WAN messages, the original {msgs(o)}: no fewer", json.dumps(j))
             print(line + " (ours: fewer WAN messages)")
     if name == "sor":
-        it = {v: r["stats"]["iterations"] for v, r in runs.items()}
-        print(f"  sor iterations: {it} (sequential {o['stats']['seq_iterations']})")
-        if it["exact-halo"] > 1.1 * it["original"]:
-            fail(f"sor exact-halo: {it['exact-halo']} iterations, more than 1.1 x the original's {it['original']}")
+        sor_iterations(runs, ["optimized", "exact-halo"], "orca", j)
+
+
+def sor_iterations(runs, within, rule, j):
+    """SOR under `rule`: the original stops with the sequential, and each variant of `within`
+    within 1.1x its iterations (issue 32: chaotic relaxation at the Orca program's rule; the study
+    accepted 5-10% more)."""
+    it = {v: r["stats"]["iterations"] for v, r in runs.items()}
+    o = runs["original"]["stats"]
+    print(f"  sor iterations ({rule} rule): {it} (sequential {o['seq_iterations']}); ratios to the original: " +
+          ", ".join(f"{v} {it[v] / it['original']:.3f}" for v in it if v != "original"))
+    for v, r in runs.items():
+        if r["stats"].get("rule") != rule:
+            fail(f"sor {v}: ran the {r['stats'].get('rule')} rule, not {rule}", json.dumps(j))
+    if it["original"] != o["seq_iterations"]:
+        fail(f"sor original: {it['original']} iterations, the sequential {o['seq_iterations']}", json.dumps(j))
+    for v in within:
+        if it[v] > 1.1 * it["original"]:
+            fail(f"sor {v}: {it[v]} iterations, more than 1.1 x the original's {it['original']} ({rule} rule)",
+                 json.dumps(j))
+
+
+def sor_tight(cli, args):
+    """SOR with our tight rule on 4 sites: every variant PASS, exact-halo within 1.1x the
+    original's iterations (chaotic relaxation is not: about 3.5x at this rule, README "SOR")."""
+    rc, j, err = run_json(cli, "sor", ["--variant", "all", "--clusters", "4", "--sor-rule", "tight"] + args)
+    if rc != 0 or j.get("result") != "PASS":
+        fail(f"sor --sor-rule tight on 4 clusters: exit {rc}, result {j.get('result')}", json.dumps(j) + err)
+    for r in j["runs"]:
+        check_run("sor", r, err, 4)
+    sor_iterations({r["variant"]: r for r in j["runs"]}, ["exact-halo"], "tight", j)
 
 
 def ra_threads(cli, args):
@@ -247,7 +278,8 @@ def usage(cli):
     cases = [(["--variant", "fast"], "--variant"), (["--size", "huge"], "--size"), (["--bogus", "1"], "--bogus"),
              (["--messages", "3"], "--messages"), (["--cluster-size", "2", "--threads", "3"], "--cluster-size"),
              (["--transport", "pigeon"], "--transport"), (["--wait-timeout-ms", "x"], "--wait-timeout-ms")]
-    cases += [(["--variant", "optimized"], "--variant", "acp"), (["--variant", "exact-halo"], "--variant", "asp")]
+    cases += [(["--variant", "optimized"], "--variant", "acp"), (["--variant", "exact-halo"], "--variant", "asp"),
+              (["--sor-rule", "loose"], "--sor-rule", "sor"), (["--sor-rule", "tight"], "--sor-rule", "asp")]
     for case in cases:
         args, flag, prog = case if len(case) == 3 else case + (name,)
         p = subprocess.run([cli, "run", prog] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
