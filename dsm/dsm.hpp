@@ -98,6 +98,9 @@ struct DsmCounters {
     // Of lock_returns: tokens sent back behind their flush's diffs, before the diffs' acks (every
     // diff of the flush went to the lock's home: dsm_diff.cpp, flush_locked).
     std::atomic<uint64_t> lock_returns_early{0};
+    // Of lock_requests and lock_returns: those of locks homed at this cluster, made by the thread
+    // itself on the home's manager (no message to this cluster's service thread, no wake-up of it).
+    std::atomic<uint64_t> lock_requests_here{0}, lock_returns_here{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (each a message to the variable's home).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

@@ -56,11 +56,22 @@ struct CondWaiter {
     bool blocked = false;
     ReplyToken tok;
 };
+// A compute thread of the lock's home cluster waiting for its grant (DsmNode::Impl::request_lock):
+// it asked no service thread, so the grant is left here and its endpoint notified.
+struct LocalGrant {
+    std::vector<uint8_t> bytes;  // the grant, as a reply would carry it
+    std::atomic<bool> ready{false};
+};
+struct LockWaiter {
+    ReplyToken tok;
+    VC acq;                        // the acquirer's time at its request
+    LocalGrant* local = nullptr;   // non-null: a thread of the home cluster, granted in place
+};
 struct SyncObj {
     // lock: its token is at cluster `owner` (-1: here at the home) until that cluster gives it back
     int32_t owner = -1;
     bool recalling = false;  // a kHLockRecall went to `owner` (one per tenure)
-    std::deque<std::pair<ReplyToken, VC>> queue;
+    std::deque<LockWaiter> queue;
     VC vc;  // knowledge of the last release
     // flag
     bool flag = false;
@@ -197,7 +208,10 @@ struct DsmNode::Impl {
     // cluster only, and by it since the latest, moves to it.
     std::array<VC, kMoveEpochs> last_full;
 
-    // Home-side managers: only the service thread touches these.
+    // Home-side managers: the service thread runs them, and a compute thread of this cluster acts
+    // on a lock homed here itself (its request, its token's return: dsm_sync.cpp), all under
+    // home_mu. Nothing is waited for under it (no request, no other lock of the node but know_mu).
+    std::mutex home_mu;
     std::unordered_map<uint32_t, SyncObj> objs;
     struct StartArrival {
         ReplyToken tok;

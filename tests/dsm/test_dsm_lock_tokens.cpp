@@ -290,3 +290,81 @@ TEST_CASE("dsm locks: a token given back behind its flush's diffs, before their 
     CHECK(m.nodes[0]->counters().lock_returns_early.load() == 0);  // the home's own writes need no diff
     CHECK(early > 0);
 }
+
+TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives back the token on the home itself, "
+          "and the grant still carries the notices",
+          "[dsm-locks]") {
+    // The lock is homed at cluster 0, the pages written under it at the last cluster: cluster 0's
+    // threads request the lock and give its token back on the home's manager themselves (no
+    // message to their service thread: lock_requests_here, lock_returns_here), so their grants
+    // must still name the other clusters' intervals (else cluster 0 reads its stale copy of the
+    // pages) and their returns must follow their own flushed writes (else the next player reads
+    // a stale counter or log).
+    const uint16_t C = GENERATE(2, 3);
+    const uint16_t T = GENERATE(1, 2);
+    Machine m(C, T);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(uint64_t(C) * 4 * 4096, 4096));
+    const uint64_t data = off + uint64_t(C - 1) * 4 * 4096;  // the last cluster's block: homed there
+    constexpr uint32_t kLock = 6;                             // homed at cluster 0 for 2 and 3 clusters
+    constexpr uint32_t kRounds = 30;
+    struct Entry {
+        uint32_t who, sum;
+    };
+    const uint32_t players = uint32_t(C) * T;
+    REQUIRE(8 + players * kRounds * sizeof(Entry) <= 4 * 4096);
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* count = m.at<uint32_t>(c, data);
+        auto* log = m.at<Entry>(c, data + 8);
+        const uint32_t me = uint32_t(c) * T + t;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        for (uint32_t r = 0; r < kRounds && f.n.load() == 0;) {
+            if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+            const uint32_t k = *count;
+            if (k % players == me) {
+                const uint32_t before = k == 0 ? 0 : log[k - 1].sum;
+                if (k > 0 && log[k - 1].who != (k - 1) % players)
+                    f.fail("entry " + std::to_string(k - 1) + " names appender " + std::to_string(log[k - 1].who));
+                log[k] = Entry{me, before + me + 1};
+                *count = k + 1;
+                r++;
+            }
+            if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+            if (std::chrono::steady_clock::now() > until) {
+                f.fail("player " + std::to_string(me) + " stuck at round " + std::to_string(r) + " (count " +
+                       std::to_string(*count) + ")");
+                return;
+            }
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (*count != players * kRounds) {
+            f.fail("cluster " + std::to_string(c) + " counted " + std::to_string(*count));
+            return;
+        }
+        uint32_t sum = 0;
+        for (uint32_t k = 0; k < players * kRounds; k++) {
+            sum += k % players + 1;
+            if (log[k].who != k % players || log[k].sum != sum) {
+                f.fail("cluster " + std::to_string(c) + ": entry " + std::to_string(k) + " (" + std::to_string(log[k].who) +
+                       ", " + std::to_string(log[k].sum) + "), expected (" + std::to_string(k % players) + ", " +
+                       std::to_string(sum) + ")");
+                return;
+            }
+        }
+    });
+    f.check();
+    for (uint16_t c = 0; c < C; c++) {
+        INFO(m.nodes[c]->format_counters());
+        const DsmCounters& k = m.nodes[c]->counters();
+        if (c == 0) {
+            CHECK(k.lock_requests_here.load() > 0);  // the new path was taken, both ways
+            CHECK(k.lock_returns_here.load() > 0);
+            CHECK(k.lock_requests_here.load() == k.lock_requests.load());
+            CHECK(k.lock_returns_here.load() == k.lock_returns.load());
+        } else {
+            CHECK(k.lock_requests_here.load() == 0);  // the lock is not homed there
+            CHECK(k.lock_returns_here.load() == 0);
+        }
+    }
+}
