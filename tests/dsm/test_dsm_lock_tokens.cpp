@@ -3,6 +3,7 @@
 // between clusters carries the writes made under it; a cluster waiting for a lock while another
 // waits for a token it released (not yet flushed) does not deadlock.
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "dsm_machine.hpp"
@@ -213,35 +214,34 @@ TEST_CASE("dsm locks: a recalled token goes first to a thread of its cluster alr
     CHECK(m.nodes[0]->counters().lock_acquires.load() == 2);
 }
 
-TEST_CASE("dsm locks: a token given back behind its flush's diffs, before their acks, carries the writes made "
-          "under it",
-          "[dsm-locks]") {
-    // Every page written under the lock is homed where the lock is (cluster 0), so the flush a
-    // leaving token waits for sends its diffs there only, and the token follows them unacked
-    // (lock_returns_early). The home's threads read those pages in place: a grant that overtook
-    // the diffs would show them a stale counter or log.
-    const uint16_t C = GENERATE(2, 3);
-    const uint16_t T = GENERATE(1, 2);
+namespace {
+// Every thread of every cluster appends in turn (entry k by player k mod players) to a counter
+// and a log at `data` (in the region) under `lock`, kTurnRounds entries each, so the token crosses
+// between clusters at every turn and each crossing follows writes made under the lock; after a
+// barrier every cluster checks the whole log (a stale entry shows as a wrong running sum). C
+// clusters x T threads; the data on the pages of allocation block `data_block` (4 pages a block,
+// homed at that cluster); the lock's id 6 is homed at cluster 0 for 2 and 3 clusters. Then
+// `counters` looks at the run's counters.
+constexpr uint32_t kTurnRounds = 30;
+void append_in_turn(uint16_t C, uint16_t T, uint16_t data_block, const std::function<void(Machine&)>& counters) {
+    constexpr uint32_t lock = 6;
     Machine m(C, T);
     uint64_t off = 0;
-    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(uint64_t(C) * 4 * 4096, 4096));  // pages 0..3: home 0
-    constexpr uint32_t kLock = 6;  // homed at cluster 0 for 2 and 3 clusters
-    constexpr uint32_t kRounds = 30;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(uint64_t(C) * 4 * 4096, 4096));
+    const uint64_t data = off + uint64_t(data_block) * 4 * 4096;
+    Failures f;
     struct Entry {
         uint32_t who, sum;  // the appender, and the sum of every appender + 1 up to this entry
     };
-    const uint32_t players = uint32_t(C) * T;
-    REQUIRE(8 + players * kRounds * sizeof(Entry) <= 4 * 4096);
-    Failures f;
+    const uint32_t players = uint32_t(m.C) * m.T;
+    REQUIRE(8 + players * kTurnRounds * sizeof(Entry) <= 4 * 4096);
     m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
-        auto* count = m.at<uint32_t>(c, off);
-        auto* log = m.at<Entry>(c, off + 8);
-        const uint32_t me = uint32_t(c) * T + t;
-        // The players append in turn (entry k by player k mod players), so the token crosses
-        // between clusters at every turn and each crossing follows writes made under the lock.
+        auto* count = m.at<uint32_t>(c, data);
+        auto* log = m.at<Entry>(c, data + 8);
+        const uint32_t me = uint32_t(c) * m.T + t;
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        for (uint32_t r = 0; r < kRounds && f.n.load() == 0;) {
-            if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+        for (uint32_t r = 0; r < kTurnRounds && f.n.load() == 0;) {
+            if (n.lock(lock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
             const uint32_t k = *count;
             if (k % players == me) {
                 const uint32_t before = k == 0 ? 0 : log[k - 1].sum;
@@ -251,20 +251,21 @@ TEST_CASE("dsm locks: a token given back behind its flush's diffs, before their 
                 *count = k + 1;
                 r++;
             }
-            if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+            if (n.unlock(lock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
             if (std::chrono::steady_clock::now() > until) {
-                f.fail("player " + std::to_string(me) + " stuck at round " + std::to_string(r));
+                f.fail("player " + std::to_string(me) + " stuck at round " + std::to_string(r) + " (count " +
+                       std::to_string(*count) + ")");
                 return;
             }
         }
         if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
-        if (*count != players * kRounds) {
+        if (*count != players * kTurnRounds) {
             f.fail("cluster " + std::to_string(c) + " counted " + std::to_string(*count));
             return;
         }
         std::vector<uint32_t> per(players, 0);
         uint32_t sum = 0;
-        for (uint32_t k = 0; k < players * kRounds; k++) {
+        for (uint32_t k = 0; k < players * kTurnRounds; k++) {
             if (log[k].who != k % players) {
                 f.fail("entry " + std::to_string(k) + " names appender " + std::to_string(log[k].who));
                 return;
@@ -278,17 +279,32 @@ TEST_CASE("dsm locks: a token given back behind its flush's diffs, before their 
             }
         }
         for (uint32_t p = 0; p < players; p++)
-            if (per[p] != kRounds) f.fail("appender " + std::to_string(p) + ": " + std::to_string(per[p]) + " entries");
+            if (per[p] != kTurnRounds) f.fail("appender " + std::to_string(p) + ": " + std::to_string(per[p]) + " entries");
     });
     f.check();
-    uint64_t early = 0;
-    for (uint16_t c = 0; c < C; c++) {
-        INFO(m.nodes[c]->format_counters());
-        early += m.nodes[c]->counters().lock_returns_early.load();
-        CHECK(m.nodes[c]->counters().lock_returns_early.load() <= m.nodes[c]->counters().lock_returns.load());
-    }
-    CHECK(m.nodes[0]->counters().lock_returns_early.load() == 0);  // the home's own writes need no diff
-    CHECK(early > 0);
+    counters(m);
+}
+}  // namespace
+
+TEST_CASE("dsm locks: a token given back behind its flush's diffs, before their acks, carries the writes made "
+          "under it",
+          "[dsm-locks]") {
+    // Every page written under the lock is homed where the lock is (cluster 0), so the flush a
+    // leaving token waits for sends its diffs there only, and the token follows them unacked
+    // (lock_returns_early). The home's threads read those pages in place: a grant that overtook
+    // the diffs would show them a stale counter or log.
+    const uint16_t C = GENERATE(2, 3);
+    const uint16_t T = GENERATE(1, 2);
+    append_in_turn(C, T, 0, [&](Machine& m) {  // block 0: homed at cluster 0, the lock's home
+        uint64_t early = 0;
+        for (uint16_t c = 0; c < C; c++) {
+            INFO(m.nodes[c]->format_counters());
+            early += m.nodes[c]->counters().lock_returns_early.load();
+            CHECK(m.nodes[c]->counters().lock_returns_early.load() <= m.nodes[c]->counters().lock_returns.load());
+        }
+        CHECK(m.nodes[0]->counters().lock_returns_early.load() == 0);  // the home's own writes need no diff
+        CHECK(early > 0);
+    });
 }
 
 TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives back the token on the home itself, "
@@ -302,69 +318,19 @@ TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives bac
     // a stale counter or log).
     const uint16_t C = GENERATE(2, 3);
     const uint16_t T = GENERATE(1, 2);
-    Machine m(C, T);
-    uint64_t off = 0;
-    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(uint64_t(C) * 4 * 4096, 4096));
-    const uint64_t data = off + uint64_t(C - 1) * 4 * 4096;  // the last cluster's block: homed there
-    constexpr uint32_t kLock = 6;                             // homed at cluster 0 for 2 and 3 clusters
-    constexpr uint32_t kRounds = 30;
-    struct Entry {
-        uint32_t who, sum;
-    };
-    const uint32_t players = uint32_t(C) * T;
-    REQUIRE(8 + players * kRounds * sizeof(Entry) <= 4 * 4096);
-    Failures f;
-    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
-        auto* count = m.at<uint32_t>(c, data);
-        auto* log = m.at<Entry>(c, data + 8);
-        const uint32_t me = uint32_t(c) * T + t;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        for (uint32_t r = 0; r < kRounds && f.n.load() == 0;) {
-            if (n.lock(kLock) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
-            const uint32_t k = *count;
-            if (k % players == me) {
-                const uint32_t before = k == 0 ? 0 : log[k - 1].sum;
-                if (k > 0 && log[k - 1].who != (k - 1) % players)
-                    f.fail("entry " + std::to_string(k - 1) + " names appender " + std::to_string(log[k - 1].who));
-                log[k] = Entry{me, before + me + 1};
-                *count = k + 1;
-                r++;
-            }
-            if (n.unlock(kLock) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
-            if (std::chrono::steady_clock::now() > until) {
-                f.fail("player " + std::to_string(me) + " stuck at round " + std::to_string(r) + " (count " +
-                       std::to_string(*count) + ")");
-                return;
-            }
-        }
-        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
-        if (*count != players * kRounds) {
-            f.fail("cluster " + std::to_string(c) + " counted " + std::to_string(*count));
-            return;
-        }
-        uint32_t sum = 0;
-        for (uint32_t k = 0; k < players * kRounds; k++) {
-            sum += k % players + 1;
-            if (log[k].who != k % players || log[k].sum != sum) {
-                f.fail("cluster " + std::to_string(c) + ": entry " + std::to_string(k) + " (" + std::to_string(log[k].who) +
-                       ", " + std::to_string(log[k].sum) + "), expected (" + std::to_string(k % players) + ", " +
-                       std::to_string(sum) + ")");
-                return;
+    append_in_turn(C, T, uint16_t(C - 1), [&](Machine& m) {  // the last cluster's block
+        for (uint16_t c = 0; c < C; c++) {
+            INFO(m.nodes[c]->format_counters());
+            const DsmCounters& k = m.nodes[c]->counters();
+            if (c == 0) {
+                CHECK(k.lock_requests_here.load() > 0);  // the new path was taken, both ways
+                CHECK(k.lock_returns_here.load() > 0);
+                CHECK(k.lock_requests_here.load() == k.lock_requests.load());
+                CHECK(k.lock_returns_here.load() == k.lock_returns.load());
+            } else {
+                CHECK(k.lock_requests_here.load() == 0);  // the lock is not homed there
+                CHECK(k.lock_returns_here.load() == 0);
             }
         }
     });
-    f.check();
-    for (uint16_t c = 0; c < C; c++) {
-        INFO(m.nodes[c]->format_counters());
-        const DsmCounters& k = m.nodes[c]->counters();
-        if (c == 0) {
-            CHECK(k.lock_requests_here.load() > 0);  // the new path was taken, both ways
-            CHECK(k.lock_returns_here.load() > 0);
-            CHECK(k.lock_requests_here.load() == k.lock_requests.load());
-            CHECK(k.lock_returns_here.load() == k.lock_returns.load());
-        } else {
-            CHECK(k.lock_requests_here.load() == 0);  // the lock is not homed there
-            CHECK(k.lock_returns_here.load() == 0);
-        }
-    }
 }
