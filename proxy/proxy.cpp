@@ -101,7 +101,7 @@ void Proxy::leave_port(size_t port) {
     // The peer's process ended. After it said it was done, that is the end of a run; before, it
     // is down, now (not after peer_timeout_ms of silence).
     const bool done = rings_.cluster_done(static_cast<uint32_t>(c));
-    if (rings_.mark_cluster_down(static_cast<uint32_t>(c))) {
+    if (rings_.mark_cluster_down(static_cast<uint32_t>(c), ClusterRings::DownReason::kHungUp)) {
         ++ctr_.peers_down;
         for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
     }

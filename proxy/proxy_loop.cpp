@@ -81,7 +81,7 @@ void Proxy::status_pass(uint64_t now_ns) {
     const uint64_t timeout_ns = uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
     for (size_t c = 0; c < routes_.size(); ++c) {
         if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns < last_heard_ns_[c] + timeout_ns) continue;
-        if (rings_.mark_cluster_down(static_cast<uint32_t>(c))) {
+        if (rings_.mark_cluster_down(static_cast<uint32_t>(c), ClusterRings::DownReason::kSilent)) {
             ++ctr_.peers_down;
             if (!rings_.cluster_done(static_cast<uint32_t>(c)))
                 std::fprintf(stderr, "proxy %u.%u: cluster %zu stopped answering (nothing heard for %u ms): "

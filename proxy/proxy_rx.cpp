@@ -93,7 +93,7 @@ void Proxy::on_peer_restarted(SubConnection& sc, uint64_t new_token) {
                  "handled as down, its new incarnation is not merged\n", cfg_.cluster, cfg_.index, c,
                  static_cast<unsigned long long>(new_token), sc.local_id());
     if (c < last_heard_ns_.size()) last_heard_ns_[c] = 0;
-    if (rings_.mark_cluster_down(c)) {
+    if (rings_.mark_cluster_down(c, ClusterRings::DownReason::kRestarted)) {
         ++ctr_.peers_down;
         for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();
     }

@@ -55,7 +55,7 @@ bool ClusterRings::create(const std::string& prefix, uint32_t threads, uint32_t 
     threads_ = threads;
     proxies_ = proxies;
     clusters_ = clusters;
-    down_.reset(new std::atomic<bool>[clusters]());
+    down_.reset(new std::atomic<uint8_t>[clusters]());
     done_.reset(new std::atomic<bool>[clusters]());
     loads_.reset(new Load[proxies]);
     proxy_wakers_ = std::vector<Waker>(proxies);

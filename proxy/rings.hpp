@@ -97,9 +97,19 @@ class ClusterRings {
     }
 
     // --- the other clusters, as the proxies see them ---
-    // Down: a proxy heard nothing from it for the peer timeout. Sticky. True if newly marked.
-    bool mark_cluster_down(uint32_t c) { return c < clusters_ && !down_[c].exchange(true); }
-    bool cluster_down(uint32_t c) const { return c < clusters_ && down_[c].load(std::memory_order_relaxed); }
+    // Down: a proxy heard nothing from it for the peer timeout, its memif link hung up (its
+    // process ended), or it came back as a new incarnation. Sticky; the first reason stays (what
+    // the compute side tells its users: a silence may be a host that gave the proxies no core,
+    // not a cluster that is gone). True if newly marked.
+    enum class DownReason : uint8_t { kUp = 0, kSilent, kHungUp, kRestarted };
+    bool mark_cluster_down(uint32_t c, DownReason why) {
+        uint8_t up = 0;
+        return c < clusters_ && down_[c].compare_exchange_strong(up, static_cast<uint8_t>(why));
+    }
+    bool cluster_down(uint32_t c) const { return c < clusters_ && down_[c].load(std::memory_order_relaxed) != 0; }
+    DownReason down_reason(uint32_t c) const {
+        return c < clusters_ ? static_cast<DownReason>(down_[c].load(std::memory_order_acquire)) : DownReason::kUp;
+    }
     // Done: it said (through a proxy status message) that its work is finished.
     void mark_cluster_done(uint32_t c) { if (c < clusters_) done_[c].store(true, std::memory_order_release); }
     bool cluster_done(uint32_t c) const { return c < clusters_ && done_[c].load(std::memory_order_acquire); }
@@ -119,7 +129,8 @@ class ClusterRings {
     std::vector<rte_ring*> to_proxy_, to_thread_;
     std::vector<Waker> proxy_wakers_, thread_wakers_;
     std::unique_ptr<std::atomic<uint16_t>[]> ports_{new std::atomic<uint16_t>[65536]()};  // owner thread + 1
-    std::unique_ptr<std::atomic<bool>[]> down_, done_;
+    std::unique_ptr<std::atomic<uint8_t>[]> down_;  // DownReason
+    std::unique_ptr<std::atomic<bool>[]> done_;
     std::atomic<bool> local_done_{false};
     std::unique_ptr<Load[]> loads_;
 };

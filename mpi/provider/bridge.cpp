@@ -54,6 +54,7 @@ class Bridge {
     bool deliver(const RecvMsg& msg);
     void on_control(const MpiRecHdr& h);
     void cluster_lost(uint16_t c);
+    std::string why_lost(uint16_t c) const;
     void announce_death();
     bool rank_dead() const {
         return slot_.state.load(std::memory_order_acquire) == static_cast<uint32_t>(RankState::kDead);
@@ -132,10 +133,27 @@ bool Bridge::open_connections() {
     return true;
 }
 
+// Why cluster c counts as gone, as this cluster's proxies saw it: the words the ranks print. A
+// silence is not always a cluster that is gone: on a host whose cores are all busy its proxies
+// may not have run for the peer timeout (IMB's Uniband, 2 x 2 ranks on 2 loaded cores).
+std::string Bridge::why_lost(uint16_t c) const {
+    switch (env_.rings->down_reason(c)) {
+        case ClusterRings::DownReason::kSilent:
+            return "its proxies said nothing for " + std::to_string(m_.config->cluster.peer_timeout_ms) +
+                   " ms ([cluster] peer_timeout_ms): its agent was stopped or killed, or this host gave its proxies no "
+                   "core that long (ICCS_MPI_AGENT_LOG=FILE keeps their 'not run' lines; a larger peer_timeout_ms "
+                   "rides out a loaded host)";
+        case ClusterRings::DownReason::kHungUp: return "its agent ended (its memif link hung up) while this rank needed it";
+        case ClusterRings::DownReason::kRestarted: return "its agent came back as a new incarnation (not merged)";
+        case ClusterRings::DownReason::kUp: break;
+    }
+    return "its proxies stopped answering, or its agent ended";
+}
+
 void Bridge::cluster_lost(uint16_t c) {
     if (c >= lost_.size() || lost_[c]) return;
     lost_[c] = 1;
-    region_.set_agent_error("cluster " + std::to_string(c) + " is unreachable (its proxies stopped answering, or its agent ended): its ranks count as dead");
+    region_.set_agent_error("cluster " + std::to_string(c) + " is unreachable: " + why_lost(c) + ": its ranks count as dead");
     // Every rank of that cluster is unreachable: the ranks of this domain fail what involves them.
     for (uint32_t r = c * m_.cluster_size; r < (c + 1u) * m_.cluster_size; ++r) {
         region_.dead_flag(r).store(1, std::memory_order_release);

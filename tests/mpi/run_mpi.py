@@ -17,6 +17,13 @@ Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
   --killed VICTIM                 the program kills rank VICTIM (mpi_killed.c): mpirun runs with
                                   orte_enable_recovery, and every other rank must end with an MPI
                                   error within the time-out, none with "no error"
+  --stopped-agent D               the agent of domain D is stopped (SIGSTOP) once every rank runs
+                                  (mpi_killed.c with no victim, [cluster] peer_timeout_ms 1500): the
+                                  ranks of the other clusters must end with an MPI error within the
+                                  time-out, and say why: the proxies of cluster D said nothing for
+                                  the peer timeout, which may be a host that gave them no core (IMB's
+                                  Uniband on 2 loaded cores); then the agent goes on (SIGCONT) and
+                                  the run must end and leave nothing
   --bad-size N                    mpirun starts N ranks against the machine file's C*S: the run must
                                   fail with the one line naming both counts, said once
   --no-config                     ICCS_CONFIG not passed: the run must fail with the one line that
@@ -74,6 +81,100 @@ def left_behind(run):
     return leftovers(run)
 
 
+PEER_TIMEOUT_MS = 1500  # --stopped-agent: the machine file's [cluster] peer_timeout_ms
+
+
+def agent_pid(run, domain):
+    for env in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(env, "rb") as f:
+                if f"ICCS_RUN_ID={run[1:]}".encode() + b"\0" not in f.read():
+                    continue
+            with open(env.replace("environ", "cmdline"), "rb") as c:
+                argv = c.read().split(b"\0")
+            if argv[0].endswith(b"iccs-mpi-agent") and b"--domain" in argv and \
+                    argv[argv.index(b"--domain") + 1] == str(domain).encode():
+                return int(env.split("/")[2])
+        except (OSError, IndexError):
+            pass
+    return None
+
+
+def stopped_agent(cmd, env, run, domain, clusters, size, timeout):
+    """--stopped-agent D: the agent of domain D stops (SIGSTOP) while every rank runs; the ranks of
+    the other clusters end with an MPI error that says the proxies of cluster D were silent for the
+    peer timeout; then the agent goes on (SIGCONT), the run ends and leaves nothing."""
+    import signal
+    import threading
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    survivors = [r for r in range(clusters * size) if r // size != domain]
+    pid, stopped = None, False
+    t0 = time.monotonic()
+    try:
+        # Every rank attached (each agent serves), and the rounds going: 2 s after both agents are up.
+        while time.monotonic() - t0 < 60 and p.poll() is None:
+            pids = [agent_pid(run, d) for d in range(clusters)]
+            if all(pids):
+                pid = pids[domain]
+                break
+            time.sleep(0.1)
+        if pid is None:
+            fail("the agents did not start", "".join(lines))
+        time.sleep(2)
+        # The agent detaches (its first process forks and ends): the one to stop is the one there now.
+        for _ in range(50):
+            pid = agent_pid(run, domain)
+            try:
+                if pid is not None:
+                    os.kill(pid, signal.SIGSTOP)
+                    break
+            except ProcessLookupError:
+                pass
+            time.sleep(0.1)
+        else:
+            fail(f"no agent of domain {domain} to stop", "".join(lines))
+        stopped = True
+        t_stop = time.monotonic()
+        print(f"agent of domain {domain} (pid {pid}) stopped {t_stop - t0:.1f} s after mpirun started", flush=True)
+        while time.monotonic() - t_stop < timeout and p.poll() is None:
+            out = "".join(lines)
+            if all(re.search(rf"^survivor {r}: MPI error", out, re.M) for r in survivors):
+                break
+            time.sleep(0.1)
+        took = time.monotonic() - t_stop
+        os.kill(pid, signal.SIGCONT)
+        stopped = False
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail("mpirun did not end within 60 s after the agent went on", "".join(lines))
+        reader.join(timeout=10)
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines)
+    for r in survivors:
+        if not re.search(rf"^survivor {r}: MPI error", out, re.M):
+            fail(f"rank {r} did not end with an MPI error after the agent of domain {domain} stopped", out)
+    why = (rf"^libiccs-fi: rank \d+: cluster {domain} is unreachable: its proxies said nothing for "
+           rf"{PEER_TIMEOUT_MS} ms \(\[cluster\] peer_timeout_ms\): its agent was stopped or killed, or this host "
+           rf"gave its proxies no core that long")
+    if not re.search(why, out, re.M):
+        fail(f"no rank said why cluster {domain} counts as gone (its proxies' silence for the peer timeout)", out)
+    print(f"every rank of the other clusters ({survivors}) ended with an MPI error {took:.1f} s after the stop, "
+          f"and said why: {re.search(why + '.*$', out, re.M).group(0)}")
+    left = left_behind(run)
+    if left:
+        fail(f"left behind: {left}", out)
+    print("PASS")
+
+
 def main():
     argv = sys.argv[1:]
     prog_args = []
@@ -82,7 +183,7 @@ def main():
         argv, prog_args = argv[:i], argv[i + 1:]
     provider_dir, program = argv[0], argv[1]
     opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
-            "--drop": None, "--killed": None, "--bad-size": None, "--timeout": "240"}
+            "--drop": None, "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
     key = None
     no_config = False
     i = 2
@@ -117,6 +218,8 @@ def main():
         cfg = os.path.join(tmp, "machine.toml")
         lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"',
                  "[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", 'polling = "adaptive"']
+        if opts["--stopped-agent"] is not None:
+            lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:
             lines += ["[test]", f"drop = {opts['--drop']}", "seed = 7"]
         if key:
@@ -140,7 +243,7 @@ def main():
                "--mca", "mtl_ofi_provider_include", "iccs"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
-        if opts["--killed"] is not None:
+        if opts["--killed"] is not None or opts["--stopped-agent"] is not None:
             cmd += ["--mca", "orte_enable_recovery", "1"]
         for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT", "ICCS_MPI_AGENT_LOG"):
             if var in env:
@@ -148,6 +251,9 @@ def main():
         cmd += [program] + prog_args
         print("$ " + " ".join(cmd), flush=True)
         t0 = time.monotonic()
+        if opts["--stopped-agent"] is not None:
+            stopped_agent(cmd, env, run, int(opts["--stopped-agent"]), clusters, size, int(opts["--timeout"]))
+            return
         try:
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=int(opts["--timeout"]))
@@ -236,6 +342,8 @@ def check_reports(rep, clusters, size, opts, out):
         local = sum(k["sent_local_msgs"] for r in reports for k in r["ranks"])
         print(f"ranks sent {remote_bytes} bytes to other clusters, the proxies {tx}; "
               f"{local} messages within clusters through shared memory")
+        if opts["--stopped-agent"] is not None:
+            lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:
             retx = sum(p["retransmissions"] for r in reports for p in r["proxies"])
             if retx == 0:
