@@ -101,6 +101,9 @@ struct DsmCounters {
     // Of lock_requests and lock_returns: those of locks homed at this cluster, made by the thread
     // itself on the home's manager (no message to this cluster's service thread, no wake-up of it).
     std::atomic<uint64_t> lock_requests_here{0}, lock_returns_here{0};
+    // Of lock_returns: sent to the home's thread that waits for the token (it asked on the home
+    // itself: lock_requests_here there), which takes it back in its wait, not to the service thread.
+    std::atomic<uint64_t> lock_returns_to_thread{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (each a message to the variable's home).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

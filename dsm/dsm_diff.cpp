@@ -153,7 +153,7 @@ bool send_diffs_with_tokens(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, Dif
         std::lock_guard<std::mutex> k(I.know_mu);
         idx = I.vc[n.cluster()] + 1;
     }
-    std::vector<std::pair<uint32_t, std::vector<Wr>>> out;
+    std::vector<TokenReturn> out;
     {
         std::lock_guard<std::mutex> g(I.tok_mu);
         std::vector<uint32_t> keep;
@@ -165,7 +165,7 @@ bool send_diffs_with_tokens(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, Dif
                     std::lock_guard<std::mutex> k(I.know_mu);
                     I.store[n.cluster()][idx] = list;  // named by the returns (beyond vc: nothing else reads it)
                 }
-                out.emplace_back(id, I.token_return(id, t, idx));
+                out.push_back(I.token_return(id, t, idx));
             } else {
                 keep.push_back(id);
             }
@@ -179,7 +179,7 @@ bool send_diffs_with_tokens(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, Dif
         if (ep.send(I.service(home), I.h(kHDiff), RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
             fatal("cluster %u: sending diffs to cluster %u failed: %s", unsigned(n.cluster()), unsigned(home),
                   ep.last_error().c_str());
-    for (auto& [id, msgs] : out) I.send_token_return(ep, id, msgs);
+    for (TokenReturn& ret : out) I.send_token_return(ep, ret, true);
     n.counters().lock_returns_early.fetch_add(out.size(), std::memory_order_relaxed);
     const uint32_t none = 0;  // an empty diff: its ack says every diff before it is applied
     std::vector<uint8_t> ack;

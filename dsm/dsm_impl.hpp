@@ -115,6 +115,16 @@ struct LockToken {
     uint32_t passes = 0;      // local passes since the recall (kMaxLocalPasses bounds them)
     uint64_t released = 0;    // rel_clock at its last release here
     VC at_grant;              // the lock's time at this cluster's grant
+    // Where its return goes at the home (named by the recall): the thread of the home cluster that
+    // waits for it (a request made on the home itself), else the home's service thread.
+    uint16_t return_to = kRtService;
+};
+
+// A token leaving this cluster (DsmNode::Impl::token_return): the messages that give it back.
+struct TokenReturn {
+    uint32_t id = 0;
+    uint16_t to = kRtService;  // the home's endpoint they go to (LockToken::return_to)
+    std::vector<Wr> msgs;      // notices that do not fit go ahead, then the kHLockRel
 };
 
 // A recalled token still goes from its holder to a thread of the same cluster waiting for it, at
@@ -364,8 +374,10 @@ struct DsmNode::Impl {
     // the kHLockRel); the token leaves this cluster. tok_mu held. `own_interval` (non-zero): the
     // interval of this cluster the token carries is that one, closed by a flush not yet acked
     // (flush_locked's early return), not this cluster's vc.
-    std::vector<Wr> token_return(uint32_t id, LockToken& t, uint32_t own_interval = 0);
-    void send_token_return(RtEndpoint& ep, uint32_t id, std::vector<Wr>& msgs);
+    TokenReturn token_return(uint32_t id, LockToken& t, uint32_t own_interval = 0);
+    // `behind_diffs`: to the home's service thread whatever the recall named, behind this
+    // endpoint's diffs to it (dsm_diff.cpp, send_diffs_with_tokens).
+    void send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs = false);
     // After a flush: every recalled idle token it covers goes back (from the endpoint that flushed).
     void return_covered_tokens(RtEndpoint& ep);
     void tokens_changed();  // tok_gen, and the waiting threads woken

@@ -52,7 +52,13 @@ void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
 void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o) {
     if (id == kFenceLock || o.queue.empty() || o.owner < 0 || o.recalling) return;
     o.recalling = true;
-    self.send(I.service(uint16_t(o.owner)), I.h(kHLockRecall), RtBytes{&id, sizeof id});
+    // The token comes back to the thread that waits for it when that thread is of this cluster (a
+    // request made on the home itself: it runs the return's handler while it waits), so this
+    // cluster's service thread is not woken for it; else to the service thread.
+    Wr w;
+    w.put<uint32_t>(id);
+    w.put<uint16_t>(o.queue.front().local ? o.queue.front().tok.to.thread : kRtService);
+    self.send(I.service(uint16_t(o.owner)), I.h(kHLockRecall), RtBytes{w.b.data(), uint32_t(w.b.size())});
 }
 
 // The token's cluster may ask again before its token is back (its request and the token come from
@@ -137,15 +143,21 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto& I = *static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     const uint32_t id = r.get<uint32_t>();
-    if (r.bad) return;
-    std::vector<Wr> msgs;
+    const uint16_t to = r.get<uint16_t>();
+    if (r.bad || (to != kRtService && to >= I.rt.threads())) {
+        fprintf(stderr, "iccs dsm: cluster %u: malformed recall from cluster %u (dropped)\n", unsigned(I.n.cluster()),
+                unsigned(m.src.cluster));
+        return;
+    }
+    TokenReturn ret;
     {
         std::lock_guard<std::mutex> g(I.tok_mu);
         LockToken& t = I.tokens[id];
         t.recalled = true;  // also when its grant is still on the way here
+        t.return_to = to;
         if (t.here && !t.held) {
             if (!I.n.parallel() || t.released <= I.flushed_clock.load()) {
-                msgs = I.token_return(id, t);
+                ret = I.token_return(id, t);
             } else {
                 I.recalled_idle.push_back(id);
                 I.flush_wanted.store(true, std::memory_order_seq_cst);
@@ -157,14 +169,14 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
                 if (t.released <= I.flushed_clock.load(std::memory_order_seq_cst)) {
                     I.recalled_idle.pop_back();
                     I.flush_wanted.store(!I.recalled_idle.empty(), std::memory_order_seq_cst);
-                    msgs = I.token_return(id, t);
+                    ret = I.token_return(id, t);
                 } else {
                     I.tokens_changed();  // a thread waiting here for a token flushes
                 }
             }
         }
     }
-    if (!msgs.empty()) I.send_token_return(self, id, msgs);
+    if (!ret.msgs.empty()) I.send_token_return(self, ret);
 }
 
 // An arrival: u32 id, u16 clusters, u8 full, VC the latest and VC the oldest of the last
@@ -393,11 +405,12 @@ void DsmNode::Impl::apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>
 
 // ---- client side -------------------------------------------------------------------------------
 
-std::vector<Wr> DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_interval) {
+TokenReturn DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_interval) {
     VC mine = snapshot_vc();
     if (own_interval) mine[n.cluster_] = own_interval;
     const uint16_t home = home_of_sync(id);
-    std::vector<Wr> msgs;
+    TokenReturn ret{id, t.return_to, {}};
+    std::vector<Wr>& msgs = ret.msgs;
     Wr w;
     w.put<uint32_t>(id);
     encode_vc(w, mine);
@@ -408,11 +421,14 @@ std::vector<Wr> DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t 
     t.passed = false;
     t.passes = 0;
     tokens_changed();  // its local waiters ask the home now
+    t.return_to = kRtService;
     n.ctr_.lock_returns.fetch_add(1, std::memory_order_relaxed);
-    return msgs;
+    return ret;
 }
 
-void DsmNode::Impl::send_token_return(RtEndpoint& ep, uint32_t id, std::vector<Wr>& msgs) {
+void DsmNode::Impl::send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs) {
+    const uint32_t id = ret.id;
+    std::vector<Wr>& msgs = ret.msgs;
     const uint16_t home = home_of_sync(id);
     if (home == n.cluster_ && msgs.size() == 1) {
         // The home is this cluster: its manager takes the token back on this thread, under home_mu,
@@ -424,10 +440,14 @@ void DsmNode::Impl::send_token_return(RtEndpoint& ep, uint32_t id, std::vector<W
         n.ctr_.lock_returns_here.fetch_add(1, std::memory_order_relaxed);
         return;
     }
+    // To the thread of the home that waits for it, when the recall named one: its handler runs
+    // there, in that thread's wait (no wake-up of the home's service thread).
+    const RtAddr to = behind_diffs || ret.to == kRtService ? service(home) : RtAddr{home, ret.to};
+    if (to.thread != kRtService) n.ctr_.lock_returns_to_thread.fetch_add(1, std::memory_order_relaxed);
     for (size_t k = 0; k < msgs.size(); k++) {
         const Wr& w = msgs[k];
         const uint16_t handler = h(k + 1 < msgs.size() ? kHNotices : kHLockRel);
-        if (ep.send(service(home), handler, RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
+        if (ep.send(to, handler, RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
             fatal("cluster %u: giving lock %u back to its home cluster %u failed: %s", unsigned(n.cluster_), id,
                   unsigned(home), ep.last_error().c_str());
     }
@@ -437,20 +457,20 @@ void DsmNode::Impl::return_covered_tokens(RtEndpoint& ep) {
     // seq_cst with h_lock_recall's store and its second look at flushed_clock: one of the two sees
     // the other's write, so a recall arriving as a flush ends is served by one of them.
     if (!flush_wanted.load(std::memory_order_seq_cst)) return;
-    std::vector<std::pair<uint32_t, std::vector<Wr>>> out;
+    std::vector<TokenReturn> out;
     {
         std::lock_guard<std::mutex> g(tok_mu);
         std::vector<uint32_t> keep;
         for (uint32_t id : recalled_idle) {
             LockToken& t = tokens[id];
             if (!t.here || t.held || !t.recalled) continue;  // gone, or its holder's release gives it back
-            if (t.released <= flushed_clock.load()) out.emplace_back(id, token_return(id, t));
+            if (t.released <= flushed_clock.load()) out.push_back(token_return(id, t));
             else keep.push_back(id);
         }
         recalled_idle.swap(keep);
         flush_wanted.store(!recalled_idle.empty(), std::memory_order_release);
     }
-    for (auto& [id, msgs] : out) send_token_return(ep, id, msgs);
+    for (TokenReturn& ret : out) send_token_return(ep, ret);
 }
 
 void DsmNode::Impl::tokens_changed() {

@@ -315,10 +315,12 @@ TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives bac
     // message to their service thread: lock_requests_here, lock_returns_here), so their grants
     // must still name the other clusters' intervals (else cluster 0 reads its stale copy of the
     // pages) and their returns must follow their own flushed writes (else the next player reads
-    // a stale counter or log).
+    // a stale counter or log). The other clusters give the token back straight to the thread of
+    // cluster 0 that waits for it (lock_returns_to_thread), which takes it back in its wait.
     const uint16_t C = GENERATE(2, 3);
     const uint16_t T = GENERATE(1, 2);
     append_in_turn(C, T, uint16_t(C - 1), [&](Machine& m) {  // the last cluster's block
+        uint64_t to_thread = 0;
         for (uint16_t c = 0; c < C; c++) {
             INFO(m.nodes[c]->format_counters());
             const DsmCounters& k = m.nodes[c]->counters();
@@ -327,10 +329,13 @@ TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives bac
                 CHECK(k.lock_returns_here.load() > 0);
                 CHECK(k.lock_requests_here.load() == k.lock_requests.load());
                 CHECK(k.lock_returns_here.load() == k.lock_returns.load());
+                CHECK(k.lock_returns_to_thread.load() == 0);  // its returns are taken back in place
             } else {
                 CHECK(k.lock_requests_here.load() == 0);  // the lock is not homed there
                 CHECK(k.lock_returns_here.load() == 0);
+                to_thread += k.lock_returns_to_thread.load();
             }
         }
+        CHECK(to_thread > 0);  // tokens went back straight to a waiting thread of cluster 0
     });
 }
