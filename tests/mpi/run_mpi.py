@@ -156,8 +156,12 @@ def stopped_agent(cmd, env, run, domain, clusters, size, timeout):
     finally:
         if stopped:
             os.kill(pid, signal.SIGCONT)
-        if p.poll() is None:
-            p.kill()
+        if p.poll() is None:  # a failure above: mpirun ends its ranks (and their shared memory) on SIGTERM
+            p.terminate()
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
     out = "".join(lines)
     for r in survivors:
         if not re.search(rf"^survivor {r}: MPI error", out, re.M):
