@@ -381,10 +381,15 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
     uint64_t off = 0;
     for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(8192, 4096)) - static_cast<uint8_t*>(n->base()));
     Failures f;
+    // Cluster 1's threads in their spin loop before the writer sets the flag: the flag's page is
+    // homed at cluster 1, so a thread that started after the write read 1 at once and made no
+    // spin fence (the count below failed so under load: 3 fences).
+    std::atomic<int> spinning{0};
     m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
         auto* data = m.at<volatile uint32_t>(c, off);
         auto* flag = m.at<volatile uint32_t>(c, off + 4096);
         if (c == 0 && t == 0) {
+            while (spinning.load() < 2) std::this_thread::yield();
             for (int i = 0; i < 512; i++) data[i] = 77 + uint32_t(i);
             n.fence(DsmNode::Fence::kRelease);
             *flag = 1;
@@ -393,6 +398,7 @@ TEST_CASE("dsm: fences make flag spinning across clusters work", "[dsm-litmus]")
             for (int spins = 0; *flag == 0; spins++) {
                 // without it the stale copy of the flag's page would spin forever
                 n.fence(DsmNode::Fence::kAcquire);
+                if (spins == 0) spinning++;
                 if (spins > 200000) {
                     f.fail("flag never seen");
                     break;
