@@ -35,6 +35,17 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                                            : 0.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.50)) / 1000.0,
                     static_cast<double>(msg_time_quantile_ns(s.proxy, 0.99)) / 1000.0);
+        // What the retransmissions were (issue 35): the timer's (RTO) or the selective acks'; and frames
+        // dropped at the stack's own TX queue. On a lossless fabric (memif) every one of them is a
+        // copy the peer already had (its dup) unless drop_tx_full moved: timers that expired while
+        // the proxies got no core (proxy/README.md, "Retransmissions on a lossless fabric").
+        if (s.slidwin.tx_retx + s.stack.drop_tx_full != 0)
+            std::fprintf(out, "  retransmissions %u.%zu: %llu after %llu timer expirations, %llu on selective acks; "
+                         "frames dropped at the TX queue %llu\n",
+                         plan.cluster_id, i, static_cast<unsigned long long>(s.slidwin.tx_rto_retx),
+                         static_cast<unsigned long long>(s.slidwin.rto_expired),
+                         static_cast<unsigned long long>(s.slidwin.tx_fast_retx),
+                         static_cast<unsigned long long>(s.stack.drop_tx_full));
         // Fault injection ([test] drop, duplicate): what it did to the frames this proxy received,
         // so that a test sees the knob took effect (retransmissions alone also come from load).
         if (plan.impair.drop > 0 || plan.impair.duplicate > 0)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""A sending cluster the host does not run for longer than its retransmission timeout (issue 35):
+the acks that arrived meanwhile are read before the timer is judged, so the pause resends nothing.
+
+`iccs run pingpong` over memif (lossless), 512 KiB messages (377 datagrams, the whole message in
+flight), adaptive polling, [slidwin] rto_min_us (and rto_initial_us) = 200 ms: far above the scheduling gaps of a
+loaded 2-core host (the longest seen: 92 ms), so that nothing but the pauses could expire a timer.
+Cluster 0 (the pinger) is stopped (SIGSTOP) STOPS = 6 times for STOP_S = 0.6 s. While it is stopped,
+cluster 1 takes what cluster 0 sent and acks it; the acks wait in memif's ring. When cluster 0
+resumes, its retransmission timer is long due: a proxy that ran its timers before its receive
+(main before this test) resent up to 32 datagrams the peer already had at each pause that caught
+a ping in flight (half the time: the pong's phase has nothing in flight); one that reads first
+sees the acks and resends nothing. Checked: the run passes, proxy 0.0 retransmitted 0 datagrams
+and proxy 1.0 counted no duplicates.
+
+usage: stall_no_retx.py CLI
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_clusters import children  # noqa: E402  (the cluster processes: /proc, no procps)
+from stop_resume import cluster_of  # noqa: E402
+
+MSG = 512 * 1024  # 377 datagrams of 1392 bytes: all in flight at once (window 1024)
+ROUNDS = 2000     # 1.5-5 ms each here: the run outlasts the pauses (about 4.5 s)
+STOPS = 6
+STOP_S = 0.6
+
+
+def main():
+    cli = sys.argv[1]
+    cmd = [cli, "run", "pingpong", "--clusters", "2", "--threads", "1", "--proxies", "1", "--fabric", "memif",
+           "--polling", "adaptive", "--min-size", str(MSG), "--max-size", str(MSG), "--messages", str(ROUNDS),
+           "--warmup", "0", "--timeout", "100", "--set", "slidwin.rto_min_us=300000", "--set", "slidwin.rto_initial_us=300000"]
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    banners = threading.Event()
+
+    def read():
+        for line in p.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            if sum(1 for l in lines if l.startswith("cluster ") and " proxies, " in l) >= 2:
+                banners.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not banners.wait(0.2) and p.poll() is None and time.monotonic() < deadline:
+        pass
+    if not banners.is_set():
+        print("FAIL: the clusters did not start")
+        p.kill()
+        return 1
+    time.sleep(0.8)  # some round trips first
+    kids = children(p.pid)
+    if len(kids) != 2:
+        print(f"FAIL: expected 2 cluster processes, found {kids}")
+        p.kill()
+        return 1
+    kids.sort(key=cluster_of)
+    stops = 0
+    for i in range(STOPS):
+        if p.poll() is not None:
+            break
+        stops += 1
+        os.kill(kids[0], signal.SIGSTOP)
+        time.sleep(STOP_S)
+        os.kill(kids[0], signal.SIGCONT)
+        time.sleep(0.1)
+    print(f"cluster 0 stopped {stops} times for {STOP_S} s", flush=True)
+    try:
+        p.wait(timeout=100)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        print("FAIL: the run did not end")
+        return 1
+    reader.join(5)
+    out = "".join(lines)
+    ok = True
+
+    def check(cond, what):
+        nonlocal ok
+        print(("ok: " if cond else "FAIL: ") + what)
+        ok &= bool(cond)
+
+    check(p.returncode == 0 and "PASS: every round trip completed" in out,
+          f"the run passed (exit status {p.returncode})")
+    check(stops == STOPS, f"cluster 0 was stopped {STOPS} times while the run went on ({stops})")
+    proxies = {m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+               for m in re.finditer(r"^  proxy (\d\.\d): msgs tx (\d+) .*?, retx (\d+), dup (\d+),", out, re.M)}
+    check(set(proxies) == {"0.0", "1.0"}, f"both proxies reported their counters ({sorted(proxies)})")
+    if set(proxies) == {"0.0", "1.0"}:
+        check(proxies["0.0"][1] == 0, f"proxy 0.0 retransmitted nothing ({proxies['0.0'][1]} datagrams)")
+        check(proxies["1.0"][2] == 0, f"proxy 1.0 received no duplicate ({proxies['1.0'][2]})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
