@@ -18,14 +18,11 @@ usage: stall_no_retx.py CLI
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_clusters import children  # noqa: E402  (the cluster processes: /proc, no procps)
-from stop_resume import cluster_of  # noqa: E402
+from stop_resume import Checks, finish, start_two_clusters  # noqa: E402
 
 MSG = 512 * 1024  # 377 datagrams of 1392 bytes: all in flight at once (window 1024)
 ROUNDS = 2000     # 1.5-5 ms each here: the run outlasts the pauses (about 4.5 s)
@@ -37,37 +34,14 @@ def main():
     cli = sys.argv[1]
     cmd = [cli, "run", "pingpong", "--clusters", "2", "--threads", "1", "--proxies", "1", "--fabric", "memif",
            "--polling", "adaptive", "--min-size", str(MSG), "--max-size", str(MSG), "--messages", str(ROUNDS),
-           "--warmup", "0", "--timeout", "100", "--set", "slidwin.rto_min_us=300000", "--set", "slidwin.rto_initial_us=300000"]
-    print("$", " ".join(cmd), flush=True)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    banners = threading.Event()
-
-    def read():
-        for line in p.stdout:
-            lines.append(line)
-            sys.stdout.write(line)
-            if sum(1 for l in lines if l.startswith("cluster ") and " proxies, " in l) >= 2:
-                banners.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 60
-    while not banners.wait(0.2) and p.poll() is None and time.monotonic() < deadline:
-        pass
-    if not banners.is_set():
-        print("FAIL: the clusters did not start")
-        p.kill()
+           "--warmup", "0", "--timeout", "100",
+           "--set", "slidwin.rto_min_us=300000", "--set", "slidwin.rto_initial_us=300000"]
+    started = start_two_clusters(cmd)
+    if started is None:
         return 1
-    time.sleep(0.8)  # some round trips first
-    kids = children(p.pid)
-    if len(kids) != 2:
-        print(f"FAIL: expected 2 cluster processes, found {kids}")
-        p.kill()
-        return 1
-    kids.sort(key=cluster_of)
+    p, lines, reader, kids = started
     stops = 0
-    for i in range(STOPS):
+    for _ in range(STOPS):
         if p.poll() is not None:
             break
         stops += 1
@@ -76,21 +50,10 @@ def main():
         os.kill(kids[0], signal.SIGCONT)
         time.sleep(0.1)
     print(f"cluster 0 stopped {stops} times for {STOP_S} s", flush=True)
-    try:
-        p.wait(timeout=100)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        print("FAIL: the run did not end")
+    out = finish(p, lines, reader, 100)
+    if out is None:
         return 1
-    reader.join(5)
-    out = "".join(lines)
-    ok = True
-
-    def check(cond, what):
-        nonlocal ok
-        print(("ok: " if cond else "FAIL: ") + what)
-        ok &= bool(cond)
-
+    check = Checks()
     check(p.returncode == 0 and "PASS: every round trip completed" in out,
           f"the run passed (exit status {p.returncode})")
     check(stops == STOPS, f"cluster 0 was stopped {STOPS} times while the run went on ({stops})")
@@ -100,7 +63,7 @@ def main():
     if set(proxies) == {"0.0", "1.0"}:
         check(proxies["0.0"][1] == 0, f"proxy 0.0 retransmitted nothing ({proxies['0.0'][1]} datagrams)")
         check(proxies["1.0"][2] == 0, f"proxy 1.0 received no duplicate ({proxies['1.0'][2]})")
-    return 0 if ok else 1
+    return 0 if check.ok else 1
 
 
 if __name__ == "__main__":

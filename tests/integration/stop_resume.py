@@ -36,10 +36,10 @@ def cluster_of(pid):
     return pid  # not found: fork order (cluster 0 first)
 
 
-def main():
-    cli, case = sys.argv[1], sys.argv[2]
-    cmd = [cli, "run", "pingpong", "--clusters", "2", "--threads", "1", "--proxies", "1", "--fabric", "memif",
-           "--polling", "adaptive", "--messages", "40", "--gap-us", "100000"]
+def start_two_clusters(cmd):
+    """Starts cmd (a run of 2 cluster processes), echoes its output, and waits until both clusters
+    are up and have run 0.8 s. Returns (the run, its lines so far, the reader thread, the cluster
+    processes in cluster order), or None after a FAIL line (the run then killed)."""
     print("$", " ".join(cmd), flush=True)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -54,17 +54,54 @@ def main():
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if not banners.wait(60):
+    deadline = time.monotonic() + 60
+    while not banners.wait(0.2) and p.poll() is None and time.monotonic() < deadline:
+        pass
+    if not banners.is_set():
         print("FAIL: the clusters did not start")
         p.kill()
-        return 1
+        return None
     time.sleep(0.8)  # some round trips first
     kids = children(p.pid)
     if len(kids) != 2:
         print(f"FAIL: expected 2 cluster processes, found {kids}")
         p.kill()
-        return 1
+        return None
     kids.sort(key=cluster_of)
+    return p, lines, reader, kids
+
+
+def finish(p, lines, reader, timeout):
+    """Waits for the run to end; returns its whole output, or None after a FAIL line (killed)."""
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        print("FAIL: the run did not end")
+        return None
+    reader.join(5)
+    return "".join(lines)
+
+
+class Checks:
+    """check(cond, what) prints ok: or FAIL: and what; .ok is whether every one held."""
+
+    def __init__(self):
+        self.ok = True
+
+    def __call__(self, cond, what):
+        print(("ok: " if cond else "FAIL: ") + what)
+        self.ok &= bool(cond)
+
+
+def main():
+    cli, case = sys.argv[1], sys.argv[2]
+    started = start_two_clusters([cli, "run", "pingpong", "--clusters", "2", "--threads", "1", "--proxies", "1",
+                                  "--fabric", "memif", "--polling", "adaptive", "--messages", "40", "--gap-us",
+                                  "100000"])
+    if started is None:
+        return 1
+    p, lines, reader, kids = started
     targets = kids if case == "both" else kids[1:]
     print(f"stopping {targets} for {STOP_S} s", flush=True)
     for k in targets:
@@ -72,21 +109,10 @@ def main():
     time.sleep(STOP_S)
     for k in targets:
         os.kill(k, signal.SIGCONT)
-    try:
-        p.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        print("FAIL: the run did not end")
+    out = finish(p, lines, reader, 120)
+    if out is None:
         return 1
-    reader.join(5)
-    out = "".join(lines)
-    ok = True
-
-    def check(cond, what):
-        nonlocal ok
-        print(("ok: " if cond else "FAIL: ") + what)
-        ok &= bool(cond)
-
+    check = Checks()
     if case == "both":
         check(p.returncode == 0, f"the run passed (exit status {p.returncode})")
         check("stopped answering" not in out, "no cluster reported the other down")
@@ -96,7 +122,7 @@ def main():
         check(p.returncode != 0, f"the run failed (exit status {p.returncode})")
         check("proxy 0.0: cluster 1 stopped answering" in out, "cluster 0 reported the stopped cluster 1 down")
         check("proxy 1.0: this proxy was not run for" in out, "cluster 1 said it was not run")
-    return 0 if ok else 1
+    return 0 if check.ok else 1
 
 
 if __name__ == "__main__":
