@@ -399,6 +399,7 @@ class Proxy final : public SlidwinSink {
     uint32_t owned_iteration(uint64_t now_ns, bool assist, bool* timers_armed = nullptr);  // poll_once by a taker, then give
     uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;
+    uint32_t timers_deferred_ = 0;  // iterations in a row whose receive left frames in a port (poll_once)
     uint64_t iter_now_ns_ = 0;  // the clock of the current poll_once (message-time stamps)
     // seqlock-published copy for readers on other threads
     mutable std::atomic<uint32_t> seq_{0};

@@ -21,6 +21,9 @@ namespace {
 constexpr uint64_t kWanSpinNs = 100'000;  // adaptive: spin, not sleep, this close to a WAN event
 constexpr uint64_t kAssistRecentNs = 10'000'000;  // adaptive: compute threads assisted this lately ...
 constexpr uint64_t kAssistSleepNs = 1'000'000;    // ... then the proxy thread sleeps at most this long
+// A memif ring holds 1024 frames, 32 bursts: the timers wait at most that many iterations for a
+// port's backlog to be read (poll_once).
+constexpr uint32_t kMaxTimerDeferrals = 32;
 constexpr uint64_t kOwnStallNs = 500'000'000;   // status passes further apart than this (+ the longest sleep): not run
 }  // namespace
 
@@ -127,9 +130,11 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
         }
     }
     PktBuf* frames[kBurst * 2];
+    bool backlog = false;  // a port gave a whole burst: more may wait in it
     for (size_t p = 0; p < ports_.size(); ++p) {
         if (port_state_[p] == kGone) continue;
         uint32_t n = ports_[p]->rx_burst(frames, kBurst);
+        backlog |= n == kBurst;
         // A peer that hung up: what it sent before it went is read to the last frame (its "done",
         // its last acks), then the port is left. Looked at only when the link is empty.
         if (n == 0 && port_hangup_[p].load(std::memory_order_acquire)) {
@@ -146,17 +151,23 @@ uint32_t Proxy::poll_once(uint64_t now_ns) {
     }
     if (udp_) {  // fabric udp: datagrams, fault injection as for frames, straight to the endpoint
         uint32_t n = udp_->rx_burst(frames, kBurst);
+        backlog |= n == kBurst;
         work += n;
         if (impair_on_) n = impair_burst(frames, n);
         if (wan_ && wan_->lossy()) n = wan_lose_burst(frames, n, true);
         if (n > 0) udp_->input_burst(frames, n, now_ns);
         udp_->sample_kernel_drops(now_ns);
     }
-    // The timers run after the receive: a retransmission timer judged before reading the acks
-    // that wait in the port resends what the peer already has. After any pause of this proxy
-    // longer than the RTO (a host that gave it no core) that was a burst of up to max_retx_burst
-    // spurious copies; half of the retransmissions on memif (issue 35; proxy/README.md).
-    wheel_.advance(now_ns);
+    // The timers run after the receive, and while a port still holds frames (a whole burst came)
+    // they wait for it to be read, up to kMaxTimerDeferrals iterations: a retransmission timer
+    // judged before reading the acks that wait in the port resends what the peer already has.
+    // After any pause of this proxy longer than the RTO (a host that gave it no core) that was a
+    // burst of up to max_retx_burst spurious copies: most retransmissions on memif (issue 35;
+    // proxy/README.md, "Retransmissions on a lossless fabric").
+    if (!backlog || ++timers_deferred_ >= kMaxTimerDeferrals) {
+        timers_deferred_ = 0;
+        wheel_.advance(now_ns);
+    }
     if (udp_)
         work += udp_->flush();  // one system call at most; completions it produced keep us awake
     else
