@@ -172,6 +172,11 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
     if (ranks > host_core_count()) cmd.push_back("--oversubscribe");
     cmd.insert(cmd.end(), {"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "iccs"});
+    // Open MPI's shared-memory BTL makes a backing file per rank (/dev/shm by default) even under
+    // the cm PML, which never uses it, and unlinks it only in MPI_Finalize: ranks that mpirun ends
+    // (a signal to this launcher, --timeout, a killed rank) left theirs in /dev/shm. In the run's
+    // own directory they go with it.
+    cmd.insert(cmd.end(), {"--mca", "btl_vader_backing_directory", tmp});
     for (const char* var : {"FI_PROVIDER_PATH", kEnvConfig, kEnvOverrides, kEnvRunId, kEnvReport, kEnvTransport, kEnvDelayNs}) {
         cmd.push_back("-x");
         cmd.push_back(var);

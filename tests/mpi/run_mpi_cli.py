@@ -4,14 +4,17 @@ provider (mpirun with every setting filled in), the program's output and exit st
 mpirun's, and --report FILE holds the agents' counters: shared memory inside a cluster, proxies
 across. With --collectives magpie, a program of collectives runs with MagPIe's preloaded (placed by
 the same machine file) and the report holds MagPIe's counters. Then a program that fails: its exit
-status comes back.
-Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL"""
+status comes back; a reader that closes the output early, and a signal that ends the run, leave
+nothing behind (Open MPI's shared-memory backing files included).
+Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI"""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def fail(msg, out=""):
@@ -38,6 +41,45 @@ def run_2x2(cli, program, rep, what, extra=(), env=None):
         return out, json.load(f)
 
 
+def check_signalled(cli, program, tmp):
+    """SIGTERM to the launcher while its ranks run: mpirun ends them before MPI_Finalize, where Open
+    MPI's shared-memory BTL unlinks its backing files (one per rank, made even under the cm PML).
+    The mpirun line puts them in the run's own directory (seen there while the ranks run), which
+    goes when the launcher returns: nothing of the run is left (before, they were in /dev/shm, and
+    OSU's osu_latency ended by `timeout` left its two there; this check fails on that launcher: no
+    backing file in the run's directory)."""
+    run_tmp = os.path.join(tmp, "tmpdir-term")
+    os.mkdir(run_tmp)
+    p = subprocess.Popen([cli, "run", "--mpi", program, "--clusters", "2", "--cluster-size", "1", "--", "64",
+                          "100000000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, TMPDIR=run_tmp))
+    seen, deadline = [], time.monotonic() + 120
+    while not seen and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = [os.path.join(d, f) for d in os.listdir(run_tmp) if d.startswith("iccs-mpirun-")
+                for f in os.listdir(os.path.join(run_tmp, d)) if f.startswith("vader_segment")] \
+            if os.path.isdir(run_tmp) else []
+    if not seen:
+        p.send_signal(signal.SIGTERM)  # the launcher hands it to mpirun, which ends the ranks
+        fail("no shared-memory backing file of the ranks appeared in the run's directory within 120 s",
+             p.communicate(timeout=120)[0])
+    time.sleep(1)  # the ranks in their loop
+    p.send_signal(signal.SIGTERM)
+    try:
+        out = p.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the launcher did not end within 120 s of SIGTERM", p.communicate()[0])
+    left = [f for f in os.listdir(run_tmp) if f.startswith("iccs-")]
+    gone = [f for f in seen if os.path.exists(f)]
+    if p.returncode == 0 or left or gone:
+        fail(f"SIGTERM during the run: exit {p.returncode}, left under TMPDIR {left}, backing files left {gone}", out)
+    if not re.search(r"^iccs run --mpi: mpirun .*--mca btl_vader_backing_directory " + re.escape(run_tmp), out, re.M):
+        fail("the mpirun line does not name the run's directory for the backing files", out)
+    print(f"SIGTERM during the run: exit {p.returncode}, {len(seen)} backing files were in the run's directory, "
+          "nothing left")
+
+
 def check_magpie(cli, program, tmp):
     """--collectives magpie: the program's collectives are MagPIe's (libiccs-magpie.so preloaded by
     the mpirun line), every one checked by the program against its sequential result, none handed
@@ -62,7 +104,7 @@ def check_magpie(cli, program, tmp):
 
 
 def main():
-    cli, program, coll_program = sys.argv[1], sys.argv[2], sys.argv[3]
+    cli, program, coll_program, jacobi_program = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     if program.startswith("missing:"):
         print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
         sys.exit(77)
@@ -110,6 +152,7 @@ def main():
         if not first.startswith(b"iccs run --mpi: mpirun") or left:
             fail(f"closed output after one line: exit {rc}, first line {first!r}, left under TMPDIR: {left}")
         print(f"closed output after one line: exit {rc}, nothing left under TMPDIR")
+        check_signalled(cli, jacobi_program, tmp)
     print("PASS")
 
 
