@@ -1,0 +1,88 @@
+// dsm_home_moves.cpp: homes that move to their only writer at a full barrier (dsm/README.md, "Homes
+// move to their only writer"): which pages move, from the intervals the barrier's home knows, and
+// the move applied by every cluster after the barrier's invalidations (dsm_sync.cpp's barrier).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "dsm_impl.hpp"
+
+namespace iccs::dsm {
+
+// Why a page may move at a full barrier (every bound thread of every cluster in it, so no thread
+// touches shared memory and every diff of the epoch is at its home, acked): after it every valid
+// copy is current, and the writer's copy is valid (it wrote the page after the last full barrier,
+// whose notices it had applied, and nobody else wrote it since). Writes the old home made without
+// a notice (an untracked home page) are no exception: another cluster's valid copy of such a page
+// was fetched after the home's last notice of it (the fetch protected it: the home's later writes
+// are noticed) or is invalidated by that notice at the latest at this barrier.
+// A page moves when one cluster alone wrote it in the last kMoveEpochs epochs (since the oldest
+// of the last kMoveEpochs full barriers), and it did in the last one. Pages whose writer changes
+// from epoch to epoch (LU's blocks sharing pages) moved back and forth at every barrier, each move
+// turning the epochs its old home wrote it in into diffs (lu-nc 3.9x slower with one epoch): a
+// page moves at most kMaxHomeMoves times, and with two epochs lu-nc's pages still moved (written
+// by one cluster in two phases of a step, by both in the third), leaving its homes interleaved
+// (1.24x slower); three cover a step. Requiring the writer in every epoch instead stopped ocean's
+// grids, which their owners write every other epoch, from moving at all (ocean 1.7x slower).
+std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& since, const VC& lf, const VC& to,
+                                                                     size_t most) {
+    constexpr uint16_t kSeveral = UINT16_MAX;
+    struct Writes {
+        uint16_t who;     // its one writer, or kSeveral
+        uint8_t epochs;   // bit 0: written in (since, lf], bit 1: in (lf, to]
+    };
+    std::unordered_map<uint32_t, Writes> writer;
+    {
+        std::lock_guard<std::mutex> k(know_mu);
+        for (uint16_t c = 0; c < n.clusters_; c++)
+            for (uint32_t i = since[c] + 1; i <= to[c] && since[c] < to[c]; i++) {
+                auto it = store[c].find(i);
+                if (it == store[c].end()) return {};  // not known here: no page moves
+                const uint8_t epoch = i <= lf[c] ? 1 : 2;
+                for (uint32_t p : it->second) {
+                    auto [w, fresh] = writer.emplace(p, Writes{c, epoch});
+                    if (!fresh && w->second.who != c) w->second.who = kSeveral;
+                    w->second.epochs |= epoch;
+                }
+            }
+    }
+    std::vector<std::pair<uint32_t, uint16_t>> moves;
+    for (const auto& [p, w] : writer)
+        if (w.who != kSeveral && (w.epochs & 2) && home_of_page(p) != w.who &&
+            pages[p].home_moves.load(std::memory_order_relaxed) < kMaxHomeMoves)
+            moves.emplace_back(p, w.who);
+    std::sort(moves.begin(), moves.end());
+    if (moves.size() > most) moves.resize(most);
+    return moves;
+}
+
+void DsmNode::Impl::apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep) {
+    lock_coh(ep);
+    std::vector<uint32_t> list;
+    list.reserve(moves.size());
+    for (const auto& mv : moves) list.push_back(mv.first);
+    const uint16_t me = n.cluster_;
+    for_each_page_run(list, [&](const uint32_t* run, size_t len) {
+        const size_t at = size_t(run - list.data());
+        // The old home's untracked pages (left writable) are protected: its next write makes a twin.
+        protect_runs(run, len, PROT_READ, kReadOnly,
+                     [&](uint32_t p) { return home_of_page(p) == me && pages[p].state.load() == kWritable; });
+        for (size_t k = 0; k < len; k++) {
+            const uint32_t p = run[k];
+            const uint16_t h = moves[at + k].second;
+            Page& pg = pages[p];
+            if (h == me && (pg.state.load() == kInvalid || pg.twin || pg.dirty))
+                fatal("cluster %u: page %u moves here at a barrier but its copy is %s (protocol bug)", unsigned(me), p,
+                      pg.state.load() == kInvalid ? "invalid" : "not flushed");
+            pg.moved_home.store(uint16_t(h + 1), std::memory_order_release);
+            pg.home_moves.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    n.ctr_.homes_moved.fetch_add(moves.size(), std::memory_order_relaxed);
+    coh_mu.unlock();
+}
+
+}  // namespace iccs::dsm
