@@ -210,9 +210,11 @@ def exit_early(cli, exe):
 def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
-    for t in ("iccs", "direct"):
+    # Over direct 400 rounds end in ~2 s, and one `iccs stat` takes ~1 s on a loaded host: the run
+    # was over before a second sample (CI-like load 13, once). Direct gets 3x the rounds.
+    for t, rounds in (("iccs", "400"), ("direct", "1200")):
         p = subprocess.Popen([cli, "run", litmus, "--clusters", "2", "--threads", "2", "--transport", t, "--",
-                              "stress", "-p", "4", "-r", "400"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              "stress", "-p", "4", "-r", rounds], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         run_id, seen, deadline = str(p.pid), [], time.monotonic() + 120
         try:
@@ -224,7 +226,7 @@ def stat(cli, stat_py, litmus):
                     seen.append(sum(d.get("lock_acquires", 0) for d in rows))
                     if len(seen) >= 2 and seen[-1] > seen[0]:
                         break
-                time.sleep(1)
+                time.sleep(0.2)
         finally:
             out, _ = p.communicate(timeout=300)
         print(f"over {t}: run {run_id}: lock_acquires of both clusters as iccs stat saw them: {seen}")
