@@ -560,10 +560,20 @@ bool program_errors(ComputeEnv& env) {
     // times out, not before its time (the wait's own clock: convergence.cpp wait_some) and not
     // much after (2 s of slack for a loaded host)
     if (e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk) return set_error(env, "connect", e);
+    // A poll (time-out 0) finds nothing yet: would-block, its words naming the peer (made only when
+    // asked for, not at every empty poll); the timed-out recv after it has its own words.
+    e = conv.recv(c, b, sizeof b, len, 0);
+    const std::string poll_words = "no message from " + to_string(Endpoint{1, kAppPort}) + " yet";
+    if (e != ConvError::kWouldBlock || conv.last_error() != poll_words) {
+        env.result.error = "a poll of a silent peer: " + std::string(conv_strerror(e)) + ": '" + conv.last_error() +
+                           "' (want would block: '" + poll_words + "')";
+        return false;
+    }
     t0 = std::chrono::steady_clock::now();
     e = conv.recv(c, b, sizeof b, len, 50'000);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (e != ConvError::kTimeout) return set_error(env, "recv with a 50 ms time-out from a silent peer (want timed out)", e);
+    if (e != ConvError::kTimeout || conv.last_error().find("within 50000 us") == std::string::npos)
+        return set_error(env, "recv with a 50 ms time-out from a silent peer (want timed out, in its own words)", e);
     if (ms < 50.0 || ms > 2050.0) {
         env.result.error = "recv with a 50 ms time-out returned after " + std::to_string(ms) + " ms";
         return false;

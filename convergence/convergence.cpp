@@ -95,7 +95,25 @@ bool SendBuffer::write(uint32_t offset, const void* src, uint32_t n) {
 
 ConvError Convergence::fail(ConvError e, std::string msg) {
     err_ = std::move(msg);
+    wb_ = WouldBlock::kNone;
     return e;
+}
+
+ConvError Convergence::would_block(WouldBlock why, Endpoint remote) {
+    wb_ = why;
+    wb_remote_ = remote;
+    return ConvError::kWouldBlock;
+}
+
+const std::string& Convergence::last_error() const {
+    switch (wb_) {
+        case WouldBlock::kNone: return err_;
+        case WouldBlock::kWindowFull: err_ = "the window of " + to_string(wb_remote_) + " is full"; break;
+        case WouldBlock::kNoBuffers: err_ = "no message buffers free right now"; break;
+        case WouldBlock::kNoMessage: err_ = "no message from " + to_string(wb_remote_) + " yet"; break;
+    }
+    wb_ = WouldBlock::kNone;
+    return err_;
 }
 
 uint64_t Convergence::deadline(int64_t timeout_us) {
@@ -369,7 +387,7 @@ ConvError Convergence::wait_window(Connection* c, uint32_t len, int64_t timeout_
         ask_credit(*c);
         const uint64_t now = now_ns();
         if (now >= dl)
-            return timeout_us == 0 ? fail(ConvError::kWouldBlock, "the window of " + to_string(c->remote_) + " is full")
+            return timeout_us == 0 ? would_block(WouldBlock::kWindowFull, c->remote_)
                                    : fail(ConvError::kTimeout, "the window of " + to_string(c->remote_) +
                                                                    " stayed full (the receiver does not take)");
         wait_some(start, dl);
@@ -406,7 +424,7 @@ ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out
             progress();
             if (now_ns() >= deadline_ns || net_.rings->cluster_down(c->remote_.cluster)) {
                 out.reset();
-                return deadline_ns == 0 ? fail(ConvError::kWouldBlock, "no message buffers free right now")
+                return deadline_ns == 0 ? would_block(WouldBlock::kNoBuffers)
                                         : fail(ConvError::kNoMemory, "no message buffers came free in time (" +
                                                                          std::to_string(cnt) + " needed)");
             }
@@ -508,7 +526,7 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
             if (now_ns() >= dl || net_.rings->cluster_down(c->remote_.cluster)) {
                 for (uint32_t k = 0; k < i; ++k) pkt_free(pieces[k]);
                 if (net_.rings->cluster_down(c->remote_.cluster)) return check_open(c, true);
-                return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message buffers free right now")
+                return timeout_us == 0 ? would_block(WouldBlock::kNoBuffers)
                                        : fail(ConvError::kTimeout, "no message buffers came free in time");
             }
             wait_some(start, dl);
@@ -553,7 +571,7 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
         if (c->state_ == Connection::State::kRefused)
             return fail(ConvError::kRefused, to_string(c->remote_) + " refused the connection");
         if (timeout_us == 0 || now >= dl)
-            return timeout_us == 0 ? fail(ConvError::kWouldBlock, "no message from " + to_string(c->remote_) + " yet")
+            return timeout_us == 0 ? would_block(WouldBlock::kNoMessage, c->remote_)
                                    : fail(ConvError::kTimeout, "no message from " + to_string(c->remote_) + " within " +
                                                                    std::to_string(timeout_us) + " us");
         now = wait_some(start, dl);
