@@ -21,6 +21,7 @@
 #include "bench_paths.hpp"
 #include "clock.hpp"
 #include "config.hpp"
+#include "runtime_launch.hpp"
 
 namespace iccs {
 
@@ -65,9 +66,11 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
         run_id += std::to_string(run % 10);
         run_id += p.fabric;
         const std::string machine = tmp + "/machine-" + p.fabric + ".toml";
-        std::ofstream(machine) << "[machine]\nclusters = 2\nfabric = \"" << p.fabric << "\"\nudp_port = "
-                               << bench_udp_port() << "\n[cluster]\ncompute_threads = " << o.ranks_per_cluster
-                               << "\nproxies = 1\npolling = \"adaptive\"\n";
+        // memif: jumbo frames, as `iccs run --mpi` gives MPI runs (config.hpp, kMpiMemifMtuBytes)
+        const std::string mtu = p.fabric == "memif" ? "mtu_bytes = " + std::to_string(kMpiMemifMtuBytes) + "\n" : "";
+        std::ofstream(machine) << "[machine]\nclusters = 2\nfabric = \"" << p.fabric << "\"\n"
+                               << mtu << "udp_port = " << bench_udp_port() << "\n[cluster]\ncompute_threads = "
+                               << o.ranks_per_cluster << "\nproxies = 1\npolling = \"adaptive\"\n";
         env = {{"FI_PROVIDER_PATH", ICCS_MPI_PROVIDER_DIR},
                {"ICCS_CONFIG", machine},
                {"ICCS_RUN_ID", run_id},
