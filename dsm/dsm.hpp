@@ -73,7 +73,7 @@ struct DsmConfig {
     // globals through the hardware.
     std::vector<std::pair<uintptr_t, uint64_t>> globals;
 };
-inline constexpr uint16_t kDsmHandlers = 16;
+inline constexpr uint16_t kDsmHandlers = 20;  // 17 used (dsm_wire.hpp), a few spare
 
 // The default region: 64 GiB of address space, or this host's memory plus swap rounded up to a
 // power of two where that is more, so any G_MALLOC the host could back fits.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -56,8 +57,10 @@ struct CondWaiter {
     bool blocked = false;
     ReplyToken tok;
 };
-// A compute thread of the lock's home cluster waiting for its grant (DsmNode::Impl::request_lock):
-// it asked no service thread, so the grant is left here and its endpoint notified.
+// A compute thread waiting for its grant (DsmNode::Impl::request_lock). A thread of the lock's home
+// cluster asked no service thread: its grant is left here by whoever grants it and its endpoint
+// notified. Another cluster's thread sent its request one-way: the grant comes back as a kHLockGrant
+// message to its endpoint, whose handler (run in that thread's wait) leaves it here.
 struct LocalGrant {
     std::vector<uint8_t> bytes;  // the grant, as a reply would carry it
     std::atomic<bool> ready{false};
@@ -201,6 +204,8 @@ struct DsmNode::Impl {
     std::unordered_map<uint32_t, LockToken> tokens;
     std::vector<uint32_t> recalled_idle;
     std::atomic<bool> flush_wanted{false};
+    // One grant slot a compute thread (by its thread index): where its pending LOCK's grant lands.
+    std::unique_ptr<LocalGrant[]> grants;
     std::atomic<uint64_t> rel_clock{0}, flushed_clock{0};
     // Threads of this cluster waiting for a token held or asked for by another of its threads
     // sleep on their endpoints; tok_gen changes (and they are woken) when a token is released,
@@ -383,9 +388,9 @@ struct DsmNode::Impl {
     void tokens_changed();  // tok_gen, and the waiting threads woken
     // A compute thread at a sync operation or waiting: the flush a recalled idle token waits for.
     void serve_recalls();
-    // Before a thread blocks on another cluster (a lock request, WAITPAUSE, a condition variable):
-    // a flush when a lock was released here since the last one, so every idle token can leave
-    // while it waits (the service thread gives them back).
+    // Before a thread blocks on another cluster (WAITPAUSE, a condition variable): a flush when a
+    // lock was released here since the last one, so every idle token can leave while it waits (the
+    // service thread gives them back). A LOCK's wait flushes only when a recall needs it (request_lock).
     void flush_if_released();
     // dsm.cpp
     void register_handlers();

@@ -24,8 +24,8 @@ bool check_id(const DsmNode& n, uint32_t id, const char* what) {
 // ---- home side ---------------------------------------------------------------------------------
 
 // The token to `to`: the lock's time and the intervals the acquirer lacks. A waiter of this cluster
-// that acted on the home itself (LockWaiter::local) finds the grant left for it and is woken.
-// home_mu held.
+// that acted on the home itself (LockWaiter::local) finds the grant left for it and is woken; another
+// cluster's gets a kHLockGrant message (its request was one-way). home_mu held.
 void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
     Wr w;
     VC lock_vc = o.vc.empty() ? VC(I.n.clusters(), 0) : o.vc;
@@ -44,7 +44,23 @@ void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
         I.rt.endpoint(to.tok.to.thread).notify();
         return;
     }
-    self.reply(to.tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
+    if (self.send(to.tok.to, I.h(kHLockGrant), RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
+        fprintf(stderr, "iccs dsm: cluster %u: granting lock to cluster %u failed: %s\n", unsigned(I.n.cluster()),
+                unsigned(to.tok.to.cluster), self.last_error().c_str());
+}
+
+// A grant (kHLockGrant) at the thread that asked, run in its wait: left in its slot.
+void h_lock_grant(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto& I = *static_cast<DsmNode::Impl*>(ctx);
+    const uint16_t t = self.self().thread;
+    if (t >= I.rt.threads()) {
+        fprintf(stderr, "iccs dsm: cluster %u: a lock grant from cluster %u reached the service thread (dropped)\n",
+                unsigned(I.n.cluster()), unsigned(m.src.cluster));
+        return;
+    }
+    LocalGrant& g = I.grants[t];
+    g.bytes.assign(m.data.begin(), m.data.end());
+    g.ready.store(true, std::memory_order_release);
 }
 
 // A cluster waits for a token that is out: ask its cluster for it, once per tenure. The fence
@@ -322,6 +338,8 @@ void register_sync_handlers(DsmNode::Impl& I) {
     I.rt.set_handler(I.h(kHLockAcq), h_lock_acq, &I);
     I.rt.set_handler(I.h(kHLockRel), h_lock_rel, &I);
     I.rt.set_handler(I.h(kHLockRecall), h_lock_recall, &I);
+    I.rt.set_handler(I.h(kHLockGrant), h_lock_grant, &I);
+    I.grants = std::make_unique<LocalGrant[]>(I.rt.threads());
     I.rt.set_handler(I.h(kHBarrier), h_barrier, &I);
     I.rt.set_handler(I.h(kHGetsub), h_getsub, &I);
     I.rt.set_handler(I.h(kHFlag), h_flag, &I);
@@ -468,46 +486,62 @@ DsmStatus DsmNode::lock(uint32_t id) {
     return DsmStatus::kOk;
 }
 
-// One request to the lock's home; the grant's notices applied. Locks released here but not yet
-// flushed are flushed first: while this thread waits, the service thread can give their tokens
-// back (the cluster that waits for one of them may hold the one asked for here).
+// One request to the lock's home; the grant's notices applied. The thread does not flush first:
+// while it waits, it flushes only when a recall waits for a token released here and not yet
+// covered by a flush (flush_wanted: the cluster waiting for that token may hold the one asked for
+// here). Before, it flushed whenever a lock had been released here since the last flush, a round
+// trip for the diffs' acks ahead of the request itself (barnes: most of its remote requests).
 DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) {
-    flush_if_released();
-    std::vector<uint8_t> reply;
     const uint16_t home = home_of_sync(id);
+    LocalGrant& mine = grants[ep.self().thread];
+    mine.ready.store(false, std::memory_order_relaxed);
+    LockWaiter w{ReplyToken{ep.self(), 0}, snapshot_vc(), nullptr};
     if (home == n.cluster_ && id != kFenceLock) {
         // The home is this cluster: act on its manager here, under home_mu, as its service thread
         // would on a request (a grant at once, or a place in the queue and a recall from this
         // endpoint), instead of a request to that thread and a wake-up of it. The grant is the
-        // bytes a reply would carry; whoever takes the token back leaves it and wakes this thread.
-        LocalGrant mine;
-        {
-            LockWaiter w{ReplyToken{ep.self(), 0}, snapshot_vc(), &mine};
-            std::lock_guard<std::mutex> hg(home_mu);
-            SyncObj& o = objs[id];
-            if (o.owner < 0) {
-                grant(*this, ep, o, w);
-            } else {
-                o.queue.push_back(std::move(w));
-                recall(*this, ep, id, o);
-            }
+        // bytes a message would carry; whoever takes the token back leaves it and wakes this thread.
+        w.local = &mine;
+        std::lock_guard<std::mutex> hg(home_mu);
+        SyncObj& o = objs[id];
+        if (o.owner < 0) {
+            grant(*this, ep, o, w);
+        } else {
+            o.queue.push_back(std::move(w));
+            recall(*this, ep, id, o);
         }
-        if (ep.wait_until([&] { return mine.ready.load(std::memory_order_acquire); }) != RtStatus::kOk) {
-            set_error("LOCK " + std::to_string(id) + ": waiting for its grant failed: " + ep.last_error());
-            return DsmStatus::kRuntime;
-        }
-        reply = std::move(mine.bytes);
         n.ctr_.lock_requests_here.fetch_add(1, std::memory_order_relaxed);
     } else {
-        Wr w;
-        w.put<uint32_t>(id);
-        encode_vc(w, snapshot_vc());
-        if (ep.request(service(home), h(kHLockAcq), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
-            RtStatus::kOk) {
+        Wr req;
+        req.put<uint32_t>(id);
+        encode_vc(req, w.acq);
+        if (ep.send(service(home), h(kHLockAcq), RtBytes{req.b.data(), uint32_t(req.b.size())}) != RtStatus::kOk) {
             set_error("LOCK " + std::to_string(id) + ": request to its home cluster failed: " + ep.last_error());
             return DsmStatus::kRuntime;
         }
     }
+    tok_waiters.fetch_add(1);  // a recall waiting for a flush wakes this thread (tokens_changed)
+    RtStatus st = RtStatus::kOk;
+    while (!mine.ready.load(std::memory_order_acquire)) {
+        if (flush_wanted.load(std::memory_order_acquire)) {
+            // The grant may come meanwhile: its handler runs in the flush's waits.
+            if (n.flush() != DsmStatus::kOk) {
+                tok_waiters.fetch_sub(1);
+                return DsmStatus::kRuntime;  // the flush said why
+            }
+            continue;
+        }
+        st = ep.wait_until([&] {
+            return mine.ready.load(std::memory_order_acquire) || flush_wanted.load(std::memory_order_acquire);
+        });
+        if (st != RtStatus::kOk) break;
+    }
+    tok_waiters.fetch_sub(1);
+    if (st != RtStatus::kOk) {
+        set_error("LOCK " + std::to_string(id) + ": waiting for its grant failed: " + ep.last_error());
+        return DsmStatus::kRuntime;
+    }
+    std::vector<uint8_t> reply = std::move(mine.bytes);
     Rd r(reply.data(), reply.size());
     lock_vc = decode_vc(r);
     if (!apply(lock_vc, r, ep, home)) return DsmStatus::kRuntime;

@@ -15,8 +15,8 @@ namespace iccs::dsm {
 enum : uint16_t {
     kHFetch = 0,    // req  u32 page [, u32 count 1..kFetchPages] -> reply the pages' bytes
     kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
-    kHLockAcq,      // req  u32 id, VC                         -> (deferred) VC, intervals
-                    //      or a fence: u32 kFenceExchange, u8 kFence* bits, VC, intervals -> VC, intervals (acquire) or ack
+    kHLockAcq,      // send u32 id, VC (from a compute thread; its grant: kHLockGrant to that thread, later)
+                    //      or a fence: req u32 kFenceExchange, u8 kFence* bits, VC, intervals -> VC, intervals (acquire) or ack
     kHLockRel,      // send u32 id, VC, intervals: the lock's token back at its home (fence: req -> ack)
     kHBarrier,      // req  u32 id, u16 clusters, VC, intervals -> (deferred) VC, intervals
     kHGetsub,       // req  u32 id, i64 last, i64 nproc       -> i64
@@ -30,6 +30,7 @@ enum : uint16_t {
     kHPull,         // req  VC from, VC to, u8 started, u16 c, u32 i -> intervals, u8 done, u16 c, u32 i
     kHPrivate,      // req  u32 n, {u32 page, u32 offset} (to cluster 0) -> (deferred) the union, the same form
     kHLockRecall,   // send u32 id (home -> the token's cluster): another cluster waits, give it back when free
+    kHLockGrant,    // send VC, intervals (home -> the thread whose kHLockAcq it answers): the token is yours
     kHCount
 };
 

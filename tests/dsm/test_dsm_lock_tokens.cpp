@@ -169,6 +169,53 @@ TEST_CASE("dsm locks: a cluster waiting for a lock gives back a token it release
     CHECK(m.nodes[1]->counters().lock_returns.load() == 1);  // M went back
 }
 
+TEST_CASE("dsm locks: a LOCK that asks another cluster does not flush the writes of locks released before it; "
+          "they leave with those locks' tokens",
+          "[dsm-locks]") {
+    // Cluster 0 writes two pages under A (its token stays there: nothing flushed), then takes B,
+    // whose token is at its home, cluster 1. The request waits for nothing but the grant: no flush,
+    // no diff (before, every such LOCK flushed first, a round trip for the acks ahead of the
+    // request). Then cluster 1 takes A: the writes come with its token.
+    const uint16_t home_of_b = GENERATE(0, 1);  // B asked on the home itself, and of the other cluster
+    Machine m(2, 1);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
+    constexpr uint32_t kA = 5;  // homed at cluster 1
+    const uint32_t kB = home_of_b == 0 ? 8 : 7;
+    Failures f;
+    std::atomic<int> step{0};
+    uint64_t intervals_before = 0, intervals_after = 0, diffs_before = 0, diffs_after = 0;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        if (c == 0) {
+            if (n.lock(kA) != DsmStatus::kOk) f.fail("lock A: " + DsmNode::error());
+            x[0] = 41;
+            x[1024] = 41;
+            if (n.unlock(kA) != DsmStatus::kOk) f.fail("unlock A: " + DsmNode::error());
+            intervals_before = n.counters().intervals.load();
+            diffs_before = n.counters().diffs_sent.load();
+            if (n.lock(kB) != DsmStatus::kOk) f.fail("lock B: " + DsmNode::error());
+            intervals_after = n.counters().intervals.load();
+            diffs_after = n.counters().diffs_sent.load();
+            if (n.unlock(kB) != DsmStatus::kOk) f.fail("unlock B: " + DsmNode::error());
+            step = 1;
+        } else {
+            while (step.load() < 1) std::this_thread::yield();
+            // Cluster 0's thread goes on to the barrier (which flushes): A's token waits for it.
+            if (n.lock(kA) != DsmStatus::kOk) f.fail("cluster 1 lock A: " + DsmNode::error());
+            if (x[0] != 41 || x[1024] != 41)
+                f.fail("cluster 1 got A and saw " + std::to_string(x[0]) + ", " + std::to_string(x[1024]) + ", not 41");
+            if (n.unlock(kA) != DsmStatus::kOk) f.fail("cluster 1 unlock A: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    INFO(m.nodes[0]->format_counters());
+    CHECK(intervals_after == intervals_before);  // no flush before or while B was asked for
+    CHECK(diffs_after == diffs_before);
+    CHECK(m.nodes[0]->counters().lock_returns.load() >= 1);  // A went to cluster 1, with the writes
+}
+
 TEST_CASE("dsm locks: a recalled token goes first to a thread of its cluster already waiting for it, then leaves",
           "[dsm-locks]") {
     // Cluster 0's thread A holds L, its thread B waits for L, then cluster 1 asks for L (the home
