@@ -60,6 +60,7 @@ class RtEp : public RtEndpoint {
                             uint64_t timeout_us = kRtForever) override;
     const RtEndpointCounters& counters() const override { return ctr_; }
     const std::string& last_error() const override { return err_; }
+    bool cluster_down(uint16_t c) override;
 
     // The runtime's own sends (handler ids >= kRtUserHandlers allowed).
     RtStatus send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBytes a, RtBytes b);

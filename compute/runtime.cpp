@@ -105,6 +105,8 @@ RtStatus RtEp::request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b, std::
     return s;
 }
 
+bool RtEp::cluster_down(uint16_t c) { return c != core_.cluster() && c < core_.clusters() && core_.peer_down(c); }
+
 RtStatus RtEp::reply(const ReplyToken& to, RtBytes a, RtBytes b) {
     if (to.req_id == 0) return fail(RtStatus::kBadAddr, "reply to a message that was not a request (req_id 0)");
     const RtStatus s = send_internal(to.to, kRtReplyHandler, to.req_id, a, b);

@@ -129,6 +129,10 @@ public:
     virtual const RtEndpointCounters& counters() const = 0;
     // Why the last call that did not return kOk failed (one line, for the user).
     virtual const std::string& last_error() const = 0;
+    // Whether cluster c is known to be gone (iccs: its proxies stopped answering; direct/delay: its
+    // process is gone, a syscall: look now and then). For a wait on a message that only c sends,
+    // which request() and barrier() already watch this way.
+    virtual bool cluster_down(uint16_t c) = 0;
 };
 
 class Runtime {

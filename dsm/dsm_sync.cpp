@@ -522,6 +522,10 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) 
     }
     tok_waiters.fetch_add(1);  // a recall waiting for a flush wakes this thread (tokens_changed)
     RtStatus st = RtStatus::kOk;
+    // The grant is a one-way message: if the home cluster dies, nothing comes. Look now and then
+    // (every 10 ms, as barrier() does: a syscall over direct), and fail as a request would have.
+    bool home_down = false;
+    uint64_t next_down_check = now_ns() + 10'000'000;
     while (!mine.ready.load(std::memory_order_acquire)) {
         if (flush_wanted.load(std::memory_order_acquire)) {
             // The grant may come meanwhile: its handler runs in the flush's waits.
@@ -532,13 +536,20 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) 
             continue;
         }
         st = ep.wait_until([&] {
-            return mine.ready.load(std::memory_order_acquire) || flush_wanted.load(std::memory_order_acquire);
+            if (mine.ready.load(std::memory_order_acquire) || flush_wanted.load(std::memory_order_acquire)) return true;
+            if (home == n.cluster_) return false;
+            if (const uint64_t now = now_ns(); now >= next_down_check) {
+                next_down_check = now + 10'000'000;
+                home_down = ep.cluster_down(home);
+            }
+            return home_down;
         });
-        if (st != RtStatus::kOk) break;
+        if (st != RtStatus::kOk || home_down) break;
     }
     tok_waiters.fetch_sub(1);
-    if (st != RtStatus::kOk) {
-        set_error("LOCK " + std::to_string(id) + ": waiting for its grant failed: " + ep.last_error());
+    if (st != RtStatus::kOk || (home_down && !mine.ready.load(std::memory_order_acquire))) {
+        set_error("LOCK " + std::to_string(id) + ": waiting for its grant failed: " +
+                  (st != RtStatus::kOk ? ep.last_error() : "its home cluster " + std::to_string(home) + " is down"));
         return DsmStatus::kRuntime;
     }
     std::vector<uint8_t> reply = std::move(mine.bytes);

@@ -59,6 +59,7 @@ public:
                             uint64_t timeout_us) override;
     const RtEndpointCounters& counters() const override { return ctr_; }
     const std::string& last_error() const override { return err_; }
+    bool cluster_down(uint16_t) override { return false; }  // the loopback's clusters live as long as the test
     void set_error(const std::string& e) { err_ = e; }
     RtEndpointCounters& mutable_counters() { return ctr_; }
     void serve(std::atomic<bool>& stop);  // the service thread's loop

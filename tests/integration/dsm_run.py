@@ -43,9 +43,10 @@ def leftovers(run_id):
             glob.glob(f"/tmp/iccs-{run_id}") + glob.glob(f"/tmp/iccs-{run_id}-stdin"))
 
 
-def run(cmd, timeout=280):
+def run(cmd, timeout=280, env=None):
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -204,6 +205,20 @@ def exit_early(cli, exe):
             fail(f"{what}: the run took {dt:.1f} s: it must end within seconds", out)
         if leftovers(run_id) or exe_processes(exe):
             fail(f"{what}: left behind: {leftovers(run_id)} {exe_processes(exe)}", out)
+    # The survivor finds out by itself (as under mpirun: ICCS_KEEP_SURVIVORS=1, no stop from the
+    # launcher): cluster 1 waits in LOCK for a grant from cluster 0, the lock's home, which is gone.
+    # The grant is a one-way message; the wait must notice the home is down (it hung until the
+    # test's time-out when it did not).
+    for t in ("iccs", "direct"):
+        what = f"pid0-lock over {t}, 2 x 1, survivors left to find out"
+        rc, out, run_id, dt = run([cli, "run", exe, "--clusters", "2", "--threads", "1", "--transport", t,
+                                   "--", "3", "2", "pid0-lock"], timeout=20,
+                                  env=dict(os.environ, ICCS_KEEP_SURVIVORS="1"))
+        if not re.search(r"^iccs parmacs \(cluster 1\): LOCK: LOCK 2: .*cluster 0 is down", out, re.M):
+            fail(f"{what}: cluster 1 must end its LOCK by itself, naming its home cluster 0 as down", out)
+        if dt > 10 or leftovers(run_id) or exe_processes(exe):
+            fail(f"{what}: took {dt:.1f} s (must end within seconds); left behind: {leftovers(run_id)} "
+                 f"{exe_processes(exe)}", out)
     print("PASS: exit(3) inside the parallel section ends the run in seconds with status 3")
 
 
