@@ -1,5 +1,5 @@
-// slidwin_auth.cpp: see slidwin_auth.hpp. libcrypto's AES-128-GCM (its provider's, or its GCM
-// mode over AES-NI rounds for MAC-only datagrams: aesni_block), HKDF (EVP_KDF) and HMAC-SHA256.
+// slidwin_auth.cpp: see slidwin_auth.hpp. libcrypto's AES-128-GCM (its provider's; MAC-only
+// datagrams through SlidwinGmac, slidwin_gmac.hpp), HKDF (EVP_KDF) and HMAC-SHA256.
 #include "slidwin_auth.hpp"
 
 #include <fcntl.h>
@@ -9,14 +9,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
-#include <openssl/modes.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <wmmintrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -293,91 +289,28 @@ bool slidwin_gcm_available(std::string& err) {
     return false;
 }
 
-#if defined(__x86_64__)
-// AES-128 encryption of one block by the AES-NI instructions (FIPS-197 §5.1, ten rounds), as
-// libcrypto's GCM mode calls its block function: for H at a key set-up, and for the tag's mask
-// E(K, J0) of each datagram. The round keys come from aesni_expand (FIPS-197 §5.2). Both are
-// checked against EVP's AES-128-GCM, byte for byte under many keys (test_security_auth.cpp).
-[[gnu::target("aes")]] void aesni_block(const unsigned char in[16], unsigned char out[16], const void* key) {
-    const __m128i* rk = static_cast<const __m128i*>(key);
-    __m128i x = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)), rk[0]);
-    for (int r = 1; r < 10; ++r) x = _mm_aesenc_si128(x, rk[r]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_aesenclast_si128(x, rk[10]));
-}
-
-// One step of the key expansion: the next round key from the last and AESKEYGENASSIST's word
-// (RotWord, SubWord and the round constant of FIPS-197 §5.2 in one instruction).
-template <int kRcon>
-[[gnu::target("aes")]] __m128i expand_step(__m128i key) {
-    const __m128i assist = _mm_shuffle_epi32(_mm_aeskeygenassist_si128(key, kRcon), 0xff);
-    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
-    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
-    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
-    return _mm_xor_si128(key, assist);
-}
-
-[[gnu::target("aes")]] void aesni_expand(const uint8_t key[16], uint8_t out[176]) {
-    __m128i* rk = reinterpret_cast<__m128i*>(out);
-    rk[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key));
-    rk[1] = expand_step<0x01>(rk[0]);
-    rk[2] = expand_step<0x02>(rk[1]);
-    rk[3] = expand_step<0x04>(rk[2]);
-    rk[4] = expand_step<0x08>(rk[3]);
-    rk[5] = expand_step<0x10>(rk[4]);
-    rk[6] = expand_step<0x20>(rk[5]);
-    rk[7] = expand_step<0x40>(rk[6]);
-    rk[8] = expand_step<0x80>(rk[7]);
-    rk[9] = expand_step<0x1b>(rk[8]);
-    rk[10] = expand_step<0x36>(rk[9]);
-}
-
-bool cpu_has_aesni() {
-    static const bool has = __builtin_cpu_supports("aes");
-    return has;
-}
-#else
-bool cpu_has_aesni() { return false; }
-#endif
-
 SlidwinCipher::SlidwinCipher(Engine engine) {
     const GcmProvider& g = gcm();
     if (g.ok()) ctx_ = g.newctx(g.provctx);
-#if defined(__x86_64__)
-    // The key pointer is round_keys_ for the context's life (this object does not move). No
-    // memory for it: not ok(), as when the provider gives no context.
-    if (ctx_ != nullptr && engine == Engine::kFastest && cpu_has_aesni() &&
-        (gmac_ = CRYPTO_gcm128_new(round_keys_, aesni_block)) == nullptr) {
-        g.freectx(ctx_);
-        ctx_ = nullptr;
-    }
-#else
-    (void)engine;
-#endif
+    use_gmac_ = ctx_ != nullptr && engine == Engine::kFastest && slidwin_gmac_available();
 }
 
 SlidwinCipher::~SlidwinCipher() {
     if (ctx_ != nullptr) gcm().freectx(ctx_);  // the provider cleanses the key schedule
-    if (gmac_ != nullptr) CRYPTO_gcm128_release(gmac_);  // cleansed and freed (H and its table)
-    OPENSSL_cleanse(round_keys_, sizeof round_keys_);
-}
+}  // gmac_ wipes its own
 
 bool SlidwinCipher::set_key(const uint8_t key[16]) {
     if (ctx_ == nullptr || gcm().encrypt_init(ctx_, key, 16, nullptr, 0, nullptr) != 1) return false;
-#if defined(__x86_64__)
-    if (gmac_ != nullptr) {
-        aesni_expand(key, round_keys_);
-        CRYPTO_gcm128_init(gmac_, round_keys_, aesni_block);  // H and its table; no allocation
-    }
-#endif
+    if (use_gmac_) gmac_.set_key(key);  // round keys and the powers of H; no allocation
     return true;
 }
 
 bool SlidwinCipher::start(uint64_t counter, int enc, bool mac) {
     uint8_t iv[12];
     iv_of(iv, counter);
-    on_gmac_ = mac && gmac_ != nullptr;
+    on_gmac_ = mac && use_gmac_;
     if (on_gmac_) {
-        CRYPTO_gcm128_setiv(gmac_, iv, sizeof iv);
+        gmac_.begin(counter);
         return true;
     }
     const GcmProvider& g = gcm();
@@ -386,7 +319,11 @@ bool SlidwinCipher::start(uint64_t counter, int enc, bool mac) {
 
 bool SlidwinCipher::add(uint8_t* out, const uint8_t* in, uint32_t len) {
     if (len == 0) return true;
-    if (on_gmac_) return out == nullptr && CRYPTO_gcm128_aad(gmac_, in, len) == 0;  // a MAC: no text
+    if (on_gmac_) {
+        if (out != nullptr) return false;  // a MAC: no text
+        gmac_.add(in, len);
+        return true;
+    }
     size_t n = 0;
     return gcm().update(ctx_, out, &n, len, in, len) == 1;
 }
@@ -422,7 +359,7 @@ bool SlidwinCipher::update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32
 
 bool SlidwinCipher::finish_tag(uint8_t tag[kSlidwinAuthTagLen]) {
     if (on_gmac_) {
-        CRYPTO_gcm128_tag(gmac_, tag, kSlidwinAuthTagLen);
+        gmac_.tag(tag);
         return true;
     }
     const GcmProvider& g = gcm();
@@ -433,7 +370,7 @@ bool SlidwinCipher::finish_tag(uint8_t tag[kSlidwinAuthTagLen]) {
 }
 
 bool SlidwinCipher::check_tag(const uint8_t tag[kSlidwinAuthTagLen]) {
-    if (on_gmac_) return CRYPTO_gcm128_finish(gmac_, tag, kSlidwinAuthTagLen) == 0;  // CRYPTO_memcmp
+    if (on_gmac_) return gmac_.check(tag);  // constant time
     const GcmProvider& g = gcm();
     size_t n = 0;
     OSSL_PARAM p[] = {OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, const_cast<uint8_t*>(tag),

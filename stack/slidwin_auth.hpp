@@ -38,10 +38,10 @@
 #include <string>
 
 #include "pktbuf.hpp"
+#include "slidwin_gmac.hpp"
 #include "slidwin_hdr.hpp"
 
 typedef struct evp_kdf_ctx_st EVP_KDF_CTX;
-struct gcm128_context;
 
 namespace iccs {
 
@@ -108,17 +108,15 @@ bool slidwin_gcm_available(std::string& err);
 // One AES-128-GCM key in contexts allocated once: a new key is a key schedule, no allocation.
 //
 // A datagram with no text to encrypt (every one without `encrypt`, the default; with it, an
-// ack-only one: its GCM is a GMAC either way) goes through libcrypto's GCM mode itself
-// (CRYPTO_gcm128_*, <openssl/modes.h>: its GHASH, carry-less multiply with AVX where the CPU has
-// it) over AES-128 rounds run by the AES-NI instructions (slidwin_auth.cpp's aesni_block:
-// FIPS-197's key expansion and ten rounds; the one piece of AES here that is not libcrypto's,
-// checked byte for byte against EVP's AES-128-GCM under many keys by
-// tests/unit/test_security_auth.cpp). A GMAC needs one AES block per datagram (the tag's mask)
-// and GHASH: about half the time of the provider's GCM, whose per-datagram IV set-up and
-// OSSL_PARAM tag exchange (8 OSSL_PARAM_locate calls, each a strcmp, to read a tag) cost as much
-// as the GCM itself on a 64-byte ack (perf/README.md, issue 37: `bench stack --key`'s stages).
+// ack-only one: its GCM is a GMAC either way) goes through SlidwinGmac (slidwin_gmac.hpp: AES-NI
+// rounds and a GHASH over PCLMULQDQ with the powers of H, the key one cache-aligned block inside
+// this object), checked byte for byte against EVP's AES-128-GCM (tests/unit/test_security_gmac.cpp).
+// Before issue 37's second pass these went through libcrypto's GCM mode (CRYPTO_gcm128_*) over
+// AES-NI rounds of ours, and before that through the provider's GCM, whose per-datagram IV set-up
+// and OSSL_PARAM tag exchange (8 OSSL_PARAM_locate calls, each a strcmp, to read a tag) cost as
+// much as the GCM itself on a 64-byte ack (perf/README.md, issue 37: `bench stack --key`'s stages).
 //
-// A datagram with text to encrypt (and every one on a CPU without AES-NI, or with
+// A datagram with text to encrypt (and every one on a CPU without AES-NI and PCLMULQDQ, or with
 // Engine::kProvider) goes through the provider's AES-128-GCM context (libcrypto's default
 // provider, or whichever EVP would fetch it from), driven through the provider's dispatch table
 // rather than an EVP_CIPHER_CTX: the same GCM code without OpenSSL 3.0's EVP layer, which on
@@ -127,8 +125,8 @@ bool slidwin_gcm_available(std::string& err);
 // its GHASH (and CTR) passes, and one tag read or compare; no allocation on either path.
 class SlidwinCipher {
    public:
-    // kFastest: datagrams with no text to encrypt through the GCM mode over AES-NI rounds where
-    // the CPU has AES-NI; kProvider: every datagram through the provider's GCM (the benchmark's
+    // kFastest: datagrams with no text to encrypt through SlidwinGmac where the CPU has AES-NI
+    // and PCLMULQDQ; kProvider: every datagram through the provider's GCM (the benchmark's
     // baseline, tests).
     enum class Engine : uint8_t { kFastest, kProvider };
     explicit SlidwinCipher(Engine engine = Engine::kFastest);
@@ -136,9 +134,9 @@ class SlidwinCipher {
     SlidwinCipher(const SlidwinCipher&) = delete;
     SlidwinCipher& operator=(const SlidwinCipher&) = delete;
     bool ok() const { return ctx_ != nullptr; }
-    // Datagrams with no text to encrypt go through the GCM mode over AES-NI rounds (the CPU has
-    // AES-NI, and the engine is kFastest).
-    bool mac_on_aesni() const { return gmac_ != nullptr; }
+    // Datagrams with no text to encrypt go through SlidwinGmac (the CPU has AES-NI and
+    // PCLMULQDQ, and the engine is kFastest).
+    bool mac_on_aesni() const { return use_gmac_; }
     bool set_key(const uint8_t key[16]);
 
     // dgram: data() at the slidwin header, the auth block right after it in the first segment.
@@ -157,16 +155,16 @@ class SlidwinCipher {
     // Run GCM over src from byte `from` on: as authenticated data (dst null), or as text into
     // dst from byte `dst_from` on (dst == src: in place).
     bool update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32_t dst_from);
-    // A datagram's GCM pass begins: on gmac_ when `mac` (no text to encrypt) and this context has
-    // one, else on the provider's.
+    // A datagram's GCM pass begins: on gmac_ when `mac` (no text to encrypt) and this context
+    // uses it, else on the provider's.
     bool start(uint64_t counter, int enc, bool mac);
     // One piece: authenticated data (out null) or text into out.
     bool add(uint8_t* out, const uint8_t* in, uint32_t len);
     bool finish_tag(uint8_t tag[kSlidwinAuthTagLen]);       // sealing: compute and read the tag
     bool check_tag(const uint8_t tag[kSlidwinAuthTagLen]);  // opening: false unless it matches
+    SlidwinGmac gmac_;                   // first: the cache-aligned key every MAC-only datagram reads
     void* ctx_ = nullptr;                // the provider's AES-128-GCM context (null: not ok())
-    gcm128_context* gmac_ = nullptr;     // libcrypto's GCM mode over aesni_block (null: none)
-    alignas(16) uint8_t round_keys_[176] = {};  // AES-128's 11 round keys, for gmac_
+    bool use_gmac_ = false;              // MAC-only datagrams go through gmac_
     bool on_gmac_ = false;               // the pass start() began runs on gmac_
 };
 
