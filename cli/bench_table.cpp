@@ -96,6 +96,7 @@ int launch_rtt(const BenchRow& row, const cli::Args& p) {
     o.only = p.text("--only");
     o.key_file = p.text("--key");
     o.encrypt = p.flag("--encrypt");
+    o.blocks = static_cast<uint32_t>(p.u64("--blocks", o.blocks));
     o.json = p.flag("--json");
     // The raw fabric has no stack to authenticate: a key's round trip is the iccs path's.
     if (o.only == "raw" && !o.key_file.empty())
@@ -267,7 +268,11 @@ std::vector<BenchRow> make_rows() {
         "  floor_rtt_median_us, raw_rtt_median_us, raw_rtt_p99_us, raw_frame_bytes, overhead_ratio (iccs\n"
         "  / raw), ratio_to_kernel, ratio_to_floor, cores, fabric, polling. --key FILE: the iccs round\n"
         "  trip again with every datagram authenticated ([security] key_file; --encrypt: and encrypted),\n"
-        "  beside the plain one: auth_rtt_median_us, auth_rtt_p99_us, auth_overhead (auth / plain).\n"
+        "  beside the plain one, the two runs taking turns in --blocks blocks (each its own pair of\n"
+        "  cluster processes; one sleeps while the other's block runs), so both meet the same state of\n"
+        "  the host: auth_rtt_median_us, auth_rtt_p99_us, auth_overhead (auth / plain: the median of the\n"
+        "  blocks' ratios), auth_overhead_block_min/max, auth_overhead_of_medians, auth_blocks,\n"
+        "  auth_block_rounds; iccs_rtt_median_us is then the plain run's of the same turns.\n"
         "  --only iccs|raw: that path alone (to profile it: perf record sees nothing else); the other\n"
         "  paths' figures and the ratios are then 0. With --key, --only iccs measures the iccs path plain\n"
         "  and authenticated (auth/plain kept); --only raw refuses a key (no stack to authenticate).\n",
@@ -276,6 +281,7 @@ std::vector<BenchRow> make_rows() {
           choice_opt("--polling", kPollings, "the proxies' polling", "inline"),
           choice_opt("--fabric", {"memif", "udp"}, "memif (DPDK) or udp (kernel UDP sockets via io_uring)", "memif"),
           combine_option(), pcap_option(), key_option(), encrypt_option(),
+          uint_opt("--blocks", "N", 1, 10'000, "with --key: blocks the plain and keyed runs alternate in", "40"),
           choice_opt("--only", {"iccs", "raw"}, "that path alone (to profile it); iccs with --key: plain and authenticated"), json_option()},
         launch_rtt});
     rows.push_back(BenchRow{

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +24,19 @@
 namespace iccs {
 
 struct ClusterPlan;
+
+// Pingpong runs that take turns (`iccs bench rtt --key`): two runs of the pingpong workload, plain
+// and authenticated, each its own pair of cluster processes, run their round trips in alternating
+// blocks, so both meet the same state of a shared host (the virtual CPUs' placement and speed
+// change for seconds at a time, perf/README.md: a ratio of two runs measures the host). Block b of
+// run `slot` runs while turn == runs * b + slot; the other run's processes sleep on the futex
+// meanwhile and run nothing. In memory shared by every process of both runs (mapped by the
+// launcher before it forks them).
+struct PingpongTurns {
+    std::atomic<uint32_t> turn{0};   // which run's which block runs now (above); moved by the pingers
+    std::atomic<uint32_t> ready{0};  // pingers connected: block 0 starts when every run's is
+    std::atomic<uint32_t> abort{0};  // a run failed: the others stop waiting
+};
 
 // What a compute thread's program reports; the cluster sums it into its report.
 struct ComputeResult {
@@ -100,6 +114,13 @@ struct ClusterPlan {
     // compute thread pauses this long once its connections are open, before it sends (idle
     // proxies, then a burst).
     uint32_t gap_us = 0;
+    // pingpong taking turns with other runs (PingpongTurns; null: one run, `warmup` + `messages`
+    // rounds): `turn_blocks` blocks of `turn_block_warmup` untimed and `turn_block_rounds` timed
+    // rounds, this run's blocks at turn_runs * b + turn_slot; the result file gets a line of the
+    // blocks' medians too, "rtt_block_ns M0 M1 ...".
+    PingpongTurns* turns = nullptr;
+    uint32_t turn_slot = 0, turn_runs = 1, turn_blocks = 0;
+    uint64_t turn_block_rounds = 0, turn_block_warmup = 0;
     // alltoall for this many seconds instead of `messages` per pair (`iccs soak`): each sender
     // stops at the end and writes how many it sent (sock_dir/soak-C.T-DC.DT); each receiver takes
     // messages, every one checked and in order, until what it got from each cluster equals what

@@ -1,10 +1,15 @@
 // cluster_programs.cpp: see cluster_programs.hpp.
 #include "cluster_programs.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -392,6 +397,37 @@ private:
 // from each cluster equals the counts its threads wrote.
 bool program_alltoall(ComputeEnv& env) { return AlltoallThread(env).run(); }
 
+namespace {
+// PingpongTurns: wait until t.turn is `want` (true), or a run failed, this cluster stops or the
+// turn went past it (false). Sleeps on the futex (shared: the runs are other processes) 200 us
+// at a time, so a run waiting for its turn takes little CPU from the one measuring, and between
+// sleeps takes what arrived (inline polling: nothing else runs this thread's stack), so set-ups,
+// acks and timers go on as in a run alone.
+void poll_once(Convergence& conv) {
+    static const std::function<bool()> no_other_work = [] { return false; };
+    const uint64_t now = now_ns();
+    conv.idle(now, now, no_other_work);  // inline: one pass of the stack; else at most a 1 us wait
+    conv.idle_end();
+    conv.progress();
+}
+
+bool wait_turn(PingpongTurns& t, uint32_t want, Convergence& conv) {
+    for (;;) {
+        const uint32_t cur = t.turn.load(std::memory_order_acquire);
+        if (cur == want) return true;
+        if (cur > want || t.abort.load(std::memory_order_relaxed) != 0 || cluster_stopping()) return false;
+        const timespec ts{0, 200'000};
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&t.turn), FUTEX_WAIT, cur, &ts, nullptr, 0);
+        poll_once(conv);
+    }
+}
+
+void pass_turn(PingpongTurns& t) {
+    t.turn.fetch_add(1, std::memory_order_acq_rel);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&t.turn), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+}  // namespace
+
 // pingpong (`iccs bench rtt`): thread 0 of cluster 0 sends `messages` messages of min_size bytes
 // to thread 0 of cluster 1, which sends each straight back; round-trip times (after `warmup`
 // untimed rounds) go to result_file.
@@ -436,7 +472,27 @@ bool program_pingpong(ComputeEnv& env) {
     std::vector<uint64_t> rtt;
     rtt.reserve(p.messages);
     std::vector<std::vector<uint64_t>> rtt_by_size(sizes.size());
-    const uint64_t rounds = p.warmup + p.messages;
+    uint64_t rounds = p.warmup + p.messages;
+    // Taking turns (PingpongTurns): blocks of warm-up and timed rounds, each in this run's turn.
+    PingpongTurns* const turns = p.turns;
+    const uint64_t per_block = p.turn_block_warmup + p.turn_block_rounds;
+    std::vector<uint64_t> block, block_medians;
+    if (turns != nullptr) {
+        if (per_block == 0 || p.turn_blocks == 0 || p.turn_runs == 0) {
+            env.result.error = "pingpong taking turns: no blocks to run";
+            turns->abort.store(1);
+            return false;
+        }
+        rounds = per_block * p.turn_blocks;
+        rtt.reserve(p.turn_block_rounds * p.turn_blocks);
+        if (pinger) {  // block 0 starts when every run is connected (not while one sets up its EAL)
+            turns->ready.fetch_add(1);
+            while (turns->ready.load() < p.turn_runs && turns->abort.load() == 0 && !cluster_stopping()) {
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+                poll_once(conv);
+            }
+        }
+    }
     // ICCS_STAMPS=PREFIX (the breakdown experiment): every round's stage stamps of the ping
     // (stack/stamps.hpp) go to PREFIX.c<cluster>, one line per round: the round and 13 times [ns].
     const char* stamp_prefix = std::getenv("ICCS_STAMPS");
@@ -446,6 +502,11 @@ bool program_pingpong(ComputeEnv& env) {
         stamp_rows.reserve(rounds);
     }
     for (uint64_t i = 0; i < rounds && !cluster_stopping(); ++i) {
+        if (turns != nullptr && i % per_block == 0 &&
+            !wait_turn(*turns, p.turn_runs * static_cast<uint32_t>(i / per_block) + p.turn_slot, conv)) {
+            env.result.error = "pingpong taking turns: another run failed";
+            return false;
+        }
         if (pinger && p.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(p.gap_us));
         if (pinger) stamps::arm();
         const uint64_t t0 = now_ns();
@@ -467,15 +528,24 @@ bool program_pingpong(ComputeEnv& env) {
             std::copy(std::begin(row), std::end(row), stamp_rows.back().begin());
         }
         if (pinger) {
-            if (i >= p.warmup) {
+            if (turns != nullptr ? i % per_block >= p.turn_block_warmup : i >= p.warmup) {
                 rtt.push_back(now_ns() - t0);
                 if (!sizes.empty()) rtt_by_size[i % sizes.size()].push_back(rtt.back());
+                if (turns != nullptr) block.push_back(rtt.back());
+            }
+            if (turns != nullptr && i % per_block == per_block - 1) {  // this block's end: the next run's turn
+                std::sort(block.begin(), block.end());
+                block_medians.push_back(block.empty() ? 0 : block[block.size() / 2]);
+                block.clear();
+                pass_turn(*turns);
             }
         } else {
             if (const ConvError e = conv.send(c, buf.data(), len); e != ConvError::kOk) return set_error(env, "send", e);
             ++env.result.sent;
         }
     }
+    // Close only when every run's blocks are done: a close is not a round trip of anyone's.
+    if (turns != nullptr) wait_turn(*turns, p.turn_runs * p.turn_blocks, conv);
     if (pinger && !p.result_file.empty() && !rtt.empty()) {
         std::sort(rtt.begin(), rtt.end());
         if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
@@ -483,6 +553,11 @@ bool program_pingpong(ComputeEnv& env) {
                          static_cast<unsigned long long>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]),
                          static_cast<unsigned long long>(rtt.front()), static_cast<unsigned long long>(rtt.back()),
                          rtt.size());
+            if (!block_medians.empty()) {
+                std::fprintf(f, "rtt_block_ns");
+                for (const uint64_t m : block_medians) std::fprintf(f, " %llu", static_cast<unsigned long long>(m));
+                std::fprintf(f, "\n");
+            }
             for (size_t k = 0; k < sizes.size(); ++k) {
                 std::vector<uint64_t>& v = rtt_by_size[k];
                 if (v.empty()) continue;

@@ -2,10 +2,12 @@
 #include "bench_paths.hpp"
 
 #include <arpa/inet.h>
+#include <linux/futex.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,6 +237,89 @@ RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_
     }
     std::remove(plan.result_file.c_str());
     return s;
+}
+
+RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
+                        uint64_t block_rounds, std::shared_ptr<const SlidwinAuthKey> auth) {
+    RttTurns r;
+    auto* turns = static_cast<PingpongTurns*>(
+        mmap(nullptr, sizeof(PingpongTurns), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (turns == MAP_FAILED) {
+        r.error = "mmap failed";
+        return r;
+    }
+    new (turns) PingpongTurns{};
+    // Each run is launched from a process of its own (launch_clusters waits for its clusters and
+    // cleans up after them), with its own ports, sockets (run id: that process's pid) and result file.
+    const std::string result_base = "/tmp/iccs-bench-" + std::to_string(getpid()) + "-turns";
+    const uint16_t port = bench_udp_port();
+    pid_t pids[2] = {-1, -1};
+    std::fflush(stdout);
+    std::fflush(stderr);
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        ClusterPlan plan = two_clusters(fabric, polling, size);
+        plan.udp_port = static_cast<uint16_t>(port + 128 * slot);  // a run uses 64 * cluster + proxy above it
+        plan.result_file = result_base + std::to_string(slot) + ".txt";
+        std::remove(plan.result_file.c_str());
+        plan.auth = slot == 1 ? auth : nullptr;
+        plan.workload = "pingpong";
+        plan.slidwin.rcv_buf_datagrams = 256;
+        plan.slidwin.snd_buf_datagrams = 256;
+        plan.turns = turns;
+        plan.turn_slot = slot;
+        plan.turn_runs = 2;
+        plan.turn_blocks = blocks;
+        plan.turn_block_rounds = block_rounds;
+        plan.turn_block_warmup = std::max<uint64_t>(20, block_rounds / 10);
+        plan.messages = block_rounds * blocks;
+        pids[slot] = fork();
+        if (pids[slot] == 0) _exit(launch_clusters(plan, 300) == 0 ? 0 : 1);
+        if (pids[slot] < 0) {
+            r.error = std::string("fork: ") + std::strerror(errno);
+            turns->abort.store(1);
+            break;
+        }
+    }
+    // A run that fails stops the other's waiting for its turn.
+    for (int left = (pids[0] > 0) + (pids[1] > 0); left > 0;) {
+        int st = 0;
+        const pid_t done = waitpid(-1, &st, 0);
+        if (done < 0 && errno == EINTR) continue;
+        if (done < 0) break;
+        if (done != pids[0] && done != pids[1]) continue;
+        --left;
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            turns->abort.store(1);
+            syscall(SYS_futex, reinterpret_cast<uint32_t*>(&turns->turn), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+            if (r.error.empty())
+                r.error = std::string("the iccs ping-pong run over ") + fabric + (done == pids[1] ? " with the key" : "") +
+                          " failed (see above)";
+        }
+    }
+    munmap(turns, sizeof(PingpongTurns));
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        const std::string path = result_base + std::to_string(slot) + ".txt";
+        RttStats& s = slot == 0 ? r.plain : r.auth;
+        std::vector<double>& b = slot == 0 ? r.plain_block_us : r.auth_block_us;
+        std::ifstream f(path);
+        std::string tag;
+        unsigned long long med = 0, p99 = 0, mn = 0, mx = 0;
+        size_t n = 0;
+        if (f >> tag >> med >> p99 >> mn >> mx >> n && tag == "rtt_ns") {
+            s.median_us = static_cast<double>(med) / 1000.0;
+            s.p99_us = static_cast<double>(p99) / 1000.0;
+            s.n = n;
+        }
+        if (f >> tag && tag == "rtt_block_ns")
+            for (unsigned long long v = 0; b.size() < blocks && f >> v;) b.push_back(static_cast<double>(v) / 1000.0);
+        std::remove(path.c_str());
+        if (r.error.empty() && (s.n == 0 || b.size() != blocks))
+            r.error = std::string("the iccs ping-pong run over ") + fabric + (slot == 1 ? " with the key" : "") +
+                      " wrote no result";
+    }
+    for (size_t i = 0; i < std::min(r.plain_block_us.size(), r.auth_block_us.size()); ++i)
+        if (r.plain_block_us[i] > 0) r.ratio_by_block.push_back(r.auth_block_us[i] / r.plain_block_us[i]);
+    return r;
 }
 
 RateStats iccs_stream(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t messages,

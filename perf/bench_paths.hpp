@@ -46,6 +46,19 @@ uint16_t bench_udp_port();
 // key every datagram is authenticated (stack/slidwin_auth.hpp; null = off).
 RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_t size, uint64_t samples,
                   const std::string& pcap_base = {}, std::shared_ptr<const SlidwinAuthKey> auth = nullptr);
+// The iccs round trip plain and with `auth`, two runs (each its own pair of cluster processes)
+// taking turns in `blocks` blocks of `block_rounds` timed round trips (after block_rounds/10, at
+// least 20, untimed ones: the first round trips after a pause), plain first in each pair of
+// blocks (compute/cluster.hpp, PingpongTurns): both runs meet the same state of the host, and
+// the ratio of each pair of blocks' medians is taken on the same few milliseconds.
+struct RttTurns {
+    RttStats plain, auth;                          // over all timed round trips of each run
+    std::vector<double> plain_block_us, auth_block_us;  // each block's median
+    std::vector<double> ratio_by_block;            // auth / plain, block by block
+    std::string error;
+};
+RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
+                        uint64_t block_rounds, std::shared_ptr<const SlidwinAuthKey> auth);
 RttStats kernel_rtt(uint32_t size, uint64_t samples);
 RttStats floor_rtt(uint64_t samples);
 
