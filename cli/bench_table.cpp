@@ -323,7 +323,11 @@ std::vector<BenchRow> make_rows() {
         "  With --key each round trip follows a look at the host's floor (one cache line between the\n"
         "  two cores, which moves between levels on a shared virtual host): the ratio run by run and\n"
         "  the floors, JSON auth_rtt_overhead_paired (their median), auth_rtt_overhead_by_run,\n"
-        "  floor_before_plain_ns, floor_before_auth_ns, runs_host_moved (floors over 1.5x apart).\n",
+        "  floor_before_plain_ns, floor_before_auth_ns, runs_host_moved (floors over 1.5x apart).\n"
+        "  And each run measures both again as a plain and an authenticated run taking turns in blocks\n"
+        "  (as bench rtt --key; the rate in 20 blocks of messages/20): auth_rtt_overhead_turns and\n"
+        "  auth_rate_ratio_turns (medians over the runs of each run's median block ratio), and\n"
+        "  auth_rtt_overhead_turns_by_run, auth_rate_ratio_turns_by_run.\n",
         {uint_opt("--size", "N", 1, 9000, "payload bytes", "100"),
           uint_opt("--runs", "N", 1, 100, "runs, interleaved; medians with min and max", "5"),
           uint_opt("--samples", "N", 100, 10'000'000, "round trips per run", "10000"),

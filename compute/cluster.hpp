@@ -114,10 +114,11 @@ struct ClusterPlan {
     // compute thread pauses this long once its connections are open, before it sends (idle
     // proxies, then a burst).
     uint32_t gap_us = 0;
-    // pingpong taking turns with other runs (PingpongTurns; null: one run, `warmup` + `messages`
-    // rounds): `turn_blocks` blocks of `turn_block_warmup` untimed and `turn_block_rounds` timed
-    // rounds, this run's blocks at turn_runs * b + turn_slot; the result file gets a line of the
-    // blocks' medians too, "rtt_block_ns M0 M1 ...".
+    // pingpong or stream taking turns with other runs (PingpongTurns; null: one run, `warmup` +
+    // `messages` rounds): `turn_blocks` blocks, this run's at turn_runs * b + turn_slot. pingpong:
+    // each of `turn_block_warmup` untimed and `turn_block_rounds` timed rounds, the result file
+    // gets a line of the blocks' medians too, "rtt_block_ns M0 M1 ..."; stream: each of
+    // `turn_block_rounds` messages and the answer, timed, "stream_block_ns T0 T1 ...".
     PingpongTurns* turns = nullptr;
     uint32_t turn_slot = 0, turn_runs = 1, turn_blocks = 0;
     uint64_t turn_block_rounds = 0, turn_block_warmup = 0;

@@ -688,39 +688,80 @@ bool program_stream(ComputeEnv& env) {
     Convergence& conv = env.conv;
     if (env.thread != 0 || p.cluster_id > 1) return true;
     std::vector<uint8_t> buf(std::max<uint32_t>(p.min_size, 1), 0x5a);
+    // Taking turns (PingpongTurns): blocks of turn_block_rounds messages, each answered, each in
+    // this run's turn; else one block of `messages`.
+    PingpongTurns* const turns = p.turns;
+    const uint32_t blocks = turns != nullptr ? p.turn_blocks : 1;
+    const uint64_t per_block = turns != nullptr ? p.turn_block_rounds : p.messages;
+    if (turns != nullptr && (blocks == 0 || per_block == 0 || p.turn_runs == 0)) {
+        env.result.error = "stream taking turns: no blocks to run";
+        turns->abort.store(1);
+        return false;
+    }
+    auto my_turn = [&](uint32_t block) {
+        if (turns == nullptr || wait_turn(*turns, p.turn_runs * block + p.turn_slot, conv)) return true;
+        env.result.error = "stream taking turns: another run failed";
+        return false;
+    };
     Connection* c = nullptr;
     if (p.cluster_id == 1) {
         if (const ConvError e = conv.listen(kAppPort); e != ConvError::kOk) return set_error(env, "listen", e);
         if (const ConvError e = conv.accept(kAppPort, c, 60'000'000); e != ConvError::kOk)
             return set_error(env, "accept", e);
         RecvMsg m;
-        for (uint64_t i = 0; i < p.messages; ++i) {
-            if (const ConvError e = conv.recv_msg(c, m, 60'000'000); e != ConvError::kOk) return set_error(env, "recv", e);
-            ++env.result.received;
+        for (uint32_t b = 0; b < blocks; ++b) {
+            if (!my_turn(b)) return false;
+            for (uint64_t i = 0; i < per_block; ++i) {
+                if (const ConvError e = conv.recv_msg(c, m, 60'000'000); e != ConvError::kOk)
+                    return set_error(env, "recv", e);
+                ++env.result.received;
+            }
+            if (const ConvError e = conv.send(c, buf.data(), 1); e != ConvError::kOk) return set_error(env, "send", e);
+            ++env.result.sent;
         }
-        if (const ConvError e = conv.send(c, buf.data(), 1); e != ConvError::kOk) return set_error(env, "send", e);
-        ++env.result.sent;
+        if (turns != nullptr) wait_turn(*turns, p.turn_runs * blocks, conv);
         conv.recv_msg(c, m, 10'000'000);  // end-of-stream
         conv.close(c, 0);
         return true;
     }
     if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
         return set_error(env, "connect", e);
-    const uint64_t t0 = now_ns();
-    for (uint64_t i = 0; i < p.messages && !cluster_stopping(); ++i) {
-        if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk) return set_error(env, "send", e);
-        ++env.result.sent;
+    if (turns != nullptr) {  // block 0 starts when every run is connected
+        turns->ready.fetch_add(1);
+        while (turns->ready.load() < p.turn_runs && turns->abort.load() == 0 && !cluster_stopping()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            poll_once(conv);
+        }
     }
-    uint32_t len = 0;
-    if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
-        e != ConvError::kOk)
-        return set_error(env, "recv of the answer", e);
-    ++env.result.received;
-    const uint64_t elapsed = now_ns() - t0;
+    uint64_t elapsed = 0;
+    std::vector<uint64_t> block_ns;
+    for (uint32_t b = 0; b < blocks && !cluster_stopping(); ++b) {
+        if (!my_turn(b)) return false;
+        const uint64_t t0 = now_ns();
+        for (uint64_t i = 0; i < per_block && !cluster_stopping(); ++i) {
+            if (const ConvError e = conv.send(c, buf.data(), p.min_size); e != ConvError::kOk)
+                return set_error(env, "send", e);
+            ++env.result.sent;
+        }
+        uint32_t len = 0;
+        if (const ConvError e = conv.recv(c, buf.data(), static_cast<uint32_t>(buf.size()), len, 60'000'000);
+            e != ConvError::kOk)
+            return set_error(env, "recv of the answer", e);
+        ++env.result.received;
+        block_ns.push_back(now_ns() - t0);
+        elapsed += block_ns.back();
+        if (turns != nullptr) pass_turn(*turns);
+    }
+    if (turns != nullptr) wait_turn(*turns, p.turn_runs * blocks, conv);
     if (!p.result_file.empty())
         if (FILE* f = std::fopen(p.result_file.c_str(), "w")) {
             std::fprintf(f, "stream_ns %llu %llu\n", static_cast<unsigned long long>(elapsed),
-                         static_cast<unsigned long long>(p.messages));
+                         static_cast<unsigned long long>(per_block * blocks));
+            if (turns != nullptr) {
+                std::fprintf(f, "stream_block_ns");
+                for (const uint64_t t : block_ns) std::fprintf(f, " %llu", static_cast<unsigned long long>(t));
+                std::fprintf(f, "\n");
+            }
             std::fclose(f);
         }
     conv.close(c, 10'000'000);

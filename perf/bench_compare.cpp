@@ -35,7 +35,15 @@ struct Path {
     // --key, an authenticated path: per run whose both round trips ran, auth / plain, and the
     // host's floor (one cache line between the two pinned cores, ns) measured right before each.
     std::vector<double> pair_ratio{}, floor_plain_ns{}, floor_auth_ns{};
+    // --key, an authenticated path: per run, the median of the blocks' ratios auth / plain of a
+    // plain and an authenticated run taking turns (bench_paths.hpp, iccs_rtt_turns and
+    // iccs_stream_turns): both meet the same state of the host.
+    std::vector<double> rtt_turn_ratio{}, rate_turn_ratio{};
 };
+
+// Runs taking turns: blocks of each (the round trip: 40 of samples/40, at least 100; the rate:
+// 20 of messages/20, at least 1000).
+constexpr uint32_t kRttTurnBlocks = 40, kRateTurnBlocks = 20;
 
 void note_rtt(Path& p, const RttStats& s) {
     if (!s.error.empty()) p.errors.push_back(s.error);
@@ -177,6 +185,18 @@ void measure_run(const BenchCompareOptions& o, const std::shared_ptr<const Slidw
     if (key) note_rate(ps.memif_auth, iccs_stream("memif", o.polling, o.size_bytes, o.messages, {}, key));
     note_rate(ps.udp, iccs_stream("udp", o.polling, o.size_bytes, o.messages));
     if (key) note_rate(ps.udp_auth, iccs_stream("udp", o.polling, o.size_bytes, o.messages, {}, key));
+    if (key)
+        for (Path* p : {&ps.memif_auth, &ps.udp_auth}) {
+            const char* fabric = p == &ps.memif_auth ? "memif" : "udp";
+            const RttTurns rt = iccs_rtt_turns(fabric, o.polling, o.size_bytes, kRttTurnBlocks,
+                                               std::max<uint64_t>(100, o.samples / kRttTurnBlocks), key);
+            if (!rt.error.empty()) p->errors.push_back(rt.error);
+            else p->rtt_turn_ratio.push_back(spread_of(rt.ratio_by_block).median);
+            const RateTurns ra = iccs_stream_turns(fabric, o.polling, o.size_bytes, kRateTurnBlocks,
+                                                   std::max<uint64_t>(1000, o.messages / kRateTurnBlocks), key);
+            if (!ra.error.empty()) p->errors.push_back(ra.error);
+            else p->rate_turn_ratio.push_back(spread_of(ra.ratio_by_block).median);
+        }
     note_rate(ps.raw_memif, raw_stream("memif", o.size_bytes, o.messages));
     note_rate(ps.raw_udp, raw_stream("udp", o.size_bytes, o.messages));
     note_rate(ps.kernel, kernel_stream(o.size_bytes, o.messages));
@@ -209,9 +229,13 @@ void print_json(const CompareSetting& s, ComparePaths& ps) {
                         first ? "" : ", ", p->key, o.encrypt ? "aes-128-gcm aead" : "aes-128-gcm mac",
                         prt.median > 0 ? rt.median / prt.median : 0.0, pra.median > 0 ? ra.median / pra.median : 0.0,
                         spread_of(p->pair_ratio).median, runs_host_moved(*p));
+            std::printf("\"auth_rtt_overhead_turns\": %.4f, \"auth_rate_ratio_turns\": %.4f, ",
+                        spread_of(p->rtt_turn_ratio).median, spread_of(p->rate_turn_ratio).median);
             for (const auto& [name, v] : {std::pair{"auth_rtt_overhead_by_run", &p->pair_ratio},
                                           std::pair{"floor_before_plain_ns", &p->floor_plain_ns},
-                                          std::pair{"floor_before_auth_ns", &p->floor_auth_ns}}) {
+                                          std::pair{"floor_before_auth_ns", &p->floor_auth_ns},
+                                          std::pair{"auth_rtt_overhead_turns_by_run", &p->rtt_turn_ratio},
+                                          std::pair{"auth_rate_ratio_turns_by_run", &p->rate_turn_ratio}}) {
                 std::printf("\"%s\": [", name);
                 for (size_t i = 0; i < v->size(); ++i) std::printf("%s%.4g", i ? ", " : "", (*v)[i]);
                 std::printf("], ");
@@ -271,6 +295,13 @@ void print_table_notes(const CompareSetting& s, ComparePaths& ps) {
             std::printf("  %s / plain %-5s: round trip %.3f (%+.2f us), message rate %.3f (%s against %s)\n",
                         s.auth_label, p->plain->key, prt > 0 ? rt / prt : 0.0, rt - prt, pra > 0 ? ra / pra : 0.0,
                         rate_text(ra).c_str(), rate_text(pra).c_str());
+            if (!p->rtt_turn_ratio.empty() || !p->rate_turn_ratio.empty()) {
+                const Spread tr = spread_of(p->rtt_turn_ratio), ta = spread_of(p->rate_turn_ratio);
+                std::printf("    taking turns (a plain and an authenticated run alternating in blocks, the median of "
+                            "the blocks' ratios a run):\n    round trip %.3f [%.3f .. %.3f], message rate %.3f [%.3f .. "
+                            "%.3f]\n",
+                            tr.median, tr.min, tr.max, ta.median, ta.min, ta.max);
+            }
             if (p->pair_ratio.empty()) continue;
             const Spread pr = spread_of(p->pair_ratio), fp = spread_of(p->floor_plain_ns),
                          fa = spread_of(p->floor_auth_ns);

@@ -239,48 +239,35 @@ RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_
     return s;
 }
 
-RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
-                        uint64_t block_rounds, std::shared_ptr<const SlidwinAuthKey> auth) {
-    RttTurns r;
+namespace {
+// Run two plans (slot 0 plain, slot 1 with the key) taking turns (PingpongTurns): each launched
+// from a process of its own (launch_clusters waits for its clusters and cleans up after them),
+// with its own ports, sockets (run id: that process's pid) and result file. A run that fails
+// stops the other's waiting for its turn. Returns "" or what failed; the result files stay.
+std::string launch_taking_turns(ClusterPlan (&plans)[2], const std::string& fabric) {
     auto* turns = static_cast<PingpongTurns*>(
         mmap(nullptr, sizeof(PingpongTurns), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-    if (turns == MAP_FAILED) {
-        r.error = "mmap failed";
-        return r;
-    }
+    if (turns == MAP_FAILED) return "mmap failed";
     new (turns) PingpongTurns{};
-    // Each run is launched from a process of its own (launch_clusters waits for its clusters and
-    // cleans up after them), with its own ports, sockets (run id: that process's pid) and result file.
-    const std::string result_base = "/tmp/iccs-bench-" + std::to_string(getpid()) + "-turns";
+    std::string error;
     const uint16_t port = bench_udp_port();
     pid_t pids[2] = {-1, -1};
     std::fflush(stdout);
     std::fflush(stderr);
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        ClusterPlan plan = two_clusters(fabric, polling, size);
+        ClusterPlan& plan = plans[slot];
         plan.udp_port = static_cast<uint16_t>(port + 128 * slot);  // a run uses 64 * cluster + proxy above it
-        plan.result_file = result_base + std::to_string(slot) + ".txt";
-        std::remove(plan.result_file.c_str());
-        plan.auth = slot == 1 ? auth : nullptr;
-        plan.workload = "pingpong";
-        plan.slidwin.rcv_buf_datagrams = 256;
-        plan.slidwin.snd_buf_datagrams = 256;
         plan.turns = turns;
         plan.turn_slot = slot;
         plan.turn_runs = 2;
-        plan.turn_blocks = blocks;
-        plan.turn_block_rounds = block_rounds;
-        plan.turn_block_warmup = std::max<uint64_t>(20, block_rounds / 10);
-        plan.messages = block_rounds * blocks;
         pids[slot] = fork();
         if (pids[slot] == 0) _exit(launch_clusters(plan, 300) == 0 ? 0 : 1);
         if (pids[slot] < 0) {
-            r.error = std::string("fork: ") + std::strerror(errno);
+            error = std::string("fork: ") + std::strerror(errno);
             turns->abort.store(1);
             break;
         }
     }
-    // A run that fails stops the other's waiting for its turn.
     for (int left = (pids[0] > 0) + (pids[1] > 0); left > 0;) {
         int st = 0;
         const pid_t done = waitpid(-1, &st, 0);
@@ -291,14 +278,47 @@ RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, u
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
             turns->abort.store(1);
             syscall(SYS_futex, reinterpret_cast<uint32_t*>(&turns->turn), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-            if (r.error.empty())
-                r.error = std::string("the iccs ping-pong run over ") + fabric + (done == pids[1] ? " with the key" : "") +
-                          " failed (see above)";
+            if (error.empty())
+                error = "the iccs " + plans[0].workload + " run over " + fabric + (done == pids[1] ? " with the key" : "") +
+                        " failed (see above)";
         }
     }
     munmap(turns, sizeof(PingpongTurns));
+    return error;
+}
+
+// Two plans of `workload` for runs taking turns: slot 0 plain, slot 1 with auth.
+void turn_plans(ClusterPlan (&plans)[2], const std::string& fabric, const std::string& polling, uint32_t size,
+                const char* workload, uint32_t blocks, uint64_t block_rounds,
+                const std::shared_ptr<const SlidwinAuthKey>& auth) {
+    const std::string result_base = "/tmp/iccs-bench-" + std::to_string(getpid()) + "-turns";
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        const std::string path = result_base + std::to_string(slot) + ".txt";
+        ClusterPlan& plan = plans[slot];
+        plan = two_clusters(fabric, polling, size);
+        plan.result_file = result_base + std::to_string(slot) + ".txt";
+        std::remove(plan.result_file.c_str());
+        plan.auth = slot == 1 ? auth : nullptr;
+        plan.workload = workload;
+        plan.turn_blocks = blocks;
+        plan.turn_block_rounds = block_rounds;
+        plan.messages = block_rounds * blocks;
+    }
+}
+}  // namespace
+
+RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
+                        uint64_t block_rounds, std::shared_ptr<const SlidwinAuthKey> auth) {
+    RttTurns r;
+    ClusterPlan plans[2];
+    turn_plans(plans, fabric, polling, size, "pingpong", blocks, block_rounds, auth);
+    for (ClusterPlan& plan : plans) {
+        plan.slidwin.rcv_buf_datagrams = 256;
+        plan.slidwin.snd_buf_datagrams = 256;
+        plan.turn_block_warmup = std::max<uint64_t>(20, block_rounds / 10);
+    }
+    r.error = launch_taking_turns(plans, fabric);
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        const std::string& path = plans[slot].result_file;
         RttStats& s = slot == 0 ? r.plain : r.auth;
         std::vector<double>& b = slot == 0 ? r.plain_block_us : r.auth_block_us;
         std::ifstream f(path);
@@ -319,6 +339,37 @@ RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, u
     }
     for (size_t i = 0; i < std::min(r.plain_block_us.size(), r.auth_block_us.size()); ++i)
         if (r.plain_block_us[i] > 0) r.ratio_by_block.push_back(r.auth_block_us[i] / r.plain_block_us[i]);
+    return r;
+}
+
+RateTurns iccs_stream_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
+                            uint64_t block_messages, std::shared_ptr<const SlidwinAuthKey> auth) {
+    RateTurns r;
+    ClusterPlan plans[2];
+    turn_plans(plans, fabric, polling, size, "stream", blocks, block_messages, auth);
+    for (ClusterPlan& plan : plans) plan.pool_segments = 16384;
+    r.error = launch_taking_turns(plans, fabric);
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        const std::string& path = plans[slot].result_file;
+        RateStats& s = slot == 0 ? r.plain : r.auth;
+        std::vector<double>& b = slot == 0 ? r.plain_block_rate : r.auth_block_rate;
+        std::ifstream f(path);
+        std::string tag;
+        unsigned long long elapsed = 0, n = 0;
+        if (f >> tag >> elapsed >> n && tag == "stream_ns" && elapsed > 0) {
+            s.sent = s.delivered = n;
+            s.msgs_per_s = static_cast<double>(n) * 1e9 / static_cast<double>(elapsed);
+        }
+        if (f >> tag && tag == "stream_block_ns")
+            for (unsigned long long v = 0; b.size() < blocks && f >> v;)
+                b.push_back(v > 0 ? static_cast<double>(block_messages) * 1e9 / static_cast<double>(v) : 0);
+        std::remove(path.c_str());
+        if (r.error.empty() && (s.delivered == 0 || b.size() != blocks))
+            r.error = std::string("the iccs stream over ") + fabric + (slot == 1 ? " with the key" : "") +
+                      " wrote no result";
+    }
+    for (size_t i = 0; i < std::min(r.plain_block_rate.size(), r.auth_block_rate.size()); ++i)
+        if (r.plain_block_rate[i] > 0) r.ratio_by_block.push_back(r.auth_block_rate[i] / r.plain_block_rate[i]);
     return r;
 }
 

@@ -59,6 +59,16 @@ struct RttTurns {
 };
 RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
                         uint64_t block_rounds, std::shared_ptr<const SlidwinAuthKey> auth);
+// The one-way message rate the same way: `blocks` blocks of block_messages messages, each timed
+// from its first send to the receiver's answer to its last, the two runs taking turns.
+struct RateTurns {
+    RateStats plain, auth;                               // over all blocks of each run
+    std::vector<double> plain_block_rate, auth_block_rate;  // each block's messages per second
+    std::vector<double> ratio_by_block;                  // auth / plain, block by block
+    std::string error;
+};
+RateTurns iccs_stream_turns(const std::string& fabric, const std::string& polling, uint32_t size, uint32_t blocks,
+                            uint64_t block_messages, std::shared_ptr<const SlidwinAuthKey> auth);
 RttStats kernel_rtt(uint32_t size, uint64_t samples);
 RttStats floor_rtt(uint64_t samples);
 
