@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "cluster.hpp"
@@ -41,6 +42,18 @@ RttStats stats_of(std::vector<uint64_t>& v) {
     s.p99_us = static_cast<double>(v[std::min(v.size() - 1, v.size() * 99 / 100)]) / 1000.0;
     s.n = v.size();
     return s;
+}
+
+// A pingpong result file's first line, "rtt_ns MEDIAN P99 MIN MAX N", into s; false if it is not.
+bool read_rtt_line(std::istream& f, RttStats& s) {
+    std::string tag;
+    unsigned long long med = 0, p99 = 0, mn = 0, mx = 0;
+    size_t n = 0;
+    if (!(f >> tag >> med >> p99 >> mn >> mx >> n) || tag != "rtt_ns") return false;
+    s.median_us = static_cast<double>(med) / 1000.0;
+    s.p99_us = static_cast<double>(p99) / 1000.0;
+    s.n = n;
+    return true;
 }
 
 // The socket buffers of the kernel baseline: what the io_uring port asks for (uring_udp.hpp).
@@ -225,14 +238,7 @@ RttStats iccs_rtt(const std::string& fabric, const std::string& polling, uint32_
     plan.slidwin.snd_buf_datagrams = 256;
     if (launch_clusters(plan, 300) != 0) s.error = "the iccs ping-pong run over " + fabric + " failed (see above)";
     std::ifstream f(plan.result_file);
-    std::string tag;
-    unsigned long long med = 0, p99 = 0, mn = 0, mx = 0;
-    size_t n = 0;
-    if (f >> tag >> med >> p99 >> mn >> mx >> n && tag == "rtt_ns") {
-        s.median_us = static_cast<double>(med) / 1000.0;
-        s.p99_us = static_cast<double>(p99) / 1000.0;
-        s.n = n;
-    } else if (s.error.empty()) {
+    if (!read_rtt_line(f, s) && s.error.empty()) {
         s.error = "the iccs ping-pong over " + fabric + " wrote no result";
     }
     std::remove(plan.result_file.c_str());
@@ -243,8 +249,10 @@ namespace {
 // Run two plans (slot 0 plain, slot 1 with the key) taking turns (PingpongTurns): each launched
 // from a process of its own (launch_clusters waits for its clusters and cleans up after them),
 // with its own ports, sockets (run id: that process's pid) and result file. A run that fails
-// stops the other's waiting for its turn. Returns "" or what failed; the result files stay.
-std::string launch_taking_turns(ClusterPlan (&plans)[2], const std::string& fabric) {
+// stops the other's waiting for its turn. Then each run's result file goes to read_result
+// (slot, the file; false: not the result expected) and is removed. Returns "" or what failed.
+std::string launch_taking_turns(ClusterPlan (&plans)[2], const std::string& fabric,
+                                const std::function<bool(uint32_t, std::ifstream&)>& read_result) {
     auto* turns = static_cast<PingpongTurns*>(
         mmap(nullptr, sizeof(PingpongTurns), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (turns == MAP_FAILED) return "mmap failed";
@@ -284,8 +292,33 @@ std::string launch_taking_turns(ClusterPlan (&plans)[2], const std::string& fabr
         }
     }
     munmap(turns, sizeof(PingpongTurns));
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        std::ifstream f(plans[slot].result_file);
+        if (!read_result(slot, f) && error.empty())
+            error = "the iccs " + plans[0].workload + " run over " + fabric + (slot == 1 ? " with the key" : "") +
+                    " wrote no result";
+        std::remove(plans[slot].result_file.c_str());
+    }
     return error;
 }
+
+// A result file's line of the blocks' figures ("tag V0 V1 ..."), at most `blocks` of them.
+std::vector<double> read_blocks(std::ifstream& f, const char* tag, uint32_t blocks) {
+    std::vector<double> v;
+    std::string t;
+    if (f >> t && t == tag)
+        for (unsigned long long x = 0; v.size() < blocks && f >> x;) v.push_back(static_cast<double>(x));
+    return v;
+}
+
+// auth / plain, block by block (blocks with a plain figure of 0 left out).
+std::vector<double> block_ratios(const std::vector<double>& plain, const std::vector<double>& auth) {
+    std::vector<double> r;
+    for (size_t i = 0; i < std::min(plain.size(), auth.size()); ++i)
+        if (plain[i] > 0) r.push_back(auth[i] / plain[i]);
+    return r;
+}
+
 
 // Two plans of `workload` for runs taking turns: slot 0 plain, slot 1 with auth.
 void turn_plans(ClusterPlan (&plans)[2], const std::string& fabric, const std::string& polling, uint32_t size,
@@ -316,29 +349,14 @@ RttTurns iccs_rtt_turns(const std::string& fabric, const std::string& polling, u
         plan.slidwin.snd_buf_datagrams = 256;
         plan.turn_block_warmup = std::max<uint64_t>(20, block_rounds / 10);
     }
-    r.error = launch_taking_turns(plans, fabric);
-    for (uint32_t slot = 0; slot < 2; ++slot) {
-        const std::string& path = plans[slot].result_file;
+    r.error = launch_taking_turns(plans, fabric, [&](uint32_t slot, std::ifstream& f) {
         RttStats& s = slot == 0 ? r.plain : r.auth;
         std::vector<double>& b = slot == 0 ? r.plain_block_us : r.auth_block_us;
-        std::ifstream f(path);
-        std::string tag;
-        unsigned long long med = 0, p99 = 0, mn = 0, mx = 0;
-        size_t n = 0;
-        if (f >> tag >> med >> p99 >> mn >> mx >> n && tag == "rtt_ns") {
-            s.median_us = static_cast<double>(med) / 1000.0;
-            s.p99_us = static_cast<double>(p99) / 1000.0;
-            s.n = n;
-        }
-        if (f >> tag && tag == "rtt_block_ns")
-            for (unsigned long long v = 0; b.size() < blocks && f >> v;) b.push_back(static_cast<double>(v) / 1000.0);
-        std::remove(path.c_str());
-        if (r.error.empty() && (s.n == 0 || b.size() != blocks))
-            r.error = std::string("the iccs ping-pong run over ") + fabric + (slot == 1 ? " with the key" : "") +
-                      " wrote no result";
-    }
-    for (size_t i = 0; i < std::min(r.plain_block_us.size(), r.auth_block_us.size()); ++i)
-        if (r.plain_block_us[i] > 0) r.ratio_by_block.push_back(r.auth_block_us[i] / r.plain_block_us[i]);
+        read_rtt_line(f, s);
+        for (const double ns : read_blocks(f, "rtt_block_ns", blocks)) b.push_back(ns / 1000.0);
+        return s.n > 0 && b.size() == blocks;
+    });
+    r.ratio_by_block = block_ratios(r.plain_block_us, r.auth_block_us);
     return r;
 }
 
@@ -348,28 +366,20 @@ RateTurns iccs_stream_turns(const std::string& fabric, const std::string& pollin
     ClusterPlan plans[2];
     turn_plans(plans, fabric, polling, size, "stream", blocks, block_messages, auth);
     for (ClusterPlan& plan : plans) plan.pool_segments = 16384;
-    r.error = launch_taking_turns(plans, fabric);
-    for (uint32_t slot = 0; slot < 2; ++slot) {
-        const std::string& path = plans[slot].result_file;
+    r.error = launch_taking_turns(plans, fabric, [&](uint32_t slot, std::ifstream& f) {
         RateStats& s = slot == 0 ? r.plain : r.auth;
         std::vector<double>& b = slot == 0 ? r.plain_block_rate : r.auth_block_rate;
-        std::ifstream f(path);
         std::string tag;
         unsigned long long elapsed = 0, n = 0;
         if (f >> tag >> elapsed >> n && tag == "stream_ns" && elapsed > 0) {
             s.sent = s.delivered = n;
             s.msgs_per_s = static_cast<double>(n) * 1e9 / static_cast<double>(elapsed);
         }
-        if (f >> tag && tag == "stream_block_ns")
-            for (unsigned long long v = 0; b.size() < blocks && f >> v;)
-                b.push_back(v > 0 ? static_cast<double>(block_messages) * 1e9 / static_cast<double>(v) : 0);
-        std::remove(path.c_str());
-        if (r.error.empty() && (s.delivered == 0 || b.size() != blocks))
-            r.error = std::string("the iccs stream over ") + fabric + (slot == 1 ? " with the key" : "") +
-                      " wrote no result";
-    }
-    for (size_t i = 0; i < std::min(r.plain_block_rate.size(), r.auth_block_rate.size()); ++i)
-        if (r.plain_block_rate[i] > 0) r.ratio_by_block.push_back(r.auth_block_rate[i] / r.plain_block_rate[i]);
+        for (const double ns : read_blocks(f, "stream_block_ns", blocks))
+            b.push_back(ns > 0 ? static_cast<double>(block_messages) * 1e9 / ns : 0);
+        return s.delivered > 0 && b.size() == blocks;
+    });
+    r.ratio_by_block = block_ratios(r.plain_block_rate, r.auth_block_rate);
     return r;
 }
 
