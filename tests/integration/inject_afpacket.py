@@ -139,8 +139,10 @@ def main():
         check(len(old) > 100, f"{len(old)} frames of cluster 0 to cluster 1 captured in the first run")
 
         # Long enough to be running through the injection and the reads around it: one message a
-        # datagram (message combining would finish 150,000 small messages before the reads).
-        proc = subprocess.Popen([cli] + base + ["--messages", "150000", "--max-size", "100",
+        # datagram (message combining would finish them before the reads). 150,000 took 5-7 s at
+        # load 10-13 but ~2 s on a quiet host, over before the injection (drop_token 0 in its
+        # report): 600,000.
+        proc = subprocess.Popen([cli] + base + ["--messages", "600000", "--max-size", "100",
                                                 "--set", "cluster.combine_max_bytes=0"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         run = proc.pid
