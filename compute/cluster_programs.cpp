@@ -422,6 +422,15 @@ bool wait_turn(PingpongTurns& t, uint32_t want, Convergence& conv) {
     }
 }
 
+// Block 0 starts when every run's pinger is connected (not while another sets up its EAL).
+void wait_all_connected(PingpongTurns& t, uint32_t runs, Convergence& conv) {
+    t.ready.fetch_add(1);
+    while (t.ready.load() < runs && t.abort.load() == 0 && !cluster_stopping()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        poll_once(conv);
+    }
+}
+
 void pass_turn(PingpongTurns& t) {
     t.turn.fetch_add(1, std::memory_order_acq_rel);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&t.turn), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
@@ -485,13 +494,7 @@ bool program_pingpong(ComputeEnv& env) {
         }
         rounds = per_block * p.turn_blocks;
         rtt.reserve(p.turn_block_rounds * p.turn_blocks);
-        if (pinger) {  // block 0 starts when every run is connected (not while one sets up its EAL)
-            turns->ready.fetch_add(1);
-            while (turns->ready.load() < p.turn_runs && turns->abort.load() == 0 && !cluster_stopping()) {
-                std::this_thread::sleep_for(std::chrono::microseconds(200));
-                poll_once(conv);
-            }
-        }
+        if (pinger) wait_all_connected(*turns, p.turn_runs, conv);
     }
     // ICCS_STAMPS=PREFIX (the breakdown experiment): every round's stage stamps of the ping
     // (stack/stamps.hpp) go to PREFIX.c<cluster>, one line per round: the round and 13 times [ns].
@@ -726,13 +729,7 @@ bool program_stream(ComputeEnv& env) {
     }
     if (const ConvError e = connect_retry(conv, Endpoint{1, kAppPort}, c, p); e != ConvError::kOk)
         return set_error(env, "connect", e);
-    if (turns != nullptr) {  // block 0 starts when every run is connected
-        turns->ready.fetch_add(1);
-        while (turns->ready.load() < p.turn_runs && turns->abort.load() == 0 && !cluster_stopping()) {
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-            poll_once(conv);
-        }
-    }
+    if (turns != nullptr) wait_all_connected(*turns, p.turn_runs, conv);
     uint64_t elapsed = 0;
     std::vector<uint64_t> block_ns;
     for (uint32_t b = 0; b < blocks && !cluster_stopping(); ++b) {
