@@ -214,6 +214,11 @@ class RankEngine {
     // Every outbound path: the pair rings, then the ring to the agent (when bridged).
     const std::vector<OutPath*>& all_paths() { return paths_; }
     bool dead(uint32_t rank) const { return rank < dead_.size() && dead_[rank]; }
+    // Why a receive from src (or kAnyRank) can never be matched by a new arrival: the ProvErrno
+    // of src's death (any source: of the first death), kErrNone while it can.
+    int lost_source(uint32_t src) const;
+    // Ends a receive at once with an FI_EIO error completion (-FI_EAGAIN when the CQ is full).
+    long fail_now(const RecvArgs& a, int prov_errno);
     bool rank_is_remote(uint32_t rank) const { return rank / cfg_.cluster_size != cfg_.my_rank / cfg_.cluster_size; }
     // Write what fits of the queue's front ops; true when it wrote something.
     bool push_out(OutPath& p);
@@ -247,13 +252,15 @@ class RankEngine {
     std::list<RecvOp> posted_tagged_, posted_msg_, active_;
     std::list<Unexpected> unexpected_;
     std::vector<Incoming> incoming_;  // by source rank
-    std::vector<uint8_t> dead_;       // by rank
+    std::vector<uint8_t> dead_;       // by rank: 0 alive, else the ProvErrno of its death
     uint32_t seen_epoch_ = 0;
     // sends_wait_only_for_agent: the agent ring's consumer position when a wait with queued sends
     // decided to sleep; kNoRoomWait while none did (read by sleep_until_work without the lock).
     static constexpr uint64_t kNoRoomWait = UINT64_MAX;
     std::atomic<uint64_t> room_wait_pos_{kNoRoomWait};
     bool peers_lost_ = false;
+    int first_loss_ = kErrNone;       // the ProvErrno of the first peer found dead
+    uint32_t first_lost_rank_ = kAnyRank;  // and which rank it was
     uint64_t sends_outstanding_ = 0, recvs_posted_ = 0, inject_queued_ = 0;
     uint32_t next_in_ = 0;  // round-robin start over the inbound rings
     CompletionSink* tx_sink_ = nullptr;

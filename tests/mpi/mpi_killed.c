@@ -3,7 +3,10 @@
    `--mca orte_enable_recovery 1`, so that the survivors end by their own error and not because
    mpirun killed them. A survivor prints "survivor RANK: MPI error after a peer died: TEXT" and
    exits 3; one that ran all its rounds without an error prints "survivor RANK: no error" (exit 1).
-   Usage: mpi_killed [VICTIM] */
+   With `late`, the victim dies after a first barrier, and every survivor, once the death has had
+   time to be seen (2 s, then a probe that runs the provider's progress), posts a receive from the
+   victim: a receive posted after its source was found dead must fail, not wait forever.
+   Usage: mpi_killed [VICTIM [late]] */
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +18,27 @@ int main(int argc, char** argv) {
     mpi_check_init(&argc, &argv, &rank, &size);
     const int victim = argc > 1 ? atoi(argv[1]) : 1;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (argc > 2 && strcmp(argv[2], "late") == 0) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) {
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+        sleep(2);
+        int flag = 0, v = -1;
+        (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        const int rc = MPI_Recv(&v, 1, MPI_INT, victim, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS) {
+            printf("survivor %d: no error (received %d from the dead rank %d)\n", rank, v, victim);
+            return 1;
+        }
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        printf("survivor %d: MPI error after a peer died: %s (a receive posted late)\n", rank, text);
+        fflush(stdout);
+        _exit(3);
+    }
     for (long round = 0; round < 2000000; round++) {
         if (rank == victim && round == 20) {
             fflush(stdout);
