@@ -247,6 +247,9 @@ def main():
                "--mca", "mtl_ofi_provider_include", "iccs"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
+        # Open MPI's shared-memory files in the test's directory (removed at the end), as `iccs run
+        # --mpi` does: ranks ended by a signal (the victim, or a hung run's) never unlink them.
+        cmd += ["--mca", "btl_vader_backing_directory", tmp]
         if opts["--killed"] is not None or opts["--stopped-agent"] is not None:
             cmd += ["--mca", "orte_enable_recovery", "1"]
         for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT", "ICCS_MPI_AGENT_LOG"):
