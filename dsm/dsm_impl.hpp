@@ -405,6 +405,8 @@ struct DsmNode::Impl {
     void fix_homes(uint64_t used);  // the home table of block policies
 };
 
+// The fence lock's home's side of a fence (dsm_fence.cpp), run by h_lock_acq for kFenceExchange.
+void fence_exchange(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, Rd& r);
 RtEndpoint& bound_or_die(DsmNode& n, const char* what);
 // dsm_fault.cpp: the node joins (leaves) the registry the SIGSEGV handler searches, and the
 // handler is installed; false with `err` when 64 nodes are registered or sigaction fails.

@@ -79,35 +79,6 @@ void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o) {
 
 // The token's cluster may ask again before its token is back (its request and the token come from
 // different endpoints, which the runtime does not order): it queues like any other.
-// A fence (DsmNode::fence): the sender's notices merged into the fence lock's knowledge when it
-// releases, that knowledge and the notices the sender lacks in the reply when it acquires. The
-// fence lock's holder, if any, is not waited for: its release is not ordered before this fence.
-void fence_exchange(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, Rd& r) {
-    const uint8_t bits = r.get<uint8_t>();
-    const VC v = I.decode_vc(r);
-    if (!I.store_intervals(r) || r.bad || v.size() != I.n.clusters()) {
-        fprintf(stderr, "iccs dsm: cluster %u: malformed fence from cluster %u\n", unsigned(I.n.cluster()),
-                unsigned(m.src.cluster));
-        self.reply(m.token(), {});  // the sender reports a reply it cannot read
-        return;
-    }
-    std::lock_guard<std::mutex> hg(I.home_mu);
-    SyncObj& o = I.objs[kFenceLock];
-    if (o.vc.empty()) o.vc.assign(I.n.clusters(), 0);
-    if (bits & kFenceRelease)
-        for (size_t c = 0; c < o.vc.size(); c++) o.vc[c] = std::max(o.vc[c], v[c]);
-    if (!(bits & kFenceAcquire)) {
-        self.reply(m.token(), {});
-        return;
-    }
-    Wr w;
-    I.encode_vc(w, o.vc);
-    VC from = v;
-    for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], o.vc[c]);
-    I.encode_intervals(w, from, o.vc);
-    self.reply(m.token(), RtBytes{w.b.data(), uint32_t(w.b.size())});
-}
-
 void h_lock_acq(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto& I = *static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
@@ -831,53 +802,6 @@ DsmStatus DsmNode::cond_signal(uint32_t cv, bool all) {
         return DsmStatus::kRuntime;
     }
     ctr_.cond_ops.fetch_add(1, std::memory_order_relaxed);
-    return DsmStatus::kOk;
-}
-
-// A fence is one exchange with the fence lock's home and takes no lock: fences need no mutual
-// exclusion, only an order of their releases and acquires, which the home's service thread gives
-// (a release fence acked before an acquire fence's request arrives is in that acquire's reply).
-// Before: an acquire and a release of the fence lock, two round trips, and every fence, an acquire
-// fence too, flushed; barnes takes a RELEASE_FENCE inside a cell lock at every leaf it splits
-// (about 1,650 a cluster a run), each holding that lock over both round trips.
-DsmStatus DsmNode::fence(Fence kind) {
-    RtEndpoint& ep = bound_or_die(*this, "FENCE");
-    Impl& I = *impl_;
-    const auto bits = uint8_t(kind);
-    const bool releases = (bits & kFenceRelease) != 0, acquires = (bits & kFenceAcquire) != 0;
-    if (releases) {
-        if (flush() != DsmStatus::kOk) return DsmStatus::kRuntime;
-    } else {
-        I.serve_recalls();  // a thread spinning on acquire fences still lets a recalled token go
-    }
-    const uint16_t home = I.home_of_sync(kFenceLock);
-    const VC mine = I.snapshot_vc();
-    Wr w;
-    w.put<uint32_t>(kFenceExchange);
-    w.put<uint8_t>(bits);
-    I.encode_vc(w, mine);
-    if (!I.push_intervals(w, releases ? I.from_for_home(home, VC(clusters_, 0), mine) : mine, mine, home, ep)) {
-        set_error("FENCE: " + DsmNode::error());
-        return DsmStatus::kRuntime;
-    }
-    std::vector<uint8_t> reply;
-    if (ep.request(I.service(home), I.h(kHLockAcq), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
-        RtStatus::kOk) {
-        set_error("FENCE: exchange with the fence lock's home cluster failed: " + ep.last_error());
-        return DsmStatus::kRuntime;
-    }
-    if (releases) I.home_holds(home, mine);  // acked: stored at the home
-    if (acquires) {
-        Rd r(reply.data(), reply.size());
-        const VC fence_vc = I.decode_vc(r);
-        if (r.bad || fence_vc.size() != clusters_) {
-            set_error("FENCE: malformed reply from the fence lock's home cluster");
-            return DsmStatus::kRuntime;
-        }
-        if (!I.apply(fence_vc, r, ep, home)) return DsmStatus::kRuntime;
-        I.home_holds(home, fence_vc);  // the reply came from the home's store
-    }
-    ctr_.fences.fetch_add(1, std::memory_order_relaxed);
     return DsmStatus::kOk;
 }
 
