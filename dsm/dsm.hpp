@@ -65,6 +65,11 @@ struct DsmConfig {
     // home page (its writes then need no twin, no diff and, under block homes, no fault). false:
     // homes stay where the home policy put them.
     bool migrate_homes = true;
+    // Lock grace (ICCS_DSM_LOCK_GRACE_US): a token recalled while its lock is in use here (acquired
+    // here within the grace before the recall) may still be taken again by this cluster for this
+    // long after the recall, with no message, before it leaves (dsm/README.md, "Lock grace"). 0:
+    // a recalled token leaves at its next release (or at once when free and flushed).
+    uint32_t lock_grace_us = 1000;
     // The program's own writable globals: page-aligned ranges (address, bytes) shared like the
     // region once parallel, under the same consistency (start_parallel maps each range onto DSM
     // memory in place; PARMACS passes the .data and .bss of the program's object files, which

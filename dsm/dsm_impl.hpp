@@ -117,6 +117,12 @@ struct LockToken {
     uint32_t waiters = 0;     // threads of this cluster waiting in LOCK for it
     uint32_t passes = 0;      // local passes since the recall (kMaxLocalPasses bounds them)
     uint64_t released = 0;    // rel_clock at its last release here
+    uint64_t acquired_ns = 0;        // now_ns() at its last acquire here
+    uint64_t released_ns = 0;        // now_ns() at its last release here
+    uint64_t reuse_gap_ns = ~0ull;   // from its last release here to the LOCK call that took it next
+    // Recalled while in use here: this cluster may still take it, with no message, until then
+    // (DsmConfig::lock_grace_us; 0: no grace).
+    uint64_t grace_until_ns = 0;
     VC at_grant;              // the lock's time at this cluster's grant
     // Where its return goes at the home (named by the recall): the thread of the home cluster that
     // waits for it (a request made on the home itself), else the home's service thread.
@@ -204,6 +210,10 @@ struct DsmNode::Impl {
     std::unordered_map<uint32_t, LockToken> tokens;
     std::vector<uint32_t> recalled_idle;
     std::atomic<bool> flush_wanted{false};
+    // The earliest end of the grace of a token in recalled_idle kept in its grace (0 when one is
+    // due now): until then a LOCK's or UNLOCK's flush for recalled_idle may wait; a thread about
+    // to wait for another cluster flushes at once (serve_recalls). Written under tok_mu.
+    std::atomic<uint64_t> grace_end_ns{0};
     // One grant slot a compute thread (by its thread index): where its pending LOCK's grant lands.
     std::unique_ptr<LocalGrant[]> grants;
     std::atomic<uint64_t> rel_clock{0}, flushed_clock{0};
@@ -388,6 +398,11 @@ struct DsmNode::Impl {
     void tokens_changed();  // tok_gen, and the waiting threads woken
     // A compute thread at a sync operation or waiting: the flush a recalled idle token waits for.
     void serve_recalls();
+    // serve_recalls, but not while every recalled idle token is in its grace (LOCK, UNLOCK: a
+    // thread that goes on without waiting for another cluster).
+    void serve_recalls_after_grace();
+    // Under tok_mu: `id` enters recalled_idle, due at `due_ns` (0: now).
+    void want_return(uint32_t id, uint64_t due_ns);
     // Before a thread blocks on another cluster (WAITPAUSE, a condition variable): a flush when a
     // lock was released here since the last one, so every idle token can leave while it waits (the
     // service thread gives them back). A LOCK's wait flushes only when a recall needs it (request_lock).

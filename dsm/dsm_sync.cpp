@@ -142,12 +142,20 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
         LockToken& t = I.tokens[id];
         t.recalled = true;  // also when its grant is still on the way here
         t.return_to = to;
+        // In a burst of use here (its last LOCK here called within the grace of the release before
+        // it, and the lock held, acquired within the grace, or its grant on the way): this cluster
+        // may take it again until the grace ends (a cell lock of barnes's tree build, which both
+        // clusters take at every body they insert, moved at nearly every insert). A lock taken here
+        // now and then (a work queue another cluster steals from) leaves at once, as before.
+        const uint64_t grace = uint64_t(I.n.config().lock_grace_us) * 1000, now = now_ns();
+        const bool in_use =
+            t.reuse_gap_ns < grace && (t.held || !t.here || now - t.acquired_ns < grace);
+        t.grace_until_ns = grace && I.n.parallel() && in_use ? now + grace : 0;
         if (t.here && !t.held) {
             if (!I.n.parallel() || t.released <= I.flushed_clock.load()) {
                 ret = I.token_return(id, t);
             } else {
-                I.recalled_idle.push_back(id);
-                I.flush_wanted.store(true, std::memory_order_seq_cst);
+                I.want_return(id, t.grace_until_ns);  // a flush (after its grace, if any) gives it back
                 // A flush ending meanwhile may have covered the release and looked at flush_wanted
                 // before the store above (return_covered_tokens: then it returned nothing), and its
                 // thread may now wait in a BARRIER, where nothing flushes again: the token would
@@ -334,6 +342,7 @@ TokenReturn DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_
     t.recalled = false;
     t.passed = false;
     t.passes = 0;
+    t.grace_until_ns = 0;
     tokens_changed();  // its local waiters ask the home now
     t.return_to = kRtService;
     n.ctr_.lock_returns.fetch_add(1, std::memory_order_relaxed);
@@ -397,6 +406,18 @@ void DsmNode::Impl::serve_recalls() {
     if (flush_wanted.load(std::memory_order_acquire)) n.flush();
 }
 
+void DsmNode::Impl::serve_recalls_after_grace() {
+    if (flush_wanted.load(std::memory_order_acquire) && now_ns() >= grace_end_ns.load(std::memory_order_acquire))
+        n.flush();
+}
+
+void DsmNode::Impl::want_return(uint32_t id, uint64_t due_ns) {
+    if (recalled_idle.empty() || due_ns < grace_end_ns.load(std::memory_order_relaxed))
+        grace_end_ns.store(due_ns, std::memory_order_release);
+    recalled_idle.push_back(id);
+    flush_wanted.store(true, std::memory_order_seq_cst);
+}
+
 void DsmNode::Impl::flush_if_released() {
     if (rel_clock.load() > flushed_clock.load()) n.flush();
 }
@@ -406,7 +427,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
     RtEndpoint& ep = bound_or_die(*this, "LOCK");
     Impl& I = *impl_;
     const uint64_t t0 = now_ns();
-    I.serve_recalls();
+    I.serve_recalls_after_grace();
     if (id == kFenceLock) {
         VC lock_vc;
         if (const DsmStatus st = I.request_lock(id, ep, lock_vc); st != DsmStatus::kOk) return st;
@@ -416,9 +437,12 @@ DsmStatus DsmNode::lock(uint32_t id) {
         std::unique_lock<std::mutex> g(I.tok_mu);
         for (;;) {
             LockToken& t = I.tokens[id];  // a node of the map: stays put while others are added
-            if (t.here && !t.held && (!t.recalled || t.passed)) {  // here and free: no message (a recalled
-                t.held = true;                                     // one leaves first, unless passed to us)
+            // Here and free: no message (a recalled one leaves first, unless passed to us or in its grace).
+            if (t.here && !t.held && (!t.recalled || t.passed || now_ns() < t.grace_until_ns)) {
+                t.held = true;
                 t.passed = false;
+                t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
+                t.acquired_ns = t0;
                 break;
             }
             if (!t.here && !t.requesting) {
@@ -432,6 +456,8 @@ DsmStatus DsmNode::lock(uint32_t id) {
                 if (st != DsmStatus::kOk) return st;
                 t.here = t.held = true;
                 t.at_grant = std::move(lock_vc);
+                t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
+                t.acquired_ns = t0;
                 break;
             }
             // Held by another thread of this cluster, on its way here, or leaving: sleep on this
@@ -554,17 +580,26 @@ DsmStatus DsmNode::unlock(uint32_t id) {
         LockToken& t = it->second;
         t.held = false;
         t.released = ++I.rel_clock;
+        t.released_ns = now_ns();
         I.tokens_changed();
-        if (t.recalled && t.waiters > 0 && t.passes < kMaxLocalPasses) {
+        bool kept = false;
+        if (t.recalled && t.grace_until_ns > t.released_ns) {
+            // This cluster may take it again meanwhile; listed once however often it does (a flush
+            // drops it from the list while held).
+            if (std::find(I.recalled_idle.begin(), I.recalled_idle.end(), id) == I.recalled_idle.end())
+                I.want_return(id, t.grace_until_ns);
+            kept = true;
+        } else if (t.recalled && t.waiters > 0 && t.passes < kMaxLocalPasses) {
             t.passes++;  // to a thread of this cluster (it takes it in LOCK): no flush, no message
             t.passed = true;
         } else if (t.recalled) {
-            I.recalled_idle.push_back(id);
-            I.flush_wanted.store(true, std::memory_order_release);
+            I.want_return(id, 0);
         }
-        flush_now = t.recalled && !t.passed;
+        flush_now = t.recalled && !t.passed && !kept;
     }
-    return flush_now ? flush() : DsmStatus::kOk;
+    if (flush_now) return flush();
+    I.serve_recalls_after_grace();  // a token kept in its grace that is due now
+    return DsmStatus::kOk;
 }
 
 // Lock 0's release (it keeps no token: a request at every LOCK, its notices sent back at every

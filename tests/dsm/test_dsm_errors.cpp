@@ -94,6 +94,17 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     CHECK(dsm_config_from_env(cfg, err));
     CHECK_FALSE(cfg.migrate_homes);
     unsetenv("ICCS_DSM_MIGRATE");
+    cfg = DsmConfig{};
+    CHECK(cfg.lock_grace_us == 1000);
+    for (const char* bad : {"2000000", "-1", "1ms", ""}) {
+        setenv("ICCS_DSM_LOCK_GRACE_US", bad, 1);
+        CHECK_FALSE(dsm_config_from_env(cfg, err));
+        CHECK(err == std::string("ICCS_DSM_LOCK_GRACE_US=") + bad + ": expected microseconds, 0 .. 1000000");
+    }
+    setenv("ICCS_DSM_LOCK_GRACE_US", "0", 1);
+    CHECK(dsm_config_from_env(cfg, err));
+    CHECK(cfg.lock_grace_us == 0);
+    unsetenv("ICCS_DSM_LOCK_GRACE_US");
     setenv("ICCS_DSM_SIZE", "12X", 1);
     CHECK_FALSE(dsm_config_from_env(cfg, err));
     CHECK_THAT(err, Catch::StartsWith("ICCS_DSM_SIZE=12X"));

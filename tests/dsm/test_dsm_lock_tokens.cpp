@@ -386,3 +386,131 @@ TEST_CASE("dsm locks: a thread of the lock's home cluster acquires and gives bac
         CHECK(to_thread > 0);  // tokens went back straight to a waiting thread of cluster 0
     });
 }
+
+TEST_CASE("dsm locks: a token recalled while its cluster uses it stays there for the grace (its re-acquires send "
+          "nothing), then leaves with every write made under it",
+          "[dsm-locks]") {
+    // Cluster 1 holds L, taken twice in a row, when cluster 0 asks for it (the home recalls the
+    // token while it is held).
+    // Its release and 50 re-acquires within the grace ask nobody (before the grace, the release
+    // gave the token back and every re-acquire asked the home). Then it goes on taking L, as a
+    // loop of inserts takes a cell lock: the token leaves once the grace is over.
+    // burst false: cluster 1 takes L once only before the recall, so it is not in a burst of use:
+    // its release gives the token back at once, as with no grace.
+    const bool burst = GENERATE(true, false);
+    DsmConfig cfg = test_config();
+    cfg.lock_grace_us = 1'000'000;
+    Machine m(2, 1, cfg);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(4096, 4096));
+    constexpr uint32_t kL = 4;  // homed at cluster 0: cluster 1's first acquire asks it
+    constexpr uint32_t kAgain = 50;
+    Failures f;
+    std::atomic<int> step{0};
+    std::atomic<bool> got{false};
+    uint64_t req_before = 0, req_after = 0, sent_before = 0, sent_after = 0;
+    double waited_s = 0;
+    uint32_t seen = 0;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        if (c == 1) {
+            // Taken twice in a row: a lock in a burst of use here (a lock taken now and then gets
+            // no grace).
+            if (burst && (n.lock(kL) != DsmStatus::kOk || n.unlock(kL) != DsmStatus::kOk))
+                f.fail("cluster 1 lock: " + DsmNode::error());
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 1 lock: " + DsmNode::error());
+            *x = 1;
+            step = 1;
+            while (step.load() < 2) std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // cluster 0's request recalls it
+            req_before = n.counters().lock_requests.load();
+            sent_before = msgs_sent(m, 1);
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock: " + DsmNode::error());
+            for (uint32_t k = 0; k < kAgain; k++) {
+                if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 1 lock again: " + DsmNode::error());
+                (*x)++;
+                if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock again: " + DsmNode::error());
+            }
+            req_after = n.counters().lock_requests.load();
+            sent_after = msgs_sent(m, 1);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!got.load() && f.n.load() == 0) {
+                if (n.lock(kL) != DsmStatus::kOk || n.unlock(kL) != DsmStatus::kOk)
+                    f.fail("cluster 1: " + DsmNode::error());
+                if (std::chrono::steady_clock::now() > until) {
+                    f.fail("cluster 1 kept taking L for 30 s and cluster 0 never got it");
+                    break;
+                }
+            }
+        } else {
+            while (step.load() < 1) std::this_thread::yield();
+            step = 2;
+            const auto t0 = std::chrono::steady_clock::now();
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 0 lock: " + DsmNode::error());
+            waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            got = true;
+            seen = *x;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 0 unlock: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    INFO(m.nodes[1]->format_counters());
+    INFO("cluster 0 waited " << waited_s << " s");
+    if (burst) {
+        CHECK(req_after == req_before);    // 50 re-acquires in the grace: no request
+        CHECK(sent_after == sent_before);  // nor any message
+        CHECK(seen == 1 + kAgain);         // cluster 0 got L after all of them, with their writes
+        CHECK(waited_s < 10);              // the grace (1 s) bounds the wait, not cluster 1's loop
+    } else {
+        CHECK(req_after == req_before + 1);  // the token left at the release; asked for once again
+        CHECK(seen == 1);                    // cluster 0 got L at that release, with its write
+    }
+}
+
+TEST_CASE("dsm locks: a cluster keeping a token in its grace gives it back at once when it waits for another "
+          "cluster (no deadlock, no wait for the grace)",
+          "[dsm-locks]") {
+    // Cluster 0 holds M and waits for L; cluster 1 released L in its grace (10 s) and asks for M.
+    // Cluster 1 must give L back while it waits, not after the grace.
+    DsmConfig cfg = test_config();
+    cfg.lock_grace_us = 10'000'000;
+    Machine m(2, 1, cfg);
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
+    constexpr uint32_t kL = 4, kM = 7;  // homes: cluster 0 and cluster 1
+    Failures f;
+    std::atomic<int> step{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        auto* y = m.at<uint32_t>(c, off + 4096);
+        if (c == 0) {
+            if (n.lock(kM) != DsmStatus::kOk) f.fail("cluster 0 lock M: " + DsmNode::error());
+            step = 1;
+            while (step.load() < 2) std::this_thread::yield();
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 0 lock L: " + DsmNode::error());
+            if (*x != 41) f.fail("cluster 0 got L and saw x = " + std::to_string(*x) + ", not 41");
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 0 unlock L: " + DsmNode::error());
+            *y = 42;
+            if (n.unlock(kM) != DsmStatus::kOk) f.fail("cluster 0 unlock M: " + DsmNode::error());
+        } else {
+            while (step.load() < 1) std::this_thread::yield();
+            if (n.lock(kL) != DsmStatus::kOk || n.unlock(kL) != DsmStatus::kOk || n.lock(kL) != DsmStatus::kOk)
+                f.fail("cluster 1 lock L: " + DsmNode::error());  // twice in a row: in a burst, so in the grace
+            *x = 41;
+            step = 2;
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // cluster 0's request recalls L
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock L: " + DsmNode::error());
+            if (n.lock(kM) != DsmStatus::kOk) f.fail("cluster 1 lock M: " + DsmNode::error());
+            if (*y != 42) f.fail("cluster 1 got M and saw y = " + std::to_string(*y) + ", not 42");
+            if (n.unlock(kM) != DsmStatus::kOk) f.fail("cluster 1 unlock M: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    f.check();
+    INFO("took " << took << " s");
+    CHECK(took < 5);  // not the 10 s grace
+    CHECK(m.nodes[1]->counters().lock_returns.load() >= 1);
+}
