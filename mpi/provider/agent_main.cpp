@@ -79,7 +79,12 @@ int main(int argc, char** argv) {
         }
         close(p[0]);
         ready_fd = p[1];
-        setsid();  // not in the rank's session or process group: a signal to the rank is not ours
+        // A process group of its own: a signal to the rank's group is not ours. Not a session of
+        // its own (setsid): with the kernel's autogroups (sched_autogroup_enabled, on by default)
+        // a session is a scheduling group, and the agent's threads then competed as one group
+        // against the ranks' group, so a bridge's sched_yield after waking its rank did not hand
+        // the rank the core (mpi/provider/README.md, "Waiting").
+        setpgid(0, 0);
         const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null >= 0) {
             dup2(null, 0);

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     getinfo_names(dir);
     av_names(f, dir, table);
     eq_wait_fd(f);
+    agent_session();
     calls(f);
     matching(f);
     peek_claim_cancel(f);

@@ -141,6 +141,9 @@ void getinfo_caps();
 void getinfo_names(const std::string& dir);
 void av_names(Fab& f, const std::string& dir, bool table);
 void eq_wait_fd(Fab& f);
+// The agent this run started is in our session (one scheduling group with the ranks under the
+// kernel's autogroups) but not in our process group.
+void agent_session();
 // fi_conformance_messaging.cpp: every call, matching, peek/claim/cancel.
 void calls(Fab& f);
 void matching(Fab& f);

@@ -1,5 +1,8 @@
 // fi_conformance_setup.cpp: the checks before messaging: fi_getinfo's capabilities and its node
-// and service names, the AV's names (insertsvc, insertsym), an EQ's wait file descriptor.
+// and service names, the AV's names (insertsvc, insertsym), an EQ's wait file descriptor, the
+// agent's session.
+#include <filesystem>
+
 #include "fi_conformance.hpp"
 
 namespace fi_conformance {
@@ -181,6 +184,36 @@ void eq_wait_fd(Fab& f) {
     writer.join();
     EXPECT(name, out.data == 43 && !readable());
     EXPECT_RC(name, fi_close(&eq->fid), 0);
+    ok(name);
+}
+
+// The agent's threads must be in the ranks' scheduling group: under the kernel's autogroups (on by
+// default) a session is one, and a bridge's sched_yield after waking its rank gave an agent of its
+// own session's group nothing to the rank (mpi/provider/README.md, "Waiting"). A signal to the
+// rank's process group is still not the agent's.
+void agent_session() {
+    const std::string name = "agent-session";
+    const char* run = std::getenv("ICCS_RUN_ID");
+    EXPECT(name, run != nullptr);
+    const std::string want = std::string("ICCS_RUN_ID=") + run;
+    int agents = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+        const pid_t pid = static_cast<pid_t>(std::atoi(e.path().filename().c_str()));
+        if (pid <= 0) continue;
+        std::ifstream comm(e.path() / "comm");
+        std::string c;
+        if (!std::getline(comm, c) || c != "iccs-mpi-agent") continue;
+        std::ifstream env(e.path() / "environ", std::ios::binary);
+        std::string var;
+        bool ours = false;
+        while (!ours && std::getline(env, var, '\0')) ours = var == want;
+        if (!ours) continue;
+        ++agents;
+        EXPECT(name, getsid(pid) == getsid(0));
+        EXPECT(name, getpgid(pid) != getpgrp());
+    }
+    EXPECT(name, agents >= 1);
     ok(name);
 }
 
