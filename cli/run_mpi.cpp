@@ -176,6 +176,12 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
     if (ranks > host_core_count()) cmd.push_back("--oversubscribe");
     cmd.insert(cmd.end(), {"--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", "iccs"});
+    // One-sided communication (MPI_Put, MPI_Get, MPI_Accumulate...) on Open MPI's point-to-point
+    // messages, so over the provider and the proxies: its default component (osc rdma) reaches
+    // every rank of this host through the shared-memory BTL and went around the proxies (the
+    // WAN emulation, the counters) between clusters; osc sm would take MPI_Win_allocate windows
+    // the same way. MPI_Win_allocate_shared is then refused (ranks of two clusters share no memory).
+    cmd.insert(cmd.end(), {"--mca", "osc", "pt2pt"});
     // Open MPI's shared-memory BTL makes a backing file per rank (/dev/shm by default) even under
     // the cm PML, which never uses it, and unlinks it only in MPI_Finalize: ranks that mpirun ends
     // (a signal to this launcher, --timeout, a killed rank) left theirs in /dev/shm. In the run's

@@ -244,7 +244,7 @@ def main():
         if no_config:
             del env["ICCS_CONFIG"]
         cmd = [mpirun, "--oversubscribe", "-n", str(started), "--mca", "pml", "cm", "--mca", "mtl", "ofi",
-               "--mca", "mtl_ofi_provider_include", "iccs"]
+               "--mca", "mtl_ofi_provider_include", "iccs", "--mca", "osc", "pt2pt"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
         # Open MPI's shared-memory files in the test's directory (removed at the end), as `iccs run

@@ -6,7 +6,8 @@ across. With --collectives magpie, a program of collectives runs with MagPIe's p
 the same machine file) and the report holds MagPIe's counters. Then a program that fails: its exit
 status comes back; a reader that closes the output early, and a signal that ends the run, leave
 nothing behind (Open MPI's shared-memory backing files included).
-Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI"""
+With --rma, only one-sided communication between the clusters: it must cross through the proxies.
+Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI | run_mpi_cli.py --rma ICCS_CLI MPI_RMA"""
 import json
 import os
 import re
@@ -103,7 +104,34 @@ def check_magpie(cli, program, tmp):
           f"{colls['bcast']['wan_bytes']} B across (the minimum)")
 
 
+def check_rma(cli, program, tmp):
+    """One-sided communication between the clusters goes through the provider and the proxies:
+    the program puts and gets a window of 256 KiB to and from its partner in the other cluster 9
+    times (3 window flavours x fence, post/start/complete/wait, passive target), and checks every
+    value; the agents' counters must show those bytes crossing. Open MPI's default one-sided
+    component (osc rdma) reached the partner through its shared-memory BTL instead, on this host,
+    around the proxies: the program passed and its ranks carried ~13 KB across (the fences'
+    messages), not 2 MiB (this check fails so on a launcher without `--mca osc pt2pt`)."""
+    out, doc = run_2x2(cli, program, os.path.join(tmp, "rma.json"), " (one-sided)")
+    window = 65536 * 4
+    for r in [r for d in doc["domains"] for r in d["ranks"]]:
+        # puts: 3 flavours x (fence, pscw, passive); gets: 3 x (fence, passive)
+        if r["sent_remote_bytes"] < 9 * window or r["recv_remote_bytes"] < 6 * window:
+            fail(f"rank {r['rank']}: its one-sided traffic did not cross through the proxies: {r}", out)
+    if not re.search(r"^iccs run --mpi: mpirun .* --mca osc pt2pt ", out, re.M):
+        fail("the mpirun line does not put one-sided communication on the point-to-point path", out)
+    print("run --mpi 2x2 one-sided: 4 PASS lines, every rank's puts and gets crossed through the proxies")
+
+
 def main():
+    if sys.argv[1] == "--rma":
+        if sys.argv[3].startswith("missing:"):
+            print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
+            sys.exit(77)
+        with tempfile.TemporaryDirectory(prefix="iccs-run-mpi-") as tmp:
+            check_rma(sys.argv[2], sys.argv[3], tmp)
+        print("PASS")
+        return
     cli, program, coll_program, jacobi_program = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     if program.startswith("missing:"):
         print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
