@@ -6,8 +6,9 @@ across. With --collectives magpie, a program of collectives runs with MagPIe's p
 the same machine file) and the report holds MagPIe's counters. Then a program that fails: its exit
 status comes back; a reader that closes the output early, and a signal that ends the run, leave
 nothing behind (Open MPI's shared-memory backing files included).
-With --rma, only one-sided communication between the clusters: it must cross through the proxies.
-Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI | run_mpi_cli.py --rma ICCS_CLI MPI_RMA"""
+With --rma, only one-sided communication between the clusters: it must cross through the proxies;
+with --iprobe, only a rank polling MPI_Iprobe for a late message: it must not spin.
+Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI | run_mpi_cli.py --rma|--iprobe ICCS_CLI PROGRAM"""
 import json
 import os
 import re
@@ -123,13 +124,30 @@ def check_rma(cli, program, tmp):
     print("run --mpi 2x2 one-sided: 4 PASS lines, every rank's puts and gets crossed through the proxies")
 
 
+def check_iprobe(cli, program, tmp):
+    """A rank polling MPI_Iprobe, then MPI_Improbe, for a message from the other cluster that is
+    sent 2 s late: the provider's peeks that find nothing are a wait loop as empty CQ reads are,
+    and after the spin time each blocks on the rank's doorbell (at most 1 ms), so the poller
+    leaves the cores to its cluster's bridge and proxies. Each peek that found nothing ended the
+    wait (the domain's count of empty reads was reset), so the rank spun: on that provider 69
+    million probes, and the message sent after 2 s arrived after 11 s (this check fails so)."""
+    out, doc = run_2x2(cli, program, os.path.join(tmp, "iprobe.json"), " (iprobe)", ["--", "2000"])
+    got = re.findall(r"^rank 0: (MPI_I\w+) probes (\d+) in (\d+) ms$", out, re.M)
+    if len(got) != 2:
+        fail("rank 0 did not say how many probes it made", out)
+    for call, probes, ms in got:
+        if int(probes) > 50 * max(int(ms), 1):
+            fail(f"{call}: {probes} probes in {ms} ms: the poller spun (more than 50 a millisecond)", out)
+    print("run --mpi 2x2 iprobe: " + ", ".join(f"{c} {p} probes in {m} ms" for c, p, m in got))
+
+
 def main():
-    if sys.argv[1] == "--rma":
+    if sys.argv[1] in ("--rma", "--iprobe"):
         if sys.argv[3].startswith("missing:"):
             print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
             sys.exit(77)
         with tempfile.TemporaryDirectory(prefix="iccs-run-mpi-") as tmp:
-            check_rma(sys.argv[2], sys.argv[3], tmp)
+            (check_rma if sys.argv[1] == "--rma" else check_iprobe)(sys.argv[2], sys.argv[3], tmp)
         print("PASS")
         return
     cli, program, coll_program, jacobi_program = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
