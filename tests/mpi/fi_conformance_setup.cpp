@@ -2,6 +2,8 @@
 // and service names, the AV's names (insertsvc, insertsym), an EQ's wait file descriptor, the
 // agent's session.
 #include <filesystem>
+#include <set>
+#include <thread>
 
 #include "fi_conformance.hpp"
 
@@ -197,6 +199,7 @@ void agent_session() {
     EXPECT(name, run != nullptr);
     const std::string want = std::string("ICCS_RUN_ID=") + run;
     int agents = 0;
+    std::set<std::string> proxy_cpus;  // the agents' first proxy threads' Cpus_allowed_list lines
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
         const pid_t pid = static_cast<pid_t>(std::atoi(e.path().filename().c_str()));
@@ -212,9 +215,24 @@ void agent_session() {
         ++agents;
         EXPECT(name, getsid(pid) == getsid(0));
         EXPECT(name, getpgid(pid) != getpgrp());
+        // Its first proxy thread's cores (DPDK names it rte-worker-1; direct has none).
+        for (const auto& t : std::filesystem::directory_iterator(e.path() / "task", ec)) {
+            std::ifstream tcomm(t.path() / "comm");
+            std::string tc;
+            if (!std::getline(tcomm, tc) || tc != "rte-worker-1") continue;
+            std::ifstream st(t.path() / "status");
+            for (std::string line; std::getline(st, line);)
+                if (line.rfind("Cpus_allowed_list:", 0) == 0) proxy_cpus.insert(line);
+        }
     }
     EXPECT(name, agents >= 1);
     ok(name);
+    // The clusters' first proxies are not all on one core when the host has two or more: one
+    // core for every cluster's proxy woke a cluster's proxy where the other's bridge ran (agent.cpp).
+    const std::string spread = "agent-proxies-spread";
+    if (agents >= 2 && proxy_cpus.size() >= 1 && std::thread::hardware_concurrency() >= 2)
+        EXPECT(spread, proxy_cpus.size() >= 2);
+    ok(spread);
 }
 
 }  // namespace fi_conformance
