@@ -103,8 +103,8 @@ bool Agent::start(std::string& err) {
         // the cores, so that the first proxies still differ): the agents of one host all
         // had theirs on core 1 (rt_launch's default, made for a cluster per host), so a frame for
         // cluster 0 woke its proxy on the core where cluster 1's bridge was running. osu_latency
-        // 2 x 1 over memif, 8 B, 5 alternated pairs, load 2.7-4: 38.8 -> 30.3 us (medians, faster
-        // in 5 of 5); osu_bw 64 KiB 577 -> 797 MB/s in one pair.
+        // 2 x 1 over memif, 8 B, 4 alternated pairs and one more run after, load 2.7-4: 39.2 -> 30.3
+        // us (medians, faster in 4 of 4); osu_bw 64 KiB 577 -> 797 MB/s in one pair.
         if (m_.config->cluster.proxy_cores.empty()) {
             const size_t cores = std::max(1u, host_core_count()), nprox = plan_.proxy_cores.size();
             const size_t offset = nprox % cores == 0 ? domain_ : domain_ * nprox;  // moves with every cluster
