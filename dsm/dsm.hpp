@@ -119,6 +119,9 @@ struct DsmCounters {
     std::atomic<uint64_t> private_global_words{0};
     // Pages whose home moved to their only writer at a barrier (the same count at every cluster).
     std::atomic<uint64_t> homes_moved{0};
+    // Pages made writable by a write fault on the page before them (kWriteAhead, dsm_impl.hpp),
+    // and of them those whose diff at the release was empty (no change: no diff, no notice).
+    std::atomic<uint64_t> pages_written_ahead{0}, written_ahead_unchanged{0};
 };
 
 enum class DsmStatus : uint8_t { kOk, kBadArg, kNoSpace, kMismatch, kRuntime };

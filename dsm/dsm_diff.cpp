@@ -223,6 +223,9 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     // each splits the mapping and flushes the TLB of every core running a thread of the process).
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
+    const uint32_t seq = flush_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::vector<uint32_t> noticed;
+    noticed.reserve(list.size());
     for_each_page_run(list, [&](const uint32_t* run, size_t len) {
         // Protect a twinned page before diffing it, so no write of another thread slips between
         // diff and twin drop. Under block homes a home page stays writable, untracked (see
@@ -235,16 +238,33 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
             Page& pg = pages[p];
-            if (pg.twin) {
+            // A page made writable ahead of a write that did not come (kWriteAhead: its diff is
+            // empty, or an invalidation found it unchanged and cleared `dirty`) changed nothing:
+            // no write notice names it.
+            bool noticed_page = pg.dirty;
+            if (pg.dirty && pg.twin) {
                 leave_out_private(p);
                 const size_t bytes = per_home[home_of_page(p)].diff(p, page_priv(p), page_twin(p), page_len(p));
-                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
-                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
-                pg.twin = false;
+                if (bytes != 0) pg.wrote_at = seq;
+                if (bytes == 0 && pg.ahead) {
+                    noticed_page = false;
+                    n.ctr_.written_ahead_unchanged.fetch_add(1, std::memory_order_relaxed);
+                } else {
+                    n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                    n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                }
             }
+            if (noticed_page) noticed.push_back(p);
+            pg.twin = false;
+            pg.ahead = false;
             pg.dirty = false;
         }
     });
+    if (noticed.empty()) {
+        covered();
+        return true;
+    }
+    list.swap(noticed);
     uint16_t only = UINT16_MAX;  // the one home every diff of this flush goes to, if there is one
     for (uint16_t c = 0; c < n.clusters_; c++)
         if (!per_home[c].msgs.empty()) only = only == UINT16_MAX ? c : uint16_t(UINT16_MAX - 1);
@@ -265,18 +285,20 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     return true;
 }
 
-// One twinned page's diff home now (an invalidation found it written again since the flush). Its
-// page lock held.
-void DsmNode::Impl::send_page_diff(uint32_t p, RtEndpoint& ep) {
+// One twinned page's diff home now (an invalidation found it twinned again since the flush). Its
+// page lock held. False: a page made writable ahead (kWriteAhead) that did not change (nothing sent).
+bool DsmNode::Impl::send_page_diff(uint32_t p, RtEndpoint& ep) {
     protect(p, 1, PROT_READ);
     leave_out_private(p);
     DiffBatch b(rt.max_message());
     const size_t bytes = b.diff(p, page_priv(p), page_twin(p), page_len(p));
+    if (bytes == 0 && pages[p].ahead) return false;
     n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
     n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
     if (!b.msgs.empty() && !send_diffs(*this, ep, home_of_page(p), b))
         fatal("cluster %u: sending the diff of page %u home failed: %s", unsigned(n.cluster_), p,
               ep.last_error().c_str());
+    return true;
 }
 
 // A twinned page's words that stay this cluster's own (private_words): equal in the twin, so no

@@ -167,17 +167,40 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             fetch(p, ep);
             continue;
         }
-        if (home_of_page(p) != n.cluster_) {
+        const bool home = home_of_page(p) == n.cluster_;
+        if (!home) {
             std::memcpy(page_twin(p), page_priv(p), page_len(p));
             pg.twin = true;
         }
-        if (!pg.dirty) {
-            pg.dirty = true;
-            std::lock_guard<std::mutex> d(dirty_mu);
-            dirty_list.push_back(uint32_t(p));
+        // Write-ahead (kWriteAhead): the pages after p that this cluster's last two flushes found
+        // changed, read-only here and homed elsewhere, locked without waiting (page order: no
+        // deadlock with a release's runs), are twinned and unprotected with p.
+        std::unique_lock<std::mutex> ahead[kWriteAhead - 1];
+        uint32_t count = 1;
+        const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
+        for (uint64_t q = p + 1; !home && count < kWriteAhead && valid_page(q); q++, count++) {
+            Page& nq = pages[q];
+            std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
+            if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty || nq.wrote_at == 0 ||
+                nq.wrote_at + 1 < seq || home_of_page(q) == n.cluster_)
+                break;
+            std::memcpy(page_twin(q), page_priv(q), page_len(q));
+            nq.twin = true;
+            nq.ahead = true;
+            ahead[count - 1] = std::move(gq);
         }
-        if (mprotect(page_app(p), page_len(p), PROT_READ | PROT_WRITE) != 0) mprotect_failed();
-        pg.state.store(kWritable, std::memory_order_release);
+        {
+            std::lock_guard<std::mutex> d(dirty_mu);
+            for (uint32_t k = 0; k < count; k++) {
+                Page& w = pages[p + k];
+                if (w.dirty) continue;
+                w.dirty = true;
+                dirty_list.push_back(uint32_t(p + k));
+            }
+        }
+        if (mprotect(page_app(p), uint64_t(count) * page_len(p), PROT_READ | PROT_WRITE) != 0) mprotect_failed();
+        for (uint32_t k = 0; k < count; k++) pages[p + k].state.store(kWritable, std::memory_order_release);
+        if (count > 1) n.ctr_.pages_written_ahead.fetch_add(count - 1, std::memory_order_relaxed);
         return;
     }
 }

@@ -37,7 +37,11 @@ struct Page {
     std::atomic<bool> fetching{false};   // a thread of this cluster is fetching it; others wait
     bool twin = false;                   // non-home: twin holds the page as of the interval's first write
     bool dirty = false;                  // written in the current interval (a write notice to come)
+    bool ahead = false;                  // made writable by a fault on a page before it (kWriteAhead)
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
+    // Non-home: the cluster's flush (flush_seq) at which its diff last carried a change; 0: never.
+    // A write fault makes the following pages written as recently writable with it (write-ahead).
+    uint32_t wrote_at = 0;
     // 0: the home is the policy's (home_of_page); h + 1: the page's home moved to cluster h at a
     // barrier (apply_moves), its only writer since the last barrier every thread was in.
     std::atomic<uint16_t> moved_home{0};
@@ -99,6 +103,14 @@ struct SyncObj {
 // loads 8 pages a miss the same way; one at a time, a cluster reading another's half of a matrix
 // paid a round trip per page (matmul of `bench dsm --vs argo`: 256 requests of cluster 1 for B).
 inline constexpr uint32_t kFetchPages = 8;
+
+// A write fault on a non-home page also twins and unprotects, in the same mprotect, up to
+// kWriteAhead - 1 pages after it that are read-only here, not homed here, and whose diff carried a
+// change at one of this cluster's last two flushes (dsm_fault.cpp, make_writable): a program that
+// writes the same rows or columns every step (LU's, radix's, ocean's) otherwise takes a SIGSEGV
+// and an mprotect (splitting the mapping, flushing TLBs) per page per interval. A page made
+// writable so and left unchanged costs a compare at the release and sends no diff and no notice.
+inline constexpr uint32_t kWriteAhead = 16;
 
 // The fence lock (sync id 0) keeps a home-held token: its release always goes home (one-way). Fences
 // no longer take it (DsmNode::fence: their own exchange with its home, whose knowledge they share).
@@ -183,7 +195,9 @@ struct DsmNode::Impl {
     int slot = -1;            // in the process-wide node registry
 
     std::mutex dirty_mu;
-    std::vector<uint32_t> dirty_list;  // pages whose dirty flag is set
+    std::vector<uint32_t> dirty_list;  // pages whose dirty flag is set (and some whose flag an invalidation cleared)
+    // Flushes that had pages to release (flush_locked, under coh_mu); Page::wrote_at names one.
+    std::atomic<uint32_t> flush_seq{0};
 
     // Flushes and the application of write notices run one at a time per cluster.
     std::mutex coh_mu;
@@ -348,7 +362,7 @@ struct DsmNode::Impl {
     void make_writable(uint64_t p, RtEndpoint& ep);
     // dsm_diff.cpp
     bool flush_locked(RtEndpoint& ep);          // coh_mu held
-    void send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held
+    bool send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held; false: written ahead, unchanged, nothing sent
     void leave_out_private(uint64_t p);  // before diffing page p
     void lock_coh(RtEndpoint& ep);
     // dsm_notices.cpp

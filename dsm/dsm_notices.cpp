@@ -215,11 +215,12 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
     }
     bool ok = true;
     if (!inval.empty()) {
-        // Own writes to a page about to be invalidated go home first (they would be lost).
+        // Own writes to a page about to be invalidated go home first (they would be lost). A page
+        // made writable ahead (kWriteAhead) and still equal to its twin has none.
         bool any_twin = false;
         for (uint32_t p : inval) {
             std::lock_guard<std::mutex> g(pages[p].mu);
-            if (pages[p].twin) {
+            if (pages[p].twin && (!pages[p].ahead || std::memcmp(page_priv(p), page_twin(p), page_len(p)) != 0)) {
                 any_twin = true;
                 break;
             }
@@ -233,9 +234,10 @@ bool DsmNode::Impl::apply(const VC& target, Rd& r, RtEndpoint& ep, uint16_t home
                 Page& pg = pages[p];
                 if (pg.twin) {
                     // Written again since the flush above: send this page's diff now, before the
-                    // home copy can be fetched back.
-                    send_page_diff(p, ep);
+                    // home copy can be fetched back. Written ahead and unchanged: no notice either.
+                    if (!send_page_diff(p, ep)) pg.dirty = false;
                     pg.twin = false;
+                    pg.ahead = false;
                 }
                 pg.epoch++;
                 if (pg.state.load() != kInvalid) n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);

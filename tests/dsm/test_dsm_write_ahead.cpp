@@ -1,0 +1,96 @@
+// Write-ahead (dsm/README.md, "Writes"; kWriteAhead in dsm_impl.hpp): a write fault on a page homed
+// elsewhere also makes writable, in the same mprotect, the following pages this cluster changed at
+// one of its last two flushes. A program that writes the same run of pages every step (LU's
+// columns) takes one fault per run, not one per page; a page made writable so and not written
+// sends no diff and no notice, and one another cluster writes meanwhile is still invalidated and
+// fetched with that write.
+#include <string>
+
+#include "dsm_machine.hpp"
+
+using namespace dsmtest;
+
+namespace {
+constexpr uint32_t kPages = 16, kWords = 4096 / 8;
+
+uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
+    return off;
+}
+uint64_t value(uint32_t round, uint32_t page, uint32_t who) { return (uint64_t(round) << 32) | (page << 8) | who; }
+}  // namespace
+
+TEST_CASE("dsm: a run of pages homed elsewhere written every interval costs one write fault per run, "
+          "and every write is seen", "[dsm-write-ahead]") {
+    DsmConfig cfg = test_config();
+    cfg.migrate_homes = false;  // the pages stay homed at cluster 0: cluster 1 twins and diffs them
+    Machine m(3, 1, cfg);
+    // 3 x kPages pages: under alloc-block the first kPages are homed at cluster 0. Cluster 1 writes
+    // them, cluster 2 (not their home, so its copies are invalidated by notices) counts the notices.
+    const uint64_t off = alloc_everywhere(m, 3 * kPages * 4096ull);
+    constexpr uint32_t kRounds = 8;
+    uint64_t faults_at[kRounds + 1] = {}, inval_at[kRounds + 1] = {}, diffs_at[kRounds + 1] = {};
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint64_t>(c, off);
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == 1) {
+                faults_at[r] = n.counters().write_faults.load();
+                diffs_at[r] = n.counters().diffs_sent.load();
+            } else if (c == 2) {
+                inval_at[r] = n.counters().invalidations.load();
+            }
+            // Round 5: cluster 1 writes page 0 only (pages 1..15 are made writable ahead and left
+            // unchanged). Round 6: it skips page 5, which cluster 0 writes instead (page 5 is
+            // writable ahead at cluster 1 while cluster 0's write makes its copy stale).
+            if (c == 1)
+                for (uint32_t p = 0; p < (r == 5 ? 1 : kPages); p++)
+                    if (!(r == 6 && p == 5)) d[p * kWords + r % kWords] = value(r, p, 1);
+            if (c == 0 && r == 6) d[5 * kWords + 100] = value(r, 5, 0);
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            for (uint32_t p = 0; p < kPages; p++) {
+                const bool written = (r != 5 || p == 0) && !(r == 6 && p == 5);
+                if (written && d[p * kWords + r % kWords] != value(r, p, 1))
+                    f.fail("round " + std::to_string(r) + ": cluster " + std::to_string(c) + " lost cluster 1's write of page " +
+                           std::to_string(p));
+            }
+            if (r == 6 && d[5 * kWords + 100] != value(r, 5, 0))
+                f.fail("round 6: cluster " + std::to_string(c) + " lost cluster 0's write of page 5 (writable ahead at cluster 1)");
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (c == 1) {
+            faults_at[kRounds] = n.counters().write_faults.load();
+            diffs_at[kRounds] = n.counters().diffs_sent.load();
+        } else if (c == 2) {
+            inval_at[kRounds] = n.counters().invalidations.load();
+        }
+    });
+    f.check();
+    auto faults = [&](uint32_t r) { return faults_at[r + 1] - faults_at[r]; };
+    auto diffs = [&](uint32_t r) { return diffs_at[r + 1] - diffs_at[r]; };
+    auto invals = [&](uint32_t r) { return inval_at[r + 1] - inval_at[r]; };
+    INFO("cluster 1's write faults per round: " << faults(0) << " " << faults(1) << " " << faults(2) << " " << faults(3)
+                                               << " " << faults(4) << " " << faults(5) << " " << faults(6) << " " << faults(7)
+                                               << "; diffs " << diffs(4) << " " << diffs(5) << " " << diffs(6)
+                                               << "; cluster 2's invalidations " << invals(4) << " " << invals(5) << " "
+                                               << invals(6));
+    CHECK(faults(0) == kPages);  // no history yet: a fault per page
+    // From round 1 on the run was changed at the last flush: its first page faults, the rest come
+    // with it (before: kPages faults every round).
+    for (uint32_t r : {1u, 2u, 3u, 4u}) CHECK(faults(r) == 1);
+    CHECK(diffs(4) == kPages);
+    CHECK(invals(4) == kPages);
+    // Round 5: one page written, 15 made writable ahead and unchanged: one diff, one notice.
+    CHECK(faults(5) == 1);
+    CHECK(diffs(5) == 1);
+    CHECK(invals(5) == 1);
+    // Round 6: pages 1..15 still count as changed at one of the last two flushes; page 5 is left
+    // unchanged by cluster 1 (no diff, no notice from it) and written by its home, cluster 0.
+    CHECK(faults(6) == 1);
+    CHECK(diffs(6) == kPages - 1);
+    CHECK(invals(6) == kPages);
+    // Round 7: the run breaks at page 5 (invalidated at cluster 1, fetched by its write fault),
+    // whose fault brings pages 6..15.
+    CHECK(faults(7) == 2);
+}
