@@ -31,11 +31,22 @@ bool source_rank(const IccsEp* ep, fi_addr_t a, uint32_t& out) {
 bool tx_default_completion(const IccsEp* ep) { return !ep->tx_selective || (ep->tx_op_flags & FI_COMPLETION); }
 bool rx_default_completion(const IccsEp* ep) { return !ep->rx_selective || (ep->rx_op_flags & FI_COMPLETION); }
 
-ssize_t do_send(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
-                bool tagged, bool has_data, bool completion, bool inject, void* context) {
+// A buffer at NULL with a nonzero length is the caller's mistake, refused (-FI_EINVAL) and said
+// once, naming the call, instead of a segfault in the engine's copy: Open MPI 4.1.4's ofi MTL
+// hands one over for MPI_BOTTOM with struct types (mpi4py's testAlltoallwBottom). Zero bytes at
+// NULL stay valid (Open MPI's MPI_Ssend acknowledgement, 0-byte messages).
+bool null_buffer(const char* call, const iovec* iov, size_t count) {
+    bool bad = count > 0 && iov == nullptr;
+    for (size_t i = 0; !bad && i < count; ++i) bad = iov[i].iov_base == nullptr && iov[i].iov_len != 0;
+    if (bad) prov_warn(call, std::string(call) + ": a NULL buffer with a nonzero length: -FI_EINVAL", true);
+    return bad;
+}
+
+ssize_t do_send(const char* call, IccsEp* ep, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag,
+                uint64_t data, bool tagged, bool has_data, bool completion, bool inject, void* context) {
     if (!ready(ep, true)) return -FI_EOPBADSTATE;
     if (!(ep->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
-    if (count > kMaxIov) return -FI_EINVAL;
+    if (count > kMaxIov || null_buffer(call, iov, count)) return -FI_EINVAL;
     const uint32_t dst = dest_rank(ep, dest);
     if (dst == kAnyRank) return -FI_EINVAL;
     SendArgs a;
@@ -59,11 +70,14 @@ ssize_t do_send(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t dest, uint
     return rc;
 }
 
-ssize_t do_recv(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t src, uint64_t tag, uint64_t ignore,
-                bool tagged, uint64_t flags, bool completion, void* context) {
+ssize_t do_recv(const char* call, IccsEp* ep, const iovec* iov, size_t count, fi_addr_t src, uint64_t tag,
+                uint64_t ignore, bool tagged, uint64_t flags, bool completion, void* context) {
     if (!ready(ep, false)) return -FI_EOPBADSTATE;
     if (!(ep->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
     if (count > kMaxIov) return -FI_EINVAL;
+    // A peek alone writes nothing into the buffer (a claim or a receive does).
+    const bool writes_buffer = !(flags & FI_PEEK) || (flags & FI_CLAIM);
+    if (writes_buffer && null_buffer(call, iov, count)) return -FI_EINVAL;
     RecvArgs a;
     // A claim names its message by the context of the peek that claimed it (fi_tagged(3)):
     // its address is not looked at (Open MPI's MPI_Mrecv passes 0).
@@ -90,43 +104,46 @@ ssize_t do_recv(IccsEp* ep, const iovec* iov, size_t count, fi_addr_t src, uint6
 
 ssize_t msg_recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, void* ctx) {
     const iovec v{buf, len};
-    return do_recv(ep_of(e), &v, 1, src, 0, 0, false, 0, rx_default_completion(ep_of(e)), ctx);
+    return do_recv("fi_recv", ep_of(e), &v, 1, src, 0, 0, false, 0, rx_default_completion(ep_of(e)), ctx);
 }
 ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src, void* ctx) {
-    return do_recv(ep_of(e), iov, count, src, 0, 0, false, 0, rx_default_completion(ep_of(e)), ctx);
+    return do_recv("fi_recvv", ep_of(e), iov, count, src, 0, 0, false, 0, rx_default_completion(ep_of(e)), ctx);
 }
 ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
     IccsEp* ep = ep_of(e);
     if (flags & ~uint64_t(FI_COMPLETION)) return -FI_EBADFLAGS;  // FI_MULTI_RECV is not offered
-    return do_recv(ep, m->msg_iov, m->iov_count, m->addr, 0, 0, false, 0,
+    return do_recv("fi_recvmsg", ep, m->msg_iov, m->iov_count, m->addr, 0, 0, false, 0,
                    !ep->rx_selective || (flags & FI_COMPLETION), m->context);
 }
 ssize_t msg_send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dst, void* ctx) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, 0, 0, false, false, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_send", ep_of(e), &v, 1, dst, 0, 0, false, false, tx_default_completion(ep_of(e)), false, ctx);
 }
 ssize_t msg_sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dst, void* ctx) {
-    return do_send(ep_of(e), iov, count, dst, 0, 0, false, false, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_sendv", ep_of(e), iov, count, dst, 0, 0, false, false, tx_default_completion(ep_of(e)),
+                   false, ctx);
 }
 ssize_t msg_sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
     IccsEp* ep = ep_of(e);
     if (flags & ~uint64_t(FI_COMPLETION | FI_REMOTE_CQ_DATA | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                           FI_DELIVERY_COMPLETE))
         return -FI_EBADFLAGS;
-    return do_send(ep, m->msg_iov, m->iov_count, m->addr, 0, m->data, false, (flags & FI_REMOTE_CQ_DATA) != 0,
+    return do_send("fi_sendmsg", ep, m->msg_iov, m->iov_count, m->addr, 0, m->data, false,
+                   (flags & FI_REMOTE_CQ_DATA) != 0,
                    !ep->tx_selective || (flags & FI_COMPLETION), (flags & FI_INJECT) != 0, m->context);
 }
 ssize_t msg_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dst) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, 0, 0, false, false, false, true, nullptr);
+    return do_send("fi_inject", ep_of(e), &v, 1, dst, 0, 0, false, false, false, true, nullptr);
 }
 ssize_t msg_senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dst, void* ctx) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, 0, data, false, true, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_senddata", ep_of(e), &v, 1, dst, 0, data, false, true, tx_default_completion(ep_of(e)),
+                   false, ctx);
 }
 ssize_t msg_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dst) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, 0, data, false, true, false, true, nullptr);
+    return do_send("fi_injectdata", ep_of(e), &v, 1, dst, 0, data, false, true, false, true, nullptr);
 }
 
 fi_ops_msg g_msg_ops = {sizeof(fi_ops_msg), msg_recv,    msg_recvv,    msg_recvmsg,   msg_send,
@@ -136,11 +153,11 @@ fi_ops_msg g_msg_ops = {sizeof(fi_ops_msg), msg_recv,    msg_recvv,    msg_recvm
 
 ssize_t t_recv(fid_ep* e, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag, uint64_t ignore, void* ctx) {
     const iovec v{buf, len};
-    return do_recv(ep_of(e), &v, 1, src, tag, ignore, true, 0, rx_default_completion(ep_of(e)), ctx);
+    return do_recv("fi_trecv", ep_of(e), &v, 1, src, tag, ignore, true, 0, rx_default_completion(ep_of(e)), ctx);
 }
 ssize_t t_recvv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag, uint64_t ignore,
                 void* ctx) {
-    return do_recv(ep_of(e), iov, count, src, tag, ignore, true, 0, rx_default_completion(ep_of(e)), ctx);
+    return do_recv("fi_trecvv", ep_of(e), iov, count, src, tag, ignore, true, 0, rx_default_completion(ep_of(e)), ctx);
 }
 ssize_t t_recvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
     IccsEp* ep = ep_of(e);
@@ -148,35 +165,39 @@ ssize_t t_recvmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
     if ((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM))) return -FI_EBADFLAGS;
     // A peek always reports (its answer is the completion); so does a claim.
     const bool completion = (flags & (FI_PEEK | FI_CLAIM)) || !ep->rx_selective || (flags & FI_COMPLETION);
-    return do_recv(ep, m->msg_iov, m->iov_count, m->addr, m->tag, m->ignore, true, flags, completion, m->context);
+    return do_recv("fi_trecvmsg", ep, m->msg_iov, m->iov_count, m->addr, m->tag, m->ignore, true, flags,
+                   completion, m->context);
 }
 ssize_t t_send(fid_ep* e, const void* buf, size_t len, void*, fi_addr_t dst, uint64_t tag, void* ctx) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, tag, 0, true, false, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_tsend", ep_of(e), &v, 1, dst, tag, 0, true, false, tx_default_completion(ep_of(e)), false, ctx);
 }
 ssize_t t_sendv(fid_ep* e, const iovec* iov, void**, size_t count, fi_addr_t dst, uint64_t tag, void* ctx) {
-    return do_send(ep_of(e), iov, count, dst, tag, 0, true, false, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_tsendv", ep_of(e), iov, count, dst, tag, 0, true, false,
+                   tx_default_completion(ep_of(e)), false, ctx);
 }
 ssize_t t_sendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
     IccsEp* ep = ep_of(e);
     if (flags & ~uint64_t(FI_COMPLETION | FI_REMOTE_CQ_DATA | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                           FI_DELIVERY_COMPLETE))
         return -FI_EBADFLAGS;
-    return do_send(ep, m->msg_iov, m->iov_count, m->addr, m->tag, m->data, true, (flags & FI_REMOTE_CQ_DATA) != 0,
+    return do_send("fi_tsendmsg", ep, m->msg_iov, m->iov_count, m->addr, m->tag, m->data, true,
+                   (flags & FI_REMOTE_CQ_DATA) != 0,
                    !ep->tx_selective || (flags & FI_COMPLETION), (flags & FI_INJECT) != 0, m->context);
 }
 ssize_t t_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dst, uint64_t tag) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, tag, 0, true, false, false, true, nullptr);
+    return do_send("fi_tinject", ep_of(e), &v, 1, dst, tag, 0, true, false, false, true, nullptr);
 }
 ssize_t t_senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dst, uint64_t tag,
                    void* ctx) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, tag, data, true, true, tx_default_completion(ep_of(e)), false, ctx);
+    return do_send("fi_tsenddata", ep_of(e), &v, 1, dst, tag, data, true, true,
+                   tx_default_completion(ep_of(e)), false, ctx);
 }
 ssize_t t_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dst, uint64_t tag) {
     const iovec v{const_cast<void*>(buf), len};
-    return do_send(ep_of(e), &v, 1, dst, tag, data, true, true, false, true, nullptr);
+    return do_send("fi_tinjectdata", ep_of(e), &v, 1, dst, tag, data, true, true, false, true, nullptr);
 }
 
 fi_ops_tagged g_tagged_ops = {sizeof(fi_ops_tagged), t_recv,    t_recvv,  t_recvmsg,  t_send,

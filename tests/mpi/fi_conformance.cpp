@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     matching(f);
     peek_claim_cancel(f);
     not_offered(f);
+    null_buffers(f);
     if (safe) threads(f);
     step(f, 7000);
     close_endpoint(f);

@@ -151,6 +151,9 @@ void peek_claim_cancel(Fab& f);
 // fi_conformance_limits.cpp: what is not offered, two threads, many outstanding and a CQ that
 // overruns, selective completion; a rank that sent and left.
 void not_offered(Fab& f);
+// A NULL buffer with a nonzero length refused by every send and receive call; zero bytes at NULL
+// sent and received.
+void null_buffers(Fab& f);
 void threads(Fab& f);
 void many_and_overrun(Fab& f);
 void selective(Fab& f);
