@@ -396,6 +396,13 @@ class Proxy final : public SlidwinSink {
     // (the kernel reported its RCU thread starved on that core; the proxies printed "not run for
     // 59 s" and their peers reported the cluster down). A nap takes the waiter off the core.
     static void wait_for_poller(uint32_t& turns);
+    // adaptive over memif, the flag held while a compute thread of this cluster watches us (it is
+    // running our iteration): sleep as a watched proxy thread does after its own iteration (at
+    // most kAssistSleepNs; the last watcher to leave polls once, doorbell.hpp) rather than
+    // yield and nap until the flag is free. False (nothing done) when that does not apply.
+    // Our thread sat on the core of the other cluster's bridge and rank (mpi/provider's agents
+    // pin each cluster's proxies to another core), yielding to them, in the 8-byte round trip.
+    bool sleep_while_watched();
     uint32_t owned_iteration(uint64_t now_ns, bool assist, bool* timers_armed = nullptr);  // poll_once by a taker, then give
     uint64_t last_assist_ns_ = 0;  // the last assist that did work (the poller's: read and written owned)
     uint64_t last_timers_ns_ = 0, last_publish_ns_ = 0, last_iter_ns_ = 0;

@@ -217,6 +217,25 @@ void Proxy::wait_for_poller(uint32_t& turns) {
     nanosleep(&nap, nullptr);
 }
 
+bool Proxy::sleep_while_watched() {
+    // Over memif (the doorbell wakes a sleeper; no port fd to sleep in) only: fabric udp has work
+    // only this thread may do, which a holder of the flag hands over by waking it.
+    if (cfg_.polling != Polling::kAdaptive || udp_wait_ || !poll_fds_.empty()) return false;
+    Waker& waker = rings_.proxy_waker(cfg_.index);
+    if (waker.watchers() == 0) return false;
+    waker.prepare_sleep(Waker::kOnFutex);
+    // Looked at after saying we sleep: the last watcher to leave polls once itself only when it
+    // sees us asleep (Waker::watch_leave), so a leave before this line must not be slept on.
+    if (waker.watchers() == 0 || stop_.load(std::memory_order_acquire)) {
+        waker.cancel_sleep();
+        return false;
+    }
+    ++ctr_.sleeps;
+    waker.sleep(static_cast<uint32_t>(kAssistSleepNs / 1000));
+    waker.cancel_sleep();
+    return true;
+}
+
 uint32_t Proxy::poll_leaving(bool to_sleep) {
     const Waker& w = rings_.proxy_waker(cfg_.index);
     for (uint32_t turns = 0; !take_poller();) {
@@ -263,6 +282,10 @@ void Proxy::run() {
         const uint64_t now = now_ns();
         // A compute thread runs the iteration now (the assist): leave it the core.
         if (!take_poller()) {
+            if (sleep_while_watched()) {
+                turns = 0;
+                continue;
+            }
             wait_for_poller(turns);
             continue;
         }
