@@ -14,6 +14,8 @@
 #include <string>
 
 #include "be.hpp"
+#include "conv_hdr.hpp"
+#include "slidwin.hpp"
 
 namespace iccs::mpi {
 
@@ -43,6 +45,15 @@ struct __attribute__((packed)) MpiRecHdr {
 };
 static_assert(sizeof(MpiRecHdr) == 56, "the record header is 56 bytes on the wire");
 inline constexpr uint32_t kMpiRecHdrLen = sizeof(MpiRecHdr);
+
+// The largest record that crosses the fabric as one datagram: one piece of a parallel connection
+// (convergence header), no more than slidwin carries (its limit leaves room for the auth block,
+// so it holds with and without [security]). The agent's stripe threshold (agent.cpp) lets such a
+// record go whole, and a rank's records to the agent are at most this long (rank_engine.hpp,
+// remote_chunk): the receiving bridge then copies each record once, from the proxy's receive
+// buffers into its rank's ring, instead of assembling the pieces into a heap buffer first.
+inline constexpr uint32_t kMpiDatagramRecordMax = kSlidwinMaxMsg - kConvHdrLen;
+inline constexpr uint32_t kMpiRemoteChunkMax = kMpiDatagramRecordMax - kMpiRecHdrLen;
 
 // One line for logs and tests: "data tagged src 3 dst 5 tag 0x... len 100 off 0 chunk 100".
 std::string to_string(const MpiRecHdr& h);

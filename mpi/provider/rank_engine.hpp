@@ -99,10 +99,10 @@ struct EngineConfig {
     uint64_t delay_ns = 0;       // transport delay: hold records from other clusters this long
     uint64_t inject_size = 8192;
     uint64_t max_msg_size = 1ull << 30;
-    uint64_t tx_size = 65536, rx_size = 65536;  // outstanding sends / posted receives before -FI_EAGAIN
-    uint64_t inject_queue_bytes = 8u << 20;     // injected bytes that may wait in queues
-    uint64_t local_chunk = 256u << 10;          // largest payload of a record in a pair ring
-    uint64_t remote_chunk = 64u << 10;          // ... in the ring to the agent (one message on the fabric)
+    uint64_t tx_size = 65536, rx_size = 65536;   // outstanding sends / posted receives before -FI_EAGAIN
+    uint64_t inject_queue_bytes = 8u << 20;      // injected bytes that may wait in queues
+    uint64_t local_chunk = 256u << 10;           // largest payload of a record in a pair ring
+    uint64_t remote_chunk = kMpiRemoteChunkMax;  // ... in the ring to the agent (one datagram on the fabric)
 };
 
 class RankEngine {

@@ -12,6 +12,7 @@ Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
   --fabric memif|udp              (default memif)
   --proxies P                     proxies per cluster (default 2)
   --transport iccs|direct|delay   (default iccs)
+  --mtu N                         [machine] mtu_bytes (default: the file sets none, 1500)
   --drop P                        frames dropped on receive ([test] drop): slidwin must recover
   --key [encrypt]                 a fresh [security] key_file (and encrypt = true)
   --killed VICTIM                 the program kills rank VICTIM (mpi_killed.c): mpirun runs with
@@ -187,7 +188,7 @@ def main():
         argv, prog_args = argv[:i], argv[i + 1:]
     provider_dir, program = argv[0], argv[1]
     opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
-            "--drop": None, "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
+            "--drop": None, "--mtu": None, "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
     key = None
     no_config = False
     i = 2
@@ -220,8 +221,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="iccs-mpi-test-")
     try:
         cfg = os.path.join(tmp, "machine.toml")
-        lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"',
-                 "[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", 'polling = "adaptive"']
+        lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"']
+        if opts["--mtu"] is not None:
+            lines += [f"mtu_bytes = {opts['--mtu']}"]
+        lines += ["[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", 'polling = "adaptive"']
         if opts["--stopped-agent"] is not None:
             lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:
