@@ -16,8 +16,8 @@ uint32_t ipv4_fragment(PktPool& pool, const PktBuf* payload, uint32_t mtu_bytes,
     const uint32_t total = payload->pkt_len;
     if (total > kIpv4MaxDatagram - kIpv4HdrLen) return 0;
     // RFC 791 §3.2: every fragment but the last carries a multiple of 8 bytes.
-    const uint32_t chunk = (mtu_bytes - kIpv4HdrLen) & ~7u;
-    const uint32_t n = total == 0 ? 1 : (total + chunk - 1) / chunk;
+    const uint32_t chunk = ipv4_fragment_chunk(mtu_bytes);
+    const uint32_t n = ipv4_fragment_count(total, mtu_bytes);
     if (n > kIpv4MaxFragments) return 0;
 
     for (uint32_t i = 0; i < n; ++i) {

@@ -3,12 +3,22 @@
 
 #include <cstdint>
 
+#include "ipv4_hdr.hpp"
 #include "pktbuf.hpp"
 
 namespace iccs {
 
 // The most fragments one datagram can need: 65515 payload bytes at the smallest MTU (576 -> 552).
 inline constexpr uint32_t kIpv4MaxFragments = 119;
+
+// The payload bytes of every fragment but the last at `mtu_bytes` (RFC 791 §3.2: a multiple of 8).
+inline constexpr uint32_t ipv4_fragment_chunk(uint32_t mtu_bytes) { return (mtu_bytes - kIpv4HdrLen) & ~7u; }
+
+// The fragments an IPv4 payload of `payload_bytes` needs at `mtu_bytes` (one for an empty payload).
+inline constexpr uint32_t ipv4_fragment_count(uint32_t payload_bytes, uint32_t mtu_bytes) {
+    const uint32_t chunk = ipv4_fragment_chunk(mtu_bytes);
+    return payload_bytes == 0 ? 1 : (payload_bytes + chunk - 1) / chunk;
+}
 
 struct Ipv4Fragment {
     PktBuf* p;            // the fragment's payload: a chain viewing the datagram, headroom for headers

@@ -14,7 +14,7 @@
 #include <filesystem>
 
 #include "agent_link.hpp"
-#include "ipv4_hdr.hpp"
+#include "ipv4_frag.hpp"
 #include "mpi_wire.hpp"
 #include "runtime_launch.hpp"
 #include "udp_hdr.hpp"
@@ -53,9 +53,9 @@ constexpr uint32_t kMaxFragmentsPerRecord = 8;
 // 1483 us (2 x 1 on memif, medians of 3 alternated pairs; mpi/provider/README.md, "Speed").
 uint32_t agent_stripe_threshold(const MachineConfig& cfg, uint32_t planned) {
     if (cfg.convergence.stripe_threshold_bytes != 0) return planned;
-    const uint32_t per_fragment = (cfg.machine.mtu_bytes - kIpv4HdrLen) & ~7u;  // ipv4_frag.hpp
     const uint32_t datagram = kUdpHdrLen + kSlidwinHdrLen + kSlidwinAuthLen + kConvHdrLen + kMpiDatagramRecordMax;
-    return (datagram + per_fragment - 1) / per_fragment <= kMaxFragmentsPerRecord ? kMpiDatagramRecordMax : planned;
+    return ipv4_fragment_count(datagram, cfg.machine.mtu_bytes) <= kMaxFragmentsPerRecord ? kMpiDatagramRecordMax
+                                                                                          : planned;
 }
 
 int listen_on(const std::string& path, std::string& err) {
