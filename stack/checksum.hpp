@@ -97,11 +97,31 @@ inline uint64_t csum_add(uint64_t sum, const void* p, size_t len) {
 // One's-complement checksum as it goes on the wire: ~fold(sum), in host order.
 inline uint16_t csum_finish(uint64_t sum) { return static_cast<uint16_t>(~csum_fold(sum)); }
 
+// A folded sum of bytes that start at an odd offset of the summed range: its bytes sit in the
+// other lane of each 16-bit word (RFC 1071 §2(B)).
+inline uint16_t csum_lane(uint16_t folded, bool odd) { return odd ? __builtin_bswap16(folded) : folded; }
+
+// Keep the sum of the k bytes at p, which are [at, at + k) of s's buffer, in s (PktBuf::sum),
+// extending what it keeps when they follow those bytes (pkt_write into the same segment again).
+inline void csum_keep(PktBuf* s, uint32_t at, const uint8_t* p, uint32_t k) {
+    const uint16_t part = csum_fold(csum_add(0, p, k));
+    if (s->sum_len != 0 && s->sum_at + s->sum_len == at) {
+        s->sum = csum_fold(uint64_t{s->sum} + csum_lane(part, s->sum_len & 1u));
+        s->sum_len += k;
+    } else {
+        s->sum_at = at;
+        s->sum_len = k;
+        s->sum = part;
+    }
+}
+
 // Partial sum of len bytes of a chain from offset off (the one-segment case inline: every frame
-// the stack sends or receives below the MTU).
+// the stack sends or receives below the MTU). Segments that keep the sum of some of those bytes
+// (PktBuf::sum) give it instead of those bytes being read.
 [[gnu::noinline]] uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum);
 inline uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint64_t sum = 0) {
-    if (head->next == nullptr && off + len <= head->data_len) return csum_add(sum, head->data() + off, len);
+    if (head->next == nullptr && head->sum_len == 0 && off + len <= head->data_len)
+        return csum_add(sum, head->data() + off, len);
     return csum_chain_slow(head, off, len, sum);
 }
 
@@ -110,7 +130,7 @@ inline uint64_t csum_chain(const PktBuf* head, uint32_t off, uint32_t len, uint6
 // as is, it is the checksum field; 0 over data that includes a correct checksum field. One
 // segment stays in native order and folds once; a chain takes csum_chain's big-endian sums.
 inline uint16_t csum_chain_wire(const PktBuf* head, uint32_t off, uint32_t len, uint64_t native) {
-    if (head->next == nullptr && off + len <= head->data_len)
+    if (head->next == nullptr && head->sum_len == 0 && off + len <= head->data_len)
         return static_cast<uint16_t>(~csum_fold(native + csum_native(head->data() + off, len)));
     return __builtin_bswap16(csum_finish(csum_chain_slow(head, off, len, __builtin_bswap16(csum_fold(native)))));
 }

@@ -1,6 +1,8 @@
 // pktbuf.cpp: chain operations on PktBuf; see pktbuf.hpp.
 #include "pktbuf.hpp"
 
+#include "checksum.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +44,7 @@ PktBuf* HeapPktPool::seg_alloc(uint32_t headroom) {
     s->refcnt = 1;
     s->meta = 0;
     s->ts_ns = 0;
+    s->sum_len = 0;
     return s;
 }
 
@@ -102,7 +105,7 @@ uint8_t* pkt_append_slow(PktBuf* head, uint32_t len) {
     return p;
 }
 
-bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len) {
+bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len, PktSum sums) {
     const uint8_t* in = static_cast<const uint8_t*>(src);
     PktBuf* t = last_seg(head);
     while (len > 0) {
@@ -116,7 +119,10 @@ bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len) {
             room = t->tailroom();
         }
         const uint32_t k = std::min(room, len);
-        std::memcpy(t->data() + t->data_len, in, k);
+        uint8_t* to = t->data() + t->data_len;
+        std::memcpy(to, in, k);
+        // Small writes are not kept: the proxy's one-segment checksum reads them as fast.
+        if (sums == PktSum::kKeep && k >= kPktSumMinBytes) csum_keep(t, t->data_off + t->data_len, to, k);
         t->data_len += k;
         head->pkt_len += k;
         in += k;

@@ -44,6 +44,14 @@ struct PktBuf {
     uint64_t ts_ns = 0;         // for the layer that currently owns the packet (e.g. arrival time)
     void* backing = nullptr;    // the pool's own handle (e.g. the rte_mbuf behind this segment)
     uint64_t buf_iova = 0;      // device address of buf (DPDK IOVA); a view copies its direct's
+    // The Internet checksum's partial sum (folded, csum_add's word order) of the bytes
+    // [sum_at, sum_at + sum_len) of buf, kept by pkt_write(..., PktSum::kKeep) while it copies
+    // them in, so that the UDP checksum (csum_chain) takes it instead of reading those bytes
+    // again on another core (issue 35). sum_len 0: none. Whoever changes those bytes in place
+    // afterwards clears it (pkt_sum_forget): the checksum would be of the old bytes.
+    uint32_t sum_at = 0;
+    uint32_t sum_len = 0;
+    uint16_t sum = 0;
     // Room for the device layer's per-segment state while the segment is on a TX queue (the
     // proxy keeps an rte_mbuf_ext_shared_info here); the stack never touches it.
     alignas(8) uint8_t dev_scratch[24] = {};
@@ -143,8 +151,15 @@ inline uint8_t* pkt_append(PktBuf* head, uint32_t len) {
     return p;
 }
 // Append bytes, chaining new segments from `pool` when the last one fills; false on pool empty
-// (the packet keeps what was written so far; the caller frees it).
-bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len);
+// (the packet keeps what was written so far; the caller frees it). PktSum::kKeep also sums the
+// bytes each segment took while they are in this core's cache (PktBuf::sum): for payload that the
+// stack's UDP checksum will cover (convergence's sends on a DPDK fabric), not for bytes that are
+// never summed (a received datagram's copy).
+enum class PktSum : bool { kNone, kKeep };
+inline constexpr uint32_t kPktSumMinBytes = 256;  // fewer bytes into a segment: no sum kept
+bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len, PktSum sums = PktSum::kNone);
+// The bytes of segment s were changed in place (encrypted): its kept sum no longer holds.
+inline void pkt_sum_forget(PktBuf* s) { s->sum_len = 0; }
 // Link `tail` (a chain) after the last segment of `head`.
 void pkt_chain(PktBuf* head, PktBuf* tail);
 

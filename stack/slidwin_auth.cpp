@@ -350,6 +350,7 @@ bool SlidwinCipher::update(const PktBuf* src, uint32_t from, PktBuf* dst, uint32
             if (d == nullptr) return false;
             len = std::min(len, d->data_len - d_off);
             out = d->buf + d->data_off + d_off;
+            pkt_sum_forget(d);  // its bytes change here (PktBuf::sum)
             d_off += len;
         }
         if (!add(out, s->data() + s_off, len)) return false;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "checksum.hpp"
 #include "owner_only.hpp"
 #include "security_link.hpp"
 
@@ -244,6 +245,31 @@ TEST_CASE("SlidwinCipher seals and opens what AES-128-GCM through EVP does, over
                     }
         }
     }
+    REQUIRE(pool.in_use() == 0);
+}
+
+TEST_CASE("sealing with encryption forgets the payload sums pkt_write kept: the UDP checksum is the ciphertext's",
+          "[security]") {
+    // Convergence writes a piece's payload with its sums kept (PktBuf::sum, issue 35); encryption
+    // then rewrites those bytes in place, after which a kept sum would checksum the plaintext and
+    // the receiver would drop every copy of the datagram as corrupt.
+    HeapPktPool pool(64, 2048);
+    SlidwinCipher c;
+    REQUIRE(c.ok());
+    uint8_t key[16];
+    for (int i = 0; i < 16; ++i) key[i] = static_cast<uint8_t>(i * 11 + 5);
+    REQUIRE(c.set_key(key));
+    std::vector<uint8_t> payload(5000);
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 31 + 7);
+    PktBuf* d = pkt_alloc(pool, 64);
+    std::memset(pkt_append(d, kSlidwinHdrLen + kSlidwinAuthLen), 0x11, kSlidwinHdrLen + kSlidwinAuthLen);
+    REQUIRE(pkt_write(d, pool, payload.data(), static_cast<uint32_t>(payload.size()), PktSum::kKeep));
+    REQUIRE(d->next != nullptr);
+    REQUIRE(c.seal(d, 42, true));
+    const std::vector<uint8_t> sealed = flat(d);
+    REQUIRE(!std::equal(payload.begin(), payload.end(), sealed.begin() + kSlidwinHdrLen + kSlidwinAuthLen));
+    REQUIRE(csum_finish(csum_chain(d, 0, d->pkt_len)) == csum_finish(csum_add(0, sealed.data(), sealed.size())));
+    pkt_free(d);
     REQUIRE(pool.in_use() == 0);
 }
 
