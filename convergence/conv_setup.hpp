@@ -69,6 +69,9 @@ struct ConvNet {
     uint32_t mtu_bytes = 1500;          // IPv4 MTU of the fabric (default stripe threshold)
     ClusterRings* rings = nullptr;      // rings, wakers, port table, peer state
     PktPool* pool = nullptr;            // message buffers (thread-safe: an rte_mempool)
+    // The proxies' own stack sends the datagrams (a DPDK fabric; fabric udp: the kernel's): a
+    // send sums each piece's payload as it copies it in, for the UDP checksum (PktBuf::sum).
+    bool payload_sums = false;
     // The NI addresses (IPv4 of every proxy) of each cluster of this machine, for connect by
     // address. Index: cluster id.
     std::vector<std::vector<Ipv4Addr>> ni_addrs;

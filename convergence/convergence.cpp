@@ -514,7 +514,8 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
         if (p != nullptr) {
             h.piece_idx = be16::of(static_cast<uint16_t>(i));
             store_hdr(pkt_append(p, kConvHdrLen), h);
-            if (plen > 0 && !pkt_write(p, *net_.pool, src + off, plen)) {
+            if (plen > 0 &&
+                !pkt_write(p, *net_.pool, src + off, plen, net_.payload_sums ? PktSum::kKeep : PktSum::kNone)) {
                 pkt_free(p);
                 p = nullptr;
             }
