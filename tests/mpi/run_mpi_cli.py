@@ -184,8 +184,16 @@ def main():
         if per_datagram <= 9000:
             fail(f"the proxies' datagrams carried {per_datagram:.0f} B on average: records cut into pieces of one "
                  f"frame, or not jumbo frames: {proxies}", out)
+        # What the retransmissions were, and that every datagram's UDP checksum held (the payload's
+        # sum is taken as the bridge copies it in: stack/README.md, PktSum): the report says both.
+        causes = ("retx_timer", "rto_expired", "retx_sack", "rx_dup", "drop_udp_csum")
+        if any(k not in q for q in proxies for k in causes) or any(q["drop_udp_csum"] != 0 for q in proxies) or \
+                any(q["retransmissions"] > q["retx_timer"] + q["retx_sack"] for q in proxies):
+            fail(f"report proxies: retransmissions' causes missing or not adding up, or checksums wrong: {proxies}",
+                 out)
         print(f"run --mpi 2x2: 4 PASS lines, report with {len(ranks)} ranks and {len(proxies)} proxies, "
-              f"{per_datagram:.0f} B per datagram")
+              f"{per_datagram:.0f} B per datagram, {sum(q['retransmissions'] for q in proxies)} retransmissions "
+              f"({sum(q['retx_timer'] for q in proxies)} by the timer), no checksum wrong")
         check_magpie(cli, coll_program, tmp)
         # The program's exit status is mpirun's: a program that is not there fails the run.
         bad = subprocess.run([cli, "run", "--mpi", os.path.join(tmp, "no-such-program"), "--clusters", "2",
