@@ -264,6 +264,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         covered();
         return true;
     }
+    note_writers(n.cluster_, noticed.data(), noticed.size());
     list.swap(noticed);
     uint16_t only = UINT16_MAX;  // the one home every diff of this flush goes to, if there is one
     for (uint16_t c = 0; c < n.clusters_; c++)

@@ -255,10 +255,20 @@ namespace {
 // handed out now makes the page tracked again first: protected, its next write faults and is
 // noticed. (A page written since its last release is still dirty: the notice to come covers its
 // later writes.)
+//
+// A page that moves here at a barrier and that its old home never wrote is left writable too
+// (apply_moves: every other cluster drops its copy there). A cluster that applied that barrier's
+// moves before this one may already ask
+// it here: served before the move is applied here (not yet a home page here), the page is marked,
+// and apply_moves leaves it protected. Both under the page's lock, so either the copy goes out
+// before the move (marked) or after it (protected first).
 void protect_served(DsmNode::Impl& I, uint64_t p) {
-    if (I.home_of_page(p) != I.n.cluster()) return;
     Page& pg = I.pages[p];
     std::lock_guard<std::mutex> g(pg.mu);
+    if (I.home_of_page(p) != I.n.cluster()) {
+        pg.served_unhomed = true;
+        return;
+    }
     if (pg.state.load() == kWritable && !pg.dirty) {
         I.protect(uint32_t(p), 1, PROT_READ);
         pg.state.store(kReadOnly, std::memory_order_release);

@@ -49,11 +49,16 @@ std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& s
                 }
             }
     }
+    // Whether a stored notice ever named the page's home as its writer (clusters from 63 on: as if).
+    auto old_home_wrote = [&](uint32_t p) {
+        const uint16_t h = home_of_page(p);
+        return h >= 63 || (pages[p].writers.load(std::memory_order_relaxed) >> h & 1) != 0;
+    };
     std::vector<std::pair<uint32_t, uint16_t>> moves;
     for (const auto& [p, w] : writer)
         if (w.who != kSeveral && (w.epochs & 2) && home_of_page(p) != w.who &&
             pages[p].home_moves.load(std::memory_order_relaxed) < kMaxHomeMoves)
-            moves.emplace_back(p, w.who);
+            moves.emplace_back(p, uint16_t(w.who | (old_home_wrote(p) ? 0 : kMoveSoleCopy)));
     std::sort(moves.begin(), moves.end());
     if (moves.size() > most) moves.resize(most);
     return moves;
@@ -65,19 +70,43 @@ void DsmNode::Impl::apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>
     list.reserve(moves.size());
     for (const auto& mv : moves) list.push_back(mv.first);
     const uint16_t me = n.cluster_;
+    // A page its old home never wrote (kMoveSoleCopy), under block homes: every cluster but the new
+    // home drops its copy here, and the new home leaves the page writable and untracked, as a home
+    // page whose notice is out (protect_served): its writes fault nowhere until another cluster
+    // fetches it. Left read-only, each moved page cost its new home a write fault at its next write
+    // (ocean-nc: 5,024 of its 17,800 a run: pages of one cluster's grids homed at the other). A page
+    // its old home wrote (radix's keys, which the other cluster's permutation wrote last and the
+    // old home reads next) keeps every copy: dropped, the old home fetched them back (radix: page
+    // fetches 689 -> 818-915 a run). The old home protects it if it had left it writable (its next
+    // write makes a twin), and the new home's next write faults and is noticed. Under round-robin
+    // homes every move keeps every copy.
+    auto dest = [&](size_t i) { return uint16_t(moves[i].second & ~kMoveSoleCopy); };
+    auto sole = [&](size_t i) { return untracked_homes() && (moves[i].second & kMoveSoleCopy) != 0; };
     for_each_page_run(list, [&](const uint32_t* run, size_t len) {
         const size_t at = size_t(run - list.data());
-        // The old home's untracked pages (left writable) are protected: its next write makes a twin.
-        protect_runs(run, len, PROT_READ, kReadOnly,
-                     [&](uint32_t p) { return home_of_page(p) == me && pages[p].state.load() == kWritable; });
+        auto index = [&](uint32_t p) { return at + size_t(std::lower_bound(run, run + len, p) - run); };
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
-            const uint16_t h = moves[at + k].second;
             Page& pg = pages[p];
-            if (h == me && (pg.state.load() == kInvalid || pg.twin || pg.dirty))
+            if (dest(at + k) == me && (pg.state.load() == kInvalid || pg.twin || pg.dirty))
                 fatal("cluster %u: page %u moves here at a barrier but its copy is %s (protocol bug)", unsigned(me), p,
                       pg.state.load() == kInvalid ? "invalid" : "not flushed");
-            pg.moved_home.store(uint16_t(h + 1), std::memory_order_release);
+            if (sole(at + k) && dest(at + k) != me) {
+                pg.epoch++;  // no fetch is in flight at a full barrier; the epoch says it all the same
+                if (pg.state.load() != kInvalid) n.ctr_.invalidations.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+        protect_runs(run, len, PROT_NONE, kInvalid, [&](uint32_t p) { return sole(index(p)) && dest(index(p)) != me; });
+        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
+            return !sole(index(p)) && home_of_page(p) == me && pages[p].state.load() == kWritable;
+        });
+        protect_runs(run, len, PROT_READ | PROT_WRITE, kWritable, [&](uint32_t p) {
+            return sole(index(p)) && dest(index(p)) == me && !pages[p].served_unhomed && pages[p].state.load() == kReadOnly;
+        });
+        for (size_t k = 0; k < len; k++) {
+            Page& pg = pages[run[k]];
+            pg.served_unhomed = false;
+            pg.moved_home.store(uint16_t(dest(at + k) + 1), std::memory_order_release);
             pg.home_moves.fetch_add(1, std::memory_order_relaxed);
         }
     });

@@ -38,6 +38,9 @@ struct Page {
     bool twin = false;                   // non-home: twin holds the page as of the interval's first write
     bool dirty = false;                  // written in the current interval (a write notice to come)
     bool ahead = false;                  // made writable by a fault on a page before it (kWriteAhead)
+    // A fetch of it was served here while this cluster was not its home: the requester had applied
+    // a barrier's move of it here that this cluster had not yet (apply_moves then keeps it tracked).
+    bool served_unhomed = false;
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
     // Non-home: the cluster's flush (flush_seq) at which its diff last carried a change; 0: never.
     // A write fault makes the following pages written as recently writable with it (write-ahead).
@@ -46,12 +49,20 @@ struct Page {
     // barrier (apply_moves), its only writer since the last barrier every thread was in.
     std::atomic<uint16_t> moved_home{0};
     std::atomic<uint8_t> home_moves{0};  // how often it moved (the same at every cluster)
+    // The clusters (bit c; clusters from 63 on all set bit 63) that an interval stored here names
+    // as writing it: a barrier's home knows every interval up to the barrier (kMoveSoleCopy).
+    std::atomic<uint64_t> writers{0};
 };
 
 // A page's home moves at most this many times, to a cluster that alone wrote it in the last
 // kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_sync.cpp).
 inline constexpr uint8_t kMaxHomeMoves = 2;
 inline constexpr size_t kMoveEpochs = 3;
+// A move's new home (in the barrier reply's list) with this bit: no write notice the barrier's
+// home has stored ever named the page's old home as its writer (Page::writers), so its copy is
+// not its own data: every other cluster drops its copy and the new home leaves the page writable
+// (apply_moves). Clusters number below it.
+inline constexpr uint16_t kMoveSoleCopy = 0x8000;
 
 // A lock's home-side state, and a flag's, a condition variable's and a counter's (one map of
 // sync ids; an id is used as one kind by the program).
@@ -365,6 +376,8 @@ struct DsmNode::Impl {
     bool send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held; false: written ahead, unchanged, nothing sent
     void leave_out_private(uint64_t p);  // before diffing page p
     void lock_coh(RtEndpoint& ep);
+    // Page::writers of each page of an interval of cluster c as it is stored (dsm_notices.cpp).
+    void note_writers(uint16_t c, const uint32_t* list, size_t count);
     // dsm_notices.cpp
     // takes coh_mu; `home`: the cluster that sent `intervals` (pulled from there if left out)
     bool apply(const VC& target, Rd& intervals, RtEndpoint& ep, uint16_t home);

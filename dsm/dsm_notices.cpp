@@ -171,6 +171,12 @@ bool DsmNode::Impl::receive_intervals(Rd& r, uint16_t home, RtEndpoint& ep) {
     }
 }
 
+void DsmNode::Impl::note_writers(uint16_t c, const uint32_t* list, size_t count) {
+    const uint64_t bit = uint64_t(1) << std::min<uint16_t>(c, 63);
+    for (size_t k = 0; k < count; k++)
+        if (valid_page(list[k])) pages[list[k]].writers.fetch_or(bit, std::memory_order_relaxed);
+}
+
 bool DsmNode::Impl::store_intervals(Rd& r) {
     const uint32_t cnt = r.get<uint32_t>();
     std::lock_guard<std::mutex> k(know_mu);
@@ -184,6 +190,7 @@ bool DsmNode::Impl::store_intervals(Rd& r) {
         if (slot.empty() && np) {
             slot.resize(np);
             std::memcpy(slot.data(), d, size_t(np) * 4);
+            note_writers(c, slot.data(), slot.size());
         }
     }
     return !r.bad;

@@ -699,7 +699,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             for (auto& mv : moves) {
                 mv.first = r.get<uint32_t>();
                 mv.second = r.get<uint16_t>();
-                if (r.bad || !I.valid_page(mv.first) || mv.second >= clusters_ ||
+                if (r.bad || !I.valid_page(mv.first) || (mv.second & ~kMoveSoleCopy) >= clusters_ ||
                     (&mv != moves.data() && mv.first <= (&mv - 1)->first)) {
                     set_error("BARRIER " + std::to_string(id) + ": malformed reply from its home cluster");
                     st = DsmStatus::kRuntime;

@@ -135,3 +135,139 @@ TEST_CASE("dsm: ICCS_DSM_MIGRATE=off keeps every home where the policy put it", 
     for (auto& n : m.nodes) CHECK(n->counters().homes_moved.load() == 0);
     CHECK(m.nodes[1]->counters().diffs_sent.load() == 3 * 4);
 }
+
+// A page that moves to its only writer under block homes leaves every other cluster's copy behind
+// (dropped at the barrier), so its new home writes it with no fault until another cluster reads it
+// ("Homes move to their only writer": the sole copy). Before, each moved page cost its new home a
+// write fault at its next write (main: kPages faults in round 1, 0 after).
+TEST_CASE("dsm: a page moved to its only writer takes no write fault there until another cluster reads it",
+          "[dsm-homes]") {
+    const uint16_t C = GENERATE(2, 3);
+    const uint16_t T = GENERATE(1, 2);
+    Machine m(C, T);  // alloc-block: the first C * kPages / C pages are homed at cluster 0
+    constexpr uint32_t kPages = 8, kWordsPerPage = 1024, kRounds = 6;
+    const uint64_t off = alloc_everywhere(m, uint64_t(C) * kPages * 4096);
+    const uint16_t writer = uint16_t(C - 1);
+    uint64_t faults_at[kRounds + 1] = {};
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == writer && t == 0) {
+                faults_at[r] = n.counters().write_faults.load();
+                for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + r] = r * 1000 + p + 1;
+            }
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (c == writer && t == 0) faults_at[kRounds] = n.counters().write_faults.load();
+        // Now every other cluster reads them (fetched from the writer, which protects them first),
+        // the writer writes them once more, and every cluster sees that write.
+        for (uint32_t p = 0; p < kPages; p++)
+            for (uint32_t r = 0; r < kRounds; r++)
+                if (d[p * kWordsPerPage + r] != r * 1000 + p + 1)
+                    f.fail("cluster " + std::to_string(c) + " read " + std::to_string(d[p * kWordsPerPage + r]) +
+                           " on page " + std::to_string(p) + ", round " + std::to_string(r));
+        if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == writer && t == 0)
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 999] = 7000 + p;
+        if (n.barrier(3) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        for (uint32_t p = 0; p < kPages; p++)
+            if (d[p * kWordsPerPage + 999] != 7000 + p)
+                f.fail("cluster " + std::to_string(c) + " did not see the new home's write of page " + std::to_string(p) +
+                       " made after it read the page (read " + std::to_string(d[p * kWordsPerPage + 999]) + ")");
+    });
+    f.check();
+    INFO("C " << C << ", T " << T << ", the writer's write faults in each round: " << faults_at[1] - faults_at[0] << " "
+              << faults_at[2] - faults_at[1] << " " << faults_at[3] - faults_at[2] << " " << faults_at[4] - faults_at[3]
+              << " " << faults_at[5] - faults_at[4] << " " << faults_at[6] - faults_at[5]);
+    CHECK(m.nodes[0]->counters().homes_moved.load() >= kPages);
+    CHECK(faults_at[1] - faults_at[0] >= 1);          // round 0: homed elsewhere, twinned
+    CHECK(faults_at[kRounds] - faults_at[1] == 0);    // moved at round 0's barrier: no fault since
+}
+
+// The new home leaves a moved page writable only when no other cluster fetched it before the
+// move took effect here: another cluster may apply the same barrier's moves first and fetch the
+// page from its new home at once (here: the old home, reading right after the barrier, while the
+// writer may still be applying it). Such a copy must see the new home's later writes.
+TEST_CASE("dsm: a page fetched from its new home before that home applied the move still tracks its writes",
+          "[dsm-homes]") {
+    const uint16_t C = GENERATE(2, 3);
+    Machine m(C, 1);
+    constexpr uint32_t kPages = 16, kWordsPerPage = 1024, kSets = 8;
+    // kSets sets of kPages pages homed at cluster 0 (alloc-block: the first part of the allocation),
+    // each moved to the last cluster by one round of its writes.
+    const uint64_t off = alloc_everywhere(m, uint64_t(C) * kSets * kPages * 4096);
+    const uint16_t writer = uint16_t(C - 1);
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        for (uint32_t s = 0; s < kSets; s++) {
+            uint32_t* set = d + s * kPages * kWordsPerPage;
+            if (c == writer)
+                for (uint32_t p = 0; p < kPages; p++) set[p * kWordsPerPage] = s * 100 + p + 1;
+            if (n.barrier(0) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());  // the set moves to the writer
+            // Every other cluster reads the set at once (racing the writer's application of the move).
+            uint32_t sum = 0;
+            if (c != writer)
+                for (uint32_t p = 0; p < kPages; p++) sum += set[p * kWordsPerPage];
+            if (sum == 1) f.fail("unreachable");  // keeps the reads
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            if (c == writer)
+                for (uint32_t p = 0; p < kPages; p++) set[p * kWordsPerPage + 1] = s * 100 + p + 50;
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            for (uint32_t p = 0; p < kPages; p++)
+                if (set[p * kWordsPerPage + 1] != s * 100 + p + 50)
+                    f.fail("set " + std::to_string(s) + ": cluster " + std::to_string(c) + " read a stale copy of page " +
+                           std::to_string(p) + " (" + std::to_string(set[p * kWordsPerPage + 1]) + ")");
+        }
+    });
+    f.check();
+    CHECK(m.nodes[0]->counters().homes_moved.load() >= kSets * kPages);
+}
+
+// A page its old home wrote keeps every copy when it moves (kMoveSoleCopy unset): the old home
+// reads it after the move from its own copy, with no fetch (radix reads next the keys the other
+// cluster's permutation wrote last: dropped, they were fetched back, 689 -> 818-915 fetches a
+// run), and the new home's writes still reach it (its next write faults and is noticed).
+TEST_CASE("dsm: a page its old home wrote moves with every copy kept, and the old home reads it without a fetch",
+          "[dsm-homes]") {
+    Machine m(2, 1);
+    constexpr uint32_t kPages = 8, kWordsPerPage = 1024;
+    const uint64_t off = alloc_everywhere(m, 2 * kPages * 4096ull);  // the first kPages homed at cluster 0
+    uint64_t fetches_before = 0, fetches_after = 0, faults_before = 0, faults_after = 0;
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        if (c == 0)
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage] = p + 1;  // the home writes them first
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Then cluster 1 alone, until cluster 0's write is out of the kMoveEpochs window: the
+        // pages move to cluster 1.
+        for (uint32_t r = 0; r < 3; r++) {  // kMoveEpochs (dsm_impl.hpp)
+            if (c == 1)
+                for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 1] = p + 100 + r;
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (n.counters().homes_moved.load() != kPages)
+            f.fail("cluster " + std::to_string(c) + ": " + std::to_string(n.counters().homes_moved.load()) + " pages moved");
+        if (c == 0) fetches_before = n.counters().page_fetches.load();
+        for (uint32_t p = 0; p < kPages; p++)
+            if (d[p * kWordsPerPage] != p + 1 || d[p * kWordsPerPage + 1] != p + 102)
+                f.fail("cluster " + std::to_string(c) + " read a stale page " + std::to_string(p));
+        if (c == 0) fetches_after = n.counters().page_fetches.load();
+        if (n.barrier(3) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == 1) {
+            faults_before = n.counters().write_faults.load();
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 2] = p + 200;
+            faults_after = n.counters().write_faults.load();
+        }
+        if (n.barrier(4) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        for (uint32_t p = 0; p < kPages; p++)
+            if (d[p * kWordsPerPage + 2] != p + 200)
+                f.fail("cluster " + std::to_string(c) + " missed the new home's write of page " + std::to_string(p));
+    });
+    f.check();
+    CHECK(m.nodes[0]->counters().homes_moved.load() == kPages);
+    CHECK(fetches_after == fetches_before);             // cluster 0 kept its copies
+    CHECK(faults_after - faults_before == kPages);      // so the new home's writes are tracked
+}
