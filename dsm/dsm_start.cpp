@@ -283,23 +283,32 @@ DsmStatus DsmNode::Impl::agree_private_words(RtEndpoint& ep, const std::vector<u
 // The homes of the pages used at CREATE (later ones go round-robin). Every cluster replayed the
 // same allocations (the start-up exchange compared the used part), so every cluster computes the
 // same table.
+// The table is filled a block at a time (std::fill, and the round-robin pattern doubled by copies),
+// not with a division per page: ocean-nc uses 29.5 GB of the region before CREATE (7.2 M pages),
+// and the two loops of a division per page were 15 % of its run's CPU (perf, 2 x 1 over direct).
 void DsmNode::Impl::fix_homes(uint64_t used) {
     const uint16_t C = n.clusters_;
     const uint64_t used_pages = (used + page - 1) / page;
     homes.resize(used_pages);
-    if (n.cfg_.home == HomePolicy::kBlock) {  // the used part in C blocks
+    if (n.cfg_.home == HomePolicy::kBlock) {  // the used part in C blocks: page p at p / per
         const uint64_t per = std::max<uint64_t>(1, (used_pages + C - 1) / C);
-        for (uint64_t p = 0; p < used_pages; p++) homes[p] = uint16_t(p / per);
+        for (uint64_t c = 0; c * per < used_pages; c++)
+            std::fill(homes.begin() + c * per, homes.begin() + std::min(used_pages, (c + 1) * per), uint16_t(c));
         return;
     }
     // Each allocation in C blocks; one of fewer than C pages round-robin; a page two allocations
-    // share goes with the later one.
-    for (uint64_t p = 0; p < used_pages; p++) homes[p] = uint16_t(p % C);
+    // share goes with the later one. Round-robin first: page p at p mod C.
+    for (uint64_t p = 0; p < std::min<uint64_t>(C, used_pages); p++) homes[p] = uint16_t(p);
+    for (uint64_t len = C; len < used_pages; len *= 2)  // a multiple of C: the pattern continues
+        std::copy_n(homes.begin(), std::min(len, used_pages - len), homes.begin() + len);
     for (const auto& [off, bytes] : pre_allocs) {
         const uint64_t first = off / page, end = (off + bytes + page - 1) / page;
         const uint64_t np = end - first;
         if (bytes == 0 || np < C) continue;
-        for (uint64_t k = 0; k < np; k++) homes[first + k] = uint16_t(k * C / np);
+        // Page k of the allocation at k * C / np: cluster c from ceil(c * np / C) to ceil((c + 1) * np / C).
+        for (uint64_t c = 0; c < C; c++)
+            std::fill(homes.begin() + first + (c * np + C - 1) / C, homes.begin() + first + ((c + 1) * np + C - 1) / C,
+                      uint16_t(c));
     }
     std::vector<std::pair<uint64_t, uint64_t>>().swap(pre_allocs);
 }
