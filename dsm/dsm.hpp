@@ -110,7 +110,7 @@ struct DsmCounters {
     // itself: lock_requests_here there), which takes it back in its wait, not to the service thread.
     std::atomic<uint64_t> lock_returns_to_thread{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
-    // operations (each a message to the variable's home).
+    // operations (a message to the variable's home, or made on it when it is this cluster).
     std::atomic<uint64_t> fences{0}, cond_ops{0};
     std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
     std::atomic<uint64_t> getsubs{0}, remote_allocs{0};

@@ -8,32 +8,36 @@
 
 namespace iccs::dsm {
 
-// A fence (DsmNode::fence): the sender's notices merged into the fence lock's knowledge when it
-// releases, that knowledge and the notices the sender lacks in the reply when it acquires. The
-// fence lock's holder, if any, is not waited for: its release is not ordered before this fence.
-void fence_exchange(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, Rd& r) {
+namespace {
+
+// A fence at the fence lock's home (DsmNode::fence): the sender's notices merged into the fence
+// lock's knowledge when it releases; that knowledge and the notices the sender lacks into `reply`
+// when it acquires (else `reply` stays empty). The fence lock's holder, if any, is not waited for:
+// its release is not ordered before this fence. False when the fence is malformed.
+bool fence_at_home(DsmNode::Impl& I, Rd& r, Wr& reply) {
     const uint8_t bits = r.get<uint8_t>();
     const VC v = I.decode_vc(r);
-    if (!I.store_intervals(r) || r.bad || v.size() != I.n.clusters()) {
-        fprintf(stderr, "iccs dsm: cluster %u: malformed fence from cluster %u\n", unsigned(I.n.cluster()),
-                unsigned(m.src.cluster));
-        self.reply(m.token(), {});  // the sender reports a reply it cannot read
-        return;
-    }
+    if (!I.store_intervals(r) || r.bad || v.size() != I.n.clusters()) return false;
     std::lock_guard<std::mutex> hg(I.home_mu);
     SyncObj& o = I.objs[kFenceLock];
     if (o.vc.empty()) o.vc.assign(I.n.clusters(), 0);
     if (bits & kFenceRelease)
         for (size_t c = 0; c < o.vc.size(); c++) o.vc[c] = std::max(o.vc[c], v[c]);
-    if (!(bits & kFenceAcquire)) {
-        self.reply(m.token(), {});
-        return;
-    }
-    Wr w;
-    I.encode_vc(w, o.vc);
+    if (!(bits & kFenceAcquire)) return true;
+    I.encode_vc(reply, o.vc);
     VC from = v;
     for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], o.vc[c]);
-    I.encode_intervals(w, from, o.vc);
+    I.encode_intervals(reply, from, o.vc);
+    return true;
+}
+}  // namespace
+
+// Another cluster's fence (a request to this home's service thread).
+void fence_exchange(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, Rd& r) {
+    Wr w;
+    if (!fence_at_home(I, r, w))
+        fprintf(stderr, "iccs dsm: cluster %u: malformed fence from cluster %u\n", unsigned(I.n.cluster()),
+                unsigned(m.src.cluster));  // the empty reply: the sender reports a reply it cannot read
     self.reply(m.token(), RtBytes{w.b.data(), uint32_t(w.b.size())});
 }
 
@@ -64,8 +68,21 @@ DsmStatus DsmNode::fence(Fence kind) {
         return DsmStatus::kRuntime;
     }
     std::vector<uint8_t> reply;
-    if (ep.request(I.service(home), I.h(kHLockAcq), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
-        RtStatus::kOk) {
+    if (home == cluster_) {
+        // The fence lock's home is this cluster: its manager runs the fence here, under home_mu, as
+        // its service thread would (a lock's request does the same, "A lock homed at the thread's
+        // own cluster"): not a round trip to this cluster's own service thread, two wake-ups, while
+        // barnes holds a cell lock over its RELEASE_FENCE. A fence of another cluster ordered
+        // before this one (acked) is in the fence lock's knowledge already; one after it sees it.
+        Rd r(w.b.data() + sizeof(uint32_t), w.b.size() - sizeof(uint32_t));  // past kFenceExchange
+        Wr here;
+        if (!fence_at_home(I, r, here)) {
+            set_error("FENCE: malformed on its own home cluster");
+            return DsmStatus::kRuntime;
+        }
+        reply = std::move(here.b);
+    } else if (ep.request(I.service(home), I.h(kHLockAcq), RtBytes{w.b.data(), uint32_t(w.b.size())}, {}, reply) !=
+               RtStatus::kOk) {
         set_error("FENCE: exchange with the fence lock's home cluster failed: " + ep.last_error());
         return DsmStatus::kRuntime;
     }

@@ -274,7 +274,7 @@ void h_cond(RtEndpoint& self, const AmMsg& m, void* ctx) {
     switch (op) {
         case 0:  // register (before the waiter releases its lock, so no signal is lost)
             ws.push_back(CondWaiter{m.src, false, false, {}});
-            self.reply(m.token(), {});
+            if (m.req_id) self.reply(m.token(), {});  // made on the home itself (cond_here): no reply
             return;
         case 1: {  // block until signaled
             for (size_t i = 0; i < ws.size(); i++) {
@@ -770,6 +770,24 @@ DsmStatus simple_req(DsmNode& n, DsmNode::Impl& I, uint16_t handler, uint32_t id
     }
     return DsmStatus::kOk;
 }
+
+// A condition variable's register or signal whose home is this cluster runs on the home's manager
+// here, under home_mu, on the calling thread (as a lock's request does: "A lock homed at the
+// thread's own cluster"), instead of a message to this cluster's own service thread and a wake-up
+// of it (barnes broadcasts once per cell it finishes and waits for the other cluster's cells: half
+// of those ids are homed at each cluster). Neither needs an answer: the registration is in the
+// home's list once this returns, before the waiter releases its lock, and a signal reaches every
+// waiter registered before it (a blocked one is answered from this thread's endpoint, as any
+// endpoint of the cluster that received its request may). False when the home is elsewhere.
+bool cond_here(DsmNode::Impl& I, RtEndpoint& ep, uint32_t cv, uint8_t op) {
+    if (I.home_of_sync(cv) != I.n.cluster()) return false;
+    Wr w;
+    w.put<uint32_t>(cv);
+    w.put<uint8_t>(op);
+    const AmMsg m{ep.self(), I.h(kHCond), 0, std::span<const uint8_t>(w.b.data(), w.b.size())};
+    h_cond(ep, m, &I);
+    return true;
+}
 }  // namespace
 
 // A flag's value lives at the id's home; the id's lock orders the data around it: set = release,
@@ -807,8 +825,10 @@ DsmStatus DsmNode::flag_wait(uint32_t id) {
 
 DsmStatus DsmNode::cond_wait(uint32_t cv, uint32_t lk) {
     if (!check_id(*this, cv, "condition variable") || !check_id(*this, lk, "lock")) return DsmStatus::kBadArg;
-    DsmStatus s = simple_req(*this, *impl_, kHCond, cv, 0, "CONDVARWAIT");
-    if (s != DsmStatus::kOk) return s;
+    DsmStatus s = DsmStatus::kOk;
+    if (!cond_here(*impl_, bound_or_die(*this, "CONDVARWAIT"), cv, 0) &&
+        (s = simple_req(*this, *impl_, kHCond, cv, 0, "CONDVARWAIT")) != DsmStatus::kOk)
+        return s;
     if ((s = unlock(lk)) != DsmStatus::kOk) return s;
     impl_->flush_if_released();  // the signaller may wait for a lock released here (lk among them)
     if ((s = simple_req(*this, *impl_, kHCond, cv, 1, "CONDVARWAIT")) != DsmStatus::kOk) return s;
@@ -827,6 +847,8 @@ DsmStatus DsmNode::cond_signal(uint32_t cv, bool all) {
     const char* what = all ? "CONDVARBCAST" : "CONDVARSIGNAL";
     RtEndpoint& ep = bound_or_die(*this, what);
     Impl& I = *impl_;
+    ctr_.cond_ops.fetch_add(1, std::memory_order_relaxed);
+    if (cond_here(I, ep, cv, all ? 3 : 2)) return DsmStatus::kOk;
     Wr w;
     w.put<uint32_t>(cv);
     w.put<uint8_t>(all ? 3 : 2);
@@ -836,7 +858,6 @@ DsmStatus DsmNode::cond_signal(uint32_t cv, bool all) {
                   ep.last_error());
         return DsmStatus::kRuntime;
     }
-    ctr_.cond_ops.fetch_add(1, std::memory_order_relaxed);
     return DsmStatus::kOk;
 }
 

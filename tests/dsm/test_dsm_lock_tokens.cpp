@@ -13,6 +13,13 @@ using namespace dsmtest;
 namespace {
 uint64_t offset_of(DsmNode& n, void* p) { return uint64_t(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(n.base())); }
 
+// The same allocation at every cluster (the same offset in each region).
+uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(bytes, 4096));
+    return off;
+}
+
 uint64_t msgs_sent(Machine& m, uint16_t c) {
     uint64_t s = 0;
     for (uint16_t t = 0; t < m.T; t++) s += m.world.runtime(c).endpoint(t).counters().msgs_sent;
@@ -513,4 +520,96 @@ TEST_CASE("dsm locks: a cluster keeping a token in its grace gives it back at on
     INFO("took " << took << " s");
     CHECK(took < 5);  // not the 10 s grace
     CHECK(m.nodes[1]->counters().lock_returns.load() >= 1);
+}
+
+TEST_CASE("dsm locks: condition variables and fences homed at the caller's cluster run there, with no message to "
+          "its own service thread; waiters and readers of every cluster still see the signals and the writes",
+          "[dsm-locks]") {
+    // Condition variable 24 and the fence lock (id 0) are homed at cluster 0. Its thread 0
+    // broadcasts and fences kRounds times with no other thread active: it sends nothing (before: a
+    // one-way message a broadcast and a request a fence to its own service thread, each a wake-up
+    // of that thread). Then a producer at cluster 0 signals consumers of both clusters (registered
+    // on the home itself and from cluster 1), and cluster 1 publishes data by fences to a reader
+    // at cluster 0, whose acquire fences run on the home itself.
+    // The barriers are homed at cluster 1 (odd ids): their arrivals are no messages to cluster 0.
+    Machine m(2, 2);
+    const uint64_t off = alloc_everywhere(m, 3 * 4096);
+    constexpr uint32_t kCv = 24, kLock = 21;  // the variable homed at cluster 0, its lock at cluster 1
+    constexpr int kRounds = 100;
+    Failures f;
+    std::atomic<uint64_t> service_before{0}, service_after{0};
+    std::atomic<int> spinning{0};
+    // What cluster 0's threads sent (requests included): the loopback runtime counts per endpoint.
+    auto sent = [&] {
+        uint64_t s = 0;
+        for (uint16_t k = 0; k < m.T; k++) {
+            const RtEndpointCounters& e = m.world.runtime(0).endpoint(k).counters();
+            s += e.msgs_sent + e.requests;
+        }
+        return s;
+    };
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        auto* q = m.at<volatile uint32_t>(c, off);  // q[0] items queued, q[1] items taken, q[2 + k] item k
+        auto* data = m.at<volatile uint32_t>(c, off + 4096);
+        auto* flag = m.at<volatile uint32_t>(c, off + 8192);
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == 0 && t == 0) {
+            service_before = sent();
+            for (int r = 0; r < kRounds; r++) {
+                if (n.cond_signal(kCv, true) != DsmStatus::kOk) f.fail("broadcast: " + DsmNode::error());
+                if (n.fence(DsmNode::Fence::kFull) != DsmStatus::kOk) f.fail("fence: " + DsmNode::error());
+            }
+            service_after = sent();
+        }
+        if (n.barrier(3) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Producer (0, 0), consumers (0, 1), (1, 0), (1, 1): 4 items each.
+        if (c == 0 && t == 0) {
+            for (uint32_t k = 0; k < 12; k++) {
+                if (n.lock(kLock) != DsmStatus::kOk) f.fail("producer lock: " + DsmNode::error());
+                q[2 + q[0]] = 500 + q[0];
+                q[0] = q[0] + 1;
+                if (n.cond_signal(kCv, false) != DsmStatus::kOk) f.fail("signal: " + DsmNode::error());
+                if (n.unlock(kLock) != DsmStatus::kOk) f.fail("producer unlock: " + DsmNode::error());
+            }
+        } else {
+            for (int k = 0; k < 4; k++) {
+                if (n.lock(kLock) != DsmStatus::kOk) f.fail("consumer lock: " + DsmNode::error());
+                while (q[1] == q[0])
+                    if (n.cond_wait(kCv, kLock) != DsmStatus::kOk) f.fail("wait: " + DsmNode::error());
+                if (q[2 + q[1]] != 500 + q[1]) f.fail("consumer at cluster " + std::to_string(c) + " took a stale item");
+                q[1] = q[1] + 1;
+                if (n.unlock(kLock) != DsmStatus::kOk) f.fail("consumer unlock: " + DsmNode::error());
+            }
+        }
+        if (n.barrier(5) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (q[0] != 12 || q[1] != 12) f.fail("queue ends at " + std::to_string(q[0]) + "/" + std::to_string(q[1]));
+        // Cluster 1 publishes by fences; cluster 0's threads spin with acquire fences on the home.
+        if (c == 1 && t == 0) {
+            while (spinning.load() < 2) std::this_thread::yield();
+            for (int i = 0; i < 1024; i++) data[i] = 900 + uint32_t(i);
+            if (n.fence(DsmNode::Fence::kRelease) != DsmStatus::kOk) f.fail("release fence: " + DsmNode::error());
+            *flag = 1;
+            if (n.fence(DsmNode::Fence::kRelease) != DsmStatus::kOk) f.fail("release fence: " + DsmNode::error());
+        } else if (c == 0) {
+            for (int spins = 0; *flag == 0; spins++) {
+                if (n.fence(DsmNode::Fence::kAcquire) != DsmStatus::kOk) f.fail("acquire fence: " + DsmNode::error());
+                if (spins == 0) spinning++;
+                if (spins > 200000) {
+                    f.fail("flag never seen at cluster 0");
+                    break;
+                }
+            }
+            if (n.fence(DsmNode::Fence::kAcquire) != DsmStatus::kOk) f.fail("acquire fence: " + DsmNode::error());
+            for (int i = 0; i < 1024; i++)
+                if (data[i] != 900 + uint32_t(i)) {
+                    f.fail("data stale at cluster 0 after the flag");
+                    break;
+                }
+        }
+        if (n.barrier(7) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    INFO(m.nodes[0]->format_counters());
+    CHECK(service_after.load() == service_before.load());  // 100 broadcasts and 100 fences: not one message
+    CHECK(m.nodes[0]->counters().fences.load() >= kRounds);
 }
