@@ -8,7 +8,12 @@ region of interest), the rest of the run (start-up, prefix, end) and DSM counter
 (its license forbids redistributing it). dsm/README.md, "SPLASH-3 over the DSM".
 
     perf/splash3_suite.py SPLASH_DIR [--out DIR] [--clusters 2] [--threads 1] [--transport direct]
-                          [--timeout 900] [PROGRAM...]
+                          [--timeout 900] [--runs 1] [--json FILE] [PROGRAM...]
+
+With --runs N each program runs N times, the pthread build and the iccs run alternated (the
+host's noise falls on both alike); the times printed are medians (the spread in brackets), the
+ratio is the medians', every run's results are checked, and the counters are the last run's. The
+last line counts the programs within 4x of their pthread build (issue 33's item 6).
 
 SPLASH_DIR is the suite's top directory (holding codes/) or codes/ itself. The suite is copied
 into OUT/pthread and OUT/iccs (OUT: /tmp/iccs-splash3-<pid> unless --out), so the fetched copy
@@ -18,6 +23,8 @@ import argparse
 import os
 import re
 import shutil
+import statistics
+import json
 import subprocess
 import sys
 import time
@@ -152,7 +159,11 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "cli", "iccs-cli"))
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--runs", type=int, default=1, help="runs of each build, alternated; medians")
+    ap.add_argument("--json", help="write each program's times, ratio and counters to this file")
     a = ap.parse_intermixed_args()
+    if a.runs < 1:
+        sys.exit(f"splash3_suite: --runs {a.runs}: give 1 or more")
     codes = a.splash_dir if os.path.exists(os.path.join(a.splash_dir, "Makefile.config")) else \
         os.path.join(a.splash_dir, "codes")
     if not os.path.exists(os.path.join(codes, "Makefile.config")):
@@ -184,40 +195,64 @@ def main():
           f"--threads {a.threads} --transport {a.transport}; trees and outputs under {a.out}", flush=True)
     print(f"{'program':10s} {'pthread s':>9s} {'iccs s':>9s} {'ratio':>6s}  result", flush=True)
     bad = 0
+    ratios, report = {}, {}
     for prog in progs:
         why = build(trees["pthread"], env, None, prog) or build(trees["iccs"], env, icc_mk, prog)
         if why:
             print(f"{prog[0]:10s} BUILD FAILED: {why}", flush=True)
             bad += 1
             continue
-        ref = run(trees["pthread"], prog, p, [], a.timeout, os.path.join(a.out, "results-pthread"))
-        got = run(trees["iccs"], prog, p, launch, a.timeout, os.path.join(a.out, "results-iccs"))
-        verdict = []
-        if ref[0] != 0:
-            verdict.append(f"pthread build exited {ref[0]}")
-        if got[0] != 0:
-            verdict.append(f"iccs run exited {got[0]}")
-        ra, rb = results(ref[2]), results(got[2])
-        if ra == rb:
-            verdict.append("same results")
-        else:  # say which lines, so a timing line we do not know is told from a wrong result
-            ca, cb = Counter(ra), Counter(rb)
-            only = [f"-{x}" for x in (ca - cb).elements()] + [f"+{x}" for x in (cb - ca).elements()]
-            verdict.append(f"results DIFFER ({len(only)} lines, e.g. {' | '.join(sorted(set(only))[:2])})")
-        if prog[5]:
-            same = sum(same_file(prog[0], ref[3].get(f, ""), got[3].get(f, "")) for f in prog[5])
-            verdict.append(f"images {same}/{len(prog[5])} identical")
-            ok_files = same == len(prog[5])
-        else:
+        refs, gots = [], []
+        for _ in range(a.runs):
+            refs.append(run(trees["pthread"], prog, p, [], a.timeout, os.path.join(a.out, "results-pthread")))
+            gots.append(run(trees["iccs"], prog, p, launch, a.timeout, os.path.join(a.out, "results-iccs")))
+        verdicts, ok = [], True
+        for ref, got in zip(refs, gots):
+            verdict = []
+            if ref[0] != 0:
+                verdict.append(f"pthread build exited {ref[0]}")
+            if got[0] != 0:
+                verdict.append(f"iccs run exited {got[0]}")
+            ra, rb = results(ref[2]), results(got[2])
+            if ra == rb:
+                verdict.append("same results")
+            else:  # say which lines, so a timing line we do not know is told from a wrong result
+                ca, cb = Counter(ra), Counter(rb)
+                only = [f"-{x}" for x in (ca - cb).elements()] + [f"+{x}" for x in (cb - ca).elements()]
+                verdict.append(f"results DIFFER ({len(only)} lines, e.g. {' | '.join(sorted(set(only))[:2])})")
             ok_files = True
-        ok = ref[0] == 0 and got[0] == 0 and "same results" in verdict and ok_files
+            if prog[5]:
+                same = sum(same_file(prog[0], ref[3].get(f, ""), got[3].get(f, "")) for f in prog[5])
+                verdict.append(f"images {same}/{len(prog[5])} identical")
+                ok_files = same == len(prog[5])
+            ok = ok and ref[0] == 0 and got[0] == 0 and "same results" in verdict and ok_files
+            verdicts.append("; ".join(verdict))
         bad += not ok
-        ratio = got[1] / ref[1] if ref[1] > 0 else float("inf")
-        print(f"{prog[0]:10s} {ref[1]:9.2f} {got[1]:9.2f} {ratio:6.1f}  {'; '.join(verdict)}", flush=True)
-        c = dsm_counters(got[4])
+        # the first run's verdict unless a later one differs from it
+        verdict = verdicts[0] if len(set(verdicts)) == 1 else \
+            " / ".join(f"run {i + 1}: {v}" for i, v in enumerate(verdicts))
+        tp = statistics.median(r[1] for r in refs)
+        ti = statistics.median(g[1] for g in gots)
+        ratio = ti / tp if tp > 0 else float("inf")
+        ratios[prog[0]] = ratio
+        spread = lambda rs: f" [{min(r[1] for r in rs):.2f}-{max(r[1] for r in rs):.2f}]" if a.runs > 1 else ""
+        print(f"{prog[0]:10s} {tp:9.2f} {ti:9.2f} {ratio:6.1f}  {verdict}"
+              + (f"  (medians of {a.runs}: pthread{spread(refs)}, iccs{spread(gots)})" if a.runs > 1 else ""),
+              flush=True)
+        c = dsm_counters(gots[-1][4])
         roi = c.pop("roi_us") / 1e6
-        print(f"{'':10s} iccs: {f'parallel section {roi:.2f} s, the rest (start-up, prefix, end) {got[1] - roi:.2f} s; ' if roi else ''}"
+        print(f"{'':10s} iccs: {f'parallel section {roi:.2f} s, the rest (start-up, prefix, end) {gots[-1][1] - roi:.2f} s; ' if roi else ''}"
               + ", ".join(f"{k} {int(v)}" for k, v in c.items()), flush=True)
+        report[prog[0]] = {"pthread_s": [r[1] for r in refs], "iccs_s": [g[1] for g in gots],
+                           "pthread_median_s": tp, "iccs_median_s": ti, "ratio": ratio, "ok": ok,
+                           "verdict": verdict, "parallel_section_s": roi, "counters": c}
+    within = [n for n, r in ratios.items() if r <= 4.0]
+    print(f"splash3_suite: {len(within)} of {len(ratios)} programs within 4x of their pthread build"
+          + (f" ({' '.join(within)})" if within else ""), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"clusters": a.clusters, "threads": a.threads, "transport": a.transport,
+                       "runs": a.runs, "programs": report}, f, indent=1)
     print(f"splash3_suite: {len(progs) - bad} of {len(progs)} programs gave the pthread build's results "
           f"(outputs: {a.out}/results-pthread, results-iccs)")
     return 1 if bad else 0
