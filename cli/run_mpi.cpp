@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "cluster.hpp"
 #include "config.hpp"
 #include "runtime_launch.hpp"
 
@@ -172,6 +173,30 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     setenv(kEnvTransport, to_string(transport), 1);
     setenv(kEnvDelayNs, std::to_string(delay_ns).c_str(), 1);
 
+    // fabric af_packet: the run's Linux bridge and a veth pair per proxy, made here as `iccs run`
+    // makes them for its clusters (afp_fabric_up), under the run id the agents take: "m" + ICCS_RUN_ID
+    // (mpi/provider/mpi_machine.cpp; a pid has at most 7 digits, so they use it whole). Without
+    // them each agent's af_packet port found no interface and every rank died in MPI_Init's first
+    // exchange ("cannot create device net_af_packet0,iface=...").
+    ClusterPlan afp;
+    const bool afp_fabric = transport == RtTransport::kIccs && cfg.machine.fabric == Fabric::kAfPacket;
+    if (afp_fabric) {
+        std::string err;
+        std::error_code ec;
+        if (run_id.size() > 7 || !plan_from_config(cfg, 0, afp, err)) {
+            std::fprintf(stderr, "iccs run --mpi: fabric af_packet: %s\n",
+                         err.empty() ? ("run id " + run_id + " is longer than 7 characters").c_str() : err.c_str());
+            std::filesystem::remove_all(tmp, ec);
+            return 2;
+        }
+        afp.run_id = "m" + run_id;
+        if (!afp_fabric_up(afp)) {  // it said why (root and iproute2 needed)
+            afp_fabric_down(afp);   // what was made of it
+            std::filesystem::remove_all(tmp, ec);
+            return 2;
+        }
+    }
+
     std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(ranks)};
     if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
     if (ranks > host_core_count()) cmd.push_back("--oversubscribe");
@@ -291,6 +316,7 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     if (docs.size() != domains)
         std::fprintf(stderr, "iccs run --mpi: %zu of %u agents' reports came (a run that failed before its ranks attached?)\n",
                      docs.size(), domains);
+    if (afp_fabric) afp_fabric_down(afp);
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
     return rc;

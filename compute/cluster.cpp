@@ -3,6 +3,7 @@
 // other clusters, and print_report() prints what it counted.
 #include "cluster.hpp"
 
+#include <net/if.h>
 #include <pthread.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
@@ -188,6 +189,12 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
         std::vector<MacAddr> reaches;
         for (const ProxyAddr& peer : peers) reaches.push_back(peer.mac);
         const std::string ifname = afp_ifname(plan, me, p);
+        if (if_nametoindex(ifname.c_str()) == 0) {  // DPDK would say only "rte_vdev_init failed"
+            err = "fabric af_packet: no interface " + ifname + " for proxy " + std::to_string(p) +
+                  ": the launcher makes the run's bridge and veth pairs (iccs run, iccs run --mpi); "
+                  "a run started otherwise (mpirun by hand) needs fabric memif or udp";
+            return false;
+        }
         // 2048 frames in the kernel's receive ring (4 MiB each way): with 512, a proxy kept from
         // its core for ~5 ms under a stream of small messages let the ring overflow, and frames
         // were lost below slidwin (retransmitted if they were ours; inject-afpacket's forged ones

@@ -7,8 +7,9 @@ the same machine file) and the report holds MagPIe's counters. Then a program th
 status comes back; a reader that closes the output early, and a signal that ends the run, leave
 nothing behind (Open MPI's shared-memory backing files included).
 With --rma, only one-sided communication between the clusters: it must cross through the proxies;
-with --iprobe, only a rank polling MPI_Iprobe for a late message: it must not spin.
-Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI | run_mpi_cli.py --rma|--iprobe ICCS_CLI PROGRAM"""
+with --iprobe, only a rank polling MPI_Iprobe for a late message: it must not spin; with --afpacket,
+the point-to-point program over fabric af_packet (the launcher makes the run's bridge and veths).
+Usage: run_mpi_cli.py ICCS_CLI MPI_P2P MPI_COLL MPI_JACOBI | run_mpi_cli.py --rma|--iprobe|--afpacket ICCS_CLI PROGRAM"""
 import json
 import os
 import re
@@ -141,13 +142,41 @@ def check_iprobe(cli, program, tmp):
     print("run --mpi 2x2 iprobe: " + ", ".join(f"{c} {p} probes in {m} ms" for c, p, m in got))
 
 
+def run_links():
+    """The names of the links an MPI run makes for fabric af_packet ("icm<id>c<c>p<p>", "ibm...", the
+    bridge "icbrm<id>")."""
+    out = subprocess.run(["ip", "-o", "link"], stdout=subprocess.PIPE, text=True).stdout
+    return sorted(n for n in re.findall(r"^\d+: ([^:@]+)", out, re.M) if re.match(r"(ic|ib|icbr)m\d", n))
+
+
+def check_afpacket(cli, program, tmp):
+    """Fabric af_packet under iccs run --mpi: the launcher makes the run's Linux bridge and a veth pair
+    per proxy (as `iccs run` does for its clusters) under the agents' run id, and removes them at the
+    end. Before, no launcher made them: each agent's port found no interface ("cannot create device
+    net_af_packet0,iface=...") and every rank died with MPI_ERR_INTERN (this check fails so)."""
+    if os.geteuid() != 0:
+        print("SKIP: fabric af_packet needs root (veth pairs and a bridge)")
+        sys.exit(77)
+    before = run_links()
+    out, doc = run_2x2(cli, program, os.path.join(tmp, "afpacket.json"), " (af_packet)", ["--fabric", "af_packet"])
+    proxies = [q for d in doc["domains"] for q in d["proxies"]]
+    if len(proxies) < 2 or any(q["msgs_tx"] == 0 or q["msgs_rx"] == 0 for q in proxies):
+        fail(f"af_packet: the proxies did not carry the run: {proxies}", out)
+    left = [n for n in run_links() if n not in before]
+    if left:
+        fail(f"af_packet: links left after the run: {left}", out)
+    print(f"run --mpi 2x2 af_packet: 4 PASS lines, {sum(q['msgs_tx'] for q in proxies)} datagrams through "
+          f"{len(proxies)} proxies, no link left")
+
+
 def main():
-    if sys.argv[1] in ("--rma", "--iprobe"):
+    if sys.argv[1] in ("--rma", "--iprobe", "--afpacket"):
         if sys.argv[3].startswith("missing:"):
             print("SKIP: mpicc is not installed (Debian's libopenmpi-dev; ./iccs installs it)")
             sys.exit(77)
         with tempfile.TemporaryDirectory(prefix="iccs-run-mpi-") as tmp:
-            (check_rma if sys.argv[1] == "--rma" else check_iprobe)(sys.argv[2], sys.argv[3], tmp)
+            {"--rma": check_rma, "--iprobe": check_iprobe, "--afpacket": check_afpacket}[sys.argv[1]](
+                sys.argv[2], sys.argv[3], tmp)
         print("PASS")
         return
     cli, program, coll_program, jacobi_program = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
