@@ -27,9 +27,7 @@ uint64_t csum_chain_slow(const PktBuf* head, uint32_t off, uint32_t len, uint64_
             continue;
         }
         const uint32_t k = s->data_len - off < len ? s->data_len - off : len;
-        uint16_t part = seg_sum(s, off, k);
-        if (odd) part = __builtin_bswap16(part);  // this piece starts in the low byte lane
-        sum += part;
+        sum += csum_lane(seg_sum(s, off, k), odd);  // an odd start: the piece's bytes in the other lane
         if (k & 1u) odd = !odd;
         len -= k;
         off = 0;
