@@ -67,7 +67,7 @@ struct DsmConfig {
     bool migrate_homes = true;
     // Lock grace (ICCS_DSM_LOCK_GRACE_US): a token recalled while its lock is in use here (acquired
     // here within the grace before the recall) may still be taken again by this cluster for this
-    // long after the recall, with no message, before it leaves (dsm/README.md, "Lock grace"). 0:
+    // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:
     // a recalled token leaves at its next release (or at once when free and flushed).
     uint32_t lock_grace_us = 1000;
     // The program's own writable globals: page-aligned ranges (address, bytes) shared like the

@@ -1,6 +1,6 @@
 // dsm_fence.cpp: fences (RELEASE_FENCE, ACQUIRE_FENCE, FULL_FENCE): one exchange with the home of
 // the reserved fence lock (sync id 0), which orders the fences' releases and acquires; no lock
-// is taken (dsm/README.md, "Fences").
+// is taken (dsm/PROTOCOL.md, "Fences").
 #include <algorithm>
 #include <cstdio>
 

@@ -1,5 +1,5 @@
 // parmacs.cpp: the PARMACS functions behind parmacs.h / parmacs.m4, over one DsmNode per process.
-// Start-up by replay (dsm/README.md): every cluster runs main's sequential prefix; the first CREATE
+// Start-up by replay (dsm/PROTOCOL.md): every cluster runs main's sequential prefix; the first CREATE
 // turns the region and the program's globals coherent (start_parallel compares the clusters'
 // copies) and starts this cluster's share of the n threads: pids are dealt in blocks of
 // ceil(n / C), pid 0 being main on cluster 0. From there on only cluster 0 runs main: the main

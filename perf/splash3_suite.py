@@ -5,7 +5,7 @@ build by `iccs run ./PROGRAM --clusters C --threads T`, and compared with the pt
 results (the output lines that are not timings), raytrace's and volrend's images, exit status,
 whole-run wall time; under each program a line of the iccs run's parallel section (the program's
 region of interest), the rest of the run (start-up, prefix, end) and DSM counters of all clusters. SPLASH-3 is never fetched here: give the directory of a copy you fetched
-(its license forbids redistributing it). dsm/README.md, "SPLASH-3 over the DSM".
+(its license forbids redistributing it). dsm/README.md, "SPLASH-3 over the DSM" (results: dsm/SPLASH3.md).
 
     perf/splash3_suite.py SPLASH_DIR [--out DIR] [--clusters 2] [--threads 1] [--transport direct]
                           [--timeout 900] [--runs 1] [--json FILE] [PROGRAM...]

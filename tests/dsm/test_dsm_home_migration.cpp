@@ -1,4 +1,4 @@
-// Home migration (dsm/README.md, "Homes move to their only writer"): at a barrier every bound
+// Home migration (dsm/PROTOCOL.md, "Homes move to their only writer"): at a barrier every bound
 // thread of every cluster is in, a page that one cluster alone wrote since the last such barrier
 // becomes that cluster's home page, so its later writes send no diff; every read still sees every
 // write, a page several clusters write stays where it is, and a barrier some bound thread is not

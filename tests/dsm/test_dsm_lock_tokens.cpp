@@ -1,4 +1,4 @@
-// Lock ownership (dsm/README.md, "Locks"): a lock's token stays at the cluster that acquired it
+// Lock ownership (dsm/PROTOCOL.md, "Locks"): a lock's token stays at the cluster that acquired it
 // last. Re-acquires there and hand-offs between its threads send nothing; a token that moves
 // between clusters carries the writes made under it; a cluster waiting for a lock while another
 // waits for a token it released (not yet flushed) does not deadlock.

@@ -1,4 +1,4 @@
-// Write-ahead (dsm/README.md, "Writes"; kWriteAhead in dsm_impl.hpp): a write fault on a page homed
+// Write-ahead (dsm/PROTOCOL.md, "Writes"; kWriteAhead in dsm_impl.hpp): a write fault on a page homed
 // elsewhere also makes writable, in the same mprotect, the following pages this cluster changed at
 // one of its last two flushes. A program that writes the same run of pages every step (LU's
 // columns) takes one fault per run, not one per page; a page made writable so and not written
