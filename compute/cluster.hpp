@@ -151,6 +151,12 @@ struct ClusterReport {
     std::vector<ProxySnapshot> proxies;
     std::vector<ConvCounters> threads;  // each compute thread's convergence counters
     std::vector<WanView> wan;           // each proxy's WAN stage at the end (on = false: off)
+    // The end of the run (end_together, cluster.cpp): how long it lingered for the others' last
+    // retransmissions, and whether every other cluster's idle status (or its being down) ended
+    // that before the limit. Not set by a run that never reached its end.
+    bool ended = false;
+    bool linger_cut = false;
+    double linger_ms = 0;
 };
 
 // The address plan every cluster agrees on.

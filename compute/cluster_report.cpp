@@ -14,6 +14,11 @@ void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) {
                 static_cast<unsigned long long>(r.received), static_cast<unsigned long long>(r.missing),
                 static_cast<unsigned long long>(r.duplicates), static_cast<unsigned long long>(r.corrupt), r.seconds,
                 r.error.empty() ? "" : "  error: ", r.error.c_str());
+    if (r.ended)  // how the run's end went (cluster.cpp, end_together)
+        std::fprintf(out, "  end %u: lingered %.1f ms for the others' last retransmissions, %s\n", plan.cluster_id,
+                     r.linger_ms,
+                     r.linger_cut ? "until every other cluster said idle"
+                                  : "the whole limit (an idle status of ours or theirs was not heard in time)");
     for (size_t i = 0; i < r.proxies.size(); ++i) {
         const ProxySnapshot& s = r.proxies[i];
         const double util = s.proxy.total_ns ? static_cast<double>(s.proxy.busy_ns) / s.proxy.total_ns : 0.0;

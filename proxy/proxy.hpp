@@ -264,6 +264,9 @@ class Proxy final : public SlidwinSink {
 
     // True when every sub-connection has nothing unacked and nothing waits to be sent.
     bool idle() const;
+    // This proxy's status messages have said idle (ClusterRings::set_local_idle) to every other
+    // cluster: read by the end of a run, on another thread.
+    bool said_idle() const { return said_idle_.load(std::memory_order_acquire); }
     // Counters, torn-free for another thread (seqlock, published every millisecond).
     ProxySnapshot snapshot() const;
     const ProxyConfig& config() const { return cfg_; }
@@ -368,6 +371,8 @@ class Proxy final : public SlidwinSink {
     uint64_t last_status_ns_ = 0;
     uint64_t last_pass_ns_ = 0;  // the last status_pass: a long gap is our own stall, not the peers' silence
     bool sent_done_ = false;
+    bool sent_idle_ = false;
+    std::atomic<bool> said_idle_{false};
     std::vector<SubConnection*> blocked_;       // refused a delivery: offer again
     std::vector<SubConnection*> blocked_prev_;  // the same, one iteration ago (to count stops once)
     ProxyCounters ctr_;

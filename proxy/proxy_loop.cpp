@@ -29,10 +29,12 @@ constexpr uint64_t kOwnStallNs = 500'000'000;   // status passes further apart t
 
 void Proxy::status_pass(uint64_t now_ns) {
     const bool done = rings_.local_done();
+    const bool idle = rings_.local_idle();
     const bool due = now_ns - last_status_ns_ >= uint64_t{cfg_.keepalive_ms} * 1'000'000;
-    if (due || (done && !sent_done_)) {
+    if (due || (done && !sent_done_) || (idle && !sent_idle_)) {
         last_status_ns_ = now_ns;
         sent_done_ = done;
+        sent_idle_ = idle;
         for (Route& r : routes_) {
             if (r.sc == nullptr || rings_.cluster_down(r.cluster)) continue;
             // Behind a long backlog a status message adds nothing but a wait; the keepalive
@@ -44,7 +46,7 @@ void Proxy::status_pass(uint64_t now_ns) {
                 h.src_cluster = be16::of(cfg_.cluster);
                 h.dst_cluster = be16::of(r.cluster);
                 h.type = static_cast<uint8_t>(ConvType::kProxyStatus);
-                h.flags = done ? kStatusDone : 0;
+                h.flags = static_cast<uint8_t>((done ? kStatusDone : 0) | (idle ? kStatusIdle : 0));
                 h.piece_cnt = be16::of(1);
                 store_hdr(pkt_append(m, kConvHdrLen), h);
                 ++ctr_.status_tx;
@@ -56,6 +58,7 @@ void Proxy::status_pass(uint64_t now_ns) {
             if ((!r.backlog.empty() || r.sc->snd_sent() != r.sc->snd_nxt()) && slidwin_keepalive(*r.sc, now_ns))
                 ++ctr_.keepalive_acks;
         }
+        if (idle) said_idle_.store(true, std::memory_order_release);
     }
     // Heard: any datagram of the cluster's sub-connections that slidwin took as its confirmed
     // peer's (authenticated with a key; slidwin.hpp, last_valid_rx_ns), not only what we could

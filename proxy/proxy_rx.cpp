@@ -148,6 +148,7 @@ bool Proxy::on_one(SubConnection& sc, PktBuf* msg) {
     if (type == ConvType::kProxyStatus) {
         ++ctr_.status_rx;
         if (h[offsetof(ConvHdr, flags)] & kStatusDone) rings_.mark_cluster_done(src_cluster);
+        if (h[offsetof(ConvHdr, flags)] & kStatusIdle) rings_.mark_cluster_idle(src_cluster);
         pkt_free(msg);
         return true;
     }

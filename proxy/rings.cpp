@@ -57,6 +57,7 @@ bool ClusterRings::create(const std::string& prefix, uint32_t threads, uint32_t 
     clusters_ = clusters;
     down_.reset(new std::atomic<uint8_t>[clusters]());
     done_.reset(new std::atomic<bool>[clusters]());
+    idle_.reset(new std::atomic<bool>[clusters]());
     loads_.reset(new Load[proxies]);
     proxy_wakers_ = std::vector<Waker>(proxies);
     thread_wakers_ = std::vector<Waker>(threads);

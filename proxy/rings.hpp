@@ -116,6 +116,12 @@ class ClusterRings {
     // This cluster's own work is finished: the proxies tell every other cluster.
     void set_local_done() { local_done_.store(true, std::memory_order_release); }
     bool local_done() const { return local_done_.load(std::memory_order_relaxed); }
+    // Idle: it said (kStatusIdle) that it finished, heard every other cluster finish and has all it
+    // sent acked, so it needs no answer from anyone any more; this cluster says the same once it is.
+    void mark_cluster_idle(uint32_t c) { if (c < clusters_) idle_[c].store(true, std::memory_order_release); }
+    bool cluster_idle(uint32_t c) const { return c < clusters_ && idle_[c].load(std::memory_order_acquire); }
+    void set_local_idle() { local_idle_.store(true, std::memory_order_release); }
+    bool local_idle() const { return local_idle_.load(std::memory_order_relaxed); }
 
     // --- load: messages a proxy holds unsent (its backlog), published by the proxy ---
     void publish_proxy_load(uint32_t proxy, uint32_t n) { loads_[proxy].v.store(n, std::memory_order_relaxed); }
@@ -132,6 +138,8 @@ class ClusterRings {
     std::unique_ptr<std::atomic<uint8_t>[]> down_;  // DownReason
     std::unique_ptr<std::atomic<bool>[]> done_;
     std::atomic<bool> local_done_{false};
+    std::unique_ptr<std::atomic<bool>[]> idle_;
+    std::atomic<bool> local_idle_{false};
     std::unique_ptr<Load[]> loads_;
 };
 

@@ -34,7 +34,7 @@ enum class ConvType : uint8_t {
     kRefuse = 4,       // -> client: no listener (sent by the server's proxy) or backlog full (payload: be32 reason)
     kClose = 5,        // either side: I send and take no more; msg_len = messages I sent; payload ConvCreditBody
     kCredit = 6,       // receiver -> sender: payload be64 bytes consumed, be32 messages consumed
-    kProxyStatus = 7,  // proxy -> proxy: keepalive and cluster state (flags kStatusDone)
+    kProxyStatus = 7,  // proxy -> proxy: keepalive and cluster state (flags kStatusDone, kStatusIdle)
     kBundle = 8,       // proxy -> proxy: combined messages (issue 21): records of be16 length + one
                        // whole convergence message each; msg_len = the record count, conn_seq = 0
                        // (the receiving proxy keeps its unpacking progress there)
@@ -47,6 +47,9 @@ inline constexpr uint32_t kBundleRecLen = 2;
 inline constexpr uint8_t kConvOrdered = 0x01;   // kConnect/kAccept/kData: the connection is ordered
 inline constexpr uint8_t kCreditWanted = 0x02;  // kCredit: the sender of it waits for window: answer now
 inline constexpr uint8_t kStatusDone = 0x01;    // kProxyStatus: the sender's cluster finished its work
+// kProxyStatus: the sender's cluster finished, heard every other cluster finish, and has
+// everything it sent acked: it needs nothing more from anyone (the end of a run, cluster.cpp).
+inline constexpr uint8_t kStatusIdle = 0x02;
 
 // kRefuse reasons
 inline constexpr uint32_t kRefuseNoListener = 1;
