@@ -148,7 +148,7 @@ bool Port::wait_link(uint32_t timeout_ms) {
             }
             restart_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a link comes up within a few ms of its start
     }
     return true;
 }
