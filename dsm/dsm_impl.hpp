@@ -339,8 +339,10 @@ struct DsmNode::Impl {
     RtAddr service(uint16_t c) const { return RtAddr{c, kRtService}; }
 
     // fn(run, len) over `sorted` (ascending, distinct pages) in chunks of at most kPageRun pages,
-    // each chunk with its pages' locks held: taken in page order, and no other path holds two,
-    // so no deadlock. Lets a release or an invalidation change a run's protection in one call.
+    // each chunk with its pages' locks held: taken in page order, as every path that holds two
+    // while waiting for one takes them (fetch's and h_fetch's runs of kFetchPages; make_writable
+    // only tries), so no deadlock. Lets a release or an invalidation change a run's protection
+    // in one call.
     static constexpr size_t kPageRun = 64;
     template <class Fn> void for_each_page_run(const std::vector<uint32_t>& sorted, Fn&& fn) {
         for (size_t i = 0; i < sorted.size(); i += kPageRun) {
