@@ -235,6 +235,18 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
             return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
         });
+        // A home page made writable ahead (make_writable, "Write-ahead") and changed is noticed
+        // and stays writable, as any home page with a notice out. One equal to its twin is
+        // protected (a fetch had protected it: copies of it may be out, and no notice will
+        // invalidate them) and compared again (another thread's write may have come between).
+        bool same[kPageRun] = {};
+        auto same_of = [&](uint32_t p) { return same[std::lower_bound(run, run + len, p) - run]; };
+        for (size_t k = 0; k < len; k++) {
+            const uint32_t p = run[k];
+            same[k] = pages[p].dirty && pages[p].twin && pages[p].ahead && home_of_page(p) == n.cluster_ &&
+                      std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0;
+        }
+        protect_runs(run, len, PROT_READ, kReadOnly, same_of);
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
             Page& pg = pages[p];
@@ -242,7 +254,17 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
             // empty, or an invalidation found it unchanged and cleared `dirty`) changed nothing:
             // no write notice names it.
             bool noticed_page = pg.dirty;
-            if (pg.dirty && pg.twin) {
+            const bool home_page = home_of_page(p) == n.cluster_;
+            if (pg.dirty && pg.twin && home_page) {
+                // A home page written ahead: the home sends itself no diff; unchanged, no notice.
+                if (same[k] && std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0) {
+                    noticed_page = false;
+                    n.ctr_.written_ahead_unchanged.fetch_add(1, std::memory_order_relaxed);
+                }
+                if (noticed_page) pg.wrote_at = seq;
+            } else if (pg.dirty && home_page) {
+                pg.wrote_at = seq;
+            } else if (pg.dirty && pg.twin) {
                 leave_out_private(p);
                 const size_t bytes = per_home[home_of_page(p)].diff(p, page_priv(p), page_twin(p), page_len(p));
                 if (bytes != 0) pg.wrote_at = seq;
@@ -337,6 +359,14 @@ void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
     for (uint32_t j = 0; j < cnt && !r.bad; j++) {
         const uint32_t p = r.get<uint32_t>();
         const uint32_t runs = r.get<uint32_t>();
+        // A home page written ahead here has a twin (make_writable): the diff goes into it too, so
+        // the release compares only this cluster's own writes and does not name the page for
+        // another cluster's (lu-nc's pages hold blocks of both clusters: named so, their other
+        // writer refetched them, 714 -> 1,163 fetches a run). Under the page's lock, so the twin
+        // is made either before the diff (and copies it) or after it.
+        std::unique_lock<std::mutex> g;
+        if (!r.bad && I->valid_page(p)) g = std::unique_lock<std::mutex>(I->pages[p].mu);
+        uint8_t* twin = g.owns_lock() && I->pages[p].twin ? I->page_twin(p) : nullptr;
         for (uint32_t k = 0; k < runs && !r.bad; k++) {
             const uint32_t off = r.get<uint32_t>();
             const uint32_t len_flags = r.get<uint32_t>();
@@ -350,18 +380,21 @@ void h_diff(RtEndpoint& self, const AmMsg& m, void* ctx) {
             }
             // Only the changed bytes are written: home threads, and other clusters' diffs, may be
             // writing other bytes of the page, even of the same word.
-            uint8_t* at = I->page_priv(p) + off;
-            if (!masked) {
-                std::memcpy(at, d, len);
-                continue;
-            }
-            for (uint32_t w = 0; w < len / 8; w++) {
-                if (mask[w] == 0xff) {
-                    std::memcpy(at + 8 * w, d + 8 * w, 8);
+            for (uint8_t* base : {I->page_priv(p), twin}) {
+                if (!base) continue;
+                uint8_t* at = base + off;
+                if (!masked) {
+                    std::memcpy(at, d, len);
                     continue;
                 }
-                for (uint32_t b = 0; b < 8; b++)
-                    if (mask[w] >> b & 1) at[8 * w + b] = d[8 * w + b];
+                for (uint32_t w = 0; w < len / 8; w++) {
+                    if (mask[w] == 0xff) {
+                        std::memcpy(at + 8 * w, d + 8 * w, 8);
+                        continue;
+                    }
+                    for (uint32_t b = 0; b < 8; b++)
+                        if (mask[w] >> b & 1) at[8 * w + b] = d[8 * w + b];
+                }
             }
         }
         I->n.counters().diffs_applied.fetch_add(1, std::memory_order_relaxed);

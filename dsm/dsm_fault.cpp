@@ -179,16 +179,19 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             pg.twin = true;
         }
         // Write-ahead (kWriteAhead): the pages after p that this cluster's last two flushes found
-        // changed, read-only here and homed elsewhere, locked without waiting (page order: no
-        // deadlock with a release's runs), are twinned and unprotected with p.
+        // changed, read-only here and homed where p is (elsewhere, or here under block homes: home
+        // pages another cluster's fetch protected), locked without waiting (page order: no
+        // deadlock with a release's runs), are twinned and unprotected with p. A home page's twin
+        // only tells the release whether it changed (it sends no diff).
         std::unique_lock<std::mutex> ahead[kWriteAhead - 1];
         uint32_t count = 1;
         const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
-        for (uint64_t q = p + 1; !home && count < kWriteAhead && valid_page(q); q++, count++) {
+        const bool may_ahead = !home || untracked_homes();
+        for (uint64_t q = p + 1; may_ahead && count < kWriteAhead && valid_page(q); q++, count++) {
             Page& nq = pages[q];
             std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
             if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty || nq.wrote_at == 0 ||
-                nq.wrote_at + 1 < seq || home_of_page(q) == n.cluster_)
+                nq.wrote_at + 1 < seq || (home_of_page(q) == n.cluster_) != home)
                 break;
             std::memcpy(page_twin(q), page_priv(q), page_len(q));
             nq.twin = true;

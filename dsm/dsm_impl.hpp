@@ -35,15 +35,16 @@ struct Page {
     std::mutex mu;                       // state transitions of this page in this cluster
     std::atomic<uint8_t> state{kReadOnly};
     std::atomic<bool> fetching{false};   // a thread of this cluster is fetching it; others wait
-    bool twin = false;                   // non-home: twin holds the page as of the interval's first write
+    bool twin = false;                   // twin holds the page as of the interval's first write (non-home; home: written ahead)
     bool dirty = false;                  // written in the current interval (a write notice to come)
     bool ahead = false;                  // made writable by a fault on a page before it (kWriteAhead)
     // A fetch of it was served here while this cluster was not its home: the requester had applied
     // a barrier's move of it here that this cluster had not yet (apply_moves then keeps it tracked).
     bool served_unhomed = false;
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
-    // Non-home: the cluster's flush (flush_seq) at which its diff last carried a change; 0: never.
-    // A write fault makes the following pages written as recently writable with it (write-ahead).
+    // The cluster's flush (flush_seq) at which its diff last carried a change (a home page: at which
+    // it was last in a write notice); 0: never. A write fault makes the following pages written as
+    // recently writable with it (write-ahead).
     uint32_t wrote_at = 0;
     // 0: the home is the policy's (home_of_page); h + 1: the page's home moved to cluster h at a
     // barrier (apply_moves), its only writer since the last barrier every thread was in.
@@ -117,7 +118,9 @@ inline constexpr uint32_t kFetchPages = 8;
 
 // A write fault on a non-home page also twins and unprotects, in the same mprotect, up to
 // kWriteAhead - 1 pages after it that are read-only here, not homed here, and whose diff carried a
-// change at one of this cluster's last two flushes (dsm_fault.cpp, make_writable): a program that
+// change at one of this cluster's last two flushes (dsm_fault.cpp, make_writable); under block
+// homes a fault on a home page does the same with the home pages after it that one of those
+// flushes named and a fetch protected since (twinned only to be compared at the release): a program that
 // writes the same rows or columns every step (LU's, radix's, ocean's) otherwise takes a SIGSEGV
 // and an mprotect (splitting the mapping, flushing TLBs) per page per interval. A page made
 // writable so and left unchanged costs a compare at the release and sends no diff and no notice.
