@@ -161,6 +161,7 @@ class RtCore : public Runtime {
     std::thread service_;
     std::atomic<bool> service_stop_{false}, service_send_done_{false};
     std::atomic<bool> service_sent_done_{false};
+    int service_core_ = -1;  // RtSpec::service_core, for start_service
     std::unique_ptr<std::atomic<bool>[]> done_by_;
 };
 

@@ -175,6 +175,7 @@ class DirectCore final : public RtCore {
         hdr()->pid[spec.cluster].store(static_cast<int32_t>(getpid()));
         hdr()->magic.store(kMagic);
         for (uint16_t l = 0; l <= threads_; ++l) eps_.push_back(std::make_unique<DirectEp>(*this, l, *this));
+        service_core_ = spec.service_core;
         start_service();
     }
     ~DirectCore() override {

@@ -1,6 +1,7 @@
 // rt_launch.cpp: how a process becomes its cluster of the runtime (from our launcher's ICCS_*
 // variables, or from mpirun/srun's rank and size), and `iccs run`'s launch of runtime programs.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -187,9 +188,31 @@ std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err) {
     return core;
 }
 
+// Why: a DSM lock transfer or page fetch is a request to the other cluster's service thread and
+// an answer back, each a futex wake. A thread sleeping on another core of this host's virtual
+// CPUs took about 25 us to wake (a futex ping-pong: 48-64 us a round trip across two cores,
+// 2.2 us on one). Left to the scheduler, a service thread ran on either core: SPLASH-3's
+// water-nsquared (2 x 1) took 95-264 ms a run so, 211 ms (median of 7) with each service thread
+// pinned to its own cluster's compute core, 118 ms pinned to the other's. With two clusters, the
+// service thread on the core of the cluster whose requests it serves makes both hops of a
+// transfer wake-ups on one core, and each compute thread keeps a core of its own. Asked for only
+// (ICCS_PLACE_THREADS=1): with one more busy process on the host (an unpinned spin loop), pinned
+// threads cannot leave its core, and barnes took 23.8 s against 8.0 s left to the scheduler.
+bool place_on_host(RtSpec& spec, unsigned cores) {
+    if (spec.transport == RtTransport::kIccs || spec.threads != 1 || spec.clusters < 2 || cores < 2) return false;
+    if (const char* v = std::getenv("ICCS_PLACE_THREADS"); v == nullptr || std::strcmp(v, "1") != 0) return false;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(spec.cluster % cores, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return false;  // a cpuset without that core: as before
+    spec.service_core = int((spec.cluster + 1u) % spec.clusters % cores);
+    return true;
+}
+
 std::unique_ptr<Runtime> runtime_from_env(std::string& err) {
     RtSpec spec;
     if (!rt_spec_from_env([](const char* n) -> const char* { return std::getenv(n); }, spec, err)) return nullptr;
+    place_on_host(spec, host_core_count());
     return make_runtime(spec, err);
 }
 

@@ -3,6 +3,7 @@
 #include "activity.hpp"
 #include "rt_core.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -310,6 +311,12 @@ void RtCore::mark_done(uint16_t c) { done_by_[c].store(true, std::memory_order_r
 void RtCore::start_service() {
     service_ = std::thread([this] {
         RtEp& s = service();
+        if (service_core_ >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(service_core_, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // refused: it runs where it may
+        }
         while (!service_stop_.load()) {
             if (service_send_done_.load() && !service_sent_done_.load()) {
                 for (uint16_t c = 0; c < clusters_; ++c)

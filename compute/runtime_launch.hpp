@@ -54,6 +54,7 @@ struct RtSpec {
     ClusterPlan plan;          // iccs: the cluster (proxies, fabric, convergence); threads = threads
     bool quiet = false;
     bool unlink_shm_at_end = false;  // direct/delay without our launcher: cluster 0 removes the region
+    int service_core = -1;  // the core the service thread is pinned to (-1: not pinned; place_on_host)
 };
 
 // The rank of this process from the environment. `get` reads a variable (nullptr when unset).
@@ -109,6 +110,12 @@ bool rt_spec_from_env(const std::function<const char*(const char*)>& get, RtSpec
 
 // Builds the runtime of one cluster (any transport); nullptr with err.
 std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err);
+// With ICCS_PLACE_THREADS=1, a cluster process of `direct` or `delay` (every cluster on this
+// host) with one compute thread, the caller: pins the caller to core `cluster mod cores` and
+// names, in spec.service_core, the core of the next cluster's compute thread for this cluster's
+// service thread. False, and nothing changed, without the variable, for other runs, on one core,
+// or when the pin is refused.
+bool place_on_host(RtSpec& spec, unsigned cores);
 
 // The shared memory of a direct/delay run: created (sized, zeroed) by the launcher before any
 // cluster starts, removed after; a process started without our launcher creates it if missing.

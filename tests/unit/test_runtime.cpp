@@ -273,3 +273,82 @@ TEST_CASE("delay: every message is held at least the configured time", "[runtime
     CHECK(h.front() >= kDelayNs);                    // the lower bound, strictly
     CHECK(h[h.size() / 2] < kDelayNs + 50'000'000);  // the upper bound, generously (a noisy 2-core host)
 }
+
+namespace {
+
+// The cores the calling thread may run on, as a bit mask (cores 0..63).
+uint64_t own_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    uint64_t mask = 0;
+    for (unsigned c = 0; c < 64; ++c)
+        if (CPU_ISSET(c, &set)) mask |= uint64_t{1} << c;
+    return mask;
+}
+void on_where(RtEndpoint& self, const AmMsg& m, void*) {
+    const uint64_t mask = own_cores();
+    self.reply(m.token(), RtBytes{&mask, sizeof mask});
+}
+
+}  // namespace
+
+TEST_CASE("direct, one compute thread a cluster, placement asked for: each cluster's service thread runs on the "
+          "core of the other's compute thread, and each compute thread has a core of its own", "[runtime]") {
+    if (host_core_count() < 2) {
+        WARN("one core: nothing to place");
+        return;
+    }
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    RtSpec s;
+    s.clusters = 2;
+    s.threads = 1;
+    s.transport = RtTransport::kDirect;
+    s.run_id = "unitplace" + std::to_string(getpid());
+    rt_shm_remove(s.run_id);
+    // Not placed: a run over the proxies, two compute threads a cluster, or switched off.
+    RtSpec over_proxies = s, two_threads = s, not_asked = s;
+    over_proxies.transport = RtTransport::kIccs;
+    two_threads.threads = 2;
+    unsetenv("ICCS_PLACE_THREADS");
+    CHECK_FALSE(place_on_host(not_asked, host_core_count()));
+    setenv("ICCS_PLACE_THREADS", "1", 1);
+    CHECK_FALSE(place_on_host(over_proxies, host_core_count()));
+    CHECK_FALSE(place_on_host(two_threads, host_core_count()));
+    for (const RtSpec* not_placed : {&over_proxies, &two_threads, &not_asked}) CHECK(not_placed->service_core == -1);
+    CHECK(own_cores() == [&] {
+        uint64_t m = 0;
+        for (unsigned c = 0; c < 64; ++c)
+            if (CPU_ISSET(c, &saved)) m |= uint64_t{1} << c;
+        return m;
+    }());  // the caller not pinned either
+    std::unique_ptr<Runtime> rt[2];
+    std::string err;
+    for (uint16_t c = 0; c < 2; ++c) {
+        RtSpec mine = s;
+        mine.cluster = c;
+        REQUIRE(place_on_host(mine, host_core_count()));
+        CHECK(own_cores() == uint64_t{1} << c);  // the compute thread (the caller): core c
+        CHECK(mine.service_core == 1 - c);
+        rt[c] = make_runtime(mine, err);
+        INFO(err);
+        REQUIRE(rt[c] != nullptr);
+        rt[c]->set_handler(3, on_where, nullptr);
+    }
+    sched_setaffinity(0, sizeof saved, &saved);  // this test process's thread as it was
+    RtEndpoint& ep = rt[0]->endpoint(0);
+    for (uint16_t c = 0; c < 2; ++c) {
+        std::vector<uint8_t> reply;
+        REQUIRE(ep.request(RtAddr{c, kRtService}, 3, {}, {}, reply, 30'000'000) == RtStatus::kOk);
+        uint64_t mask = 0;
+        REQUIRE(reply.size() == sizeof mask);
+        std::memcpy(&mask, reply.data(), sizeof mask);
+        INFO("cluster " << c << "'s service thread may run on cores (mask) " << mask);
+        CHECK(mask == uint64_t{1} << (1 - c));  // the other cluster's compute core
+    }
+    rt[0].reset();
+    rt[1].reset();
+    rt_shm_remove(s.run_id);
+    unsetenv("ICCS_PLACE_THREADS");
+}
