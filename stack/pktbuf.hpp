@@ -94,6 +94,30 @@ class HeapPktPool final : public PktPool {
     uint64_t alloc_failures_ = 0;
 };
 
+// Segments from `first` while it has any, else from `fallback`: what a writer chains a large
+// payload from when a pool of large segments stands beside the pool of small ones (convergence's
+// copying send on a jumbo-frame fabric: every segment of a frame costs the proxy a view, a TX
+// descriptor and a cache miss or two, so fewer and larger ones, issue 35). It owns no segment:
+// each one returns to the pool it came from (PktBuf::pool). seg_size() is first's, the room a
+// writer plans with.
+class FallbackPktPool final : public PktPool {
+   public:
+    FallbackPktPool(PktPool& first, PktPool& fallback) : first_(first), fallback_(fallback) {}
+    PktBuf* seg_alloc(uint32_t headroom) override {
+        if (PktBuf* s = first_.seg_alloc(headroom)) return s;
+        ++fallbacks_;
+        return fallback_.seg_alloc(headroom);
+    }
+    void seg_release(PktBuf* seg) override { seg->pool->seg_release(seg); }  // never its own
+    uint32_t seg_size() const override { return first_.seg_size(); }
+    uint64_t fallbacks() const { return fallbacks_; }  // segments `first` could not give
+
+   private:
+    PktPool& first_;
+    PktPool& fallback_;
+    uint64_t fallbacks_ = 0;
+};
+
 // A fresh one-segment packet with `headroom` bytes in front; nullptr when the pool is empty.
 inline PktBuf* pkt_alloc(PktPool& pool, uint32_t headroom = kPktHeadroom) { return pool.seg_alloc(headroom); }
 // Drop one reference on a single segment (never follows next); at zero it returns to its pool.

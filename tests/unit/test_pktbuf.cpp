@@ -104,3 +104,33 @@ TEST_CASE("an empty pool fails cleanly", "[pktbuf]") {
     pkt_free(b);
     REQUIRE(pool.in_use() == 0);
 }
+
+TEST_CASE("a fallback pool chains large segments while it has them, then small ones", "[pktbuf]") {
+    // A copying send's payload on a jumbo-frame fabric (convergence, ConvNet::bulk_pool).
+    HeapPktPool small(64, 128);
+    HeapPktPool large(2, 1024);
+    FallbackPktPool chain(large, small);
+    REQUIRE(chain.seg_size() == 1024);
+    std::vector<uint8_t> src(3000);
+    std::iota(src.begin(), src.end(), uint8_t{7});
+    PktBuf* p = pkt_alloc(small, 32);  // the head: headers and the first bytes, a small buffer
+    REQUIRE(pkt_write(p, chain, src.data(), 3000));
+    // 96 bytes in the head, 2 x 1024 in the large segments, the 856 left in 7 small ones
+    REQUIRE(p->nb_segs == 10);
+    REQUIRE(p->next->pool == &large);
+    REQUIRE(p->next->next->pool == &large);
+    REQUIRE(p->next->next->next->pool == &small);
+    REQUIRE(chain.fallbacks() == 7);
+    REQUIRE(bytes_of(p) == src);
+    REQUIRE(large.in_use() == 2);
+    pkt_free(p);  // each segment back to the pool it came from
+    REQUIRE(large.in_use() == 0);
+    REQUIRE(small.in_use() == 0);
+    PktBuf* q = pkt_alloc(small, 0);
+    REQUIRE(pkt_write(q, chain, src.data(), 1200));  // large ones again once freed
+    REQUIRE(q->next->pool == &large);
+    REQUIRE(q->nb_segs == 3);
+    pkt_free(q);
+    REQUIRE(large.in_use() == 0);
+    REQUIRE(small.in_use() == 0);
+}
