@@ -85,6 +85,7 @@ EalOptions eal_options(const ClusterPlan& plan, const PoolPlan& pools) {
 // What one cluster process holds while it runs; destroyed proxies first (they draw on the pools).
 struct ClusterParts {
     std::unique_ptr<MempoolPktPool> pool;  // message buffers of the compute threads
+    std::unique_ptr<MempoolPktPool> bulk_pool;  // and their large ones (ClusterMemory::bulk), or none
     ClusterRings rings;
     std::vector<std::unique_ptr<MempoolPktPool>> stack_pools;  // one per proxy: never starved by compute threads
     std::vector<std::unique_ptr<Proxy>> proxies;
@@ -415,6 +416,7 @@ ConvNet conv_net(const ClusterPlan& plan, ClusterParts& parts, bool assisting) {
     net.mtu_bytes = plan.mtu_bytes;
     net.rings = &parts.rings;
     net.pool = parts.pool.get();
+    net.bulk_pool = parts.bulk_pool.get();
     // The payload's sum taken where it is copied in (the sending compute thread, or the MPI
     // agent's bridge) rather than read again by the proxy from another core's cache: the UDP
     // checksum was a quarter of the sending proxy's time at 1 MiB MPI messages (issue 35).
@@ -618,6 +620,11 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
     {
         ClusterParts parts;
         parts.pool = MempoolPktPool::create(prefix + "-msg", pools.memory.messages.objects, 2048 + kPktHeadroom, err);
+        if (parts.pool && pools.memory.bulk.objects > 0) {
+            parts.bulk_pool =
+                MempoolPktPool::create(prefix + "-bulk", pools.memory.bulk.objects, kBulkSegBytes, err, kBulkPoolCache);
+            if (!parts.bulk_pool) parts.pool.reset();  // bring_up fails with err
+        }
         const bool ok = bring_up(plan, pools, parts, err);
         if (!ok) rep.error = err;
         if (ok) {
@@ -666,6 +673,7 @@ ClusterReport run_cluster(const ClusterPlan& plan) {
             for (auto& px : parts.proxies) (void)px.release();
             for (auto& sp : parts.stack_pools) (void)sp.release();
             (void)parts.pool.release();
+            (void)parts.bulk_pool.release();
             (void)parts.guard.release();
             eal_remove_runtime_dir(prefix);
             cluster_stop_remove(files_hook);

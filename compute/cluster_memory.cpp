@@ -103,14 +103,18 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t me) {
     m.stack = {kStackSegs, pool_obj_bytes(MempoolPktPool::elt_bytes(kStackSegBytes + kPktHeadroom))};
     if (!kernel_udp) m.tx_desc = {kTxDescs, pool_obj_bytes(mbuf_elt_bytes(0, 0))};
     m.messages = {plan.pool_segments, pool_obj_bytes(MempoolPktPool::elt_bytes(2048 + kPktHeadroom))};
+    if (!kernel_udp && plan.mtu_bytes + 14 > 2048)
+        m.bulk = {std::max(plan.pool_segments / 8, 1u), pool_obj_bytes(MempoolPktPool::elt_bytes(kBulkSegBytes))};
     const uint64_t proxy_overhead = pool_overhead(m.rx.objects, true) + pool_overhead(m.stack.objects, true) +
                                     (kernel_udp ? 0 : pool_overhead(m.tx_desc.objects, true));
     m.per_proxy_bytes = m.rx.bytes() + m.stack.bytes() + m.tx_desc.bytes() + proxy_overhead;
-    m.pool_overhead_bytes = pool_overhead(m.messages.objects, true) + uint64_t{m.proxies} * proxy_overhead;
+    const uint64_t bulk_overhead = m.bulk.objects > 0 ? pool_overhead(m.bulk.objects, true) : 0;
+    m.pool_overhead_bytes = pool_overhead(m.messages.objects, true) + bulk_overhead + uint64_t{m.proxies} * proxy_overhead;
     // A ring from each compute thread to each proxy and one into each compute thread.
     const uint64_t ring = static_cast<uint64_t>(rte_ring_get_memsize(std::bit_ceil(plan.ring_entries)));
     m.rings_bytes = ring * plan.threads * (m.proxies + 1u);
-    m.dpdk_bytes = m.messages.bytes() + pool_overhead(m.messages.objects, true) + uint64_t{m.proxies} * m.per_proxy_bytes +
+    m.dpdk_bytes = m.messages.bytes() + pool_overhead(m.messages.objects, true) + m.bulk.bytes() + bulk_overhead +
+                   uint64_t{m.proxies} * m.per_proxy_bytes +
                    m.rings_bytes;
     m.dpdk_mb = static_cast<uint32_t>((m.dpdk_bytes + m.dpdk_bytes / 20 + kDpdkOwnBytes + kMiB - 1) / kMiB);
     // A memif link's regions (drivers/net/memif: one ring each way of 2^10 slots, a buffer of bsize
@@ -125,6 +129,9 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t me) {
 std::string ClusterMemory::line() const {
     std::string s = "memory " + mib(total_bytes) + ": DPDK -m " + std::to_string(dpdk_mb) + " (messages " +
                     std::to_string(messages.objects) + " x " + kib(messages.obj_bytes) + " = " + mib(messages.bytes()) +
+                    (bulk.objects > 0 ? ", large " + std::to_string(bulk.objects) + " x " + kib(bulk.obj_bytes) + " = " +
+                                            mib(bulk.bytes())
+                                      : std::string()) +
                     "; per proxy " + mib(per_proxy_bytes) + ": RX " + std::to_string(rx.objects) + " x " +
                     kib(rx.obj_bytes) + " for " + std::to_string(peers_per_proxy) + " peers, own " +
                     std::to_string(stack.objects) + " x " + kib(stack.obj_bytes);

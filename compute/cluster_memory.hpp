@@ -22,6 +22,10 @@ inline constexpr uint32_t kLcoreCacheMax = kPoolCache * 3 / 2;  // what one lcor
 inline constexpr uint32_t kStackSegs = 16384;                   // a proxy's own buffers: acks, fragment headers, copies
 inline constexpr uint32_t kStackSegBytes = 512;
 inline constexpr uint32_t kTxDescs = 8192;                      // a proxy's TX descriptor mbufs (tx_lend)
+inline constexpr uint32_t kBulkSegBytes = 16384;                // a large message buffer (ClusterMemory::bulk)
+// ... whose pool's lcore caches hold as many bytes as a cache of message buffers: with 256 of
+// them, the caches of the sending thread and of the proxy that frees them could hold 768 of 1024.
+inline constexpr uint32_t kBulkPoolCache = 32;
 
 // One pool: its objects and what each costs in DPDK memory (mempool header, trailer, alignment).
 struct PoolCost {
@@ -34,6 +38,13 @@ struct ClusterMemory {
     uint32_t proxies = 0;
     uint32_t peers_per_proxy = 0;  // sub-connections (and memif links) of each proxy
     PoolCost messages;             // the compute threads' message buffers (2 KiB), one pool
+    // ... and their large buffers (kBulkSegBytes), one pool, on a DPDK fabric with frames larger
+    // than a message buffer (MTU above 2 KiB: MPI runs on memif have 9000): a copying send chains
+    // a message's payload from it while it has any (ConvNet::bulk_pool). Every segment of a frame
+    // costs the sending proxy a view, a TX descriptor and their cache misses: a 9,000-byte frame
+    // spans 5-6 buffers of 2 KiB, 1-2 of 16 KiB (issue 35). pool_segments / 8 of them: as many
+    // bytes as the message buffers. None otherwise (objects 0).
+    PoolCost bulk;
     // Per proxy: RX mbufs (every sub-connection's receive window full of the largest datagrams,
     // the reassembly cap, the compute threads' rings full, a burst per port, what registered
     // threads may park in lcore caches, the WAN stage's hold limit), its own buffers for acks and

@@ -18,6 +18,7 @@ Convergence::Convergence(const ConvNet& net, uint16_t thread, const ConvConfig& 
     ds_.proxies = static_cast<uint16_t>(std::max<uint32_t>(1, net_.rings->proxies()));
     ds_.rr = static_cast<uint16_t>(thread % ds_.proxies);
     next_msg_id_ = uint32_t{thread} << 24;  // distinct per thread in traces
+    if (net_.bulk_pool != nullptr) payload_pool_.emplace(*net_.bulk_pool, *net_.pool);
 }
 
 Convergence::~Convergence() {

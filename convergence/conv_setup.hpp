@@ -69,6 +69,10 @@ struct ConvNet {
     uint32_t mtu_bytes = 1500;          // IPv4 MTU of the fabric (default stripe threshold)
     ClusterRings* rings = nullptr;      // rings, wakers, port table, peer state
     PktPool* pool = nullptr;            // message buffers (thread-safe: an rte_mempool)
+    // Large message buffers (thread-safe), or nullptr: a copying send chains the payload that
+    // does not fit the first buffer from here while it has any (jumbo frames on a DPDK fabric:
+    // a 9000-byte frame spans 1-2 of them instead of 5 buffers of 2 KiB; ClusterMemory::bulk).
+    PktPool* bulk_pool = nullptr;
     // The proxies' own stack sends the datagrams (a DPDK fabric; fabric udp: the kernel's): a
     // send sums each piece's payload as it copies it in, for the UDP checksum (PktBuf::sum).
     bool payload_sums = false;

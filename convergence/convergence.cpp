@@ -514,8 +514,9 @@ ConvError Convergence::send(Connection* c, const void* data, uint32_t len, int64
         if (p != nullptr) {
             h.piece_idx = be16::of(static_cast<uint16_t>(i));
             store_hdr(pkt_append(p, kConvHdrLen), h);
+            PktPool& chain_from = payload_pool_ ? static_cast<PktPool&>(*payload_pool_) : *net_.pool;
             if (plen > 0 &&
-                !pkt_write(p, *net_.pool, src + off, plen, net_.payload_sums ? PktSum::kKeep : PktSum::kNone)) {
+                !pkt_write(p, chain_from, src + off, plen, net_.payload_sums ? PktSum::kKeep : PktSum::kNone)) {
                 pkt_free(p);
                 p = nullptr;
             }

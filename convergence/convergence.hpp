@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -238,6 +239,8 @@ class Convergence {
     static uint64_t deadline(int64_t timeout_us);
 
     ConvNet net_;
+    // Where a copying send chains its payload from: net_.bulk_pool first, then net_.pool.
+    std::optional<FallbackPktPool> payload_pool_;
     uint16_t thread_;
     bool watching_ = false;  // set_watching
     uint64_t spin_clock(uint64_t started_ns);  // wait_some's clock: read every kInlineClockEvery passes

@@ -59,8 +59,8 @@ rte_mempool* mbuf_pool_create(const std::string& name, uint32_t n, uint32_t cach
 uint32_t MempoolPktPool::elt_bytes(uint32_t room_bytes) { return kObjHdr + room_bytes; }
 
 std::unique_ptr<MempoolPktPool> MempoolPktPool::create(const std::string& name, uint32_t n, uint32_t room_bytes,
-                                                       std::string& err) {
-    rte_mempool* mp = rte_mempool_create(name.c_str(), n, kObjHdr + room_bytes, 256, 0, nullptr, nullptr, nullptr,
+                                                       std::string& err, uint32_t cache) {
+    rte_mempool* mp = rte_mempool_create(name.c_str(), n, kObjHdr + room_bytes, cache, 0, nullptr, nullptr, nullptr,
                                          nullptr, SOCKET_ID_ANY, pool_flags());
     if (mp == nullptr) {
         err = "cannot create mempool " + name + " (" + std::to_string(n) + " x " + std::to_string(kObjHdr + room_bytes) +

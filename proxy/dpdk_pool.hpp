@@ -27,9 +27,10 @@ class MempoolPktPool final : public PktPool {
    public:
     // The element of a pool of room_bytes buffers (a PktBuf, then the data room), for pool_obj_bytes.
     static uint32_t elt_bytes(uint32_t room_bytes);
-    // n objects with room_bytes of data each (pool_flags()); nullptr and err on failure.
+    // n objects with room_bytes of data each (pool_flags()), lcore caches of up to cache objects;
+    // nullptr and err on failure.
     static std::unique_ptr<MempoolPktPool> create(const std::string& name, uint32_t n, uint32_t room_bytes,
-                                                  std::string& err);
+                                                  std::string& err, uint32_t cache = 256);
     ~MempoolPktPool() override;
     PktBuf* seg_alloc(uint32_t headroom) override;
     void seg_release(PktBuf* seg) override;
