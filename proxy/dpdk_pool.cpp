@@ -3,6 +3,7 @@
 
 #include "dpdk_env.hpp"
 
+#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
 
@@ -67,7 +68,7 @@ std::unique_ptr<MempoolPktPool> MempoolPktPool::create(const std::string& name, 
               " bytes): " + rte_strerror(rte_errno) + "; raise the memory size (-m)";
         return nullptr;
     }
-    return std::unique_ptr<MempoolPktPool>(new MempoolPktPool(mp, n, room_bytes));
+    return std::unique_ptr<MempoolPktPool>(new MempoolPktPool(mp, n, room_bytes, rte_eal_iova_mode() == RTE_IOVA_VA));
 }
 
 MempoolPktPool::~MempoolPktPool() { rte_mempool_free(mp_); }
@@ -77,7 +78,7 @@ PktBuf* MempoolPktPool::seg_alloc(uint32_t headroom) {
     if (headroom > room_ || rte_mempool_get(mp_, &obj) != 0) return nullptr;
     PktBuf* s = new (obj) PktBuf();
     s->buf = static_cast<uint8_t*>(obj) + kObjHdr;
-    s->buf_iova = rte_mempool_virt2iova(obj) + kObjHdr;
+    s->buf_iova = iova_is_va_ ? reinterpret_cast<uintptr_t>(s->buf) : rte_mempool_virt2iova(obj) + kObjHdr;
     s->buf_len = room_;
     s->data_off = headroom;
     s->pool = this;
