@@ -203,7 +203,7 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
         // were lost below slidwin (retransmitted if they were ours; inject-afpacket's forged ones
         // went uncounted: drop_token 191 and 220 where >= 251, 2 runs in 10; 0 in 10 since).
         const std::string args = "net_af_packet" + std::to_string(p) + ",iface=" + ifname +
-                                 ",blocksz=4096,framesz=2048,framecnt=2048";
+                                 ",blocksz=4096,framesz=2048,framecnt=2048";  // (kAfPacketMaxMtuBytes)
         if (!px.add_port(args, rx, desc, reaches, plan.link_timeout_ms, err)) return false;
         // Adaptive polling: no RX interrupts in 22.11's af_packet, but its socket
         // polls readable when the kernel puts a frame in the ring.

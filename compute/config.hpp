@@ -48,6 +48,9 @@ enum class Fabric {
 // in convergence/dispatch.hpp.
 std::string_view to_string(Fabric f);
 std::string_view to_string(Polling p);
+// fabric af_packet: the largest IP packet its kernel ring's frames hold (framesz 2048 bytes in
+// cluster.cpp, the Ethernet header written 66 bytes in); a larger mtu_bytes is refused.
+inline constexpr uint32_t kAfPacketMaxMtuBytes = 1968;
 
 // [cluster] proxies as written: 1..64, or this value for "auto".
 inline constexpr uint32_t kProxiesAuto = 0;

@@ -287,6 +287,14 @@ std::optional<std::string> validate(const MachineConfig& cfg) {
                            quote(m.pci_addresses[i]) + ": already used by pci_addresses[" + std::to_string(j) +
                            "] (one port per proxy)";
     }
+    // fabric af_packet: the PMD's kernel ring has frames of framesz = 2048 bytes (cluster.cpp) and the
+    // kernel writes a frame's Ethernet header 66 bytes into one, so an IP packet of more than 1968
+    // bytes arrives cut short: such a run hung, every large datagram dropped and resent for ever.
+    if (m.fabric == Fabric::kAfPacket && m.mtu_bytes > kAfPacketMaxMtuBytes)
+        return "config error: " + kv("machine", "mtu_bytes", std::to_string(m.mtu_bytes)) +
+               " (--mtu) with fabric = \"af_packet\": the kernel ring's frames hold IP packets of at most " +
+               std::to_string(kAfPacketMaxMtuBytes) + " bytes; use mtu_bytes <= " + std::to_string(kAfPacketMaxMtuBytes) +
+               ", or fabric memif or udp for larger packets";
     if (m.fabric == Fabric::kUdp && !m.pcap_dir.empty())
         return "config error: " + kv("machine", "pcap_dir", quote(m.pcap_dir)) +
                " with fabric = \"udp\": capture records the frames of DPDK ports (memif, af_packet, pci); "

@@ -343,7 +343,7 @@ TEST_CASE("config: command-line overrides", "[config]") {
     SECTION("valid values, through the file's checks") {
         CHECK(!apply_override(c, "cluster.polling", "busy"));
         CHECK(!apply_override(c, "machine.clusters", "3"));
-        CHECK(!apply_override(c, "machine.fabric", "\"af_packet\""));
+        CHECK(!apply_override(c, "machine.fabric", "\"udp\""));  // (af_packet with mtu 9000: refused by validate)
         CHECK(!apply_override(c, "cluster.compute_threads", "9"));
         CHECK(c.cluster.proxies_resolved == 3);  // auto follows compute_threads
         CHECK(!apply_override(c, "cluster.proxies", "4"));
@@ -358,7 +358,7 @@ TEST_CASE("config: command-line overrides", "[config]") {
         CHECK(!apply_override(c, "machine.base_ip", "192.168.0.0"));
         CHECK(c.cluster.polling == Polling::kBusy);
         CHECK(c.machine.clusters == 3);
-        CHECK(c.machine.fabric == Fabric::kAfPacket);
+        CHECK(c.machine.fabric == Fabric::kUdp);
         CHECK(c.machine.mtu_bytes == 9000);
         CHECK(c.cluster.proxy_cores == std::vector<uint32_t>{1});
         CHECK(c.test.drop == 0.25);
@@ -546,6 +546,24 @@ TEST_CASE("config: pcap_dir and pcap_max_bytes", "[config]") {
     MachineConfig c;
     REQUIRE(!apply_override(c, "pcap_dir", "/tmp/x", "--pcap"));
     CHECK(c.machine.pcap_dir == "/tmp/x");
+}
+
+TEST_CASE("config: fabric af_packet refuses an MTU its kernel ring's frames cannot hold", "[config]") {
+    // A run of `--fabric af_packet --mtu 9000` hung: every packet over 1968 bytes arrived cut short.
+    CHECK(error_of("[machine]\nfabric = \"af_packet\"\nmtu_bytes = 9000\n") ==
+          "config error: [machine] mtu_bytes = 9000 (--mtu) with fabric = \"af_packet\": the kernel ring's frames "
+          "hold IP packets of at most 1968 bytes; use mtu_bytes <= 1968, or fabric memif or udp for larger packets");
+    CHECK(!error_of("[machine]\nfabric = \"af_packet\"\nmtu_bytes = 1969\n").empty());
+    const ConfigResult r = load_config("[machine]\nfabric = \"af_packet\"\nmtu_bytes = 1968\n", "iccs.toml");
+    INFO(r.error);
+    CHECK(r.ok());
+    CHECK(error_of("[machine]\nfabric = \"memif\"\nmtu_bytes = 9000\n").empty());
+    MachineConfig c;  // the flags: --fabric af_packet --mtu 9000
+    REQUIRE(!apply_override(c, "fabric", "af_packet", "--fabric"));
+    REQUIRE(!apply_override(c, "mtu_bytes", "9000", "--mtu"));
+    const auto e = validate(c);
+    REQUIRE(e.has_value());
+    CHECK_THAT(*e, Catch::Contains("mtu_bytes = 9000 (--mtu) with fabric = \"af_packet\""));
 }
 
 TEST_CASE("config: [wan] keys, their errors, and the emulator's setup", "[config]") {
