@@ -232,21 +232,22 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
         // h_fetch); under round-robin homes it is protected too: left writable, every other page
         // would stay a mapping of its own (vm.max_map_count), and a run's one mprotect would
         // become one per page (measured slower: perf/README.md, sixth pass).
-        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
-            return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
-        });
         // A home page made writable ahead (make_writable, "Write-ahead") and changed is noticed
         // and stays writable, as any home page with a notice out. One equal to its twin is
-        // protected (a fetch had protected it: copies of it may be out, and no notice will
-        // invalidate them) and compared again (another thread's write may have come between).
+        // protected too (a fetch had protected it: copies of it may be out, and no notice will
+        // invalidate them) and compared again below (another thread's write may have come between).
+        // Such pages exist only under block homes, where the pages above are never home pages: the
+        // two sets are apart, and one pass gives a run of both kinds one mprotect.
         bool same[kPageRun] = {};
-        auto same_of = [&](uint32_t p) { return same[std::lower_bound(run, run + len, p) - run]; };
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
             same[k] = pages[p].dirty && pages[p].twin && pages[p].ahead && home_of_page(p) == n.cluster_ &&
                       std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0;
         }
-        protect_runs(run, len, PROT_READ, kReadOnly, same_of);
+        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
+            if (same[std::lower_bound(run, run + len, p) - run]) return true;
+            return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
+        });
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
             Page& pg = pages[p];
