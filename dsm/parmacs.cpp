@@ -70,6 +70,29 @@ struct State {
 };
 State g;
 thread_local long t_pid = -1;
+
+// Thread ids follow the clusters (dsm/README.md): SPLASH programs number their threads themselves,
+// first thing in the thread function (LOCK(idlock); id = next++; UNLOCK), and cut their arrays by
+// that id. Left to the race of those first LOCKs, about half the runs of 2 x 2 threads gave a
+// cluster ids {0, 3} or {0, 2}: ocean-nc's rows then hold both clusters' blocks on every page, and a
+// run took 11 s instead of 0.8 (30x the faults, diffs and fetches). So a thread of cluster c > 0
+// makes its first LOCK of a CREATE only once every thread of the clusters before c has made its
+// own first LOCK (or entered another blocking operation first, or ended): cluster c's threads then
+// take the ids after theirs. pthreads promise no order, so this is one of the orders the program
+// allows; it costs one message a cluster per CREATE. A bound (kStartOrderWaitUs) keeps a program
+// whose threads wait for each other in some other way from waiting for ever.
+struct StartOrder {
+    bool on = true;                            // ICCS_PARMACS_ORDERED_START=0 turns it off
+    uint16_t handler = 0;                      // runtime handler of the "cluster passed" message
+    uint64_t creates = 0;                      // CREATEs started here (the same count in every cluster)
+    std::atomic<long> pending{0};              // this cluster's threads of this CREATE not yet past
+    std::atomic<uint64_t> lower_passed{0};     // "passed" messages from lower clusters, all CREATEs
+    std::atomic<uint64_t> waits_cut_short{0};  // first LOCKs that went ahead at the bound
+};
+StartOrder order;
+constexpr uint64_t kStartOrderWaitUs = 20'000;
+thread_local bool t_before_first_lock = false;  // this thread of a CREATE has not passed yet
+thread_local uint16_t t_local = 0;              // this thread's compute endpoint in its cluster
 // Clusters other than 0, outside the parallel section: the program's standard output and error
 // go to /dev/null; the real ones are kept here (our own diagnostics use saved_stderr). Plain ints,
 // constant-initialised: quiet_from_start uses them before any dynamic initialiser has run.
@@ -174,6 +197,37 @@ long local_share(long n, uint16_t cluster) {
     return hi > lo ? hi - lo : 0;
 }
 
+// Tell every later cluster that this one's threads of the current CREATE all passed.
+void order_send_passed() {
+    for (uint16_t c = uint16_t(g.cluster + 1); c < g.clusters; c++) {
+        const uint64_t n = order.creates;
+        // A cluster that is down gets nothing; its own threads, if any, are gone.
+        (void)g.rt->endpoint(t_local).send(RtAddr{c, kRtService}, order.handler, RtBytes{&n, sizeof n});
+    }
+}
+
+void order_on_passed(RtEndpoint&, const AmMsg&, void*) {
+    order.lower_passed.fetch_add(1, std::memory_order_acq_rel);
+    for (uint16_t t = 0; t < g.threads; t++) g.rt->endpoint(t).notify();
+}
+
+// This thread passed: its first LOCK is held, or it blocks in another operation, or it ended.
+void order_passed() {
+    if (!t_before_first_lock) return;
+    t_before_first_lock = false;
+    if (order.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) order_send_passed();
+}
+
+// Before this thread's first LOCK of a CREATE: wait until every earlier cluster passed.
+void order_wait_for_earlier_clusters() {
+    if (g.cluster == 0) return;
+    const uint64_t need = uint64_t(g.cluster) * order.creates;
+    if (order.lower_passed.load(std::memory_order_acquire) >= need) return;
+    const RtStatus s = g.rt->endpoint(t_local).wait_until(
+        [need] { return order.lower_passed.load(std::memory_order_acquire) >= need; }, kStartOrderWaitUs);
+    if (s != RtStatus::kOk) order.waits_cut_short.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The ids of the sync object at `object` (k of them): the same ids each time it is initialised.
 uint32_t sync_id(const void* object, unsigned k, const char* what) {
     const uint32_t id = need_node(what).alloc_sync_ids_for(object, k);
@@ -238,19 +292,31 @@ void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
     g.per = (n + g.clusters - 1) / g.clusters;
     const long mine = local_share(n, g.cluster);
     const long first = long(g.cluster) * g.per;
+    const bool ordered = order.on && g.clusters > 1;
+    t_local = 0;
+    if (ordered) {
+        order.creates++;
+        order.pending.store(mine, std::memory_order_release);
+        if (mine == 0) order_send_passed();
+    }
     for (long i = 1; i < mine; i++)
-        g.workers.emplace_back([fn, i, first, &nd] {
+        g.workers.emplace_back([fn, i, first, ordered, &nd] {
             iccs::activity_bind_thread(uint32_t(i) + 1);  // compute thread i's line (main is slot 0)
             nd.bind_thread(uint16_t(i));
             t_pid = first + i;
+            t_local = uint16_t(i);
+            t_before_first_lock = ordered;
             fn();
+            order_passed();
             nd.unbind_thread();  // a release: this thread's writes go home
         });
     if (mine > 0) {
         t_pid = first;
+        t_before_first_lock = ordered;
         g.main_in_share = true;
         fn();
         g.main_in_share = false;
+        order_passed();
         check(nd.flush(), "end of the thread function");
     }
 }
@@ -302,6 +368,17 @@ bool attach(Runtime& rt, std::string& err) {
     g.cluster = rt.cluster();
     g.clusters = rt.clusters();
     g.threads = rt.threads();
+    if (const char* v = getenv("ICCS_PARMACS_ORDERED_START")) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+            err = std::string("ICCS_PARMACS_ORDERED_START=") + v + ": must be 0 or 1";
+            return false;
+        }
+        order.on = strcmp(v, "1") == 0;
+    }
+    // The handler id after the DSM's range (or the one before it, if the DSM's ends at the top).
+    order.handler = uint16_t(cfg.handler_base + dsm::kDsmHandlers < kRtUserHandlers ? cfg.handler_base + dsm::kDsmHandlers
+                                                                                    : cfg.handler_base - 1);
+    rt.set_handler(order.handler, order_on_passed, nullptr);
     // Every cluster registered its handlers: meet before anyone sends (runtime.hpp). The runtime
     // barrier is of every compute thread, so this cluster's other endpoints join from helpers.
     std::vector<std::thread> helpers;
@@ -454,6 +531,7 @@ void iccs_pm_create(void (*fn)(void), long n) {
 void iccs_pm_wait_for_end(long) {
     dsm::DsmNode& nd = parmacs::need_node("WAIT_FOR_END");
     const iccs::ActivityScope doing("WAIT_FOR_END");
+    parmacs::order_passed();
     parmacs::join_workers();
     // The clusters' mains meet once their threads ended: every thread's writes are visible to
     // main's code after it (its epilogue reads results, e.g. to print them).
@@ -490,7 +568,9 @@ void iccs_pm_alock_init(iccs_pm_lock_t* a, long n) {
 
 void iccs_pm_lock(iccs_pm_lock_t* l) {
     const iccs::ActivityScope doing("LOCK", l->id);
+    if (parmacs::t_before_first_lock) parmacs::order_wait_for_earlier_clusters();
     parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK");
+    parmacs::order_passed();
 }
 void iccs_pm_unlock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("UNLOCK").unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK"); }
 
@@ -505,6 +585,7 @@ void iccs_pm_barrier(iccs_pm_barrier_t* b, long n) {
         if (parmacs::local_share(n, c) > 0) parts++;
     const long local = parmacs::local_share(n, g.cluster);
     const iccs::ActivityScope doing("BARRIER", b->id);
+    parmacs::order_passed();
     parmacs::check(nd.barrier(parmacs::user_id(b->id, "BARRIER", "BARINIT"), uint16_t(local), parts), "BARRIER");
 }
 
@@ -524,12 +605,14 @@ void iccs_pm_pause_clear(iccs_pm_pause_t* p) {
 }
 void iccs_pm_pause_wait(iccs_pm_pause_t* p) {
     const iccs::ActivityScope doing("WAITPAUSE", p->id);
+    parmacs::order_passed();
     parmacs::check(parmacs::need_node("WAITPAUSE").flag_wait(parmacs::user_id(p->id, "WAITPAUSE", "PAUSEINIT")), "WAITPAUSE");
 }
 
 void iccs_pm_cond_init(iccs_pm_cond_t* c) { c->id = parmacs::sync_id(c, 1, "CONDVARINIT"); }
 void iccs_pm_cond_wait(iccs_pm_cond_t* c, iccs_pm_lock_t* l) {
     const iccs::ActivityScope doing("CONDVARWAIT", c->id);
+    parmacs::order_passed();
     parmacs::check(parmacs::need_node("CONDVARWAIT").cond_wait(parmacs::user_id(c->id, "CONDVARWAIT", "CONDVARINIT"), parmacs::user_id(l->id, "CONDVARWAIT", "LOCKINIT")), "CONDVARWAIT");
 }
 void iccs_pm_cond_signal(iccs_pm_cond_t* c, int all) {

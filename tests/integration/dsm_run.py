@@ -19,6 +19,9 @@ CASE:
                      pid 0 while the others wait in a BARRIER (2 x 2 threads, CREATE of 2: each main
                      alone), pid 0 holding a lock over iccs: each run ends within seconds with status 3,
                      names the cluster and pid that exited, no process or file left behind
+  ids IDS            dsm_ids (threads numbering themselves under a lock, cluster 0's late): the ids
+                     follow the clusters over direct (2 x 2, 3 x 2, 2 x 1) and iccs (2 x 2); with
+                     ICCS_PARMACS_ORDERED_START=0 they do not; a bad value stops the run naming it
   stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
                      both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
   bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
@@ -222,6 +225,33 @@ def exit_early(cli, exe):
     print("PASS: exit(3) inside the parallel section ends the run in seconds with status 3")
 
 
+def ids(cli, exe):
+    """Thread ids a program gives itself under a lock follow the clusters (parmacs.cpp, StartOrder)."""
+    cases = [("direct", 2, 2), ("iccs", 2, 2), ("direct", 3, 2), ("direct", 2, 1)]
+    for t, c, th in cases:
+        for k in range(2):
+            rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t),
+                                   "--", str(c * th), str(th)])
+            if rc != 0 or "dsm_ids: PASS" not in out:
+                fail(f"{c} x {th} over {t} (run {k + 1}): the ids did not follow the clusters", out)
+            if leftovers(pid):
+                fail(f"left behind: {leftovers(pid)}", out)
+    # The same program with the order switched off: cluster 0's late threads get later ids, so
+    # the check above is one that can fail.
+    env = dict(os.environ, ICCS_PARMACS_ORDERED_START="0")
+    rc, out, _, _ = run([cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", "direct", "--", "4", "2",
+                         "20000"], env=env)
+    if rc != 1 or "dsm_ids: FAIL" not in out:
+        fail("with ICCS_PARMACS_ORDERED_START=0 cluster 0's threads, 20 ms late, still took the first ids", out)
+    env["ICCS_PARMACS_ORDERED_START"] = "yes"
+    rc, out, _, _ = run([cli, "run", exe, "--clusters", "2", "--threads", "1", "--transport", "direct", "--", "2", "1"],
+                        env=env)
+    if rc == 0 or "ICCS_PARMACS_ORDERED_START=yes: must be 0 or 1" not in out:
+        fail("a bad ICCS_PARMACS_ORDERED_START must stop the run naming the variable and its values", out)
+    print("PASS: thread ids taken under a lock follow the clusters (2 x 2 direct and iccs, 3 x 2, 2 x 1); "
+          "not with the order off; a bad value refused")
+
+
 def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
@@ -295,6 +325,8 @@ def main():
         exit_status(cli, rest[0])
     elif case == "exit-early":
         exit_early(cli, rest[0])
+    elif case == "ids":
+        ids(cli, rest[0])
     elif case == "stat":
         stat(cli, rest[0], rest[1])
     elif case == "bench":
