@@ -6,7 +6,8 @@ results (the output lines that are not timings, as a multiset; outputs holding t
 printed a different number of times, count as the same results and the line is named: a print a
 program guards with an unsynchronised flag, fft's FFt1DOnce; radiosity's statistics that its
 task schedule decides, which differ between pthread runs too, are left out and their totals
-printed), raytrace's and volrend's images, exit status,
+printed; a difference is checked against up to two more runs of the pthread build, which has
+races of its own, and a match says so), raytrace's and volrend's images, exit status,
 whole-run wall time; under each program a line of the iccs run's parallel section (the program's
 region of interest), the rest of the run (start-up, prefix, end) and DSM counters of all clusters. SPLASH-3 is never fetched here: give the directory of a copy you fetched
 (its license forbids redistributing it). dsm/README.md, "SPLASH-3 over the DSM" (results: dsm/SPLASH3.md).
@@ -231,11 +232,26 @@ def main():
         verdicts, ok = [], True
         for ref, got in zip(refs, gots):
             verdict = []
+            ra, rb = results(ref[2], prog[0]), results(got[2], prog[0])
+            if set(ra) != set(rb):
+                # The pthread build has races of its own (cholesky with 4 threads printed
+                # "**** Termination error ***" and "Bad received" in 1 of 6 runs): before calling
+                # the iccs run's results different, check them against up to two more pthread
+                # runs, and say so. Their times are not used.
+                for k in range(2):
+                    again = run(trees["pthread"], prog, p, [], a.timeout, os.path.join(a.out, "results-pthread"))
+                    r2 = results(again[2], prog[0])
+                    if again[0] == 0 and set(r2) == set(rb):
+                        ca, c2 = Counter(ra), Counter(r2)
+                        first = [f"-{x}" for x in (ca - c2).elements()] + [f"+{x}" for x in (c2 - ca).elements()]
+                        verdict.append(f"pthread run {k + 2} matched (the first pthread run differed from it in "
+                                       f"{len(first)} lines, e.g. {' | '.join(sorted(set(first))[:2])})")
+                        ref, ra = again, r2
+                        break
             if ref[0] != 0:
                 verdict.append(f"pthread build exited {ref[0]}")
             if got[0] != 0:
                 verdict.append(f"iccs run exited {got[0]}")
-            ra, rb = results(ref[2], prog[0]), results(got[2], prog[0])
             if ra == rb:
                 verdict.append("same results")
             elif set(ra) == set(rb):
