@@ -5,7 +5,8 @@ would: `pkg-config --cflags --libs iccs`, both routes (C header; m4 over the fil
 `meson install --destdir` copy; then runs every program built on 2 clusters of 2 threads
 (`iccs run PATH --transport direct`), each of which must exit 0 and print the sum that this test
 computes itself from the program's generator (a known answer, not the program's own check).
-Any compile, link or run error fails it.
+Any compile, link or run error fails it, and so does a program that loads libcrypto dynamically
+(it is linked from its static archive: dsm/meson.build).
 Usage: pkgconfig_build.py BUILD_DIR splash_sum.C ICCS_CLI"""
 import os
 import re
@@ -38,6 +39,14 @@ def pkg(env, *args):
     return r.stdout.split() if args[0] != "--variable=parmacs_m4" else r.stdout.strip()
 
 
+def needed(exe):
+    """The shared libraries the program names (DT_NEEDED)."""
+    r = sh(["readelf", "-d", exe])
+    if r.returncode != 0:
+        raise SystemExit(f"FAIL: readelf -d {exe}: {r.stderr}")
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout)
+
+
 def build(label, env, src, work):
     """The programs built (one per route); raises SystemExit on any error."""
     flags = pkg(env, "--cflags", "--libs")
@@ -65,7 +74,12 @@ def build(label, env, src, work):
         r = sh(["cc", obj, "-o", exe, *flags])
         if r.returncode != 0:
             raise SystemExit(f"FAIL: {label} {route}: link: cc {obj} {' '.join(flags)}\n{r.stderr[-3000:]}")
-        print(f"{label} {route}: compiled and linked with pkg-config --cflags --libs iccs")
+        # libcrypto comes from its static archive (dsm/meson.build): the dynamic loader of every
+        # cluster process no longer binds its symbols, whatever the transport.
+        libs = needed(exe)
+        if any(n.startswith("libcrypto") for n in libs):
+            raise SystemExit(f"FAIL: {label} {route}: the program loads libcrypto dynamically (NEEDED {libs})")
+        print(f"{label} {route}: compiled and linked with pkg-config --cflags --libs iccs (NEEDED: {' '.join(libs)})")
         exes.append((f"{label} {route}", exe))
     return exes
 
