@@ -82,6 +82,7 @@ void DsmNode::Impl::register_handlers() {
     register_alloc_handlers(*this);
     register_start_handlers(*this);
     register_sync_handlers(*this);
+    register_barrier_handlers(*this);
 }
 
 std::unique_ptr<DsmNode> DsmNode::attach(Runtime& rt, const DsmConfig& given, std::string& err) {

@@ -1,6 +1,6 @@
 // dsm_home_moves.cpp: homes that move to their only writer at a full barrier (dsm/PROTOCOL.md, "Homes
 // move to their only writer"): which pages move, from the intervals the barrier's home knows, and
-// the move applied by every cluster after the barrier's invalidations (dsm_sync.cpp's barrier).
+// the move applied by every cluster after the barrier's invalidations (dsm_barrier.cpp).
 #include <sys/mman.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // dsm_impl.hpp: the DSM's internal state (its messages: dsm_wire.hpp), shared by its parts:
 // dsm.cpp (the node, the region), dsm_fault.cpp (faults, fetch), dsm_diff.cpp (twins, diffs, release),
 // dsm_notices.cpp (intervals, write notices, acquire), dsm_alloc.cpp, dsm_start.cpp (CREATE,
-// replay), dsm_config.cpp and dsm_sync.cpp (locks, barriers, counters, flags, condition variables
-// and their home-side managers). Not installed.
+// replay), dsm_config.cpp, dsm_sync.cpp (locks, counters, flags, condition variables and their
+// home-side managers) and dsm_barrier.cpp (barriers). Not installed.
 #pragma once
 
 #include <time.h>
@@ -56,7 +56,7 @@ struct Page {
 };
 
 // A page's home moves at most this many times, to a cluster that alone wrote it in the last
-// kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_sync.cpp).
+// kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_home_moves.cpp).
 inline constexpr uint8_t kMaxHomeMoves = 2;
 inline constexpr size_t kMoveEpochs = 3;
 // A move's new home (in the barrier reply's list) with this bit: no write notice the barrier's
@@ -466,6 +466,9 @@ void register_notice_handlers(DsmNode::Impl& I);
 void register_alloc_handlers(DsmNode::Impl& I);
 void register_start_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
+void register_barrier_handlers(DsmNode::Impl& I);
+// A sync id within max_sync_ids, else false with set_error naming `what` (dsm_sync.cpp).
+bool check_id(const DsmNode& n, uint32_t id, const char* what);
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 using iccs::now_ns;  // the one clock (stack/clock.hpp)
 void set_error(const std::string& e);

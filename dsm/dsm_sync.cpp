@@ -1,7 +1,7 @@
 // dsm_sync.cpp: release-consistent synchronization. Every sync id has a home cluster (id mod C)
 // whose service thread runs its manager: a lock queue whose grant carries the lock's knowledge
-// (a vector time and the write notices the acquirer lacks), barriers that merge the arriving
-// clusters' notices, get-next-index counters, flags and condition variables.
+// (a vector time and the write notices the acquirer lacks), get-next-index counters, flags and
+// condition variables (barriers: dsm_barrier.cpp).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -12,14 +12,14 @@
 
 namespace iccs::dsm {
 
-namespace {
-
 bool check_id(const DsmNode& n, uint32_t id, const char* what) {
     if (id < n.config().max_sync_ids) return true;
     set_error(std::string(what) + " id " + std::to_string(id) + " is out of range (0 .. " +
               std::to_string(n.config().max_sync_ids - 1) + ")");
     return false;
 }
+
+namespace {
 
 // ---- home side ---------------------------------------------------------------------------------
 
@@ -174,54 +174,6 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
     if (!ret.msgs.empty()) I.send_token_return(self, ret);
 }
 
-// An arrival: u32 id, u16 clusters, u8 full, VC the latest and VC the oldest of the last
-// kMoveEpochs full barriers' times, VC, intervals. The reply:
-// VC merged, u8 full (every cluster came with all its bound threads, from the same last full
-// barrier), u32 n, {u32 page, u16 new home} (the same list for every cluster), intervals.
-void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
-    auto& I = *static_cast<DsmNode::Impl*>(ctx);
-    Rd r(m.data.data(), m.data.size());
-    const uint32_t id = r.get<uint32_t>();
-    const uint16_t expect = r.get<uint16_t>();
-    const bool full = r.get<uint8_t>() != 0;
-    VC lf = I.decode_vc(r), since = I.decode_vc(r);
-    VC v = I.decode_vc(r);
-    I.store_intervals(r);
-    std::lock_guard<std::mutex> hg(I.home_mu);
-    SyncObj& o = I.objs[id];
-    if (o.bar_vc.empty()) o.bar_vc.assign(I.n.clusters(), 0);
-    if (o.bar_arrived.empty()) {
-        o.bar_expect = expect;
-        o.bar_full = true;
-        o.bar_lf = lf;
-        o.bar_since = since;
-    } else if (o.bar_expect != expect) {
-        fprintf(stderr, "iccs dsm: barrier %u: cluster %u expects %u clusters, an earlier one %u\n", id,
-                unsigned(m.src.cluster), unsigned(expect), unsigned(o.bar_expect));
-    }
-    o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && since == o.bar_since;
-    for (size_t c = 0; c < v.size(); c++) o.bar_vc[c] = std::max(o.bar_vc[c], v[c]);
-    o.bar_arrived.emplace_back(m.token(), std::move(v));
-    if (o.bar_arrived.size() < o.bar_expect) return;
-    const bool all = o.bar_full && o.bar_expect == I.n.clusters();
-    std::vector<std::pair<uint32_t, uint16_t>> moves;
-    // A sixth of a message at most (6 bytes a page): the rest move at a later barrier.
-    if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_since, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
-    for (auto& [tok, arr] : o.bar_arrived) {
-        Wr w;
-        I.encode_vc(w, o.bar_vc);
-        w.put<uint8_t>(all);
-        w.put<uint32_t>(uint32_t(moves.size()));
-        for (const auto& [p, h] : moves) {
-            w.put<uint32_t>(p);
-            w.put<uint16_t>(h);
-        }
-        I.encode_intervals(w, arr, o.bar_vc);
-        self.reply(tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
-    }
-    o.bar_arrived.clear();
-}
-
 void h_getsub(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto& I = *static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
@@ -319,7 +271,6 @@ void register_sync_handlers(DsmNode::Impl& I) {
     I.rt.set_handler(I.h(kHLockRecall), h_lock_recall, &I);
     I.rt.set_handler(I.h(kHLockGrant), h_lock_grant, &I);
     I.grants = std::make_unique<LocalGrant[]>(I.rt.threads());
-    I.rt.set_handler(I.h(kHBarrier), h_barrier, &I);
     I.rt.set_handler(I.h(kHGetsub), h_getsub, &I);
     I.rt.set_handler(I.h(kHFlag), h_flag, &I);
     I.rt.set_handler(I.h(kHCond), h_cond, &I);
@@ -637,96 +588,6 @@ DsmStatus DsmNode::Impl::release(uint32_t id) {
         return DsmStatus::kRuntime;
     }
     return DsmStatus::kOk;
-}
-
-DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
-    if (!check_id(*this, id, "barrier")) return DsmStatus::kBadArg;
-    RtEndpoint& ep = bound_or_die(*this, "BARRIER");
-    Impl& I = *impl_;
-    if (local == 0) local = I.rt.threads();
-    if (nclusters == 0) nclusters = clusters_;
-    const uint64_t t0 = now_ns();
-    I.serve_recalls();
-    LocalBarrier* b;
-    uint64_t gen;
-    bool last = false;
-    {
-        std::lock_guard<std::mutex> g(I.bar_mu);
-        b = &I.bars[id];
-        gen = b->gen.load();
-        if (++b->arrived >= local) {
-            b->arrived = 0;
-            last = true;
-        }
-    }
-    DsmStatus st = DsmStatus::kOk;
-    if (last) {
-        // The cluster's threads are all here: one flush and one exchange for all of them.
-        if (flush() != DsmStatus::kOk) st = DsmStatus::kRuntime;
-        if (b->last.empty()) b->last.assign(clusters_, 0);
-        Wr w;
-        w.put<uint32_t>(id);
-        w.put<uint16_t>(nclusters);
-        // Every thread of this cluster that may touch shared memory is here (home pages may move).
-        w.put<uint8_t>(local == I.bound_threads.load() && nclusters == clusters_);
-        {
-            std::lock_guard<std::mutex> k(I.know_mu);
-            I.encode_vc(w, I.last_full.front());
-            I.encode_vc(w, I.last_full.back());
-        }
-        const VC mine = I.snapshot_vc();
-        I.encode_vc(w, mine);
-        VC from = b->last;
-        for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], mine[c]);
-        if (st == DsmStatus::kOk && !I.push_intervals(w, I.from_for_home(I.home_of_sync(id), from, mine), mine,
-                                                      I.home_of_sync(id), ep)) {
-            set_error("BARRIER " + std::to_string(id) + ": " + DsmNode::error());
-            st = DsmStatus::kRuntime;
-        }
-        std::vector<uint8_t> reply;
-        if (st == DsmStatus::kOk &&
-            ep.request(I.service(I.home_of_sync(id)), I.h(kHBarrier), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
-                       reply) != RtStatus::kOk) {
-            set_error("BARRIER " + std::to_string(id) + ": exchange with its home cluster failed: " + ep.last_error());
-            st = DsmStatus::kRuntime;
-        }
-        if (st == DsmStatus::kOk) {
-            Rd r(reply.data(), reply.size());
-            VC merged = I.decode_vc(r);
-            const bool all = r.get<uint8_t>() != 0;
-            const uint32_t nmoves = r.get<uint32_t>();
-            std::vector<std::pair<uint32_t, uint16_t>> moves(r.bad || nmoves > (r.n - r.o) / 6 ? 0 : nmoves);
-            for (auto& mv : moves) {
-                mv.first = r.get<uint32_t>();
-                mv.second = r.get<uint16_t>();
-                if (r.bad || !I.valid_page(mv.first) || (mv.second & ~kMoveSoleCopy) >= clusters_ ||
-                    (&mv != moves.data() && mv.first <= (&mv - 1)->first)) {
-                    set_error("BARRIER " + std::to_string(id) + ": malformed reply from its home cluster");
-                    st = DsmStatus::kRuntime;
-                    break;
-                }
-            }
-            // Invalidations first, under the homes as they were; then the moves take effect.
-            if (st == DsmStatus::kOk && !I.apply(merged, r, ep, I.home_of_sync(id))) st = DsmStatus::kRuntime;
-            if (st == DsmStatus::kOk && all) {
-                if (!moves.empty()) I.apply_moves(moves, ep);
-                std::lock_guard<std::mutex> k(I.know_mu);
-                std::move_backward(I.last_full.begin(), I.last_full.end() - 1, I.last_full.end());
-                I.last_full.front() = merged;
-            }
-            I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
-            b->last = std::move(merged);
-        }
-        b->gen.fetch_add(1, std::memory_order_release);
-    } else {
-        spin_wait(&ep, [&] {
-            I.serve_recalls();  // a thread of this cluster not in this barrier may have released a lock
-            return b->gen.load(std::memory_order_acquire) != gen;
-        });
-    }
-    ctr_.barriers.fetch_add(1, std::memory_order_relaxed);
-    ctr_.barrier_wait_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
-    return st;
 }
 
 DsmStatus DsmNode::getsub(uint32_t id, int64_t last, int64_t nproc, int64_t& s) {
