@@ -1,5 +1,6 @@
 // rt_launch.cpp: how a process becomes its cluster of the runtime (from our launcher's ICCS_*
 // variables, or from mpirun/srun's rank and size), and `iccs run`'s launch of runtime programs.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/personality.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include "activity.hpp"
 #include "cluster_stop.hpp"
@@ -21,6 +23,53 @@
 #include "runtime_launch.hpp"
 
 namespace iccs {
+
+#ifdef ICCS_RT_ICCS_AS_MODULE
+// In the library PARMACS programs link (compute/meson.build): the iccs transport named weakly, so
+// such a program neither loads DPDK's libraries nor runs their constructors over direct and
+// delay, and gets the transport from its module when a run asks for it (make_iccs_transport).
+std::unique_ptr<RtCore> make_iccs_runtime(const RtSpec& spec, std::string& err) __attribute__((weak));
+#endif
+
+namespace {
+
+#ifdef ICCS_RT_ICCS_AS_MODULE
+using MakeIccsModule = RtCore* (*)(const RtSpec*, std::string*);
+
+// The iccs transport's module (compute/rt_iccs_module.cpp): ICCS_RT_MODULE if set, else where it
+// is installed, else in the build tree the library came from.
+MakeIccsModule iccs_transport_module(std::string& err) {
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("ICCS_RT_MODULE"); env != nullptr && *env != '\0') paths.emplace_back(env);
+    paths.emplace_back(ICCS_RT_MODULE_INSTALLED);
+    paths.emplace_back(ICCS_RT_MODULE_BUILD);
+    std::string tried;
+    for (const std::string& p : paths) {
+        // RTLD_GLOBAL: as if the program had linked the transport (and DPDK with it).
+        void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL);
+        if (h == nullptr) {
+            tried += "\n  " + std::string(dlerror());
+            continue;
+        }
+        if (void* f = dlsym(h, "iccs_rt_iccs_make")) return reinterpret_cast<MakeIccsModule>(f);
+        tried += "\n  " + p + ": no iccs_rt_iccs_make";
+    }
+    err = "transport iccs: its module cannot be loaded (set ICCS_RT_MODULE to libiccs-rt-iccs.so):" + tried;
+    return nullptr;
+}
+#endif
+
+std::unique_ptr<RtCore> make_iccs_transport(const RtSpec& spec, std::string& err) {
+#ifdef ICCS_RT_ICCS_AS_MODULE
+    if (make_iccs_runtime == nullptr) {
+        const MakeIccsModule make = iccs_transport_module(err);
+        return make != nullptr ? std::unique_ptr<RtCore>(make(&spec, &err)) : nullptr;
+    }
+#endif
+    return make_iccs_runtime(spec, err);
+}
+
+}  // namespace
 
 bool load_security(const MachineConfig& cfg, ClusterPlan& plan, std::string& err) {
     const char* env = std::getenv("ICCS_KEY_FILE");
@@ -182,7 +231,7 @@ std::unique_ptr<Runtime> make_runtime(const RtSpec& spec, std::string& err) {
     activity_open(spec.plan.sock_dir.empty() ? std::string() : activity_path(spec.plan.sock_dir, spec.cluster),
                   spec.cluster);
     activity_bind_thread(0);
-    std::unique_ptr<RtCore> core = spec.transport == RtTransport::kIccs ? make_iccs_runtime(spec, err)
+    std::unique_ptr<RtCore> core = spec.transport == RtTransport::kIccs ? make_iccs_transport(spec, err)
                                                                         : make_direct_runtime(spec, err);
     if (core) activity_phase(ClusterPhase::kRunning, "running");  // (over iccs run_cluster said so already)
     return core;

@@ -3,10 +3,11 @@
 would: `pkg-config --cflags --libs iccs`, both routes (C header; m4 over the file named by
 `pkg-config --variable=parmacs_m4 iccs`), against the uninstalled build tree and against a
 `meson install --destdir` copy; then runs every program built on 2 clusters of 2 threads
-(`iccs run PATH --transport direct`), each of which must exit 0 and print the sum that this test
+(`iccs run PATH --transport direct`; the first also over iccs), each of which must exit 0 and print the sum that this test
 computes itself from the program's generator (a known answer, not the program's own check).
-Any compile, link or run error fails it, and so does a program that loads libcrypto dynamically
-(it is linked from its static archive: dsm/meson.build).
+Any compile, link or run error fails it, and so does a program that loads libcrypto or DPDK's
+libraries at start (libcrypto is linked from its static archive, the iccs transport is a module
+loaded for a run over iccs: dsm/meson.build); the first program also runs over iccs.
 Usage: pkgconfig_build.py BUILD_DIR splash_sum.C ICCS_CLI"""
 import os
 import re
@@ -74,19 +75,19 @@ def build(label, env, src, work):
         r = sh(["cc", obj, "-o", exe, *flags])
         if r.returncode != 0:
             raise SystemExit(f"FAIL: {label} {route}: link: cc {obj} {' '.join(flags)}\n{r.stderr[-3000:]}")
-        # libcrypto comes from its static archive (dsm/meson.build): the dynamic loader of every
-        # cluster process no longer binds its symbols, whatever the transport.
+        # libcrypto comes from its static archive and the iccs transport (DPDK) from its module
+        # (dsm/meson.build): a cluster process's dynamic loader binds neither over direct.
         libs = needed(exe)
-        if any(n.startswith("libcrypto") for n in libs):
-            raise SystemExit(f"FAIL: {label} {route}: the program loads libcrypto dynamically (NEEDED {libs})")
+        if any(n.startswith(("libcrypto", "librte_")) for n in libs):
+            raise SystemExit(f"FAIL: {label} {route}: the program loads libcrypto or DPDK at start (NEEDED {libs})")
         print(f"{label} {route}: compiled and linked with pkg-config --cflags --libs iccs (NEEDED: {' '.join(libs)})")
         exes.append((f"{label} {route}", exe))
     return exes
 
 
-def run(cli, what, exe):
+def run(cli, what, exe, transport="direct"):
     """The program on 2 clusters of 2 threads: exit 0 and the known sum, printed once."""
-    cmd = [cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", "direct", "--",
+    cmd = [cli, "run", exe, "--clusters", "2", "--threads", "2", "--transport", transport, "--",
            "-p", "4", "-n", str(ELEMENTS), "-s", str(SEED)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     want = expected_sum(ELEMENTS, SEED)
@@ -122,6 +123,8 @@ def main():
         exes += build("installed", flags_env, src, work)
         for what, exe in exes:
             run(cli, what, exe)
+        # Over iccs the program loads the transport's module (compute/rt_iccs_module.cpp).
+        run(cli, exes[0][0] + " over iccs", exes[0][1], "iccs")
     print(f"PASS: {len(exes)} programs built with pkg-config ran on 2 clusters and printed the known sum "
           f"{expected_sum(ELEMENTS, SEED)}")
     return 0
