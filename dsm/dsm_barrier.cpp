@@ -85,8 +85,21 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
     }
     DsmStatus st = DsmStatus::kOk;
     if (last) {
-        // The cluster's threads are all here: one flush and one exchange for all of them.
-        if (flush() != DsmStatus::kOk) st = DsmStatus::kRuntime;
+        // The cluster's threads are all here: one flush and one exchange for all of them. When
+        // every bound thread of the cluster is (none writes until the reply is applied), the
+        // flush leaves the pages it diffs writable and they are protected after the reply, but
+        // those that then move here as the only copy (PROTOCOL.md, "Protection deferred to the
+        // barrier's reply").
+        std::vector<uint32_t> deferred;
+        if (local == I.bound_threads.load() && parallel()) {
+            I.lock_coh(ep);
+            const bool ok = I.flush_locked(ep, &deferred);
+            I.coh_mu.unlock();
+            if (ok) I.return_covered_tokens(ep);
+            else st = DsmStatus::kRuntime;
+        } else if (flush() != DsmStatus::kOk) {
+            st = DsmStatus::kRuntime;
+        }
         if (b->last.empty()) b->last.assign(clusters_, 0);
         Wr w;
         w.put<uint32_t>(id);
@@ -133,7 +146,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             // Invalidations first, under the homes as they were; then the moves take effect.
             if (st == DsmStatus::kOk && !I.apply(merged, r, ep, I.home_of_sync(id))) st = DsmStatus::kRuntime;
             if (st == DsmStatus::kOk && all) {
-                if (!moves.empty()) I.apply_moves(moves, ep);
+                if (!moves.empty()) I.apply_moves(moves, ep, deferred);
                 std::lock_guard<std::mutex> k(I.know_mu);
                 std::move_backward(I.last_full.begin(), I.last_full.end() - 1, I.last_full.end());
                 I.last_full.front() = merged;
@@ -141,6 +154,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);
         }
+        I.protect_deferred(deferred, ep);  // before any thread of the cluster leaves the barrier
         b->gen.fetch_add(1, std::memory_order_release);
     } else {
         spin_wait(&ep, [&] {

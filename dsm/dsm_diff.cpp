@@ -198,7 +198,7 @@ bool send_diffs_with_tokens(DsmNode::Impl& I, RtEndpoint& ep, uint16_t home, Dif
 
 // Downgrade every page written in this interval, diff the twinned ones into messages per home
 // (as many as max_message() needs), wait for the homes' acks, and close the interval. coh_mu held.
-bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
+bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro) {
     // Every lock released before this point wrote only pages that are in the list taken below or
     // were in an earlier flush (complete: flushes run under coh_mu): once this one is done, their
     // tokens may leave the cluster (LockToken).
@@ -244,9 +244,21 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
             same[k] = pages[p].dirty && pages[p].twin && pages[p].ahead && home_of_page(p) == n.cluster_ &&
                       std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0;
         }
+        // At a barrier every bound thread of the cluster is in (`defer_ro`), no thread writes
+        // before the reply is applied: a non-home page is diffed writable and protected after it
+        // (protect_deferred), or never when it moves here as the only copy ("Protection deferred
+        // to the barrier's reply").
+        bool defer[kPageRun] = {};
+        for (size_t k = 0; defer_ro && k < len; k++) {
+            const uint32_t p = run[k];
+            defer[k] = pages[p].state.load() == kWritable && home_of_page(p) != n.cluster_;
+            if (defer[k]) defer_ro->push_back(p);
+        }
         protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
-            if (same[std::lower_bound(run, run + len, p) - run]) return true;
-            return pages[p].state.load() == kWritable && (home_of_page(p) != n.cluster_ || !untracked_homes());
+            const size_t k = size_t(std::lower_bound(run, run + len, p) - run);
+            if (same[k]) return true;
+            return !defer[k] && pages[p].state.load() == kWritable &&
+                   (home_of_page(p) != n.cluster_ || !untracked_homes());
         });
         for (size_t k = 0; k < len; k++) {
             const uint32_t p = run[k];
@@ -307,6 +319,17 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep) {
     n.ctr_.intervals.fetch_add(1, std::memory_order_relaxed);
     covered();
     return true;
+}
+
+void DsmNode::Impl::protect_deferred(const std::vector<uint32_t>& deferred, RtEndpoint& ep) {
+    if (deferred.empty()) return;
+    lock_coh(ep);
+    // Still writable: not invalidated by the reply (PROT_NONE already) nor moved here as the only
+    // copy (left out by apply_moves); a page moved here with its old home's copy kept is tracked.
+    for_each_page_run(deferred, [&](const uint32_t* run, size_t len) {
+        protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) { return pages[p].state.load() == kWritable; });
+    });
+    coh_mu.unlock();
 }
 
 // One twinned page's diff home now (an invalidation found it twinned again since the flush). Its

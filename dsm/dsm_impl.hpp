@@ -377,7 +377,12 @@ struct DsmNode::Impl {
     void fetch(uint64_t p, RtEndpoint& ep);
     void make_writable(uint64_t p, RtEndpoint& ep);
     // dsm_diff.cpp
-    bool flush_locked(RtEndpoint& ep);          // coh_mu held
+    // coh_mu held. `defer_ro` (a barrier every bound thread of the cluster is in): the non-home
+    // pages written in the interval are diffed but left writable and listed there, sorted, for
+    // protect_deferred after the barrier's reply ("Protection deferred to the barrier's reply").
+    bool flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro = nullptr);
+    // Write-protects the pages of `deferred` still writable here (takes coh_mu).
+    void protect_deferred(const std::vector<uint32_t>& deferred, RtEndpoint& ep);
     bool send_page_diff(uint32_t p, RtEndpoint& ep);  // its page lock held; false: written ahead, unchanged, nothing sent
     void leave_out_private(uint64_t p);  // before diffing page p
     void lock_coh(RtEndpoint& ep);
@@ -413,8 +418,11 @@ struct DsmNode::Impl {
     // times, with that cluster, in page order; at most `most` of them.
     std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& since, const VC& lf, const VC& to, size_t most);
     // Every cluster, at the barrier's reply (all its bound threads in the barrier): the moves take
-    // effect; the old home write-protects what it left writable. Takes coh_mu.
-    void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep);
+    // effect; the old home write-protects what it left writable. Takes coh_mu. `deferred`: the
+    // flush's pages left writable (flush_locked's defer_ro); those that move here as the only copy
+    // stay writable with no mprotect and leave the list.
+    void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep,
+                     std::vector<uint32_t>& deferred);
     DsmStatus release(uint32_t id);  // lock 0's release (no token: dsm_sync.cpp)
     DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then
