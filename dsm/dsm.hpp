@@ -113,6 +113,9 @@ struct DsmCounters {
     // operations (a message to the variable's home, or made on it when it is this cluster).
     std::atomic<uint64_t> fences{0}, cond_ops{0};
     std::atomic<uint64_t> barriers{0}, barrier_wait_ns{0};
+    // Of barriers: the cluster's exchanges made on the barrier's home manager here, with no
+    // message, because this cluster is its home (dsm/PROTOCOL.md, "Barriers").
+    std::atomic<uint64_t> barriers_here{0};
     std::atomic<uint64_t> getsubs{0}, remote_allocs{0};
     // Words of the program's globals whose values differed between the clusters at CREATE
     // (pointers to memory from malloc): each cluster keeps its own.

@@ -1,7 +1,7 @@
 // dsm_barrier.cpp: barriers. The threads of a cluster meet first; the last of them flushes and
 // makes the cluster's one exchange with the barrier's home (id mod C), whose manager merges the
 // arriving clusters' notices and, at a barrier every bound thread is in, moves homes
-// (dsm_home_moves.cpp). Moved out of dsm_sync.cpp unchanged.
+// (dsm_home_moves.cpp). The home cluster's own arrival is made on that manager in place.
 #include <algorithm>
 #include <cstdio>
 
@@ -15,9 +15,10 @@ namespace {
 // kMoveEpochs full barriers' times, VC, intervals. The reply:
 // VC merged, u8 full (every cluster came with all its bound threads, from the same last full
 // barrier), u32 n, {u32 page, u16 new home} (the same list for every cluster), intervals.
-void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
-    auto& I = *static_cast<DsmNode::Impl*>(ctx);
-    Rd r(m.data.data(), m.data.size());
+// Run by the home's service thread for a kHBarrier request, or by the home cluster's own arriving
+// thread on the bytes its request would carry (`local`: its reply is left there, "A barrier homed
+// at the arriving cluster"); `self` answers every waiter when the last arrives.
+void barrier_arrival(DsmNode::Impl& I, RtEndpoint& self, Rd& r, ReplyToken tok, LocalGrant* local, uint16_t from) {
     const uint32_t id = r.get<uint32_t>();
     const uint16_t expect = r.get<uint16_t>();
     const bool full = r.get<uint8_t>() != 0;
@@ -34,17 +35,17 @@ void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
         o.bar_since = since;
     } else if (o.bar_expect != expect) {
         fprintf(stderr, "iccs dsm: barrier %u: cluster %u expects %u clusters, an earlier one %u\n", id,
-                unsigned(m.src.cluster), unsigned(expect), unsigned(o.bar_expect));
+                unsigned(from), unsigned(expect), unsigned(o.bar_expect));
     }
     o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && since == o.bar_since;
     for (size_t c = 0; c < v.size(); c++) o.bar_vc[c] = std::max(o.bar_vc[c], v[c]);
-    o.bar_arrived.emplace_back(m.token(), std::move(v));
+    o.bar_arrived.push_back(SyncObj::BarArrival{tok, std::move(v), local});
     if (o.bar_arrived.size() < o.bar_expect) return;
     const bool all = o.bar_full && o.bar_expect == I.n.clusters();
     std::vector<std::pair<uint32_t, uint16_t>> moves;
     // A sixth of a message at most (6 bytes a page): the rest move at a later barrier.
     if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_since, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
-    for (auto& [tok, arr] : o.bar_arrived) {
+    for (SyncObj::BarArrival& a : o.bar_arrived) {
         Wr w;
         I.encode_vc(w, o.bar_vc);
         w.put<uint8_t>(all);
@@ -53,10 +54,22 @@ void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
             w.put<uint32_t>(p);
             w.put<uint16_t>(h);
         }
-        I.encode_intervals(w, arr, o.bar_vc);
-        self.reply(tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
+        I.encode_intervals(w, a.vc, o.bar_vc);
+        if (a.local) {
+            a.local->bytes = std::move(w.b);
+            a.local->ready.store(true, std::memory_order_release);  // its waiter may return at once
+            I.rt.endpoint(a.tok.to.thread).notify();
+        } else {
+            self.reply(a.tok, RtBytes{w.b.data(), uint32_t(w.b.size())});
+        }
     }
     o.bar_arrived.clear();
+}
+
+void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto& I = *static_cast<DsmNode::Impl*>(ctx);
+    Rd r(m.data.data(), m.data.size());
+    barrier_arrival(I, self, r, m.token(), nullptr, m.src.cluster);
 }
 
 }  // namespace
@@ -121,9 +134,37 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             st = DsmStatus::kRuntime;
         }
         std::vector<uint8_t> reply;
-        if (st == DsmStatus::kOk &&
-            ep.request(I.service(I.home_of_sync(id)), I.h(kHBarrier), RtBytes{w.b.data(), uint32_t(w.b.size())}, {},
-                       reply) != RtStatus::kOk) {
+        if (st == DsmStatus::kOk && I.home_of_sync(id) == cluster_) {
+            // The home is this cluster: its manager runs here, on the bytes the request would carry,
+            // not on a request to this cluster's service thread (a wake-up of it and of this thread
+            // for its reply: ocean's barriers, nearly all homed at one cluster, 900 a run). The
+            // arrival that completes the barrier answers the others from this endpoint; otherwise
+            // the service thread, at the last arrival, leaves this one's reply in its slot.
+            LocalGrant& mine = I.grants[ep.self().thread];
+            mine.ready.store(false, std::memory_order_relaxed);
+            Rd arrival(w.b.data(), w.b.size());
+            barrier_arrival(I, ep, arrival, ReplyToken{ep.self(), 0}, &mine, cluster_);
+            bool down = false;
+            uint64_t next_down_check = now_ns() + 10'000'000;
+            const RtStatus ws = ep.wait_until([&] {
+                if (mine.ready.load(std::memory_order_acquire)) return true;
+                if (const uint64_t now = now_ns(); now >= next_down_check) {
+                    next_down_check = now + 10'000'000;
+                    for (uint16_t c = 0; c < clusters_ && !down; c++) down = ep.cluster_down(c);
+                }
+                return down;
+            });
+            if (ws != RtStatus::kOk || !mine.ready.load(std::memory_order_acquire)) {
+                set_error("BARRIER " + std::to_string(id) + ": waiting for the other clusters failed: " +
+                          (ws != RtStatus::kOk ? ep.last_error() : std::string("a cluster is down")));
+                st = DsmStatus::kRuntime;
+            } else {
+                reply = std::move(mine.bytes);
+                ctr_.barriers_here.fetch_add(1, std::memory_order_relaxed);
+            }
+        } else if (st == DsmStatus::kOk &&
+                   ep.request(I.service(I.home_of_sync(id)), I.h(kHBarrier), RtBytes{w.b.data(), uint32_t(w.b.size())},
+                              {}, reply) != RtStatus::kOk) {
             set_error("BARRIER " + std::to_string(id) + ": exchange with its home cluster failed: " + ep.last_error());
             st = DsmStatus::kRuntime;
         }

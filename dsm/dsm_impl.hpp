@@ -101,7 +101,12 @@ struct SyncObj {
     int64_t sub = 0, seen_exhausted = 0;
     // barrier
     uint16_t bar_expect = 0;
-    std::vector<std::pair<ReplyToken, VC>> bar_arrived;
+    struct BarArrival {
+        ReplyToken tok;
+        VC vc;
+        LocalGrant* local = nullptr;  // non-null: the home cluster's own thread, answered in place
+    };
+    std::vector<BarArrival> bar_arrived;
     VC bar_vc;
     // Home migration: every arrival of this episode came from a barrier all bound threads of its
     // cluster are in (`full`), and all with the same times of the latest and the oldest of the

@@ -1,6 +1,7 @@
-// Barriers (dsm/PROTOCOL.md, "Barriers"): a barrier every bound thread of the cluster is in leaves
-// the pages its flush diffs writable until the reply is applied, so those that move to their only
-// writer there take no mprotect.
+// Barriers (dsm/PROTOCOL.md, "Barriers"): an arrival at a barrier homed at the arriving cluster is
+// made on that home's manager by the arriving thread, with no request to its own service thread;
+// and a barrier every bound thread of the cluster is in leaves the pages its flush diffs writable
+// until the reply is applied, so those that move to their only writer there take no mprotect.
 #include <string>
 
 #include "dsm_machine.hpp"
@@ -13,7 +14,63 @@ uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
     for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
     return off;
 }
+// Requests made by cluster c's compute threads (the loopback runtime counts per endpoint).
+uint64_t compute_requests(Machine& m, uint16_t c) {
+    uint64_t s = 0;
+    for (uint16_t k = 0; k < m.T; k++) s += m.world.runtime(c).endpoint(k).counters().requests;
+    return s;
+}
 }  // namespace
+
+TEST_CASE("dsm: an arrival at a barrier homed at its own cluster asks no service thread, and every cluster "
+          "still sees the writes made before it",
+          "[dsm-barriers]") {
+    const uint16_t C = GENERATE(2, 3);
+    const uint16_t T = GENERATE(1, 2);
+    Machine m(C, T);
+    constexpr uint32_t kRounds = 40;
+    const uint64_t off = alloc_everywhere(m, uint64_t(C) * T * 4096);
+    std::vector<uint64_t> requests(C), here(C);
+    Failures f;
+    m.run([&](uint16_t c, uint16_t t, DsmNode& n) {
+        // Phase 1: barrier 0 (homed at cluster 0) with nothing to flush: cluster 0's arrivals are
+        // made on its manager in place (before: one request to its own service thread each).
+        if (n.barrier(C) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());  // homed at cluster 0 too
+        const uint64_t req0 = compute_requests(m, c), here0 = n.counters().barriers_here.load();
+        if (n.barrier(C) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        for (uint32_t r = 0; r < kRounds; r++)
+            if (n.barrier(0) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (t == 0) {
+            requests[c] = compute_requests(m, c) - req0;
+            here[c] = n.counters().barriers_here.load() - here0;
+        }
+        if (n.barrier(C) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Phase 2: every thread writes its page, then a barrier homed at each cluster in turn, then
+        // every thread reads every page.
+        auto* d = m.at<volatile uint32_t>(c, off);
+        const uint32_t me = uint32_t(c) * T + t;
+        for (uint32_t r = 0; r < kRounds; r++) {
+            d[me * 1024 + r % 1024] = r * 100 + me + 1;
+            if (n.barrier(r % C) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            for (uint32_t o = 0; o < uint32_t(C) * T; o++)
+                if (d[o * 1024 + r % 1024] != r * 100 + o + 1)
+                    f.fail("round " + std::to_string(r) + ": cluster " + std::to_string(c) + " read " +
+                           std::to_string(d[o * 1024 + r % 1024]) + " from thread " + std::to_string(o) +
+                           " after a barrier homed at cluster " + std::to_string(r % C));
+            if (n.barrier(r % C + C) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+    });
+    f.check();
+    for (uint16_t c = 0; c < C; c++) {
+        INFO("C " << C << ", T " << T << ": cluster " << c << "'s compute threads made " << requests[c]
+                  << " requests in " << kRounds << " barriers homed at cluster 0, " << here[c] << " of them on the home here");
+        CHECK(requests[c] == (c == 0 ? 0 : kRounds + 1));  // cluster 0: kRounds requests before
+        CHECK(here[c] == (c == 0 ? kRounds + 1 : 0));
+    }
+    // All of cluster 0's barriers homed there: 3 barrier(C) and kRounds in phase 1, two a round of
+    // phase 2 whose round is a multiple of C.
+    CHECK(m.nodes[0]->counters().barriers_here.load() == 3 + kRounds + 2 * ((kRounds + C - 1) / C));
+}
 
 TEST_CASE("dsm: pages a barrier moves to their only writer take no mprotect at that barrier there, and "
           "every cluster reads their writes",
