@@ -78,6 +78,21 @@ struct Machine {
     }
 };
 
+// The same allocation at every cluster (the same offset in each region): its offset.
+inline uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
+    return off;
+}
+
+// A counter of cluster c's compute endpoints, summed (the loopback runtime counts per endpoint),
+// e.g. &RtEndpointCounters::requests.
+template <class Field> uint64_t compute_endpoints_sum(Machine& m, uint16_t c, Field field) {
+    uint64_t s = 0;
+    for (uint16_t t = 0; t < m.T; t++) s += m.world.runtime(c).endpoint(t).counters().*field;
+    return s;
+}
+
 // Assertions from worker threads: Catch2 2.x is not thread-safe, so workers count failures and
 // keep the first message; the test thread asserts after the join.
 struct Failures {

@@ -9,17 +9,8 @@
 using namespace dsmtest;
 
 namespace {
-uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
-    uint64_t off = 0;
-    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
-    return off;
-}
-// Requests made by cluster c's compute threads (the loopback runtime counts per endpoint).
-uint64_t compute_requests(Machine& m, uint16_t c) {
-    uint64_t s = 0;
-    for (uint16_t k = 0; k < m.T; k++) s += m.world.runtime(c).endpoint(k).counters().requests;
-    return s;
-}
+// Requests made by cluster c's compute threads.
+uint64_t compute_requests(Machine& m, uint16_t c) { return compute_endpoints_sum(m, c, &RtEndpointCounters::requests); }
 }  // namespace
 
 TEST_CASE("dsm: an arrival at a barrier homed at its own cluster asks no service thread, and every cluster "

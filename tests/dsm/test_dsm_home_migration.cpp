@@ -9,14 +9,6 @@
 
 using namespace dsmtest;
 
-namespace {
-uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
-    uint64_t off = 0;
-    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
-    return off;
-}
-}  // namespace
-
 TEST_CASE("dsm: a page one cluster alone writes between barriers moves home to it; its later writes send no diff",
           "[dsm-homes]") {
     const uint16_t C = GENERATE(2, 3);

@@ -13,18 +13,7 @@ using namespace dsmtest;
 namespace {
 uint64_t offset_of(DsmNode& n, void* p) { return uint64_t(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(n.base())); }
 
-// The same allocation at every cluster (the same offset in each region).
-uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
-    uint64_t off = 0;
-    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(bytes, 4096));
-    return off;
-}
-
-uint64_t msgs_sent(Machine& m, uint16_t c) {
-    uint64_t s = 0;
-    for (uint16_t t = 0; t < m.T; t++) s += m.world.runtime(c).endpoint(t).counters().msgs_sent;
-    return s;
-}
+uint64_t msgs_sent(Machine& m, uint16_t c) { return compute_endpoints_sum(m, c, &RtEndpointCounters::msgs_sent); }
 }  // namespace
 
 TEST_CASE("dsm locks: a lock re-acquired by the cluster that holds its token sends no message", "[dsm-locks]") {

@@ -13,11 +13,6 @@ using namespace dsmtest;
 namespace {
 constexpr uint32_t kPages = 16, kWords = 4096 / 8;
 
-uint64_t alloc_everywhere(Machine& m, uint64_t bytes) {
-    uint64_t off = 0;
-    for (auto& n : m.nodes) off = uint64_t(static_cast<uint8_t*>(n->alloc(bytes, 4096)) - static_cast<uint8_t*>(n->base()));
-    return off;
-}
 uint64_t value(uint32_t round, uint32_t page, uint32_t who) { return (uint64_t(round) << 32) | (page << 8) | who; }
 }  // namespace
 
