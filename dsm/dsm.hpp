@@ -125,6 +125,9 @@ struct DsmCounters {
     // Pages made writable by a write fault on the page before them (kWriteAhead, dsm_impl.hpp),
     // and of them those whose diff at the release was empty (no change: no diff, no notice).
     std::atomic<uint64_t> pages_written_ahead{0}, written_ahead_unchanged{0};
+    // Pages a fetch installed writable (changed here at one of the last two flushes: "Fetch for
+    // write"); those left unchanged count in written_ahead_unchanged too.
+    std::atomic<uint64_t> pages_fetched_writable{0};
     // mprotect calls of the protocol in the parallel section (each splits or merges mappings and
     // flushes the TLB of every core running a thread of the process): one per run of pages whose
     // protection changes together, at a fault, a served fetch, a release, an invalidation or a move.

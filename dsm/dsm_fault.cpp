@@ -135,27 +135,52 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
         // The reply's pages locked together in page order (as for_each_page_run), so those still
         // wanted (not invalidated meanwhile) turn read-only in one mprotect per run of consecutive
-        // pages, not one each.
+        // pages, not one each; those this cluster changed at one of its last two flushes turn
+        // writable instead, twinned from the fetched copy, as make_writable would at their next
+        // write (PROTOCOL.md, "Fetch for write"). A page so made writable and not written costs a
+        // compare at the release, and sends no diff and no notice (`ahead`).
         uint32_t run[kFetchPages];
         for (uint32_t k = 0; k < count; k++) {
             run[k] = uint32_t(p + k);
             pages[p + k].mu.lock();
         }
-        bool install[kFetchPages];
+        const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
+        bool install[kFetchPages], writable[kFetchPages];
         for (uint32_t k = 0; k < count; k++) {
             Page& nq = pages[p + k];
             nq.fetching.store(false, std::memory_order_release);
             // Invalidated meanwhile: p's copy may predate the notice (fetched again below), a
             // neighbour stays invalid.
             install[k] = k == 0 ? nq.epoch == e : nq.epoch == epochs[k] && nq.state.load() == kInvalid;
+            writable[k] = false;
             if (!install[k]) continue;
             // Words of globals that differ between the clusters keep this cluster's values (a page
             // of globals comes alone: count is 1).
             if (const std::vector<uint32_t>* keep = k == 0 ? private_of(p) : nullptr)
                 for (uint32_t off : *keep) std::memcpy(reply.data() + off, page_priv(p) + off, 8);
             std::memcpy(page_priv(p + k), reply.data() + uint64_t(k) * page, page_len(p + k));
+            // Not one still dirty: an invalidation sent its diff and its notice is to come (an
+            // unchanged `ahead` page would be named in none).
+            writable[k] = !nq.dirty && nq.written_lately(seq) && home_of_page(p + k) != n.cluster_;
+            if (writable[k]) {
+                std::memcpy(page_twin(p + k), page_priv(p + k), page_len(p + k));
+                nq.twin = true;
+                nq.ahead = true;
+            }
         }
-        protect_runs(run, count, PROT_READ, kReadOnly, [&](uint32_t q) { return install[q - p]; });
+        uint32_t fetched_writable = 0;
+        {
+            std::lock_guard<std::mutex> d(dirty_mu);
+            for (uint32_t k = 0; k < count; k++) {
+                if (!install[k] || !writable[k]) continue;
+                fetched_writable++;
+                pages[p + k].dirty = true;
+                dirty_list.push_back(uint32_t(p + k));
+            }
+        }
+        protect_runs(run, count, PROT_READ | PROT_WRITE, kWritable, [&](uint32_t q) { return install[q - p] && writable[q - p]; });
+        protect_runs(run, count, PROT_READ, kReadOnly, [&](uint32_t q) { return install[q - p] && !writable[q - p]; });
+        if (fetched_writable) n.ctr_.pages_fetched_writable.fetch_add(fetched_writable, std::memory_order_relaxed);
         const bool done = install[0];
         for (uint32_t k = count; k-- > 0;) pages[p + k].mu.unlock();
         if (done) return;
@@ -190,8 +215,8 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
         for (uint64_t q = p + 1; may_ahead && count < kWriteAhead && valid_page(q); q++, count++) {
             Page& nq = pages[q];
             std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
-            if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty || nq.wrote_at == 0 ||
-                nq.wrote_at + 1 < seq || (home_of_page(q) == n.cluster_) != home)
+            if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty || !nq.written_lately(seq) ||
+                (home_of_page(q) == n.cluster_) != home)
                 break;
             std::memcpy(page_twin(q), page_priv(q), page_len(q));
             nq.twin = true;

@@ -44,8 +44,10 @@ struct Page {
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
     // The cluster's flush (flush_seq) at which its diff last carried a change (a home page: at which
     // it was last in a write notice); 0: never. A write fault makes the following pages written as
-    // recently writable with it (write-ahead).
+    // recently writable with it (write-ahead), and a fetch installs such a page writable.
     uint32_t wrote_at = 0;
+    // Changed at one of the cluster's last two flushes (`seq`: flush_seq now): likely written again.
+    bool written_lately(uint32_t seq) const { return wrote_at != 0 && wrote_at + 1 >= seq; }
     // 0: the home is the policy's (home_of_page); h + 1: the page's home moved to cluster h at a
     // barrier (apply_moves), its only writer since the last barrier every thread was in.
     std::atomic<uint16_t> moved_home{0};
@@ -130,6 +132,10 @@ inline constexpr uint32_t kFetchPages = 8;
 // and an mprotect (splitting the mapping, flushing TLBs) per page per interval. A page made
 // writable so and left unchanged costs a compare at the release and sends no diff and no notice.
 inline constexpr uint32_t kWriteAhead = 16;
+// The same prediction at a fetch: a fetched non-home page this cluster changed at one of its last
+// two flushes is installed writable, twinned, in the fetch's mprotect (dsm_fault.cpp, fetch): a
+// program that reads and then rewrites the pages another cluster's notice invalidated (LU's
+// blocks, C -= A * B) took a read fault and then a write fault on each fetched run.
 
 // The fence lock (sync id 0) keeps a home-held token: its release always goes home (one-way). Fences
 // no longer take it (DsmNode::fence: their own exchange with its home, whose knowledge they share).

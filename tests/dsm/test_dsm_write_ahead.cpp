@@ -3,7 +3,8 @@
 // one of its last two flushes. A program that writes the same run of pages every step (LU's
 // columns) takes one fault per run, not one per page; a page made writable so and not written
 // sends no diff and no notice, and one another cluster writes meanwhile is still invalidated and
-// fetched with that write.
+// fetched with that write. Fetch for write (PROTOCOL.md): a fetch installs such pages writable, so a
+// run read and then rewritten after another cluster's notice invalidated it takes no write fault.
 #include <string>
 
 #include "dsm_machine.hpp"
@@ -88,4 +89,76 @@ TEST_CASE("dsm: a run of pages homed elsewhere written every interval costs one 
     // Round 7: the run breaks at page 5 (invalidated at cluster 1, fetched by its write fault),
     // whose fault brings pages 6..15.
     CHECK(faults(7) == 2);
+}
+
+TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable: read and then rewritten, "
+          "it takes the read fault only, and a page fetched so and left unchanged is named in no notice",
+          "[dsm-write-ahead]") {
+    DsmConfig cfg = test_config();
+    cfg.migrate_homes = false;  // both write every page anyway; the pages stay homed at cluster 0
+    Machine m(3, 1, cfg);
+    // kFetch pages homed at cluster 0 (the first of 3 x kFetch under alloc-block), one fetch's run.
+    // Each round cluster 0 writes word 2r of every page and cluster 1 word 2r + 1, as LU's blocks
+    // share its columns' pages: cluster 1's copies are invalidated by cluster 0's notice, and it
+    // reads cluster 0's last words (a read fault, a fetch) before writing its own. Cluster 2 only
+    // reads, and counts the pages named in the notices it receives.
+    constexpr uint32_t kFetch = 8, kRounds = 8, kReaderRound = 5;
+    const uint64_t off = alloc_everywhere(m, 3 * kFetch * 4096ull);
+    uint64_t wf_at[kRounds + 1] = {}, rf_at[kRounds + 1] = {}, diffs_at[kRounds + 1] = {}, notices_at[kRounds + 1] = {};
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint64_t>(c, off);
+        auto fail = [&](uint32_t r, const std::string& what) {
+            f.fail("round " + std::to_string(r) + ": cluster " + std::to_string(c) + " " + what);
+        };
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == 1) {
+                wf_at[r] = n.counters().write_faults.load();
+                rf_at[r] = n.counters().read_faults.load();
+                diffs_at[r] = n.counters().diffs_sent.load();
+            } else if (c == 2) {
+                notices_at[r] = n.counters().write_notices_received.load();
+            }
+            for (uint32_t p = 0; p < kFetch; p++) {
+                if (c == 0) d[p * kWords + 2 * r] = value(r, p, 0);
+                if (c != 1) continue;
+                if (r > 0 && d[p * kWords + 2 * (r - 1)] != value(r - 1, p, 0))
+                    fail(r, "lost cluster 0's write of page " + std::to_string(p) + " in the round before");
+                if (r != kReaderRound) d[p * kWords + 2 * r + 1] = value(r, p, 1);
+            }
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            if (c != 1)
+                for (uint32_t p = 0; p < kFetch; p++) {
+                    if (d[p * kWords + 2 * r] != value(r, p, 0)) fail(r, "lost cluster 0's write of page " + std::to_string(p));
+                    const uint64_t want = r == kReaderRound ? 0 : value(r, p, 1);
+                    if (d[p * kWords + 2 * r + 1] != want) fail(r, "read a wrong word of cluster 1 in page " + std::to_string(p));
+                }
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (c == 1) {
+            wf_at[kRounds] = n.counters().write_faults.load();
+            rf_at[kRounds] = n.counters().read_faults.load();
+            diffs_at[kRounds] = n.counters().diffs_sent.load();
+        } else if (c == 2) {
+            notices_at[kRounds] = n.counters().write_notices_received.load();
+        }
+    });
+    f.check();
+    auto per = [](const uint64_t* at, uint32_t r) { return at[r + 1] - at[r]; };
+    std::string seen;
+    for (uint32_t r = 0; r < kRounds; r++)
+        seen += " [" + std::to_string(per(rf_at, r)) + " " + std::to_string(per(wf_at, r)) + " " +
+                std::to_string(per(diffs_at, r)) + " " + std::to_string(per(notices_at, r)) + "]";
+    INFO("per round: [cluster 1's read faults, write faults, diffs; pages named in cluster 2's notices]" << seen);
+    // Round 0: the pages are valid since CREATE, with no history: a write fault per page.
+    CHECK(per(rf_at, 0) == 0);
+    CHECK(per(wf_at, 0) == kFetch);
+    for (uint32_t r = 1; r < kRounds; r++) {
+        CHECK(per(rf_at, r) == 1);  // one fetch for the run
+        // Before: one write fault a round (write-ahead made the run writable after the fetch).
+        CHECK(per(wf_at, r) == 0);
+        // The reader round changes nothing: no diff, and its pages are named by cluster 0 only.
+        CHECK(per(diffs_at, r) == (r == kReaderRound ? 0 : kFetch));
+        CHECK(per(notices_at, r) == (r == kReaderRound ? kFetch : 2 * kFetch));
+    }
 }
