@@ -112,16 +112,19 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         const uint32_t e = pg.epoch;
         g.unlock();
         // The following pages of the region with the same home that are invalid here and not being
-        // fetched come in the same reply (as ArgoDSM loads 8 pages a miss): claimed as p is, each
-        // with its own epoch. A page whose lock is busy ends the run.
+        // fetched come in the same reply (as ArgoDSM loads 8 pages a miss; beyond kFetchPages only
+        // pages this cluster changed lately, kFetchPagesWritten): claimed as p is, each with its own
+        // epoch. A page whose lock is busy ends the run.
         const uint16_t home = home_of_page(p);
-        const uint32_t most = p < npages ? uint32_t(std::min<uint64_t>(kFetchPages, rt.max_message() / page)) : 1;
-        uint32_t epochs[kFetchPages];
+        const uint32_t most = p < npages ? uint32_t(std::min<uint64_t>(kFetchPagesWritten, rt.max_message() / page)) : 1;
+        const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
+        uint32_t epochs[kFetchPagesWritten];
         uint32_t count = 1;
         for (uint64_t q = p + 1; count < most && q < npages && home_of_page(q) == home; q++, count++) {
             Page& nq = pages[q];
             std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
             if (!gq.owns_lock() || nq.state.load() != kInvalid || nq.fetching.load()) break;
+            if (count >= kFetchPages && !nq.written_lately(seq)) break;
             nq.fetching.store(true);
             epochs[count] = nq.epoch;
         }
@@ -139,13 +142,12 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         // writable instead, twinned from the fetched copy, as make_writable would at their next
         // write (PROTOCOL.md, "Fetch for write"). A page so made writable and not written costs a
         // compare at the release, and sends no diff and no notice (`ahead`).
-        uint32_t run[kFetchPages];
+        uint32_t run[kFetchPagesWritten];
         for (uint32_t k = 0; k < count; k++) {
             run[k] = uint32_t(p + k);
             pages[p + k].mu.lock();
         }
-        const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
-        bool install[kFetchPages], writable[kFetchPages];
+        bool install[kFetchPagesWritten], writable[kFetchPagesWritten];
         for (uint32_t k = 0; k < count; k++) {
             Page& nq = pages[p + k];
             nq.fetching.store(false, std::memory_order_release);
@@ -302,7 +304,7 @@ void protect_served(DsmNode::Impl& I, uint32_t first, uint32_t count) {
     // and waits), so their home pages left writable take one mprotect per run of consecutive pages
     // rather than one each: a fetch of 8 pages made 8 calls, each a mapping split and a TLB
     // shootdown (fft: 12 % of a run's CPU samples were these calls).
-    uint32_t run[kFetchPages];
+    uint32_t run[kFetchPagesWritten];
     for (uint32_t k = 0; k < count; k++) {
         run[k] = first + k;
         I.pages[first + k].mu.lock();
@@ -316,14 +318,14 @@ void protect_served(DsmNode::Impl& I, uint32_t first, uint32_t count) {
     for (uint32_t k = count; k-- > 0;) I.pages[first + k].mu.unlock();
 }
 
-// A request names page `first` and how many pages from it (1, or up to kFetchPages of the region;
+// A request names page `first` and how many pages from it (1, or up to kFetchPagesWritten of the region;
 // a request of the page alone, as start-up's, means 1); the reply is their bytes in order.
 void h_fetch(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto* I = static_cast<DsmNode::Impl*>(ctx);
     Rd r(m.data.data(), m.data.size());
     const uint32_t first = r.get<uint32_t>();
     const uint32_t count = m.data.size() >= 2 * sizeof(uint32_t) ? r.get<uint32_t>() : 1;  // start-up asks one
-    const bool run_ok = count == 1 || (count > 1 && count <= kFetchPages && uint64_t(first) + count <= I->npages &&
+    const bool run_ok = count == 1 || (count > 1 && count <= kFetchPagesWritten && uint64_t(first) + count <= I->npages &&
                                        uint64_t(count) * I->page <= I->rt.max_message());
     if (r.bad || !I->valid_page(first) || !run_ok) {
         self.reply(m.token(), {});

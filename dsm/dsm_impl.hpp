@@ -122,6 +122,13 @@ struct SyncObj {
 // loads 8 pages a miss the same way; one at a time, a cluster reading another's half of a matrix
 // paid a round trip per page (matmul of `bench dsm --vs argo`: 256 requests of cluster 1 for B).
 inline constexpr uint32_t kFetchPages = 8;
+// Beyond them the run goes on, up to kFetchPagesWritten pages in all, over pages this cluster
+// changed at one of its last two flushes (Page::written_lately; a fetch installs them writable,
+// "Fetch for write"): SPLASH-3's lu-nc rewrites its rows of every column page after each notice
+// of the other cluster's, 8 pages a round trip. Pages it only reads stay at 8: a fetch protects
+// the home's copies, so each page fetched and not needed costs the home a write fault later
+// (SPLASH-3's ocean with runs of 16 for every page: 8,200 -> 10,800 write faults a run).
+inline constexpr uint32_t kFetchPagesWritten = 32;
 
 // A write fault on a non-home page also twins and unprotects, in the same mprotect, up to
 // kWriteAhead - 1 pages after it that are read-only here, not homed here, and whose diff carried a

@@ -13,7 +13,7 @@ namespace iccs::dsm {
 
 // Handler ids relative to DsmConfig::handler_base (dsm_impl.hpp checks they fit in kDsmHandlers).
 enum : uint16_t {
-    kHFetch = 0,    // req  u32 page [, u32 count 1..kFetchPages] -> reply the pages' bytes
+    kHFetch = 0,    // req  u32 page [, u32 count 1..kFetchPagesWritten] -> reply the pages' bytes
     kHDiff,         // req  u32 count, {u32 page, u32 runs, {u32 off, u32 len, bytes}}  -> ack
     kHLockAcq,      // send u32 id, VC (from a compute thread; its grant: kHLockGrant to that thread, later)
                     //      or a fence: req u32 kFenceExchange, u8 kFence* bits, VC, intervals -> VC, intervals (acquire) or ack

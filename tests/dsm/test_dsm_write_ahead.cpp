@@ -92,18 +92,20 @@ TEST_CASE("dsm: a run of pages homed elsewhere written every interval costs one 
 }
 
 TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable: read and then rewritten, "
-          "it takes the read fault only, and a page fetched so and left unchanged is named in no notice",
+          "it takes the read fault only, a run of 32 such pages comes in one fetch, and a page fetched so and "
+          "left unchanged is named in no notice",
           "[dsm-write-ahead]") {
     DsmConfig cfg = test_config();
     cfg.migrate_homes = false;  // both write every page anyway; the pages stay homed at cluster 0
     Machine m(3, 1, cfg);
-    // kFetch pages homed at cluster 0 (the first of 3 x kFetch under alloc-block), one fetch's run.
+    // kRun pages homed at cluster 0 (the first of 3 x kRun under alloc-block): kFetchPagesWritten,
+    // one fetch's run when this cluster changed them all lately.
     // Each round cluster 0 writes word 2r of every page and cluster 1 word 2r + 1, as LU's blocks
     // share its columns' pages: cluster 1's copies are invalidated by cluster 0's notice, and it
     // reads cluster 0's last words (a read fault, a fetch) before writing its own. Cluster 2 only
     // reads, and counts the pages named in the notices it receives.
-    constexpr uint32_t kFetch = 8, kRounds = 8, kReaderRound = 5;
-    const uint64_t off = alloc_everywhere(m, 3 * kFetch * 4096ull);
+    constexpr uint32_t kRun = 32, kRounds = 8, kReaderRound = 5;
+    const uint64_t off = alloc_everywhere(m, 3 * kRun * 4096ull);
     uint64_t wf_at[kRounds + 1] = {}, rf_at[kRounds + 1] = {}, diffs_at[kRounds + 1] = {}, notices_at[kRounds + 1] = {};
     Failures f;
     m.run([&](uint16_t c, uint16_t, DsmNode& n) {
@@ -119,7 +121,7 @@ TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable
             } else if (c == 2) {
                 notices_at[r] = n.counters().write_notices_received.load();
             }
-            for (uint32_t p = 0; p < kFetch; p++) {
+            for (uint32_t p = 0; p < kRun; p++) {
                 if (c == 0) d[p * kWords + 2 * r] = value(r, p, 0);
                 if (c != 1) continue;
                 if (r > 0 && d[p * kWords + 2 * (r - 1)] != value(r - 1, p, 0))
@@ -128,7 +130,7 @@ TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable
             }
             if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
             if (c != 1)
-                for (uint32_t p = 0; p < kFetch; p++) {
+                for (uint32_t p = 0; p < kRun; p++) {
                     if (d[p * kWords + 2 * r] != value(r, p, 0)) fail(r, "lost cluster 0's write of page " + std::to_string(p));
                     const uint64_t want = r == kReaderRound ? 0 : value(r, p, 1);
                     if (d[p * kWords + 2 * r + 1] != want) fail(r, "read a wrong word of cluster 1 in page " + std::to_string(p));
@@ -152,13 +154,14 @@ TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable
     INFO("per round: [cluster 1's read faults, write faults, diffs; pages named in cluster 2's notices]" << seen);
     // Round 0: the pages are valid since CREATE, with no history: a write fault per page.
     CHECK(per(rf_at, 0) == 0);
-    CHECK(per(wf_at, 0) == kFetch);
+    CHECK(per(wf_at, 0) == kRun);
     for (uint32_t r = 1; r < kRounds; r++) {
-        CHECK(per(rf_at, r) == 1);  // one fetch for the run
-        // Before: one write fault a round (write-ahead made the run writable after the fetch).
+        // One fetch for the run (before: 4 of 8 pages each) and no write fault (before: one after
+        // each fetch, write-ahead making its 8 pages writable).
+        CHECK(per(rf_at, r) == 1);
         CHECK(per(wf_at, r) == 0);
         // The reader round changes nothing: no diff, and its pages are named by cluster 0 only.
-        CHECK(per(diffs_at, r) == (r == kReaderRound ? 0 : kFetch));
-        CHECK(per(notices_at, r) == (r == kReaderRound ? kFetch : 2 * kFetch));
+        CHECK(per(diffs_at, r) == (r == kReaderRound ? 0 : kRun));
+        CHECK(per(notices_at, r) == (r == kReaderRound ? kRun : 2 * kRun));
     }
 }
