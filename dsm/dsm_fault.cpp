@@ -217,8 +217,9 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
         for (uint64_t q = p + 1; may_ahead && count < kWriteAhead && valid_page(q); q++, count++) {
             Page& nq = pages[q];
             std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
-            if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty || !nq.written_lately(seq) ||
-                (home_of_page(q) == n.cluster_) != home)
+            // A home page a fetch protected was written here untracked, its `wrote_at` stale.
+            if (!gq.owns_lock() || nq.state.load() != kReadOnly || nq.dirty ||
+                !(nq.written_lately(seq) || (home && nq.served_protected)) || (home_of_page(q) == n.cluster_) != home)
                 break;
             std::memcpy(page_twin(q), page_priv(q), page_len(q));
             nq.twin = true;
@@ -235,7 +236,10 @@ void DsmNode::Impl::make_writable(uint64_t p, RtEndpoint& ep) {
             }
         }
         protect(uint32_t(p), count, PROT_READ | PROT_WRITE);
-        for (uint32_t k = 0; k < count; k++) pages[p + k].state.store(kWritable, std::memory_order_release);
+        for (uint32_t k = 0; k < count; k++) {
+            pages[p + k].served_protected = false;
+            pages[p + k].state.store(kWritable, std::memory_order_release);
+        }
         if (count > 1) n.ctr_.pages_written_ahead.fetch_add(count - 1, std::memory_order_relaxed);
         return;
     }
@@ -312,8 +316,10 @@ void protect_served(DsmNode::Impl& I, uint32_t first, uint32_t count) {
     for (uint32_t k = 0; k < count; k++)
         if (I.home_of_page(first + k) != I.n.cluster()) I.pages[first + k].served_unhomed = true;
     I.protect_runs(run, count, PROT_READ, kReadOnly, [&](uint32_t p) {
-        const Page& pg = I.pages[p];
-        return I.home_of_page(p) == I.n.cluster() && pg.state.load() == kWritable && !pg.dirty;
+        Page& pg = I.pages[p];
+        const bool untracked = I.home_of_page(p) == I.n.cluster() && pg.state.load() == kWritable && !pg.dirty;
+        if (untracked) pg.served_protected = true;
+        return untracked;
     });
     for (uint32_t k = count; k-- > 0;) I.pages[first + k].mu.unlock();
 }

@@ -41,6 +41,11 @@ struct Page {
     // A fetch of it was served here while this cluster was not its home: the requester had applied
     // a barrier's move of it here that this cluster had not yet (apply_moves then keeps it tracked).
     bool served_unhomed = false;
+    // A home page left writable (untracked: written here since CREATE) that a served fetch
+    // protected (protect_served), until it is writable again. Its writes since its last notice were
+    // named in none, so `wrote_at` says nothing of them: write-ahead takes such a page as written
+    // lately ("Write-ahead").
+    bool served_protected = false;
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
     // The cluster's flush (flush_seq) at which its diff last carried a change (a home page: at which
     // it was last in a write notice); 0: never. A write fault makes the following pages written as
@@ -134,7 +139,8 @@ inline constexpr uint32_t kFetchPagesWritten = 32;
 // kWriteAhead - 1 pages after it that are read-only here, not homed here, and whose diff carried a
 // change at one of this cluster's last two flushes (dsm_fault.cpp, make_writable); under block
 // homes a fault on a home page does the same with the home pages after it that one of those
-// flushes named and a fetch protected since (twinned only to be compared at the release): a program that
+// flushes named, or that a fetch protected while left writable here (written untracked: no notice
+// named them), and a fetch protected since (twinned only to be compared at the release): a program that
 // writes the same rows or columns every step (LU's, radix's, ocean's) otherwise takes a SIGSEGV
 // and an mprotect (splitting the mapping, flushing TLBs) per page per interval. A page made
 // writable so and left unchanged costs a compare at the release and sends no diff and no notice.

@@ -2,6 +2,7 @@
 // "Page state per cluster"): a fetch of kFetchPages pages protects the home's untracked copies of
 // them in one call, and installs them at the requester in one call, not one a page each (every
 // call splits or merges mappings and flushes the TLB of each core running a thread of the process).
+#include <atomic>
 #include <string>
 
 #include "dsm_machine.hpp"
@@ -158,4 +159,48 @@ TEST_CASE("dsm: another cluster's diff to a home page written ahead does not mak
     INFO("last round: cluster 1's invalidations " << invals << ", cluster 0's pages written ahead and unchanged " << unchanged);
     CHECK(unchanged == kPages - 1);  // pages 1..7: only cluster 1's bytes changed
     CHECK(invals == 1);              // page 0 alone (before: 8)
+}
+
+TEST_CASE("dsm: home pages written untracked for several intervals and then protected by a fetch are written "
+          "ahead together at the home's next write, and every write is seen",
+          "[dsm-protection]") {
+    Machine m(2, 1, fixed_homes());
+    const uint64_t off = alloc_pages(m);
+    // Cluster 0 writes its kPages home pages every round: noticed once (round 0), then writable and
+    // untracked, so no notice names them and their `wrote_at` ages as cluster 0 also writes page
+    // kPages (homed at cluster 1: a diff, a flush, every round). Cluster 1 reads them in rounds 3
+    // and 5; each fetch protects them at cluster 0, whose next write faults.
+    constexpr uint32_t kRounds = 6;
+    uint64_t faults_at[kRounds + 1] = {};
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint64_t>(c, off);
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == 0) {
+                faults_at[r] = n.counters().write_faults.load();
+                for (uint32_t p = 0; p <= kPages; p++) {
+                    d[p * kWords + r] = value(r, p);
+                    std::atomic_signal_fence(std::memory_order_seq_cst);  // the stores in page order
+                }
+            }
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            if (c == 1 && (r == 3 || r == 5))
+                for (uint32_t p = 0; p <= kPages; p++)
+                    for (uint32_t w = 0; w <= r; w++)
+                        if (d[p * kWords + w] != value(w, p))
+                            f.fail("round " + std::to_string(r) + ": cluster 1 read a stale word " + std::to_string(w) +
+                                   " of page " + std::to_string(p));
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (c == 0) faults_at[kRounds] = n.counters().write_faults.load();
+    });
+    f.check();
+    auto faults = [&](uint32_t r) { return faults_at[r + 1] - faults_at[r]; };
+    INFO("cluster 0's write faults per round: " << faults(0) << " " << faults(1) << " " << faults(2) << " " << faults(3)
+                                               << " " << faults(4) << " " << faults(5));
+    CHECK(faults(0) == kPages + 1);  // no history: a fault a page
+    for (uint32_t r : {1u, 2u, 3u, 5u}) CHECK(faults(r) == 1);  // page kPages only: the home pages are untracked
+    // Round 4, after round 3's fetch protected them: one fault for the home pages and one for page
+    // kPages (before: their last notice was 3 flushes back, so a fault each, kPages + 1).
+    CHECK(faults(4) == 2);
 }
