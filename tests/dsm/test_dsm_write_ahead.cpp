@@ -113,14 +113,17 @@ TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable
         auto fail = [&](uint32_t r, const std::string& what) {
             f.fail("round " + std::to_string(r) + ": cluster " + std::to_string(c) + " " + what);
         };
-        for (uint32_t r = 0; r < kRounds; r++) {
+        auto record = [&](uint32_t at) {  // the counters as round `at` begins
             if (c == 1) {
-                wf_at[r] = n.counters().write_faults.load();
-                rf_at[r] = n.counters().read_faults.load();
-                diffs_at[r] = n.counters().diffs_sent.load();
+                wf_at[at] = n.counters().write_faults.load();
+                rf_at[at] = n.counters().read_faults.load();
+                diffs_at[at] = n.counters().diffs_sent.load();
             } else if (c == 2) {
-                notices_at[r] = n.counters().write_notices_received.load();
+                notices_at[at] = n.counters().write_notices_received.load();
             }
+        };
+        for (uint32_t r = 0; r < kRounds; r++) {
+            record(r);
             for (uint32_t p = 0; p < kRun; p++) {
                 if (c == 0) d[p * kWords + 2 * r] = value(r, p, 0);
                 if (c != 1) continue;
@@ -137,13 +140,7 @@ TEST_CASE("dsm: a fetched page this cluster changed lately is installed writable
                 }
             if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
         }
-        if (c == 1) {
-            wf_at[kRounds] = n.counters().write_faults.load();
-            rf_at[kRounds] = n.counters().read_faults.load();
-            diffs_at[kRounds] = n.counters().diffs_sent.load();
-        } else if (c == 2) {
-            notices_at[kRounds] = n.counters().write_notices_received.load();
-        }
+        record(kRounds);
     });
     f.check();
     auto per = [](const uint64_t* at, uint32_t r) { return at[r + 1] - at[r]; };
