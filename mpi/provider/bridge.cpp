@@ -308,13 +308,16 @@ bool Bridge::run() {
         for (uint16_t c = 0; c < m_.clusters; ++c)
             if (c != sh_.cluster && !lost_[c] && env_.rings->cluster_down(c)) cluster_lost(c);
         if (rank_dead() && !announced_) announce_death();
-        if (!rank_dead() && !forward_out(work)) return false;
+        uint32_t taken = 0;
+        if (!rank_dead() && !forward_out(taken)) return false;
         if (!forward_in(work)) return false;
-        if (work != 0) {
-            // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting").
-            // Woken, it often waits for this core (the agent runs where its first rank was
-            // bound): give the core to it now rather than after this thread's spin.
-            if (futex_wake_shared(&slot_.doorbell)) sched_yield();
+        if (work + taken != 0) {
+            // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting"):
+            // for an arrival, or for room after what we took only when it said so (kDoorbellRoom;
+            // a rank that sent and sleeps for the answer is left asleep). Woken, it often waits
+            // for this core (the agent runs where its first rank was bound): give the core to it
+            // now rather than after this thread's spin.
+            if (futex_wake_shared(&slot_.doorbell, work != 0 ? ~0u : kDoorbellRoom)) sched_yield();
             conv.idle_end();
             idle_since = 0;
             continue;

@@ -282,14 +282,21 @@ void RankEngine::sleep_until_work(uint64_t timeout_us) {
     // The writers' protocol (futex_wake_shared): say we sleep, look once more, sleep while the
     // word says so. Only the rings' shared positions are read here (another thread may be in
     // progress() under FI_THREAD_SAFE, which owns the consumers' cached state).
-    slot_->doorbell.store(1, std::memory_order_seq_cst);
-    bool work = region_.hdr().epoch.load(std::memory_order_acquire) != seen_epoch_;
-    for (const InPath& in : in_) work = work || in.ring.maybe_nonempty();
-    // Sends wait for room in the agent ring: the bridge took records since the wait looked (its
-    // ring of the doorbell may have come before our word said we sleep). The note is this wait's.
+    // Sends that wait for room in the agent ring ask the bridge for a wake when it takes records
+    // (kDoorbellRoom); without, the bridge's takes do not wake us. Bits are or-ed in: under
+    // FI_THREAD_SAFE another thread of the rank may sleep on the same word.
     const uint64_t pos = room_wait_pos_.exchange(kNoRoomWait, std::memory_order_relaxed);
-    work = work || (pos != kNoRoomWait && out_agent_.ring.consumer_position() != pos);
-    if (!work) futex_wait_shared(&slot_->doorbell, 1, timeout_us);
+    const uint32_t bits = kDoorbellSleeps | (pos != kNoRoomWait ? kDoorbellRoom : 0);
+    const uint32_t word = slot_->doorbell.fetch_or(bits, std::memory_order_seq_cst) | bits;
+    const auto found_work = [&] {
+        bool work = region_.hdr().epoch.load(std::memory_order_acquire) != seen_epoch_;
+        for (const InPath& in : in_) work = work || in.ring.maybe_nonempty();
+        // The bridge took records since the wait looked (its ring of the doorbell may have come
+        // before our word said we sleep). The note is this wait's.
+        return work || (pos != kNoRoomWait && out_agent_.ring.consumer_position() != pos);
+    };
+    if (!found_work() && futex_wait_shared(&slot_->doorbell, word, timeout_us) && !found_work())
+        add(slot_->counters.idle_wakes, 1);
     slot_->doorbell.store(0, std::memory_order_relaxed);
 }
 

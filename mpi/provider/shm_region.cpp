@@ -142,22 +142,22 @@ std::string Region::agent_error() const {
     return std::string(h.agent_error, strnlen(h.agent_error, sizeof h.agent_error));
 }
 
-bool futex_wake_shared(std::atomic<uint32_t>* word) {
+bool futex_wake_shared(std::atomic<uint32_t>* word, uint32_t only) {
     // The sleeper's protocol (proxy/rings.hpp Waker): it stores 1, looks once more, then waits
     // while the word is 1; a waker that finds it non-zero clears it and wakes. The fence orders
     // the caller's publication (a ring's release store of its head) before this load: without
     // it the store may wait in the store buffer while the load reads 0, and a sleeper that looked
     // at the ring meanwhile sleeps on a record (until its time-out).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (word->load(std::memory_order_relaxed) == 0) return false;
+    if ((word->load(std::memory_order_relaxed) & only) == 0) return false;
     if (word->exchange(0, std::memory_order_seq_cst) == 0) return false;
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
     return true;
 }
 
-void futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_us) {
+bool futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_us) {
     timespec ts{static_cast<time_t>(timeout_us / 1'000'000), static_cast<long>(timeout_us % 1'000'000) * 1000};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+    return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0) == 0;
 }
 
 }  // namespace iccs::mpi

@@ -54,7 +54,9 @@ enum class RankState : uint32_t {
     X(send_ring_full)     /* sends that found their ring full and waited */                                     \
     X(room_blocks)        /* CQ waits that blocked while sends waited for room in the agent ring */       \
     X(cq_full)            /* progress stopped because a CQ had no room */                                 \
-    X(errors)             /* operations ended with an error (a dead peer) */
+    X(errors)             /* operations ended with an error (a dead peer) */                              \
+    X(idle_wakes)         /* CQ waits woken with no record, room or peer's change for them (or a post */ \
+                          /* of another thread, FI_THREAD_SAFE) */
 
 struct RankCounters {
 #define ICCS_X(name) std::atomic<uint64_t> name;
@@ -62,10 +64,19 @@ struct RankCounters {
 #undef ICCS_X
 };
 
+// A rank's doorbell (RankSlot::doorbell): 0 while it is awake. A rank that sleeps in a CQ wait sets
+// kDoorbellSleeps, and kDoorbellRoom with it when a send of its waits for room in its ring to the
+// agent. Every writer of its rings, the agent and a post of another thread wake it whenever it
+// sleeps; its bridge, after taking its records, only when it waits for room: in a ping-pong the
+// rank sleeps for the answer right after its send, and a wake for the take of that send woke it
+// for nothing on the bridge's core, in the way of the send itself (mpi/provider/README.md, "Waiting").
+inline constexpr uint32_t kDoorbellSleeps = 1;
+inline constexpr uint32_t kDoorbellRoom = 2;
+
 struct alignas(64) RankSlot {
     std::atomic<uint32_t> state;     // RankState
     std::atomic<uint32_t> pid;       // of the rank's process (0 before it attached)
-    std::atomic<uint32_t> doorbell;  // 1 while the rank sleeps in a CQ wait: a writer wakes it (futex)
+    std::atomic<uint32_t> doorbell;  // kDoorbell* bits while the rank sleeps in a CQ wait: a writer wakes it (futex)
     alignas(64) std::atomic<uint32_t> bridge_word;   // the agent's bridge thread for this rank sleeps here
     std::atomic<uint32_t> bridge_watch;              // (its Waker, shared: proxy/rings.hpp Waker::share)
     alignas(64) RankCounters counters;
@@ -147,8 +158,11 @@ class Region {
 
 // Wake a futex word of a region (process-shared: FUTEX_WAKE without the private flag). True when
 // a sleeper had said it sleeps (the call woke it, or it was about to sleep and now will not).
-bool futex_wake_shared(std::atomic<uint32_t>* word);
-// Sleep on it while it holds `expected`, at most timeout_us.
-void futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_us);
+// With `only`, the sleeper is woken only when its word has one of those bits (a rank's doorbell:
+// kDoorbellRoom).
+bool futex_wake_shared(std::atomic<uint32_t>* word, uint32_t only = ~0u);
+// Sleep on it while it holds `expected`, at most timeout_us. True when woken (not the time-out,
+// not a word that no longer held `expected`).
+bool futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_us);
 
 }  // namespace iccs::mpi
