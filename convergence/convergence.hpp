@@ -221,12 +221,18 @@ class Convergence {
     uint64_t wait_some(uint64_t started_ns, uint64_t deadline_ns, const std::function<bool()>* other_work = nullptr);
     // Adaptive polling's assist: while this thread waits in a loop it watches its cluster's
     // proxies (rings.hpp, Waker::watch_enter), polling them itself, so frames for them ring no
-    // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch).
+    // doorbell; it stops watching before it sleeps and when the loop ends (Unwatch). A call made
+    // while the caller's own wait watches (idle() until idle_end(): the MPI agent's bridge, whose
+    // loop makes non-blocking sends and receives between its passes) leaves that watch alone: it
+    // ended it on every receive that found nothing, so during most of the bridge's loop nobody
+    // watched, and the peer's frames rang the sleeping proxy thread awake on another core
+    // (mpi/provider/README.md, "Waiting").
     void set_watching(bool on, bool to_sleep = false);
     struct Unwatch {
         Convergence& c;
+        const bool callers = c.watching_;  // the caller's wait watches: not this call's to end
         ~Unwatch() {
-            if (c.watching_) c.set_watching(false);
+            if (c.watching_ && !callers) c.set_watching(false);
         }
     };
     ConvError wait_window(Connection* c, uint32_t len, int64_t timeout_us);

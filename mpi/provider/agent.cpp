@@ -336,15 +336,18 @@ void Agent::report(bool ok) {
         // What the retransmissions were (decided by the timer or by selective acks; one whose last
         // copy was still queued is skipped, so these may add up to more), the copies this proxy
         // received of what it had (rx_dup: on a lossless fabric, the peer's spurious
-        // retransmissions), and datagrams dropped for a wrong UDP checksum (issue 35).
+        // retransmissions), and datagrams dropped for a wrong UDP checksum (issue 35); the doorbells
+        // it rang (a peer proxy's thread woken: nobody of that cluster watched its ports) and its
+        // own thread's sleeps.
         std::fprintf(out,
                      "%s{\"cluster\":%u,\"proxy\":%zu,\"msgs_tx\":%" PRIu64 ",\"msgs_rx\":%" PRIu64 ",\"bytes_tx\":%" PRIu64
                      ",\"bytes_rx\":%" PRIu64 ",\"retransmissions\":%" PRIu64 ",\"retx_timer\":%" PRIu64
                      ",\"rto_expired\":%" PRIu64 ",\"retx_sack\":%" PRIu64 ",\"rx_dup\":%" PRIu64
-                     ",\"drop_udp_csum\":%" PRIu64 ",\"utilization\":%.4f}",
+                     ",\"drop_udp_csum\":%" PRIu64 ",\"bell_rings\":%" PRIu64 ",\"sleeps\":%" PRIu64
+                     ",\"utilization\":%.4f}",
                      i ? "," : "", domain_, i, p.msgs_tx, p.msgs_rx, p.bytes_tx, p.bytes_rx, w.tx_retx, w.tx_rto_retx,
                      w.rto_expired, w.tx_fast_retx, w.rx_dup, cluster_report_.proxies[i].stack.drop_udp_csum,
-                     p.total_ns ? double(p.busy_ns) / double(p.total_ns) : 0.0);
+                     p.bell_rings, p.sleeps, p.total_ns ? double(p.busy_ns) / double(p.total_ns) : 0.0);
     }
     std::fprintf(out, "]}\n");
     std::fclose(out);
