@@ -261,6 +261,8 @@ struct DsmNode::Impl {
     std::mutex tok_mu;
     std::unordered_map<uint32_t, LockToken> tokens;
     std::vector<uint32_t> recalled_idle;
+    // Locks taken outside the parallel section (lock_outside_parallel: no token involved).
+    std::vector<uint32_t> held_outside_parallel;
     std::atomic<bool> flush_wanted{false};
     // The earliest end of the grace of a token in recalled_idle kept in its grace (0 when one is
     // due now): until then a LOCK's or UNLOCK's flush for recalled_idle may wait; a thread about
@@ -448,6 +450,11 @@ struct DsmNode::Impl {
     void apply_moves(const std::vector<std::pair<uint32_t, uint16_t>>& moves, RtEndpoint& ep,
                      std::vector<uint32_t>& deferred);
     DsmStatus release(uint32_t id);  // lock 0's release (no token: dsm_sync.cpp)
+    // LOCK and UNLOCK outside the parallel section: the lock marked held here, no token, no message.
+    DsmStatus lock_outside_parallel(uint32_t id);
+    DsmStatus unlock_outside_parallel(uint32_t id);
+    // CREATE: false (with `err`) when a lock taken before it is still held.
+    bool locks_free_at_create(std::string& err);
     DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then
     // the kHLockRel); the token leaves this cluster. tok_mu held. `own_interval` (non-zero): the

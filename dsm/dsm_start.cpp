@@ -344,6 +344,10 @@ DsmStatus DsmNode::start_parallel() {
     // The globals become DSM memory before the exchange: once any cluster is past it, it may
     // fetch a global page from any other, or send it a diff.
     std::string err;
+    if (!I.locks_free_at_create(err)) {
+        set_error("CREATE: " + err);
+        return DsmStatus::kBadArg;
+    }
     if (clusters_ > 1 && !I.share_globals(err)) {
         set_error("CREATE: " + err);
         return DsmStatus::kRuntime;

@@ -24,6 +24,10 @@ CASE:
                      ICCS_PARMACS_ORDERED_START=0 they do not; a bad value stops the run naming it
   initdata INITDATA  dsm_initdata (64 KiB of initialised globals untouched before CREATE): every pid
                      reads every word right (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs)
+  prefix-locks PREFIX_LOCKS  dsm_prefix_locks (4000 LOCKs of one lock before CREATE, the clusters in
+                     step; then every pid takes it): PASS, and no cluster's prefix asked another for
+                     the lock (lock_requests per cluster at most 4; 2 x 1, 2 x 2, 3 x 1 direct; 2 x 1
+                     iccs); main holding it at CREATE stops the run naming the lock, within seconds
   stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
                      both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
   bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
@@ -267,6 +271,32 @@ def initdata(cli, exe):
     print("PASS: initialised globals untouched before CREATE read right (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs)")
 
 
+def prefix_locks(cli, exe):
+    """LOCKs before CREATE ask no other cluster (dsm_sync.cpp, lock_outside_parallel): every
+    cluster replays the prefix on its own copy; they passed the token back and forth."""
+    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]:
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
+                               str(c * th)])
+        if rc != 0 or "dsm_prefix_locks: PASS" not in out:
+            fail(f"{c} x {th} over {t}: the lock's users before and after CREATE did not all get it right", out)
+        requests = [int(x) for x in re.findall(r"\block_requests (\d+)", out)]
+        # After CREATE each pid takes the lock PER_PID times: the token crosses a few times at most
+        # per cluster within the grace, never once per prefix LOCK (4000 of them).
+        if len(requests) != c or max(requests) > 4 * th + 4:
+            fail(f"{c} x {th} over {t}: lock requests per cluster {requests}: the prefix's LOCKs asked other clusters", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+        print(f"{c} x {th} over {t}: lock_requests per cluster {requests}")
+    rc, out, pid, dt = run([cli, "run", exe, "--clusters", "2", "--threads", "1", "--transport", "direct", "--", "2",
+                            "100", "hold"], timeout=60)
+    if rc == 0 or "is held at CREATE" not in out:
+        fail("a lock main still holds at CREATE must stop the run naming it", out)
+    if leftovers(pid):
+        fail(f"left behind: {leftovers(pid)}", out)
+    print("PASS: LOCKs before CREATE ask no other cluster (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs); a lock held at "
+          "CREATE stops the run")
+
+
 def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
@@ -344,6 +374,8 @@ def main():
         initdata(cli, rest[0])
     elif case == "ids":
         ids(cli, rest[0])
+    elif case == "prefix-locks":
+        prefix_locks(cli, rest[0])
     elif case == "stat":
         stat(cli, rest[0], rest[1])
     elif case == "bench":
