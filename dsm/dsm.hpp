@@ -78,7 +78,7 @@ struct DsmConfig {
     // globals through the hardware.
     std::vector<std::pair<uintptr_t, uint64_t>> globals;
 };
-inline constexpr uint16_t kDsmHandlers = 20;  // 17 used (dsm_wire.hpp), a few spare
+inline constexpr uint16_t kDsmHandlers = 20;  // 18 used (dsm_wire.hpp), a few spare
 
 // The default region: 64 GiB of address space, or this host's memory plus swap rounded up to a
 // power of two where that is more, so any G_MALLOC the host could back fits.
@@ -109,6 +109,8 @@ struct DsmCounters {
     // Of lock_returns: sent to the home's thread that waits for the token (it asked on the home
     // itself: lock_requests_here there), which takes it back in its wait, not to the service thread.
     std::atomic<uint64_t> lock_returns_to_thread{0};
+    // Of lock_returns: idle tokens that went home with a recalled one, unasked (tokens_ahead).
+    std::atomic<uint64_t> lock_returns_ahead{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (a message to the variable's home, or made on it when it is this cluster).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

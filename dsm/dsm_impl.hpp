@@ -97,6 +97,7 @@ struct SyncObj {
     // lock: its token is at cluster `owner` (-1: here at the home) until that cluster gives it back
     int32_t owner = -1;
     bool recalling = false;  // a kHLockRecall went to `owner` (one per tenure)
+    int32_t ahead_from = -1;  // the token came home ahead from this cluster, and nobody took it since
     std::deque<LockWaiter> queue;
     VC vc;  // knowledge of the last release
     // flag
@@ -184,6 +185,7 @@ struct TokenReturn {
     uint32_t id = 0;
     uint16_t to = kRtService;  // the home's endpoint they go to (LockToken::return_to)
     std::vector<Wr> msgs;      // notices that do not fit go ahead, then the kHLockRel
+    bool ahead = false;        // unasked (tokens_ahead): its last message is a kHLockAhead
 };
 
 // A recalled token still goes from its holder to a thread of the same cluster waiting for it, at
@@ -191,6 +193,11 @@ struct TokenReturn {
 // two clusters contending for one lock otherwise move the token at every release (taskq of `bench
 // dsm --vs argo` over direct: 898 transfers in one run, 48 in another, 0.22 s against 0.05 s).
 inline constexpr uint32_t kMaxLocalPasses = 16;
+
+// A token given back at a recall from another cluster's home takes home with it the idle tokens of
+// up to this many next ids of that home (DsmNode::Impl::tokens_ahead; PROTOCOL.md, "Tokens home
+// ahead").
+inline constexpr uint32_t kTokensAhead = 16;
 
 struct LocalBarrier {
     uint32_t arrived = 0;
@@ -261,6 +268,16 @@ struct DsmNode::Impl {
     std::mutex tok_mu;
     std::unordered_map<uint32_t, LockToken> tokens;
     std::vector<uint32_t> recalled_idle;
+    // Per home cluster, the id of its last recall here (h_lock_recall: tokens go home ahead only
+    // along a walk of that home's ids). Under tok_mu.
+    std::vector<uint32_t> last_recall_from;
+    // At the home, per cluster: tokens that came home ahead from it (kHLockAhead) and were then
+    // granted to another cluster (useful) or back to it (wasted). Its recalls say whether to send
+    // more (ahead_welcome). Under home_mu.
+    std::vector<uint32_t> ahead_useful, ahead_wasted;
+    bool ahead_welcome(int32_t from) const {
+        return uint64_t(ahead_wasted[size_t(from)]) * 4 <= uint64_t(ahead_useful[size_t(from)]) + 16;
+    }
     // Locks taken outside the parallel section (lock_outside_parallel: no token involved).
     std::vector<uint32_t> held_outside_parallel;
     std::atomic<bool> flush_wanted{false};
@@ -461,6 +478,9 @@ struct DsmNode::Impl {
     // interval of this cluster the token carries is that one, closed by a flush not yet acked
     // (flush_locked's early return), not this cluster's vc.
     TokenReturn token_return(uint32_t id, LockToken& t, uint32_t own_interval = 0);
+    // With a recalled token `id` given back at once: the idle tokens of the next ids of its home
+    // (kTokensAhead of them) that go home too. tok_mu held.
+    std::vector<TokenReturn> tokens_ahead(uint32_t id, uint64_t now);
     // `behind_diffs`: to the home's service thread whatever the recall named, behind this
     // endpoint's diffs to it (dsm_diff.cpp, send_diffs_with_tokens).
     void send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs = false);

@@ -27,6 +27,10 @@ namespace {
 // that acted on the home itself (LockWaiter::local) finds the grant left for it and is woken; another
 // cluster's gets a kHLockGrant message (its request was one-way). home_mu held.
 void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
+    if (o.ahead_from >= 0) {  // it came home ahead: was that of use?
+        (int32_t(to.tok.to.cluster) == o.ahead_from ? I.ahead_wasted : I.ahead_useful)[size_t(o.ahead_from)]++;
+        o.ahead_from = -1;
+    }
     Wr w;
     VC lock_vc = o.vc.empty() ? VC(I.n.clusters(), 0) : o.vc;
     I.encode_vc(w, lock_vc);
@@ -74,8 +78,11 @@ void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o) {
     Wr w;
     w.put<uint32_t>(id);
     w.put<uint16_t>(o.queue.front().local ? o.queue.front().tok.to.thread : kRtService);
+    w.put<uint8_t>(I.ahead_welcome(o.owner) ? 1 : 0);
     self.send(I.service(uint16_t(o.owner)), I.h(kHLockRecall), RtBytes{w.b.data(), uint32_t(w.b.size())});
 }
+
+void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx);
 
 // The token's cluster may ask again before its token is back (its request and the token come from
 // different endpoints, which the runtime does not order): it queues like any other.
@@ -88,19 +95,37 @@ void h_lock_acq(RtEndpoint& self, const AmMsg& m, void* ctx) {
         return;
     }
     LockWaiter w{m.token(), I.decode_vc(r)};
-    std::lock_guard<std::mutex> hg(I.home_mu);
-    SyncObj& o = I.objs[id];
-    if (o.owner < 0) {
-        grant(I, self, o, w);
-        return;
+    Wr own;  // a recall of a token this cluster holds: run below, not sent to this very thread
+    {
+        std::lock_guard<std::mutex> hg(I.home_mu);
+        SyncObj& o = I.objs[id];
+        if (o.owner < 0) {
+            grant(I, self, o, w);
+            return;
+        }
+        o.queue.push_back(std::move(w));
+        if (id != kFenceLock && o.owner == I.n.cluster() && !o.recalling) {
+            o.recalling = true;
+            own.put<uint32_t>(id);
+            own.put<uint16_t>(kRtService);
+            own.put<uint8_t>(0);  // this cluster's own tokens: none goes ahead to itself
+        } else {
+            recall(I, self, id, o);
+        }
     }
-    o.queue.push_back(std::move(w));
-    recall(I, self, id, o);
+    // The home's own cluster holds the token: its recall is handled here, as the message to this
+    // service thread would have been right after this one (a trip through its ring and loop saved;
+    // water-nsquared's molecule locks: half its ~2,000 lock transfers a cluster a run). home_mu is
+    // released first: giving the token back takes it (send_token_return, h_lock_rel).
+    if (!own.b.empty()) {
+        const AmMsg rm{self.self(), I.h(kHLockRecall), 0, std::span<const uint8_t>(own.b.data(), own.b.size())};
+        h_lock_recall(self, rm, &I);
+    }
 }
 
 // The token back: the lock's knowledge grows by the releaser's, and the next waiter gets it.
-void h_lock_rel(RtEndpoint& self, const AmMsg& m, void* ctx) {
-    auto& I = *static_cast<DsmNode::Impl*>(ctx);
+// `ahead`: unasked, with a recalled token of the same cluster (tokens_ahead).
+void lock_back(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, bool ahead) {
     Rd r(m.data.data(), m.data.size());
     const uint32_t id = r.get<uint32_t>();
     VC rel = I.decode_vc(r);
@@ -115,12 +140,21 @@ void h_lock_rel(RtEndpoint& self, const AmMsg& m, void* ctx) {
     for (size_t c = 0; c < o.vc.size(); c++) o.vc[c] = std::max(o.vc[c], rel[c]);
     o.owner = -1;
     o.recalling = false;
+    o.ahead_from = ahead ? int32_t(m.src.cluster) : -1;
     if (!o.queue.empty()) {
         LockWaiter next = std::move(o.queue.front());
         o.queue.pop_front();
         grant(I, self, o, next);
         recall(I, self, id, o);
     }
+}
+
+void h_lock_rel(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    lock_back(*static_cast<DsmNode::Impl*>(ctx), self, m, false);
+}
+
+void h_lock_ahead(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    lock_back(*static_cast<DsmNode::Impl*>(ctx), self, m, true);
 }
 
 // At the token's cluster (its service thread): give it back now if it is free and a flush covers
@@ -131,15 +165,20 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
     Rd r(m.data.data(), m.data.size());
     const uint32_t id = r.get<uint32_t>();
     const uint16_t to = r.get<uint16_t>();
+    const bool ahead_welcome = r.get<uint8_t>() != 0;  // the home still takes tokens ahead from here
     if (r.bad || (to != kRtService && to >= I.rt.threads())) {
         fprintf(stderr, "iccs dsm: cluster %u: malformed recall from cluster %u (dropped)\n", unsigned(I.n.cluster()),
                 unsigned(m.src.cluster));
         return;
     }
     TokenReturn ret;
+    std::vector<TokenReturn> ahead;
     {
         std::lock_guard<std::mutex> g(I.tok_mu);
         LockToken& t = I.tokens[id];
+        // Neither here nor asked for: it went home ahead (tokens_ahead) before this recall arrived,
+        // and the home gives it to the waiter from there.
+        if (!t.here && !t.requesting) return;
         t.recalled = true;  // also when its grant is still on the way here
         t.return_to = to;
         // In a burst of use here (its last LOCK here called within the grace of the release before
@@ -170,8 +209,18 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
                 }
             }
         }
+        if (m.src.cluster != I.n.cluster()) {
+            // Ahead only along a walk (this home's previous recall here was of one of its ids at most
+            // kTokensAhead + 1 of them back) and while the home says they are of use there
+            // (ahead_welcome: barnes's cell locks, walked too, asked for nearly every one back).
+            uint32_t& last = I.last_recall_from[m.src.cluster];
+            const bool walk = id > last && id - last <= (kTokensAhead + 1) * I.n.clusters();
+            last = id;
+            if (!ret.msgs.empty() && walk && ahead_welcome) ahead = I.tokens_ahead(id, now);
+        }
     }
     if (!ret.msgs.empty()) I.send_token_return(self, ret);
+    for (TokenReturn& a : ahead) I.send_token_return(self, a);
 }
 
 void h_getsub(RtEndpoint& self, const AmMsg& m, void* ctx) {
@@ -266,6 +315,10 @@ void h_cond(RtEndpoint& self, const AmMsg& m, void* ctx) {
 }  // namespace
 
 void register_sync_handlers(DsmNode::Impl& I) {
+    I.last_recall_from.assign(I.n.clusters(), UINT32_MAX);  // before any recall can come
+    I.ahead_useful.assign(I.n.clusters(), 0);
+    I.ahead_wasted.assign(I.n.clusters(), 0);
+    I.rt.set_handler(I.h(kHLockAhead), h_lock_ahead, &I);
     I.rt.set_handler(I.h(kHLockAcq), h_lock_acq, &I);
     I.rt.set_handler(I.h(kHLockRel), h_lock_rel, &I);
     I.rt.set_handler(I.h(kHLockRecall), h_lock_recall, &I);
@@ -300,6 +353,32 @@ TokenReturn DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_
     return ret;
 }
 
+// A recall from another cluster's home that finds its token free here: the next ids homed there
+// (id + C, id + 2C, ...) whose tokens are here, free, idle (not in a burst of use here: the grace's
+// test), covered by a flush and wanted by no thread of this cluster go home with it. A lock array
+// that two clusters walk in turn (water-nsquared's molecule locks: each cluster takes every one
+// once a step, half a turn apart) then costs the walker nothing for them (its acquires on its own
+// home find the tokens there) instead of a recall and a return each. tok_mu held.
+std::vector<TokenReturn> DsmNode::Impl::tokens_ahead(uint32_t id, uint64_t now) {
+    std::vector<TokenReturn> out;
+    const uint64_t grace = uint64_t(n.config().lock_grace_us) * 1000;
+    const uint64_t flushed = flushed_clock.load();
+    for (uint32_t k = 1; k <= kTokensAhead; k++) {
+        const uint64_t next = uint64_t(id) + uint64_t(k) * n.clusters_;
+        if (next >= n.config().max_sync_ids) break;
+        auto it = tokens.find(uint32_t(next));
+        if (it == tokens.end()) continue;
+        LockToken& t = it->second;
+        const bool in_use = t.reuse_gap_ns < grace && now - t.acquired_ns < grace;
+        if (!t.here || t.held || t.recalled || t.requesting || t.waiters > 0 || in_use || t.released > flushed)
+            continue;
+        out.push_back(token_return(uint32_t(next), t));
+        out.back().ahead = true;
+    }
+    n.ctr_.lock_returns_ahead.fetch_add(out.size(), std::memory_order_relaxed);
+    return out;
+}
+
 void DsmNode::Impl::send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs) {
     const uint32_t id = ret.id;
     std::vector<Wr>& msgs = ret.msgs;
@@ -320,7 +399,7 @@ void DsmNode::Impl::send_token_return(RtEndpoint& ep, TokenReturn& ret, bool beh
     if (to.thread != kRtService) n.ctr_.lock_returns_to_thread.fetch_add(1, std::memory_order_relaxed);
     for (size_t k = 0; k < msgs.size(); k++) {
         const Wr& w = msgs[k];
-        const uint16_t handler = h(k + 1 < msgs.size() ? kHNotices : kHLockRel);
+        const uint16_t handler = h(k + 1 < msgs.size() ? kHNotices : ret.ahead ? kHLockAhead : kHLockRel);
         if (ep.send(to, handler, RtBytes{w.b.data(), uint32_t(w.b.size())}) != RtStatus::kOk)
             fatal("cluster %u: giving lock %u back to its home cluster %u failed: %s", unsigned(n.cluster_), id,
                   unsigned(home), ep.last_error().c_str());

@@ -29,8 +29,9 @@ enum : uint16_t {
     kHNotices,      // req  intervals (pushed ahead of a release/barrier arrival) -> ack
     kHPull,         // req  VC from, VC to, u8 started, u16 c, u32 i -> intervals, u8 done, u16 c, u32 i
     kHPrivate,      // req  u32 n, {u32 page, u32 offset} (to cluster 0) -> (deferred) the union, the same form
-    kHLockRecall,   // send u32 id (home -> the token's cluster): another cluster waits, give it back when free
+    kHLockRecall,   // send u32 id, u16 to, u8 ahead (home -> the token's cluster): another cluster waits, give it back when free
     kHLockGrant,    // send VC, intervals (home -> the thread whose kHLockAcq it answers): the token is yours
+    kHLockAhead,    // send u32 id, VC, intervals: a token back at its home unasked, with a recalled one (tokens_ahead)
     kHCount
 };
 

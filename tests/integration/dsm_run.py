@@ -28,6 +28,10 @@ CASE:
                      step; then every pid takes it): PASS, and no cluster's prefix asked another for
                      the lock (lock_requests per cluster at most 4; 2 x 1, 2 x 2, 3 x 1 direct; 2 x 1
                      iccs); main holding it at CREATE stops the run naming the lock, within seconds
+  lock-array LOCK_ARRAY  dsm_lock_array (512 locks every pid walks once a step from its own place,
+                     4 steps): PASS on 2 x 1, 2 x 2, 3 x 1 direct and 2 x 1 iccs; on 2 x 1 direct
+                     few acquires wait for a recall answered to the waiting thread (at most 200 a
+                     cluster: the tokens went home ahead), tokens went home ahead
   stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
                      both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
   bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
@@ -297,6 +301,29 @@ def prefix_locks(cli, exe):
           "CREATE stops the run")
 
 
+def lock_array(cli, exe):
+    """A lock array walked by every pid from its own place (water-nsquared's molecule locks): right
+    values, and the tokens the other cluster's walk left go home ahead of the walker (dsm_sync.cpp,
+    tokens_ahead) instead of one recall and return each."""
+    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]:
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
+                               str(c * th)])
+        if rc != 0 or "dsm_lock_array: PASS" not in out:
+            fail(f"{c} x {th} over {t}: the values guarded by the lock array are wrong", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+        to_thread = [int(x) for x in re.findall(r"\block_returns_to_thread (\d+)", out)]
+        ahead = [int(x) for x in re.findall(r"\block_returns_ahead (\d+)", out)]
+        print(f"{c} x {th} over {t}: lock_returns_to_thread {to_thread}, lock_returns_ahead {ahead}")
+        # 2 x 1: each cluster takes the 256 locks homed at it 4 times, the token at the other
+        # cluster nearly every time; one recall answered to the waiting thread each was ~900 a cluster.
+        if (t, c, th) == ("direct", 2, 1) and (len(to_thread) != 2 or max(to_thread) > 200 or min(ahead or [0]) == 0):
+            fail(f"2 x 1 over direct: returns to a waiting thread {to_thread}, ahead {ahead}: the tokens did not go "
+                 "home ahead", out)
+    print("PASS: a lock array walked by every pid: right values (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs), its tokens "
+          "home ahead of the walker")
+
+
 def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
@@ -376,6 +403,8 @@ def main():
         ids(cli, rest[0])
     elif case == "prefix-locks":
         prefix_locks(cli, rest[0])
+    elif case == "lock-array":
+        lock_array(cli, rest[0])
     elif case == "stat":
         stat(cli, rest[0], rest[1])
     elif case == "bench":
