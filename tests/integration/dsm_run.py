@@ -262,34 +262,43 @@ def ids(cli, exe):
           "not with the order off; a bad value refused")
 
 
+# The shapes of a run the small conformance programs are checked on.
+SHAPES = [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]
+
+
+def runs_over_shapes(cli, exe, passed, wrong):
+    """Runs EXE with NPROCS (clusters x threads) on each of SHAPES; fails with `wrong` unless it
+    prints `passed`, and if it leaves anything behind; yields (transport, clusters, threads, output)."""
+    for t, c, th in SHAPES:
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
+                               str(c * th)])
+        if rc != 0 or passed not in out:
+            fail(f"{c} x {th} over {t}: {wrong}", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
+        yield t, c, th, out
+
+
 def initdata(cli, exe):
     """Initialised globals the prefix never touched are read right after CREATE (dsm_start.cpp,
     touched_pages: such .data pages were taken for zeros)."""
-    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]:
-        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
-                               str(c * th)])
-        if rc != 0 or "dsm_initdata: PASS" not in out:
-            fail(f"{c} x {th} over {t}: initialised globals untouched before CREATE were not read right", out)
-        if leftovers(pid):
-            fail(f"left behind: {leftovers(pid)}", out)
+    for _ in runs_over_shapes(cli, exe, "dsm_initdata: PASS",
+                              "initialised globals untouched before CREATE were not read right"):
+        pass
     print("PASS: initialised globals untouched before CREATE read right (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs)")
 
 
 def prefix_locks(cli, exe):
     """LOCKs before CREATE ask no other cluster (dsm_sync.cpp, lock_outside_parallel): every
     cluster replays the prefix on its own copy; they passed the token back and forth."""
-    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]:
-        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
-                               str(c * th)])
-        if rc != 0 or "dsm_prefix_locks: PASS" not in out:
-            fail(f"{c} x {th} over {t}: the lock's users before and after CREATE did not all get it right", out)
+    for t, c, th, out in runs_over_shapes(cli, exe, "dsm_prefix_locks: PASS",
+                                          "the lock's users before and after CREATE did not all get it right"):
         requests = [int(x) for x in re.findall(r"\block_requests (\d+)", out)]
         # After CREATE each pid takes the lock PER_PID times: the token crosses a few times at most
         # per cluster within the grace, never once per prefix LOCK (4000 of them).
         if len(requests) != c or max(requests) > 4 * th + 4:
-            fail(f"{c} x {th} over {t}: lock requests per cluster {requests}: the prefix's LOCKs asked other clusters", out)
-        if leftovers(pid):
-            fail(f"left behind: {leftovers(pid)}", out)
+            fail(f"{c} x {th} over {t}: lock requests per cluster {requests}: the prefix's LOCKs asked other "
+                 "clusters", out)
         print(f"{c} x {th} over {t}: lock_requests per cluster {requests}")
     rc, out, pid, dt = run([cli, "run", exe, "--clusters", "2", "--threads", "1", "--transport", "direct", "--", "2",
                             "100", "hold"], timeout=60)
@@ -305,13 +314,8 @@ def lock_array(cli, exe):
     """A lock array walked by every pid from its own place (water-nsquared's molecule locks): right
     values, and the tokens the other cluster's walk left go home ahead of the walker (dsm_sync.cpp,
     tokens_ahead) instead of one recall and return each."""
-    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1), ("iccs", 2, 1)]:
-        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t), "--",
-                               str(c * th)])
-        if rc != 0 or "dsm_lock_array: PASS" not in out:
-            fail(f"{c} x {th} over {t}: the values guarded by the lock array are wrong", out)
-        if leftovers(pid):
-            fail(f"left behind: {leftovers(pid)}", out)
+    for t, c, th, out in runs_over_shapes(cli, exe, "dsm_lock_array: PASS",
+                                          "the values guarded by the lock array are wrong"):
         to_thread = [int(x) for x in re.findall(r"\block_returns_to_thread (\d+)", out)]
         ahead = [int(x) for x in re.findall(r"\block_returns_ahead (\d+)", out)]
         print(f"{c} x {th} over {t}: lock_returns_to_thread {to_thread}, lock_returns_ahead {ahead}")
