@@ -2,6 +2,7 @@
 // per cluster). Apart from runtime_from_env (rt_launch.cpp) so that a program started by it does
 // not link the launcher (launch_clusters and, through it, DPDK's EAL).
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <unistd.h>
 
@@ -9,11 +10,37 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "rt_core.hpp"
 #include "runtime_launch.hpp"
 
 namespace iccs {
+
+namespace {
+
+// All of `from` into `to` (partial writes resumed); false on an error (errno says which).
+bool copy_all(int from, int to) {
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = read(from, buf, sizeof buf);
+        if (n == 0) return true;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = write(to, buf + done, size_t(n - done));
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                return false;
+            }
+            done += w;
+        }
+    }
+}
+
+}  // namespace
 
 // ---- the launcher of `iccs run exchange|ping|PATH`
 
@@ -32,22 +59,20 @@ int rt_launch(RtLaunch l) {
         }
     }
     // Standard input of an exec'd program: all clusters get the same bytes when it is not a
-    // terminal (each opens the file itself: its own offset); else cluster 0 keeps the terminal.
-    std::string stdin_file;
+    // terminal (each opens the copy itself: its own offset); else cluster 0 keeps the terminal.
+    // The copy is a memory file, not a file in /tmp: a launcher killed outright (SIGKILL) left its
+    // /tmp/iccs-PID-stdin behind. Its descriptor is inherited by the cluster processes, each of
+    // which opens it anew through /proc/self/fd (a new open file: its own offset at 0).
+    int stdin_copy = -1;
     const bool tty = isatty(0);
     if (!l.argv.empty() && !tty) {
-        stdin_file = "/tmp/iccs-" + plan.run_id + "-stdin";
-        const int out = open(stdin_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (out < 0) {
-            std::fprintf(stderr, "iccs run: %s: %s\n", stdin_file.c_str(), std::strerror(errno));
+        stdin_copy = memfd_create("iccs-run-stdin", 0);
+        if (stdin_copy < 0 || !copy_all(0, stdin_copy)) {
+            std::fprintf(stderr, "iccs run: cannot keep a copy of standard input for the clusters: %s\n",
+                         std::strerror(errno));
             if (shm) rt_shm_remove(l.spec.run_id);
             return 2;
         }
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(0, buf, sizeof buf)) > 0)
-            if (write(out, buf, size_t(n)) != n) break;
-        close(out);
     }
     std::string overrides;
     for (const auto& [k, v] : l.overrides) overrides += k + "=" + v + "\n";
@@ -72,12 +97,17 @@ int rt_launch(RtLaunch l) {
         setenv(kEnvRunId, plan.run_id.c_str(), 1);
         setenv(kEnvTransport, to_string(s.transport), 1);
         setenv(kEnvDelayNs, std::to_string(s.delay_ns).c_str(), 1);
-        if (!stdin_file.empty() || (tty && s.cluster != 0)) {
-            const int in = open(stdin_file.empty() ? "/dev/null" : stdin_file.c_str(), O_RDONLY);
-            if (in >= 0) {
-                dup2(in, 0);
-                close(in);
+        if (stdin_copy >= 0 || (tty && s.cluster != 0)) {
+            const std::string from = stdin_copy >= 0 ? "/proc/self/fd/" + std::to_string(stdin_copy) : "/dev/null";
+            const int in = open(from.c_str(), O_RDONLY);
+            if (in < 0) {
+                std::fprintf(stderr, "iccs run: cluster %u: cannot open the copy of standard input (%s): %s\n",
+                             s.cluster, from.c_str(), std::strerror(errno));
+                return 127;
             }
+            dup2(in, 0);
+            close(in);
+            if (stdin_copy >= 0) close(stdin_copy);
         }
         // Every cluster replays main's prefix and CREATE compares the shared region: a pointer to a
         // global, a string literal or a function stored there before CREATE (a SPLASH program's
@@ -96,7 +126,7 @@ int rt_launch(RtLaunch l) {
     };
     const int rc = launch_clusters(plan, l.timeout_s);
     if (shm) rt_shm_remove(l.spec.run_id);
-    if (!stdin_file.empty()) std::remove(stdin_file.c_str());
+    if (stdin_copy >= 0) close(stdin_copy);
     return rc;
 }
 

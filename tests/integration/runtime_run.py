@@ -13,7 +13,8 @@ CASE:
   delay-auto         `iccs run exchange --transport delay --delay-us auto`: says which D it used and
                      how it was obtained (mean size from a first run over direct, ping over iccs)
   path TRANSPORT     `iccs run RT_PING_EXE --transport T -- --rounds 50` with bytes on stdin: every
-                     cluster got the same bytes and passed; a failing PATH program fails the run
+                     cluster got the same bytes and passed; a failing PATH program fails the run; a
+                     launcher killed with SIGKILL leaves no copy of standard input behind
   peer-down TRANSPORT  cluster 1 of the example kills itself after the first barrier: cluster 0's
                      requests end with "peer down", it reports FAIL, and the run exits non-zero soon
                      (ICCS_KEEP_SURVIVORS=1: the launcher leaves cluster 0 to find out by itself)
@@ -196,6 +197,30 @@ def main():
                             "-c", 'test "$ICCS_CLUSTERS" = 2 -a "$ICCS_TRANSPORT" = ' + transport])
         if rc != 0:
             fail("the ICCS_* environment of a cluster process is wrong", out)
+        # A launcher killed outright (SIGKILL: no clean-up of its own) while its clusters run
+        # leaves no copy of their standard input behind (it was /tmp/iccs-PID-stdin, left for ever).
+        p = subprocess.Popen([cli, "run", "/bin/sh", "--clusters", "2", "--transport", transport, "--",
+                              "-c", "cat > /dev/null; echo read-all; sleep 60"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        p.stdin.write(data)
+        p.stdin.close()
+        seen = ""
+        deadline = time.time() + 60
+        while seen.count("read-all") < 2 and time.time() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            seen += line
+        os.killpg(p.pid, 9)
+        p.wait()
+        left = glob.glob(f"/tmp/iccs-{p.pid}-stdin")
+        for f in leftovers(p.pid):  # the rest of what a SIGKILLed launcher leaves (not this check's)
+            subprocess.run(["rm", "-rf", f])
+        if seen.count("read-all") < 2:
+            fail("the clusters of the run to be killed did not both read their standard input", seen)
+        if left:
+            fail(f"a launcher killed with SIGKILL left its copy of standard input behind: {left}", seen)
+        print("SIGKILLed launcher: no copy of standard input left behind")
     elif case == "peer-down":
         transport = rest[0]
         # ICCS_KEEP_SURVIVORS: the launcher lets cluster 0 find out by itself (as under mpirun)
