@@ -100,6 +100,12 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
     Page& pg = pages[p];
     // Per thread and reused: the fault path allocates no buffer once warm.
     thread_local std::vector<uint8_t> reply;
+    // The end of this thread's last fetched run and its length: a read fault on the page right
+    // after it (a thread reading through another cluster's pages in order) doubles the run, up to
+    // kFetchPagesWritten pages ("Page state per cluster", sequential runs).
+    thread_local const Impl* seq_node = nullptr;
+    thread_local uint64_t seq_next = UINT64_MAX;
+    thread_local uint32_t seq_len = 0;
     for (;;) {
         std::unique_lock<std::mutex> g(pg.mu);
         if (pg.state.load() != kInvalid) return;
@@ -118,13 +124,14 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
         const uint16_t home = home_of_page(p);
         const uint32_t most = p < npages ? uint32_t(std::min<uint64_t>(kFetchPagesWritten, rt.max_message() / page)) : 1;
         const uint32_t seq = flush_seq.load(std::memory_order_relaxed);
+        const uint32_t read_run = seq_node == this && p == seq_next ? std::min(2 * seq_len, kFetchPagesWritten) : kFetchPages;
         uint32_t epochs[kFetchPagesWritten];
         uint32_t count = 1;
         for (uint64_t q = p + 1; count < most && q < npages && home_of_page(q) == home; q++, count++) {
             Page& nq = pages[q];
             std::unique_lock<std::mutex> gq(nq.mu, std::try_to_lock);
             if (!gq.owns_lock() || nq.state.load() != kInvalid || nq.fetching.load()) break;
-            if (count >= kFetchPages && !nq.written_lately(seq)) break;
+            if (count >= read_run && !nq.written_lately(seq)) break;
             nq.fetching.store(true);
             epochs[count] = nq.epoch;
         }
@@ -136,6 +143,9 @@ void DsmNode::Impl::fetch(uint64_t p, RtEndpoint& ep) {
                   unsigned(n.cluster_), p, count - 1, unsigned(home), s != RtStatus::kOk ? ep.last_error().c_str() : "short reply");
         n.ctr_.page_fetches.fetch_add(1, std::memory_order_relaxed);
         n.ctr_.page_fetch_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+        seq_node = this;
+        seq_next = p + count;
+        seq_len = std::max(count, kFetchPages);
         // The reply's pages locked together in page order (as for_each_page_run), so those still
         // wanted (not invalidated meanwhile) turn read-only in one mprotect per run of consecutive
         // pages, not one each; those this cluster changed at one of its last two flushes turn

@@ -133,7 +133,8 @@ inline constexpr uint32_t kFetchPages = 8;
 // "Fetch for write"): SPLASH-3's lu-nc rewrites its rows of every column page after each notice
 // of the other cluster's, 8 pages a round trip. Pages it only reads stay at 8: a fetch protects
 // the home's copies, so each page fetched and not needed costs the home a write fault later
-// (SPLASH-3's ocean with runs of 16 for every page: 8,200 -> 10,800 write faults a run).
+// (SPLASH-3's ocean with runs of 16 for every page: 8,200 -> 10,800 write faults a run). A read
+// fault right after a thread's last fetched run doubles that run, up to this length too (fetch).
 inline constexpr uint32_t kFetchPagesWritten = 32;
 
 // A write fault on a non-home page also twins and unprotects, in the same mprotect, up to

@@ -462,3 +462,49 @@ TEST_CASE("dsm: pages fetched with a faulting neighbour are current, and a later
         CHECK(fetches_in_run[r] == 1);
     }
 }
+
+TEST_CASE("dsm: a thread reading another cluster's pages in order fetches them in runs that double, up to 32 "
+          "pages, and every page read is current",
+          "[dsm-litmus]") {
+    // alloc-block homes: the first 64 pages of a 128-page allocation are homed at cluster 0, which
+    // rewrites them every round. Even rounds, cluster 1 reads all 64 in order: a read fault on the
+    // page right after its last fetched run doubles the run, 8 + 16 + 32 + 8 (the last 8 of that
+    // home): 4 requests (before: 8 of 8 pages). Odd rounds, it reads every other run of 8 pages: no
+    // fault follows a run, every fetch stays at 8 pages, and the pages skipped are not fetched.
+    Machine m(2, 1);
+    constexpr uint32_t kPages = 64, kWordsPerPage = 4096 / 4, kRounds = 6;
+    const uint64_t off = alloc_everywhere(m, 2 * kPages * 4096);
+    Failures f;
+    uint64_t fetches_in_round[kRounds] = {}, faults_in_round[kRounds] = {};
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<volatile uint32_t>(c, off);
+        for (uint32_t r = 0; r < kRounds; r++) {
+            if (c == 0)
+                for (uint32_t p = 0; p < kPages; p++)
+                    for (uint32_t w = 0; w < kWordsPerPage; w += 64) d[p * kWordsPerPage + w] = r * 1000 + p * 3 + w;
+            if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+            if (c == 1) {
+                const uint64_t fetches0 = n.counters().page_fetches.load(), faults0 = n.counters().read_faults.load();
+                for (uint32_t p = 0; p < kPages; p++) {
+                    if (r % 2 == 1 && (p / 8) % 2 == 1) continue;
+                    for (uint32_t w = 0; w < kWordsPerPage; w += 64)
+                        if (d[p * kWordsPerPage + w] != r * 1000 + p * 3 + w) {
+                            f.fail("round " + std::to_string(r) + ": cluster 1 read " + std::to_string(d[p * kWordsPerPage + w]) +
+                                   " on page " + std::to_string(p) + ", cluster 0 wrote " + std::to_string(r * 1000 + p * 3 + w));
+                            break;
+                        }
+                }
+                fetches_in_round[r] = n.counters().page_fetches.load() - fetches0;
+                faults_in_round[r] = n.counters().read_faults.load() - faults0;
+            }
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+    });
+    f.check();
+    for (uint32_t r = 0; r < kRounds; r++) {
+        INFO("round " << r << (r % 2 ? " (every other run of 8 pages)" : " (all 64 pages in order)") << ": "
+                      << fetches_in_round[r] << " fetch requests, " << faults_in_round[r] << " read faults");
+        CHECK(fetches_in_round[r] == 4);
+        CHECK(faults_in_round[r] == 4);
+    }
+}
