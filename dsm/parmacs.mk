@@ -9,3 +9,12 @@
 MACROS := $(dir $(lastword $(MAKEFILE_LIST)))parmacs.m4
 CFLAGS += $(shell pkg-config --cflags iccs)
 LDFLAGS += $(shell pkg-config --libs iccs)
+
+# A program links libiccs.a, a static archive, with this linker script and export list: make then
+# relinks it when one of them changed (iccs rebuilt), not only when the program's own objects did;
+# without it a rebuilt iccs left the program as it was linked before, silently. Every SPLASH-3
+# Makefile sets TARGET before it includes Makefile.config.
+ICCS_LINK_INPUTS := $(foreach v,libiccs_archive parmacs_ld parmacs_exports,$(shell pkg-config --variable=$(v) iccs))
+ifneq ($(strip $(TARGET)),)
+$(TARGET): $(ICCS_LINK_INPUTS)
+endif

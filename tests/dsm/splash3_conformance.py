@@ -158,6 +158,18 @@ def build_with_make(name, src_dir, work, env, iccs):
         fail(f"{name}: {' '.join(cmd)} in {prog}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     if iccs and ("-I./extra" not in r.stdout or "parmacs.m4" not in r.stdout):
         fail(f"{name}: make did not keep the program's flags with ours:\n{r.stdout[-3000:]}")
+    if iccs:
+        # Linked against libiccs.a: make again is a no-op, and make as if the archive (iccs
+        # rebuilt) were new relinks the program (parmacs.mk), not only what its objects changed.
+        again = sh(cmd + ["-q"], cwd=prog, env=env)
+        if again.returncode != 0:
+            fail(f"{name}: make -q right after the build says the program is out of date:\n{again.stdout[-2000:]}")
+        archive = sh(["pkg-config", "--variable=libiccs_archive", "iccs"], env=env).stdout.strip()
+        if not os.path.isfile(archive):
+            fail(f"pkg-config --variable=libiccs_archive iccs gave {archive!r}: no such file")
+        relink = sh(cmd + ["-n", "-W", archive], cwd=prog, env=env)
+        if "-o SHAPES" not in relink.stdout:
+            fail(f"{name}: make did not relink the program when {archive} changed:\n{relink.stdout[-2000:]}")
     print(f"built {name}: make{' ICCS_MK=' + os.path.basename(cmd[-1]) if iccs else ''} in a tree of the suite's shape "
           f"(the program's -I./extra and its sub-make kept)")
     return os.path.join(prog, "SHAPES")
