@@ -12,7 +12,8 @@ namespace iccs::dsm {
 namespace {
 
 // An arrival: u32 id, u16 clusters, u8 full, VC the latest and VC the oldest of the last
-// kMoveEpochs full barriers' times, VC, intervals. The reply:
+// kMoveEpochs full barriers' times, VC, u32 n, {u32 page} (home pages of the arriving cluster a
+// served fetch protected while untracked in those epochs: they keep their home), intervals. The reply:
 // VC merged, u8 full (every cluster came with all its bound threads, from the same last full
 // barrier), u32 n, {u32 page, u16 new home} (the same list for every cluster), intervals.
 // Run by the home's service thread for a kHBarrier request, or by the home cluster's own arriving
@@ -24,11 +25,15 @@ void barrier_arrival(DsmNode::Impl& I, RtEndpoint& self, Rd& r, ReplyToken tok, 
     const bool full = r.get<uint8_t>() != 0;
     VC lf = I.decode_vc(r), since = I.decode_vc(r);
     VC v = I.decode_vc(r);
+    const uint32_t nkept = r.get<uint32_t>();
+    std::vector<uint32_t> kept(r.bad || nkept > (r.n - r.o) / 4 ? 0 : nkept);
+    for (uint32_t& p : kept) p = r.get<uint32_t>();
     I.store_intervals(r);
     std::lock_guard<std::mutex> hg(I.home_mu);
     SyncObj& o = I.objs[id];
     if (o.bar_vc.empty()) o.bar_vc.assign(I.n.clusters(), 0);
     if (o.bar_arrived.empty()) {
+        o.bar_kept.clear();
         o.bar_expect = expect;
         o.bar_full = true;
         o.bar_lf = lf;
@@ -39,12 +44,17 @@ void barrier_arrival(DsmNode::Impl& I, RtEndpoint& self, Rd& r, ReplyToken tok, 
     }
     o.bar_full = o.bar_full && full && !r.bad && lf == o.bar_lf && since == o.bar_since;
     for (size_t c = 0; c < v.size(); c++) o.bar_vc[c] = std::max(o.bar_vc[c], v[c]);
+    for (uint32_t p : kept)
+        if (I.valid_page(p) && I.home_of_page(p) == from) o.bar_kept.push_back(p);
     o.bar_arrived.push_back(SyncObj::BarArrival{tok, std::move(v), local});
     if (o.bar_arrived.size() < o.bar_expect) return;
     const bool all = o.bar_full && o.bar_expect == I.n.clusters();
     std::vector<std::pair<uint32_t, uint16_t>> moves;
+    std::sort(o.bar_kept.begin(), o.bar_kept.end());
     // A sixth of a message at most (6 bytes a page): the rest move at a later barrier.
-    if (all && I.n.config().migrate_homes) moves = I.home_moves(o.bar_since, o.bar_lf, o.bar_vc, I.rt.max_message() / 36);
+    if (all && I.n.config().migrate_homes)
+        moves = I.home_moves(o.bar_since, o.bar_lf, o.bar_vc, o.bar_kept, I.rt.max_message() / 36);
+    o.bar_kept.clear();
     for (SyncObj::BarArrival& a : o.bar_arrived) {
         Wr w;
         I.encode_vc(w, o.bar_vc);
@@ -73,6 +83,23 @@ void h_barrier(RtEndpoint& self, const AmMsg& m, void* ctx) {
 }
 
 }  // namespace
+
+// The arrival's pages that keep their home here: those a served fetch protected while untracked in
+// the last kMoveEpochs epochs and still homed here, sorted, at most a sixteenth of a message (a
+// page left out may move: moves are safe either way).
+void DsmNode::Impl::encode_served_untracked(Wr& w) {
+    std::vector<uint32_t> kept;
+    {
+        std::lock_guard<std::mutex> g(served_untracked_mu);
+        for (const std::vector<uint32_t>& epoch : served_untracked) kept.insert(kept.end(), epoch.begin(), epoch.end());
+    }
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    std::erase_if(kept, [&](uint32_t p) { return home_of_page(p) != n.cluster_; });
+    if (kept.size() > rt.max_message() / 64) kept.resize(rt.max_message() / 64);
+    w.put<uint32_t>(uint32_t(kept.size()));
+    for (uint32_t p : kept) w.put<uint32_t>(p);
+}
 
 void register_barrier_handlers(DsmNode::Impl& I) { I.rt.set_handler(I.h(kHBarrier), h_barrier, &I); }
 
@@ -126,6 +153,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
         }
         const VC mine = I.snapshot_vc();
         I.encode_vc(w, mine);
+        I.encode_served_untracked(w);
         VC from = b->last;
         for (size_t c = 0; c < from.size(); c++) from[c] = std::min(from[c], mine[c]);
         if (st == DsmStatus::kOk && !I.push_intervals(w, I.from_for_home(I.home_of_sync(id), from, mine), mine,
@@ -191,6 +219,11 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
                 std::lock_guard<std::mutex> k(I.know_mu);
                 std::move_backward(I.last_full.begin(), I.last_full.end() - 1, I.last_full.end());
                 I.last_full.front() = merged;
+                I.full_flush_seq[1].store(I.full_flush_seq[0].load(std::memory_order_relaxed), std::memory_order_relaxed);
+                I.full_flush_seq[0].store(I.flush_seq.load(std::memory_order_relaxed), std::memory_order_relaxed);
+                std::lock_guard<std::mutex> g(I.served_untracked_mu);
+                std::rotate(I.served_untracked.rbegin(), I.served_untracked.rbegin() + 1, I.served_untracked.rend());
+                I.served_untracked.front().clear();
             }
             I.home_holds(I.home_of_sync(id), merged);  // the reply came from the home's store
             b->last = std::move(merged);

@@ -325,13 +325,26 @@ void protect_served(DsmNode::Impl& I, uint32_t first, uint32_t count) {
     }
     for (uint32_t k = 0; k < count; k++)
         if (I.home_of_page(first + k) != I.n.cluster()) I.pages[first + k].served_unhomed = true;
+    uint32_t untracked_pages[kFetchPagesWritten];
+    uint32_t untracked_count = 0;
     I.protect_runs(run, count, PROT_READ, kReadOnly, [&](uint32_t p) {
         Page& pg = I.pages[p];
         const bool untracked = I.home_of_page(p) == I.n.cluster() && pg.state.load() == kWritable && !pg.dirty;
         if (untracked) pg.served_protected = true;
+        if (untracked && pg.wrote_at <= I.full_flush_seq[1].load(std::memory_order_relaxed))
+            untracked_pages[untracked_count++] = p;
         return untracked;
     });
     for (uint32_t k = count; k-- > 0;) I.pages[first + k].mu.unlock();
+    // A page left writable through a whole epoch since its last notice (wrote_at not after the
+    // flush of the full barrier before the last) may have been written here in the window of
+    // home_moves with no notice naming it: it keeps its home here for kMoveEpochs epochs. One
+    // noticed later may be unwritten since its notice's flush left it writable: not listed.
+    if (untracked_count != 0) {
+        std::lock_guard<std::mutex> g(I.served_untracked_mu);
+        I.served_untracked.front().insert(I.served_untracked.front().end(), untracked_pages,
+                                          untracked_pages + untracked_count);
+    }
 }
 
 // A request names page `first` and how many pages from it (1, or up to kFetchPagesWritten of the region;

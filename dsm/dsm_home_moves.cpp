@@ -27,8 +27,14 @@ namespace iccs::dsm {
 // by one cluster in two phases of a step, by both in the third), leaving its homes interleaved
 // (1.24x slower); three cover a step. Requiring the writer in every epoch instead stopped ocean's
 // grids, which their owners write every other epoch, from moving at all (ocean 1.7x slower).
+// A home page written while untracked (writable after its notice, "Untracked home pages") is named
+// in no notice: when the other cluster fetched it only after those writes, the epochs showed that
+// cluster as its only writer, and pages both clusters write every step moved (lu-nc: 257-850 a
+// run, varying with timing), each move turning its old home's later writes into diffs. The fetch
+// that protected such a page is what this cluster knows of those writes: its home names the page
+// in its barrier arrivals for kMoveEpochs epochs after (`kept`), and it stays.
 std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& since, const VC& lf, const VC& to,
-                                                                     size_t most) {
+                                                                     const std::vector<uint32_t>& kept, size_t most) {
     constexpr uint16_t kSeveral = UINT16_MAX;
     struct Writes {
         uint16_t who;     // its one writer, or kSeveral
@@ -57,7 +63,8 @@ std::vector<std::pair<uint32_t, uint16_t>> DsmNode::Impl::home_moves(const VC& s
     std::vector<std::pair<uint32_t, uint16_t>> moves;
     for (const auto& [p, w] : writer)
         if (w.who != kSeveral && (w.epochs & 2) && home_of_page(p) != w.who &&
-            pages[p].home_moves.load(std::memory_order_relaxed) < kMaxHomeMoves)
+            pages[p].home_moves.load(std::memory_order_relaxed) < kMaxHomeMoves &&
+            !std::binary_search(kept.begin(), kept.end(), p))
             moves.emplace_back(p, uint16_t(w.who | (old_home_wrote(p) ? 0 : kMoveSoleCopy)));
     std::sort(moves.begin(), moves.end());
     if (moves.size() > most) moves.resize(most);

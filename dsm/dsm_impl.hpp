@@ -121,6 +121,7 @@ struct SyncObj {
     // last kMoveEpochs such barriers.
     bool bar_full = true;
     VC bar_lf, bar_since;
+    std::vector<uint32_t> bar_kept;  // home pages their home may have written untracked: they do not move
 };
 
 // A read fault fetches its page and up to kFetchPages - 1 pages after it in one request: those of
@@ -304,6 +305,19 @@ struct DsmNode::Impl {
     // cluster: each passes all of them, in the same order): a page written since the oldest by one
     // cluster only, and by it since the latest, moves to it.
     std::array<VC, kMoveEpochs> last_full;
+    // Home pages of this cluster that a served fetch protected while untracked, and writable since
+    // before the last full barrier (protect_served), in each of the last kMoveEpochs epochs, the
+    // current one first: this cluster may have written them with no notice naming it, so a
+    // barrier's arrival asks that they keep their home here
+    // (home_moves, "Homes move to their only writer").
+    std::mutex served_untracked_mu;
+    std::array<std::vector<uint32_t>, kMoveEpochs> served_untracked;
+    // flush_seq at the last two full barriers, the latest first: a page whose last notice
+    // (Page::wrote_at) is not after the older one stayed untracked through a whole epoch. One
+    // noticed since may have been left writable by the notice's own flush and not written since:
+    // it is not listed (it moves when its writer alone wrote it in the window, as before).
+    std::array<std::atomic<uint32_t>, 2> full_flush_seq{};
+    void encode_served_untracked(Wr& w);  // dsm_barrier.cpp: a barrier arrival's part of them
 
     // Home-side managers: the service thread runs them, and a compute thread of this cluster acts
     // on a lock homed here itself (its request, its token's return: dsm_sync.cpp), all under
@@ -459,8 +473,9 @@ struct DsmNode::Impl {
     // dsm_sync.cpp
     // Barrier manager (its service thread): the pages written by exactly one cluster in (since, to],
     // by it in (lf, to], that are not its home pages and have moved fewer than kMaxHomeMoves
-    // times, with that cluster, in page order; at most `most` of them.
-    std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& since, const VC& lf, const VC& to, size_t most);
+    // times, nor in `kept` (sorted), with that cluster, in page order; at most `most` of them.
+    std::vector<std::pair<uint32_t, uint16_t>> home_moves(const VC& since, const VC& lf, const VC& to,
+                                                          const std::vector<uint32_t>& kept, size_t most);
     // Every cluster, at the barrier's reply (all its bound threads in the barrier): the moves take
     // effect; the old home write-protects what it left writable. Takes coh_mu. `deferred`: the
     // flush's pages left writable (flush_locked's defer_ro); those that move here as the only copy

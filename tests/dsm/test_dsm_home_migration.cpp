@@ -267,3 +267,60 @@ TEST_CASE("dsm: a page its old home wrote moves with every copy kept, and the ol
     // home pages were written ahead).
     CHECK(faults_after - faults_before == 1);
 }
+
+TEST_CASE("dsm: a home page its home wrote untracked before another cluster fetched it keeps its home",
+          "[dsm-homes]") {
+    // lu-nc's pattern: the home writes a page for epochs after its notice is out (writable, no
+    // fault, named in no notice), then the other cluster fetches it and writes it, alone, for
+    // kMoveEpochs epochs. The fetch is what tells the home's writes: the page stays until the fetch
+    // is out of the window, then moves (the other cluster alone wrote it in the last three epochs).
+    Machine m(2, 1);
+    constexpr uint32_t kPages = 8, kWordsPerPage = 1024;
+    const uint64_t off = alloc_everywhere(m, 2 * kPages * 4096ull);  // the first kPages homed at cluster 0
+    uint64_t moved_in_window = 0, moved_after = 0;
+    Failures f;
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* d = m.at<uint32_t>(c, off);
+        if (c == 0)
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage] = p + 1;  // a fault each: noticed
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == 0)
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 1] = p + 10;  // untracked
+        if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Epoch 2: the home writes untracked again, then (flag 5) cluster 1 reads the pages (a fetch,
+        // which protects them at the home) and writes them.
+        if (c == 0) {
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 2] = p + 20;
+            if (n.flag_set(5) != DsmStatus::kOk) f.fail("flag: " + DsmNode::error());
+        } else {
+            if (n.flag_wait(5) != DsmStatus::kOk) f.fail("flag: " + DsmNode::error());
+            for (uint32_t p = 0; p < kPages; p++) {
+                if (d[p * kWordsPerPage + 1] != p + 10 || d[p * kWordsPerPage + 2] != p + 20)
+                    f.fail("cluster 1 missed the home's untracked writes of page " + std::to_string(p));
+                d[p * kWordsPerPage + 3] = p + 30;
+            }
+        }
+        if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        // Epochs 3 and 4: cluster 1 alone. The window (epochs 2-4) holds the home's untracked writes.
+        for (uint32_t r = 0; r < 2; r++) {
+            if (c == 1)
+                for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 4] = p + 40 + r;
+            if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        }
+        if (c == 0) moved_in_window = n.counters().homes_moved.load();
+        // Epoch 5: cluster 1 alone again; now it alone wrote them in the last three epochs.
+        if (c == 1)
+            for (uint32_t p = 0; p < kPages; p++) d[p * kWordsPerPage + 5] = p + 50;
+        if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == 0) moved_after = n.counters().homes_moved.load();
+        for (uint32_t p = 0; p < kPages; p++)
+            if (d[p * kWordsPerPage] != p + 1 || d[p * kWordsPerPage + 1] != p + 10 ||
+                d[p * kWordsPerPage + 2] != p + 20 || d[p * kWordsPerPage + 3] != p + 30 ||
+                d[p * kWordsPerPage + 4] != p + 41 || d[p * kWordsPerPage + 5] != p + 50)
+                f.fail("cluster " + std::to_string(c) + " read a stale page " + std::to_string(p));
+    });
+    f.check();
+    CHECK(moved_in_window == 0);  // main: 8 (cluster 1 looked like the pages' only writer)
+    CHECK(moved_after == kPages);
+    CHECK(m.nodes[1]->counters().homes_moved.load() == kPages);
+}
