@@ -274,8 +274,10 @@ std::vector<ProgramRow> make_rows() {
         "--mpi", "mpi", "iccs run --mpi PATH: an MPI program (mpicc, unchanged) under mpirun over the proxies",
         "  PATH is an MPI program built with Debian's mpicc. Debian's mpirun starts C*S ranks with pml cm,\n"
         "  mtl ofi and the libfabric provider iccs (this build's, through FI_PROVIDER_PATH); ranks c*S ..\n"
-        "  c*S+S-1 form cluster c and share its proxies (an agent per cluster); messages inside a cluster\n"
-        "  go through shared memory (mpi/provider/README.md). As root, mpirun is given\n"
+        "  c*S+S-1 form cluster c and share its proxies (an agent process per cluster; with\n"
+        "  --cluster-size 1 --polling inline the cluster runs in its rank's process instead, and the\n"
+        "  rank's own thread runs its proxies from its MPI calls); messages inside a cluster go through\n"
+        "  shared memory (mpi/provider/README.md). As root, mpirun is given\n"
         "  --allow-run-as-root; with more ranks than cores, --oversubscribe. The mpirun line is printed\n"
         "  first (standard error). The program's standard output and error and the exit status are\n"
         "  mpirun's; then the launcher's report (each rank's provider counters: messages and bytes by\n"

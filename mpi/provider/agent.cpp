@@ -95,6 +95,38 @@ Agent::~Agent() {
 }
 
 bool Agent::start(std::string& err) {
+    if (!start_region(err)) return false;
+    if (m_.bridged() && !start_cluster(err)) return false;
+    listen_ = listen_on(m_.agent_socket(domain_), err);
+    return listen_ >= 0;
+}
+
+bool Agent::start_in_rank(uint32_t pid, std::string& err) {
+    in_rank_ = true;
+    if (!start_region(err) || !start_cluster(err)) return false;
+    members_[0].ever = true;
+    RankSlot& slot = region_.slot(0);
+    slot.pid.store(pid);
+    slot.state.store(static_cast<uint32_t>(RankState::kAlive), std::memory_order_release);
+    region_.bump_epoch();
+    return true;
+}
+
+uint32_t Agent::step_in_rank() {
+    const uint32_t work = bridge_step_in_rank(shared_);
+    if (shared_.failed.load(std::memory_order_relaxed)) say_bridge_failure();
+    return work;
+}
+
+int Agent::end_in_rank(bool finished) {
+    RankSlot& slot = region_.slot(0);
+    const RankState state = finished ? RankState::kFinished : RankState::kDead;
+    slot.state.store(static_cast<uint32_t>(state), std::memory_order_release);
+    region_.bump_epoch();
+    return finish();
+}
+
+bool Agent::start_region(std::string& err) {
     RegionGeometry g;
     g.members = m_.domain_members();
     g.first_rank = m_.domain_first(domain_);
@@ -108,53 +140,58 @@ bool Agent::start(std::string& err) {
                         m_.run_hash, err))
         return false;
     members_.assign(g.members, Member{});
-    if (m_.bridged()) {
-        // The cluster, as `iccs run` brings one up, with a compute thread per rank: the bridges.
-        if (!plan_from_config(*m_.config, static_cast<uint16_t>(domain_), plan_, err)) return false;
-        plan_.threads = static_cast<uint16_t>(m_.cluster_size);
-        plan_.conv.stripe_threshold_bytes = agent_stripe_threshold(*m_.config, plan_.conv.stripe_threshold_bytes);
-        // The receiving proxies' buffers are counted for a full receive window of the largest
-        // datagram (cluster_memory.cpp): a record's, not the 9000 B of `iccs run`'s own programs.
-        plan_.max_size = plan_.conv.stripe_threshold_bytes;
-        // The bridges are not pinned (the proxies are): a bridge pinned to a proxy's core kept
-        // that proxy off it for seconds on a 2-core host (OSU's osu_mbw_mr, 2 clusters x 2 ranks:
-        // a proxy unrun for the 5 s peer time-out, its cluster reported down; 2 of 3 runs failed
-        // pinned, 3 of 3 passed unpinned with no "not run" line). The ranks are not pinned by us
-        // either; the scheduler places the bridges beside them. (An empty compute_cores gives the
-        // bridges the process's cores: run_cluster undoes the EAL's pinning of its own thread.)
-        plan_.compute_cores.clear();
-        // Unless the machine file names proxy_cores, each cluster's proxies start on another core
-        // (cluster c's proxy p on core (c * P + p + 1) mod cores; (c + p + 1) when P is a multiple of
-        // the cores, so that the first proxies still differ): the agents of one host all
-        // had theirs on core 1 (rt_launch's default, made for a cluster per host), so a frame for
-        // cluster 0 woke its proxy on the core where cluster 1's bridge was running. osu_latency
-        // 2 x 1 over memif, 8 B, 4 alternated pairs and one more run after, load 2.7-4: 39.2 -> 30.3
-        // us (medians, faster in 4 of 4); osu_bw 64 KiB 577 -> 797 MB/s in one pair.
-        if (m_.config->cluster.proxy_cores.empty()) {
-            const size_t cores = std::max(1u, host_core_count()), nprox = plan_.proxy_cores.size();
-            const size_t offset = nprox % cores == 0 ? domain_ : domain_ * nprox;  // moves with every cluster
-            for (size_t p = 0; p < nprox; ++p) plan_.proxy_cores[p] = static_cast<unsigned>((offset + p + 1) % cores);
-        }
-        plan_.run_id = m_.run_id;
-        plan_.sock_dir = m_.run_dir;
-        plan_.exit_without_teardown = true;
-        plan_.quiet = true;
-        shared_.machine = &m_;
-        shared_.region = &region_;
-        shared_.cluster = domain_;
-        shared_.counters.assign(m_.cluster_size, BridgeCounters{});
-        plan_.program = [this](ComputeEnv& env) { return bridge_program(env, shared_); };
-        cluster_ = std::thread([this] {
-            cluster_report_ = run_cluster(plan_);
-            if (!cluster_report_.ok && !cluster_report_.error.empty()) shared_.fail(cluster_report_.error);
-            cluster_ended_ = true;
-        });
-        // The ranks attach at once: what they send to other clusters waits in their rings until
-        // the bridges' connections are open; a cluster that cannot come up makes every rank of
-        // the other clusters unreachable (serve()), so the ranks get errors, not a hang.
+    return true;
+}
+
+bool Agent::start_cluster(std::string& err) {
+    // The cluster, as `iccs run` brings one up, with a compute thread per rank: the bridges.
+    if (!plan_from_config(*m_.config, static_cast<uint16_t>(domain_), plan_, err)) return false;
+    plan_.threads = static_cast<uint16_t>(m_.cluster_size);
+    plan_.conv.stripe_threshold_bytes = agent_stripe_threshold(*m_.config, plan_.conv.stripe_threshold_bytes);
+    // The receiving proxies' buffers are counted for a full receive window of the largest
+    // datagram (cluster_memory.cpp): a record's, not the 9000 B of `iccs run`'s own programs.
+    plan_.max_size = plan_.conv.stripe_threshold_bytes;
+    // The bridges are not pinned (the proxies are): a bridge pinned to a proxy's core kept
+    // that proxy off it for seconds on a 2-core host (OSU's osu_mbw_mr, 2 clusters x 2 ranks:
+    // a proxy unrun for the 5 s peer time-out, its cluster reported down; 2 of 3 runs failed
+    // pinned, 3 of 3 passed unpinned with no "not run" line). The ranks are not pinned by us
+    // either; the scheduler places the bridges beside them. (An empty compute_cores gives the
+    // bridges the process's cores: run_cluster undoes the EAL's pinning of its own thread.)
+    plan_.compute_cores.clear();
+    // Unless the machine file names proxy_cores, each cluster's proxies start on another core
+    // (cluster c's proxy p on core (c * P + p + 1) mod cores; (c + p + 1) when P is a multiple of
+    // the cores, so that the first proxies still differ): the agents of one host all
+    // had theirs on core 1 (rt_launch's default, made for a cluster per host), so a frame for
+    // cluster 0 woke its proxy on the core where cluster 1's bridge was running. osu_latency
+    // 2 x 1 over memif, 8 B, 4 alternated pairs and one more run after, load 2.7-4: 39.2 -> 30.3
+    // us (medians, faster in 4 of 4); osu_bw 64 KiB 577 -> 797 MB/s in one pair.
+    if (m_.config->cluster.proxy_cores.empty()) {
+        const size_t cores = std::max(1u, host_core_count()), nprox = plan_.proxy_cores.size();
+        const size_t offset = nprox % cores == 0 ? domain_ : domain_ * nprox;  // moves with every cluster
+        for (size_t p = 0; p < nprox; ++p) plan_.proxy_cores[p] = static_cast<unsigned>((offset + p + 1) % cores);
     }
-    listen_ = listen_on(m_.agent_socket(domain_), err);
-    return listen_ >= 0;
+    plan_.run_id = m_.run_id;
+    plan_.sock_dir = m_.run_dir;
+    // The process ends after (the agent _exit()s; a rank soon after its MPI_Finalize).
+    plan_.exit_without_teardown = true;
+    plan_.quiet = true;
+    shared_.machine = &m_;
+    shared_.region = &region_;
+    shared_.cluster = domain_;
+    shared_.counters.assign(m_.cluster_size, BridgeCounters{});
+    if (in_rank_)
+        plan_.program = [this](ComputeEnv& env) { return bridge_program_in_rank(env, shared_); };
+    else
+        plan_.program = [this](ComputeEnv& env) { return bridge_program(env, shared_); };
+    cluster_ = std::thread([this] {
+        cluster_report_ = run_cluster(plan_);
+        if (!cluster_report_.ok && !cluster_report_.error.empty()) shared_.fail(cluster_report_.error);
+        cluster_ended_ = true;
+    });
+    // The ranks attach at once: what they send to other clusters waits in their rings until
+    // the bridges' connections are open; a cluster that cannot come up makes every rank of
+    // the other clusters unreachable (serve()), so the ranks get errors, not a hang.
+    return true;
 }
 
 void Agent::on_hello(int sock) {
@@ -272,18 +309,7 @@ int Agent::serve() {
                          m_.bridged() ? "cluster" : "the run's domain", domain_, kAttachWaitMs / 1000);
             break;
         }
-        if (shared_.failed && m_.bridged()) {
-            std::lock_guard<std::mutex> lk(shared_.mu);
-            std::fprintf(stderr, "iccs-mpi-agent: cluster %u: %s\n", domain_, shared_.error.c_str());
-            region_.set_agent_error("the agent of cluster " + std::to_string(domain_) + " lost the other clusters: " + shared_.error);
-            // The bridges are what reach the other clusters: without them every rank of this
-            // cluster is cut off from them, as if the other clusters were gone.
-            for (uint32_t r = 0; r < m_.world; ++r)
-                if (!region_.is_member(r)) region_.dead_flag(r).store(1);
-            region_.bump_epoch();
-            for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
-            shared_.failed = false;  // said once
-        }
+        if (shared_.failed && m_.bridged()) say_bridge_failure();
     }
     // Ranks still attached when a signal ended the agent: they learn it from the hang-up.
     for (Member& mb : members_)
@@ -291,10 +317,33 @@ int Agent::serve() {
             close(mb.sock);
             mb.sock = -1;
         }
+    return finish();
+}
+
+void Agent::say_bridge_failure() {
+    std::lock_guard<std::mutex> lk(shared_.mu);
+    // In a rank's process standard error is the rank's: the rank says it (the region's error).
+    if (!in_rank_) std::fprintf(stderr, "iccs-mpi-agent: cluster %u: %s\n", domain_, shared_.error.c_str());
+    region_.set_agent_error("the agent of cluster " + std::to_string(domain_) + " lost the other clusters: " + shared_.error);
+    // The bridges are what reach the other clusters: without them every rank of this
+    // cluster is cut off from them, as if the other clusters were gone.
+    for (uint32_t r = 0; r < m_.world; ++r)
+        if (!region_.is_member(r)) region_.dead_flag(r).store(1);
+    region_.bump_epoch();
+    for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).doorbell);
+    shared_.failed = false;  // said once
+}
+
+// The end, once every rank is finished or dead: stop the bridges, end the cluster, report, clean up.
+int Agent::finish() {
     bool ok = true;
     if (cluster_.joinable()) {
         shared_.stop = true;
         for (uint32_t k = 0; k < region_.hdr().members; ++k) futex_wake_shared(&region_.slot(k).bridge_word);
+        {
+            std::lock_guard<std::mutex> lk(shared_.in_rank.mu);
+            shared_.in_rank.state_changed.notify_all();  // the stand-in's sleep
+        }
         cluster_.join();
         ok = cluster_report_.ok;
     }
@@ -311,11 +360,15 @@ void Agent::report(bool ok) {
     const std::string path = std::string(base) + ".mpi.c" + std::to_string(domain_);
     FILE* out = std::fopen(path.c_str(), "w");
     if (out == nullptr) return;
-    std::fprintf(out, "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"ranks\":[", domain_, ok ? "true" : "false",
-                 to_string(m_.transport));
+    // "agent": where the domain's agent ran: its own process, or its only rank's (the rank's
+    // thread ran the bridge and the proxies: InRankBridge), with that process's id.
+    std::fprintf(out, "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"agent\":\"%s\",\"agent_pid\":%d,\"ranks\":[",
+                 domain_, ok ? "true" : "false", to_string(m_.transport), in_rank_ ? "in-rank" : "process",
+                 static_cast<int>(getpid()));
     for (uint32_t k = 0; k < region_.hdr().members; ++k) {
         const RankSlot& s = region_.slot(k);
-        std::fprintf(out, "%s{\"rank\":%u,\"state\":%u", k ? "," : "", region_.hdr().first_rank + k, s.state.load());
+        std::fprintf(out, "%s{\"rank\":%u,\"state\":%u,\"pid\":%u", k ? "," : "", region_.hdr().first_rank + k,
+                     s.state.load(), s.pid.load());
 #define ICCS_X(name) std::fprintf(out, ",\"" #name "\":%" PRIu64, s.counters.name.load(std::memory_order_relaxed));
         ICCS_MPI_RANK_COUNTERS(ICCS_X)
 #undef ICCS_X

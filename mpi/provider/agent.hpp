@@ -7,7 +7,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -31,6 +33,19 @@ struct BridgeCounters {
     uint64_t dropped = 0;                     // records for dead ranks (dropped)
 };
 
+// A cluster of one rank under inline polling runs in the rank's process (mpi/provider/README.md,
+// "Why an agent process"): its bridge is stepped by the rank's own thread from its provider calls
+// (bridge_step_in_rank), and its compute thread only stands in while the rank computes.
+struct InRankBridge {
+    static constexpr uint32_t kStandInMs = 20;  // the rank did not step for this long: step for it
+    std::atomic<uint32_t> up{0};              // 0 coming up, 1 stepped by the rank, 2 failed, 3 ended
+    std::atomic<uint64_t> last_step_ns{0};
+    std::mutex mu;                            // up's changes, the stand-in's sleep
+    std::condition_variable state_changed;
+    std::mutex step_mu;                       // one step at a time (the rank's or the stand-in's)
+    std::function<bool(uint32_t&)> step;      // set before up = 1
+};
+
 // What the agent and its bridge threads share.
 struct BridgeShared {
     const MpiMachine* machine = nullptr;
@@ -42,11 +57,16 @@ struct BridgeShared {
     std::mutex mu;
     std::string error;                 // the first bridge's failure
     std::vector<BridgeCounters> counters;  // by member
+    InRankBridge in_rank;              // the agent runs in its only rank's process
     void fail(const std::string& e);
 };
 
 // The compute-thread program of member env.thread (run_cluster starts one per rank).
 bool bridge_program(ComputeEnv& env, BridgeShared& sh);
+// The same for an agent in its rank's process (InRankBridge): set up, then stand in until the stop.
+bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh);
+// One step of that bridge on the rank's thread; the records moved (0 before it is up).
+uint32_t bridge_step_in_rank(BridgeShared& sh);
 
 class Agent {
    public:
@@ -55,6 +75,15 @@ class Agent {
     // Region, cluster (iccs: proxies and bridges up, connections open), listening socket. False
     // with err (one line).
     bool start(std::string& err);
+    // In the process of the domain's only rank (a cluster of one rank under inline polling: the
+    // rank's thread steps its bridge): region and cluster, no socket; the rank is attached at
+    // once (pid). The rank maps the region from region_fd().
+    bool start_in_rank(uint32_t pid, std::string& err);
+    int region_fd() const { return region_.fd(); }
+    // One step of the bridge, and the agent's watch of its failure (serve()'s, said once).
+    uint32_t step_in_rank();
+    // The rank closed its domain (finished): as serve() ends. Exit status.
+    int end_in_rank(bool finished);
     // Serve the ranks until each of them finished or died (or none came within the attach
     // time), and a second more (a process that closed its last domain may open one again: it
     // attaches anew, its slot and rings as it left them); then stop the bridges, end the cluster,
@@ -73,6 +102,11 @@ class Agent {
     void mark_dead(uint32_t member);
     void report(bool ok);
     void cleanup();
+    bool start_region(std::string& err);
+    bool start_cluster(std::string& err);
+    void say_bridge_failure();
+    int finish();
+    bool in_rank_ = false;
     const MpiMachine& m_;
     uint32_t domain_;
     Region region_;

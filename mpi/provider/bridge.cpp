@@ -45,7 +45,15 @@ class Bridge {
           slot_(region_.slot(member_)),
           ctr_(sh.counters[member_]) {}
 
+    // The loop of the agent's bridge thread: start, step until the stop, finish.
     bool run();
+    // Listen, connect to and accept every bridge of the other clusters (false: failed, said).
+    bool start();
+    // One pass: the proxies' news, lost clusters, the rank's records out, arrivals in, the rank's
+    // doorbell. work: records moved. False on a failure (said in sh_).
+    bool step(uint32_t& work, bool poll_proxies = false);
+    // The end: what the rank left goes out, the connections close once the peers took it.
+    void finish();
 
    private:
     bool open_connections();
@@ -81,6 +89,7 @@ class Bridge {
     bool has_pending_ = false;
     bool announced_ = false;
     size_t next_in_ = 0;
+    const std::function<bool()> no_other_work_ = [] { return false; };
 };
 
 bool Bridge::open_connections() {
@@ -288,7 +297,7 @@ bool Bridge::forward_in(uint32_t& work) {
     return true;
 }
 
-bool Bridge::run() {
+bool Bridge::start() {
     // One futex word for both wakers of this thread: the proxies delivering to it, and the rank
     // writing its ring (RankEngine: futex_wake_shared on bridge_word).
     env_.rings->thread_waker(static_cast<uint16_t>(member_)).share(&slot_.bridge_word, &slot_.bridge_watch);
@@ -296,6 +305,39 @@ bool Bridge::run() {
     if (!open_connections()) return false;
     from_agent_ = ShmRingProducer(region_.base(), region_.from_agent_ring(member_));
     sh_.ready.fetch_add(1);
+    return true;
+}
+
+bool Bridge::step(uint32_t& work, bool poll_proxies) {
+    Convergence& conv = env_.conv;
+    // In the rank's thread under inline polling (InRankBridge) a pass of the proxies comes first
+    // (what arrived is taken below), and again after records went out: they leave now, not at
+    // the rank's next call. (One pass of the wait under inline polling: it never sleeps.)
+    if (poll_proxies) (void)conv.idle(now_ns(), UINT64_MAX, no_other_work_);
+    conv.progress();
+    for (uint16_t c = 0; c < m_.clusters; ++c)
+        if (c != sh_.cluster && !lost_[c] && env_.rings->cluster_down(c)) cluster_lost(c);
+    if (rank_dead() && !announced_) announce_death();
+    uint32_t taken = 0, arrived = 0;
+    if (!rank_dead() && !forward_out(taken)) return false;
+    if (poll_proxies && taken != 0) (void)conv.idle(now_ns(), UINT64_MAX, no_other_work_);
+    if (!forward_in(arrived)) return false;
+    work = taken + arrived;
+    if (work != 0) {
+        // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting"):
+        // for an arrival, or for room after what we took only when it said so (kDoorbellRoom;
+        // a rank that sent and sleeps for the answer is left asleep). Woken, it often waits
+        // for this core (the agent runs where its first rank was bound): give the core to it
+        // now rather than after this thread's spin. (In the rank's own thread, sh_.in_rank,
+        // nobody sleeps on the doorbell.)
+        if (futex_wake_shared(&slot_.doorbell, arrived != 0 ? ~0u : kDoorbellRoom)) sched_yield();
+        conv.idle_end();
+    }
+    return true;
+}
+
+bool Bridge::run() {
+    if (!start()) return false;
     Convergence& conv = env_.conv;
     const auto other_work = [this] {
         return to_agent_.maybe_nonempty() || sh_.stop.load(std::memory_order_relaxed) ||
@@ -304,21 +346,8 @@ bool Bridge::run() {
     uint64_t idle_since = 0;
     while (!sh_.stop.load(std::memory_order_acquire)) {
         uint32_t work = 0;
-        conv.progress();
-        for (uint16_t c = 0; c < m_.clusters; ++c)
-            if (c != sh_.cluster && !lost_[c] && env_.rings->cluster_down(c)) cluster_lost(c);
-        if (rank_dead() && !announced_) announce_death();
-        uint32_t taken = 0;
-        if (!rank_dead() && !forward_out(taken)) return false;
-        if (!forward_in(work)) return false;
-        if (work + taken != 0) {
-            // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting"):
-            // for an arrival, or for room after what we took only when it said so (kDoorbellRoom;
-            // a rank that sent and sleeps for the answer is left asleep). Woken, it often waits
-            // for this core (the agent runs where its first rank was bound): give the core to it
-            // now rather than after this thread's spin.
-            if (futex_wake_shared(&slot_.doorbell, work != 0 ? ~0u : kDoorbellRoom)) sched_yield();
-            conv.idle_end();
+        if (!step(work)) return false;
+        if (work != 0) {
             idle_since = 0;
             continue;
         }
@@ -329,6 +358,12 @@ bool Bridge::run() {
         conv.idle(idle_since, has_pending_ ? now + 200'000 : UINT64_MAX, other_work);
     }
     conv.idle_end();
+    finish();
+    return true;
+}
+
+void Bridge::finish() {
+    Convergence& conv = env_.conv;
     // The end: every rank of the cluster is gone. Records it left for other clusters go out, and
     // the connections close once the peers took what was sent (bounded: a peer may be gone).
     uint32_t work = 0;
@@ -341,7 +376,6 @@ bool Bridge::run() {
             (void)conv.close(c, kCloseFlushUs);
             c = nullptr;
         }
-    return true;
 }
 
 }  // namespace
@@ -351,6 +385,61 @@ bool bridge_program(ComputeEnv& env, BridgeShared& sh) {
     if (b.run()) return true;
     env.result.error = sh.error;
     return false;
+}
+
+bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
+    Bridge b(env, sh);
+    InRankBridge& ir = sh.in_rank;
+    const bool started = b.start();
+    {
+        std::lock_guard<std::mutex> lk(ir.mu);
+        if (started) ir.step = [&b](uint32_t& work) { return b.step(work, true); };
+        ir.up = started ? 1 : 2;
+    }
+    ir.state_changed.notify_all();
+    if (!started) {
+        env.result.error = sh.error;
+        return false;
+    }
+    // The rank's thread steps the bridge from its provider calls. This thread only stands in when
+    // the rank has not called in for InRankBridge::kStandInMs (it computes): the proxies then
+    // still answer the peers (acks, status), and a compute phase longer than the peer time-out
+    // does not make the other clusters count this one as gone.
+    bool ok = true;
+    std::unique_lock<std::mutex> lk(ir.mu);
+    while (!sh.stop.load(std::memory_order_acquire)) {
+        ir.state_changed.wait_for(lk, std::chrono::milliseconds(InRankBridge::kStandInMs));
+        if (sh.stop.load(std::memory_order_acquire)) break;
+        if (now_ns() - ir.last_step_ns.load(std::memory_order_relaxed) < InRankBridge::kStandInMs * 1'000'000ull) continue;
+        lk.unlock();
+        {
+            std::unique_lock<std::mutex> step_lk(ir.step_mu, std::try_to_lock);
+            uint32_t work = 0;
+            if (step_lk.owns_lock() && !b.step(work, true)) ok = false;
+        }
+        lk.lock();
+        if (!ok) break;
+    }
+    ir.up = 3;  // no more steps: the rank's calls find the bridge gone
+    lk.unlock();
+    std::lock_guard<std::mutex> step_lk(ir.step_mu);  // a step of the rank's still running ends first
+    if (ok) b.finish();
+    if (!ok) env.result.error = sh.error;
+    return ok;
+}
+
+uint32_t bridge_step_in_rank(BridgeShared& sh) {
+    InRankBridge& ir = sh.in_rank;
+    if (ir.up.load(std::memory_order_acquire) != 1) return 0;
+    std::lock_guard<std::mutex> lk(ir.step_mu);
+    if (ir.up.load(std::memory_order_relaxed) != 1) return 0;
+    ir.last_step_ns.store(now_ns(), std::memory_order_relaxed);
+    uint32_t work = 0;
+    if (!ir.step(work)) {
+        ir.up.store(3, std::memory_order_release);
+        ir.state_changed.notify_all();
+    }
+    return work;
 }
 
 }  // namespace iccs::mpi

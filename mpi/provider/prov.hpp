@@ -85,10 +85,35 @@ std::string resolve_rank_name(const MpiMachine& m, const char* node, const char*
 // fi_av_insertsym's next node or service name: the number it ends with plus one ("" if none).
 std::string next_symmetric_name(const std::string& name);
 
+// A cluster of one rank under `[cluster] polling = "inline"`: its agent runs in the rank's own
+// process (libiccs-mpi-inrank.so, loaded then only), and the rank's thread steps its bridge, which
+// runs the proxies inline, from every progress call: no thread hand-off between the rank and the
+// fabric (mpi/provider/README.md, "Why an agent process").
+class InRankLink {
+   public:
+    // Load the module, bring the cluster up here, map its region. False with err (one line).
+    bool start(const MpiMachine& m, Region& region, std::string& err);
+    bool active() const { return handle_ != nullptr; }
+    // One step of the bridge: the records it moved.
+    uint32_t step() { return handle_ != nullptr ? step_(handle_) : 0; }
+    // The rank is done (finished) or going: flush, end the cluster, report, clean up.
+    int end(bool finished);
+
+   private:
+    using StepFn = uint32_t (*)(void*);
+    using EndFn = int (*)(void*, int);
+    void* handle_ = nullptr;
+    StepFn step_ = nullptr;
+    EndFn end_ = nullptr;
+};
+// This run's cluster of this rank is one to run in the rank (InRankLink).
+bool in_rank_wanted(const MpiMachine& m);
+
 // The process's rank, attached to its agent: made by the first domain, ended by the last close.
 struct Attachment {
     MpiMachine machine;
     AgentLink link;
+    InRankLink in_rank;  // active: the agent is this process (link.sock stays -1)
     std::unique_ptr<RankEngine> engine;
     uint64_t next_agent_check_ns = 0;
     bool said_agent_error = false;  // the agent's reason (region) printed once
@@ -232,6 +257,9 @@ int iccs_ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 
 // The machine of this process's run (read once from the environment); nullptr with err.
 std::shared_ptr<const MpiMachine> prov_machine(std::string& err);
+// A file that comes with the provider: the environment's `env`, else `name` beside this library
+// (access() `mode`), else where `meson install` put it.
+std::string prov_companion_path(const char* env, const char* name, int mode, const char* installed);
 // The agent program: ICCS_MPI_AGENT, else iccs-mpi-agent beside this library, else the one
 // `meson install` put in libexecdir.
 std::string prov_agent_path();

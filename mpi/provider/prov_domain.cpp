@@ -67,7 +67,11 @@ std::shared_ptr<Attachment> attach(const fi_info* info, std::string& err) {
     auto a = std::make_shared<Attachment>();
     a->machine = *m;
     const uint32_t timeout_ms = 60'000;
-    if (!agent_connect(a->machine, prov_agent_path(), timeout_ms, a->link, err)) return nullptr;
+    if (in_rank_wanted(a->machine)) {
+        if (!a->in_rank.start(a->machine, a->link.region, err)) return nullptr;
+    } else if (!agent_connect(a->machine, prov_agent_path(), timeout_ms, a->link, err)) {
+        return nullptr;
+    }
     EngineConfig ec;
     ec.my_rank = m->rank;
     ec.world = m->world;
@@ -79,7 +83,9 @@ std::shared_ptr<Attachment> attach(const fi_info* info, std::string& err) {
     ec.local_chunk = env_count("ICCS_MPI_LOCAL_CHUNK", "bytes", ec.local_chunk, 4096, 16u << 20);
     ec.remote_chunk = env_count("ICCS_MPI_REMOTE_CHUNK", "bytes", ec.remote_chunk, 4096, 16u << 20);
     a->engine = std::make_unique<RankEngine>(a->link.region, ec);
-    a->spin_ns = m->config->cluster.polling == Polling::kBusy
+    // A rank whose thread runs its cluster's proxies (in_rank) never sleeps: nobody else would
+    // take a frame off the fabric for it.
+    a->spin_ns = m->config->cluster.polling == Polling::kBusy || a->in_rank.active()
                      ? UINT64_MAX
                      : env_count("ICCS_MPI_SPIN_US", "microseconds", default_spin_ns(*m) / 1000, 0, 10'000'000) * 1000;
     g_att = a;
@@ -113,8 +119,10 @@ int domain_close(fid* f) {
         std::lock_guard<std::mutex> lk(g_att_mu);
         if (d->att.use_count() == 1) {
             // The last domain of the process: what is in the rings stays for the readers (the
-            // region is theirs too); say goodbye so the agent knows this was no crash.
+            // region is theirs too); say goodbye so the agent knows this was no crash. An agent in
+            // this process ends here: what the rank left goes out, then its cluster ends.
             d->att->link.bye();
+            (void)d->att->in_rank.end(true);
         }
         d->att.reset();
     }
@@ -169,7 +177,9 @@ void IccsDomain::idle_slept() { last_idle_ns = now_ns(); }
 
 uint32_t IccsDomain::progress() {
     Attachment& a = *att;
-    const uint32_t work = a.engine->progress();
+    // In the rank (InRankLink): the bridge first, so what the proxies took is in the ring to take.
+    uint32_t work = a.in_rank.step();
+    work += a.engine->progress();
     if (work != 0) idle_reads = 0;
     if (!a.said_agent_error && a.engine->peers_lost()) {
         if (const std::string why = a.link.region.agent_error(); !why.empty()) {

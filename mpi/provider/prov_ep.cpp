@@ -66,6 +66,8 @@ ssize_t do_send(const char* call, IccsEp* ep, const iovec* iov, size_t count, fi
         ep->domain->progress();  // FI_EAGAIN asks the caller to progress; do a round now
         rc = ep->domain->att->engine->send(a);
     }
+    // In the rank (InRankLink): the record goes onto its connection now, not at the next read.
+    if (rc == 0) (void)ep->domain->att->in_rank.step();
     ep->domain->posted();
     return rc;
 }

@@ -329,16 +329,20 @@ std::shared_ptr<const MpiMachine> prov_machine(std::string& err) {
     return machine;
 }
 
-std::string prov_agent_path() {
-    if (const char* e = std::getenv("ICCS_MPI_AGENT"); e != nullptr && *e != '\0') return e;
+std::string prov_companion_path(const char* env, const char* name, int mode, const char* installed) {
+    if (const char* e = std::getenv(env); e != nullptr && *e != '\0') return e;
     Dl_info dl{};
-    if (dladdr(reinterpret_cast<void*>(&prov_agent_path), &dl) != 0 && dl.dli_fname != nullptr) {
+    if (dladdr(reinterpret_cast<void*>(&prov_companion_path), &dl) != 0 && dl.dli_fname != nullptr) {
         std::string dir = dl.dli_fname;
         dir = dir.substr(0, dir.rfind('/') + 1);
-        const std::string beside = dir + "iccs-mpi-agent";
-        if (access(beside.c_str(), X_OK) == 0) return beside;
+        const std::string beside = dir + name;
+        if (access(beside.c_str(), mode) == 0) return beside;
     }
-    return ICCS_MPI_AGENT_INSTALLED;
+    return installed;
+}
+
+std::string prov_agent_path() {
+    return prov_companion_path("ICCS_MPI_AGENT", "iccs-mpi-agent", X_OK, ICCS_MPI_AGENT_INSTALLED);
 }
 
 int iccs_no_control(fid*, int, void*) { return -FI_ENOSYS; }

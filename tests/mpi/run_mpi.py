@@ -13,6 +13,9 @@ Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
   --proxies P                     proxies per cluster (default 2)
   --transport iccs|direct|delay   (default iccs)
   --mtu N                         [machine] mtu_bytes (default: the file sets none, 1500)
+  --polling adaptive|inline       [cluster] polling (default adaptive). inline with --cluster-size 1:
+                                  each cluster runs in its rank's process (no agent process may
+                                  start: ICCS_MPI_AGENT names none), and every report must say so
   --drop P                        frames dropped on receive ([test] drop): slidwin must recover
   --key [encrypt]                 a fresh [security] key_file (and encrypt = true)
   --killed VICTIM                 the program kills rank VICTIM (mpi_killed.c): mpirun runs with
@@ -188,7 +191,7 @@ def main():
         argv, prog_args = argv[:i], argv[i + 1:]
     provider_dir, program = argv[0], argv[1]
     opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
-            "--drop": None, "--mtu": None, "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
+            "--drop": None, "--mtu": None, "--polling": "adaptive", "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
     key = None
     no_config = False
     i = 2
@@ -224,7 +227,7 @@ def main():
         lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"']
         if opts["--mtu"] is not None:
             lines += [f"mtu_bytes = {opts['--mtu']}"]
-        lines += ["[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", 'polling = "adaptive"']
+        lines += ["[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", f'polling = "{opts["--polling"]}"']
         if opts["--stopped-agent"] is not None:
             lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:
@@ -246,6 +249,10 @@ def main():
                     "ICCS_MPI_AGENT_LOG": AGENT_LOG})
         if no_config:
             del env["ICCS_CONFIG"]
+        if in_rank_expected(opts):
+            # A cluster of one rank under inline polling runs in the rank's process: an agent
+            # process started all the same would fail to start (and the run with it).
+            env["ICCS_MPI_AGENT"] = os.path.join(tmp, "no-agent-may-start")
         cmd = [mpirun, "--oversubscribe", "-n", str(started), "--mca", "pml", "cm", "--mca", "mtl", "ofi",
                "--mca", "mtl_ofi_provider_include", "iccs", "--mca", "osc", "pt2pt"]
         if os.geteuid() == 0:
@@ -255,7 +262,8 @@ def main():
         cmd += ["--mca", "btl_vader_backing_directory", tmp]
         if opts["--killed"] is not None or opts["--stopped-agent"] is not None:
             cmd += ["--mca", "orte_enable_recovery", "1"]
-        for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT", "ICCS_MPI_AGENT_LOG"):
+        for var in ("FI_PROVIDER_PATH", "ICCS_CONFIG", "ICCS_RUN_ID", "ICCS_REPORT", "ICCS_TRANSPORT", "ICCS_MPI_AGENT_LOG",
+                    "ICCS_MPI_AGENT"):
             if var in env:
                 cmd += ["-x", var]
         cmd += [program] + prog_args
@@ -310,6 +318,12 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def in_rank_expected(opts):
+    """The machine's clusters run in their ranks' processes (mpi/provider/README.md, "Why an agent
+    process"): one rank a cluster under inline polling, over the proxies."""
+    return opts["--polling"] == "inline" and opts["--cluster-size"] == "1" and opts["--transport"] == "iccs"
+
+
 def check_reports(rep, clusters, size, opts, out):
     bridged = opts["--transport"] == "iccs"
     domains = clusters if bridged else 1
@@ -328,6 +342,15 @@ def check_reports(rep, clusters, size, opts, out):
     for r in reports:
         if not r["ok"]:
             fail(f"the agent of domain {r['domain']} says not ok: {r}", out)
+        if in_rank_expected(opts):
+            # The agent ran in its rank's process: the report was written there, and that
+            # process's thread carried the records (the bridge's counters) and ran the proxies.
+            rank_pids = [k["pid"] for k in r["ranks"]]
+            if r.get("agent") != "in-rank" or rank_pids != [r.get("agent_pid")]:
+                fail(f"domain {r['domain']}: its agent did not run in its rank's process (agent "
+                     f"{r.get('agent')!r}, pid {r.get('agent_pid')}, rank pids {rank_pids})", out)
+            if any(p["msgs_tx"] == 0 or p["msgs_rx"] == 0 for p in r["proxies"]):
+                fail(f"domain {r['domain']}: a proxy carried nothing: {r['proxies']}", out)
         for k in r["ranks"]:
             if k["state"] != 2:
                 fail(f"rank {k['rank']} did not finish (state {k['state']})", out)
@@ -351,7 +374,8 @@ def check_reports(rep, clusters, size, opts, out):
             fail(f"the proxies sent {tx} bytes, less than the {remote_bytes} the ranks sent to other clusters", out)
         local = sum(k["sent_local_msgs"] for r in reports for k in r["ranks"])
         print(f"ranks sent {remote_bytes} bytes to other clusters, the proxies {tx}; "
-              f"{local} messages within clusters through shared memory")
+              f"{local} messages within clusters through shared memory"
+              + ("; every cluster's agent ran in its rank's process" if in_rank_expected(opts) else ""))
         if opts["--stopped-agent"] is not None:
             lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:

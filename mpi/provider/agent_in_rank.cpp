@@ -1,0 +1,76 @@
+// agent_in_rank.cpp: the entry of libiccs-mpi-inrank.so, a cluster's agent in the process of its
+// only rank (mpi/provider/README.md, "Why an agent process"): a cluster of one rank under
+// `[cluster] polling = "inline"` owns its EAL and proxies in that rank's process, and the rank's
+// own thread steps its bridge (and so runs the proxies) from its provider calls. The provider loads
+// this module only then (prov_in_rank.cpp), so a rank process links no DPDK otherwise.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "agent.hpp"
+#include "dpdk_env.hpp"
+#include "owner_only.hpp"
+
+namespace {
+
+struct InRankAgent {
+    iccs::mpi::MpiMachine machine;  // the agent refers to it: it lives as long
+    std::unique_ptr<iccs::mpi::Agent> agent;
+};
+
+void say(char* err, size_t cap, const std::string& what) {
+    if (cap != 0) std::snprintf(err, cap, "%s", what.c_str());
+}
+
+}  // namespace
+
+extern "C" {
+
+// Bring up rank m's cluster in this process: region, EAL, proxies, the bridge's connections (those
+// complete behind, as in the agent). Returns the handle and the region's descriptor, or nullptr
+// with the reason in err.
+void* iccs_mpi_in_rank_start(const iccs::mpi::MpiMachine* m, int* region_fd, char* err, size_t err_cap) {
+    auto h = std::make_unique<InRankAgent>();
+    h->machine = *m;
+    std::string e;
+    if (!iccs::make_private_dir(h->machine.run_dir, e)) {
+        say(err, err_cap, e);
+        return nullptr;
+    }
+    const uint32_t domain = h->machine.domain_of(h->machine.rank);
+    h->agent = std::make_unique<iccs::mpi::Agent>(h->machine, domain);
+    if (!h->agent->start_in_rank(static_cast<uint32_t>(getpid()), e)) {
+        h->agent->abandon();
+        say(err, err_cap,
+            "cluster " + std::to_string(domain) + " in rank " + std::to_string(h->machine.rank) + "'s process: " + e);
+        return nullptr;
+    }
+    *region_fd = h->agent->region_fd();
+    return h.release();
+}
+
+// What rank m's cluster leaves in files while it runs, for the provider's reaper (prov_in_rank.cpp):
+// its EAL's runtime directory and the run directory, one a line. 0 when they do not fit.
+int iccs_mpi_in_rank_files(const iccs::mpi::MpiMachine* m, char* out, size_t cap) {
+    iccs::ClusterPlan plan;
+    plan.run_id = m->run_id;
+    const auto cluster = static_cast<uint16_t>(m->domain_of(m->rank));
+    const std::string files = iccs::eal_runtime_dir(iccs::eal_prefix(plan, cluster)) + "\n" + m->run_dir;
+    if (files.size() + 1 > cap) return 0;
+    std::snprintf(out, cap, "%s", files.c_str());
+    return 1;
+}
+
+// One step of the bridge on the calling (the rank's) thread: the records it moved.
+uint32_t iccs_mpi_in_rank_step(void* handle) { return static_cast<InRankAgent*>(handle)->agent->step_in_rank(); }
+
+// The rank closed its last domain (finished) or its process is going: flush, end the cluster,
+// report, remove the run's files of this cluster. The exit status the agent would have had.
+int iccs_mpi_in_rank_end(void* handle, int finished) {
+    std::unique_ptr<InRankAgent> h(static_cast<InRankAgent*>(handle));
+    const int rc = h->agent->end_in_rank(finished != 0);
+    return rc;
+}
+
+}  // extern "C"
