@@ -224,6 +224,7 @@ int launch_bench_mpi(const BenchRow& row, const cli::Args& p) {
     o.run_timeout_s = static_cast<uint32_t>(p.u64("--run-timeout", o.run_timeout_s));
     o.quick = p.flag("--quick");
     o.json = p.flag("--json");
+    o.polling = p.text("--polling", o.polling);
     const std::string list = p.text("--paths");
     const auto& known = bench_mpi_paths();
     for (size_t pos = 0; !list.empty() && pos <= list.size();) {
@@ -458,6 +459,10 @@ std::vector<BenchRow> make_rows() {
                                       "ofi-udp-rxd, vader"),
          uint_opt("--rtt-samples", "N", 100, 1'000'000, "round trips of iccs's own runtime measurement", "5000"),
          uint_opt("--run-timeout", "S", 10, 86400, "one mpirun longer than S seconds is stopped: its path FAILED", "300"),
+         choice_opt("--polling", kPollings,
+                    "the iccs paths' polling, and of the runtime round trip of the goal (inline with "
+                    "--ranks-per-cluster 1: each cluster runs in its rank's process, mpi/provider/README.md)",
+                    "adaptive"),
          json_option()},
         launch_bench_mpi});
     return rows;

@@ -70,7 +70,7 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
         const std::string mtu = p.fabric == "memif" ? "mtu_bytes = " + std::to_string(kMpiMemifMtuBytes) + "\n" : "";
         std::ofstream(machine) << "[machine]\nclusters = 2\nfabric = \"" << p.fabric << "\"\n"
                                << mtu << "udp_port = " << bench_udp_port() << "\n[cluster]\ncompute_threads = "
-                               << o.ranks_per_cluster << "\nproxies = 1\npolling = \"adaptive\"\n";
+                               << o.ranks_per_cluster << "\nproxies = 1\npolling = \"" << o.polling << "\"\n";
         env = {{"FI_PROVIDER_PATH", ICCS_MPI_PROVIDER_DIR},
                {"ICCS_CONFIG", machine},
                {"ICCS_RUN_ID", run_id},
@@ -292,8 +292,8 @@ void print_mpi_table(const BenchMpiOptions& o, const std::vector<Path>& paths, c
         }
         std::printf("\n");
     }
-    std::printf("\niccs's own runtime round trip (bench rtt, memif, adaptive, 8 B): median %.2f us (half: %.2f us)\n",
-                res.rtt.median_us, res.rtt.median_us / 2);
+    std::printf("\niccs's own runtime round trip (bench rtt, memif, %s, 8 B): median %.2f us (half: %.2f us)\n",
+                o.polling.c_str(), res.rtt.median_us, res.rtt.median_us / 2);
     std::printf("goals:\n");
     // A goal whose figures did not come (a path not run or FAILED) is NOT MEASURED, not NOT MET.
     auto verdict = [](bool measured, bool met) { return !measured ? "NOT MEASURED" : met ? "MET" : "NOT MET"; };
@@ -344,7 +344,7 @@ int bench_mpi(const BenchMpiOptions& o) {
         }
     // iccs's own runtime round trip (bench rtt's path: the convergence API, no MPI, no agent), for
     // the latency goal: half of it is the one-way time the MPI path is held against.
-    res.rtt = iccs_rtt("memif", "adaptive", 8, o.rtt_samples);
+    res.rtt = iccs_rtt("memif", o.polling, 8, o.rtt_samples);
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
 
@@ -352,7 +352,9 @@ int bench_mpi(const BenchMpiOptions& o) {
     // Threads that want a core: the ranks in MPI's progress loop, and for an iccs path an agent
     // per cluster (a bridge per rank, a proxy): more than this host has, the iccs ranks block in
     // their waits instead of polling (mpi/provider/README.md, "Waiting").
-    const unsigned iccs_threads = 2 * o.ranks_per_cluster + 2 * (o.ranks_per_cluster + 1);
+    // (In-rank clusters, inline polling with one rank a cluster: the ranks alone.)
+    const bool in_rank = o.polling == "inline" && o.ranks_per_cluster == 1;
+    const unsigned iccs_threads = in_rank ? 2 : 2 * o.ranks_per_cluster + 2 * (o.ranks_per_cluster + 1);
     for (const auto& [path, fs] : res.figs)
         for (const auto& [k, v] : fs)
             if (std::find(res.keys.begin(), res.keys.end(), k) == res.keys.end()) res.keys.push_back(k);

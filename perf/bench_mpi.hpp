@@ -26,6 +26,9 @@ struct BenchMpiOptions {
     bool json = false;
     uint64_t rtt_samples = 5000;    // iccs's own runtime round trip (bench rtt), for the goal
     uint32_t run_timeout_s = 300;   // one mpirun longer than this is stopped and its path FAILED
+    // The iccs paths' [cluster] polling, and the runtime round trip's. "inline" with one rank a
+    // cluster: each cluster runs in its rank's process (mpi/provider/README.md, "Why an agent process").
+    std::string polling = "adaptive";
 };
 
 int bench_mpi(const BenchMpiOptions& o);
