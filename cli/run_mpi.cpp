@@ -313,9 +313,21 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     } else {
         print_report(docs, stderr);
     }
-    if (docs.size() != domains)
-        std::fprintf(stderr, "iccs run --mpi: %zu of %u agents' reports came (a run that failed before its ranks attached?)\n",
-                     docs.size(), domains);
+    if (docs.size() != domains) {
+        // A cluster of one rank under inline polling runs in its rank (mpi/provider/README.md), which
+        // writes the cluster's report when it closes its last domain: a rank ended by a signal (a
+        // SIGINT handed to mpirun) or by an error writes none, where an agent process outlives it.
+        const bool in_rank = transport == RtTransport::kIccs && cfg.cluster.compute_threads == 1 &&
+                             cfg.cluster.polling == Polling::kInline;
+        if (in_rank)
+            std::fprintf(stderr,
+                         "iccs run --mpi: %zu of %u clusters' reports came (each cluster runs in its rank, which writes "
+                         "the report at MPI_Finalize: a rank ended by a signal or an error writes none)\n",
+                         docs.size(), domains);
+        else
+            std::fprintf(stderr, "iccs run --mpi: %zu of %u agents' reports came (a run that failed before its ranks attached?)\n",
+                         docs.size(), domains);
+    }
     if (afp_fabric) afp_fabric_down(afp);
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
