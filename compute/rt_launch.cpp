@@ -36,19 +36,31 @@ namespace {
 #ifdef ICCS_RT_ICCS_AS_MODULE
 using MakeIccsModule = RtCore* (*)(const RtSpec*, std::string*);
 
-// The iccs transport's module (compute/rt_iccs_module.cpp): ICCS_RT_MODULE if set, else where it
-// is installed, else in the build tree the library came from.
+// The iccs transport's module (compute/rt_iccs_module.cpp): ICCS_RT_MODULE if set (that one
+// alone: a module the user named that does not fit is an error, not a reason to take another),
+// else where it is installed, else in the build tree the library came from.
 MakeIccsModule iccs_transport_module(std::string& err) {
     std::vector<std::string> paths;
-    if (const char* env = std::getenv("ICCS_RT_MODULE"); env != nullptr && *env != '\0') paths.emplace_back(env);
-    paths.emplace_back(ICCS_RT_MODULE_INSTALLED);
-    paths.emplace_back(ICCS_RT_MODULE_BUILD);
+    if (const char* env = std::getenv("ICCS_RT_MODULE"); env != nullptr && *env != '\0') {
+        paths.emplace_back(env);
+    } else {
+        paths.emplace_back(ICCS_RT_MODULE_INSTALLED);
+        paths.emplace_back(ICCS_RT_MODULE_BUILD);
+    }
     std::string tried;
     for (const std::string& p : paths) {
         // RTLD_GLOBAL: as if the program had linked the transport (and DPDK with it).
         void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL);
         if (h == nullptr) {
             tried += "\n  " + std::string(dlerror());
+            continue;
+        }
+        // A module of another build (an older install) would run with other struct layouts.
+        const auto* id = static_cast<const char*>(dlsym(h, "iccs_rt_iccs_build_id"));
+        if (id == nullptr || std::strcmp(id, ICCS_RT_MODULE_BUILD_ID) != 0) {
+            tried += "\n  " + p + ": built by another build of iccs (build id " + (id != nullptr ? id : "none") +
+                     ", this program's " + ICCS_RT_MODULE_BUILD_ID + ")";
+            dlclose(h);
             continue;
         }
         if (void* f = dlsym(h, "iccs_rt_iccs_make")) return reinterpret_cast<MakeIccsModule>(f);

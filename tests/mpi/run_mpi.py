@@ -376,8 +376,6 @@ def check_reports(rep, clusters, size, opts, out):
         print(f"ranks sent {remote_bytes} bytes to other clusters, the proxies {tx}; "
               f"{local} messages within clusters through shared memory"
               + ("; every cluster's agent ran in its rank's process" if in_rank_expected(opts) else ""))
-        if opts["--stopped-agent"] is not None:
-            lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
         if opts["--drop"] is not None:
             retx = sum(p["retransmissions"] for r in reports for p in r["proxies"])
             if retx == 0:
