@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -38,16 +37,6 @@ bool hugepages_available() {
         std::getline(mounts, dev);
     }
     return false;
-}
-
-std::string eal_runtime_dir(const std::string& file_prefix) {
-    // Mirrors eal_create_runtime_dir(): /var/run/dpdk for root, else $XDG_RUNTIME_DIR or /tmp.
-    std::string base = "/var/run";
-    if (getuid() != 0) {
-        const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-        base = xdg != nullptr ? xdg : "/tmp";
-    }
-    return base + "/dpdk/" + file_prefix;
 }
 
 std::vector<std::string> eal_args(const EalOptions& o) {
@@ -90,11 +79,6 @@ bool eal_start(const EalOptions& o, std::string& err) {
         return false;
     }
     return true;
-}
-
-void eal_remove_runtime_dir(const std::string& file_prefix) {
-    std::error_code ec;
-    std::filesystem::remove_all(eal_runtime_dir(file_prefix), ec);
 }
 
 void eal_stop(const std::string& file_prefix) {
