@@ -148,6 +148,7 @@ int run_rt(const RunSetup& s, const RtRequest& r, RtRunInfo* info) {
         return 2;
     }
     const bool needs_iccs = transport == RtTransport::kIccs || auto_delay;
+    if (needs_iccs && hand_run_to_iccs_cli != nullptr) hand_run_to_iccs_cli();  // (iccs-run: no proxies here)
     if (needs_iccs && cfg.cluster.polling == Polling::kInline) {
         std::fprintf(stderr, "iccs run: transport iccs: [cluster] polling = \"inline\" is not supported by the runtime "
                              "(no proxy thread would serve the service endpoint while compute threads compute): use "

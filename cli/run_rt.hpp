@@ -65,6 +65,11 @@ struct RtRequest {
     std::string pass_line;  // printed when every cluster succeeded ("": the caller prints the verdict)
 };
 
+// Defined by iccs-run alone (cli/run_path_main.cpp), which links neither the proxies nor DPDK:
+// run_rt hands it a run that needs them (transport iccs, or --delay-us auto's idle-ICCS runs), and
+// it execs iccs-cli with the same command line. Null (weak, undefined) in every other binary.
+[[noreturn]] void hand_run_to_iccs_cli() __attribute__((weak));
+
 // Launches `r` with `s` (delay auto: two preliminary runs first); the first failing cluster's
 // status, or 2 on a usage error (its message printed). `info` (may be null) gets the resolved run.
 int run_rt(const RunSetup& s, const RtRequest& r, RtRunInfo* info = nullptr);

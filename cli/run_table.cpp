@@ -24,29 +24,6 @@ using cli::OptionGroup;
 using cli::text_opt;
 using cli::uint_opt;
 
-cli::OptionSet ProgramRow::option_set(const std::string& who) const {
-    cli::OptionSet s;
-    s.who = who;
-    s.groups = groups;
-    s.own = &options;
-    s.takes_rest = takes_rest;
-    if (level == "convergence")
-        for (const cli::Option& o : runtime_options().options)
-            s.hints[o.name] = "is for programs on the cluster runtime (exchange, ping, ... or a PATH); " + name +
-                              " is a convergence-level program that always runs over the proxies";
-    return s;
-}
-
-std::string ProgramRow::usage() const {
-    const std::string shown = name == "--mpi" ? "--mpi PATH" : name;
-    std::string u = "usage: iccs run " + shown + " [options]" + (takes_rest ? " [-- ARGS]" : "") + "\n" + help;
-    if (!help.empty() && help.back() != '\n') u += "\n";
-    u += cli::option_help(option_set("run " + name));
-    if (!pass_line.empty()) u += "A run that passes ends with: " + pass_line + "\n";
-    u += "Exit status: 0 PASS, 1 FAIL, 2 a usage error (naming the flag).\n";
-    return u;
-}
-
 namespace {
 
 std::vector<ProgramRow> make_rows() {
@@ -255,21 +232,8 @@ std::vector<ProgramRow> make_rows() {
             runtime, own, false, "", launch_widearea});
     }
 
-    // ---- any program linked with the runtime, or any PARMACS program
-    rows.push_back(ProgramRow{
-        "PATH", "path", "any program linked with the runtime, or a PARMACS program, run as mpirun would",
-        "  One process per cluster, exec'd with ICCS_CLUSTER, ICCS_CLUSTERS, ICCS_CONFIG, ICCS_OVERRIDES,\n"
-        "  ICCS_RUN_ID, ICCS_TRANSPORT, ICCS_DELAY_NS; it calls runtime_from_env() and ends with\n"
-        "  runtime_finish(). A standard input that is not a terminal is read once and given to every\n"
-        "  cluster process; a terminal stays with cluster 0. As under mpirun: the caller's directory and\n"
-        "  environment; standard output is the program's; the launcher's lines go to standard error; the\n"
-        "  exit status is the program's (the first failing cluster's). PATH contains a '/'.\n",
-        runtime,
-        {text_opt("--report", "FILE",
-                  "the launcher's report (run shape, verdict, exit status, runtime, proxy and DSM counters) as "
-                  "one JSON object in FILE, and nothing of it on standard error"),
-         timeout_option(86400)},
-        true, "PASS: every cluster process exited with status 0", launch_path});
+    // ---- any program linked with the runtime, or any PARMACS program (run_row.cpp)
+    rows.push_back(path_row());
     rows.push_back(ProgramRow{
         "--mpi", "mpi", "iccs run --mpi PATH: an MPI program (mpicc, unchanged) under mpirun over the proxies",
         "  PATH is an MPI program built with Debian's mpicc. Debian's mpirun starts C*S ranks with pml cm,\n"
@@ -391,8 +355,7 @@ int cmd_run(int argc, char** argv) {
             if (r.name != "PATH" && r.name != "--mpi") all += (all.empty() ? "" : ", ") + r.name;
         cli::usage_error("run", "unknown program '" + name + "' (programs: " + all + "; or a path to a program)");
     }
-    const cli::Args p = cli::parse_options(row->option_set("run " + row->name), argc, argv, 1, row->usage());
-    return row->launch(*row, name, p);
+    return run_row(*row, argc, argv);
 }
 
 }  // namespace iccs

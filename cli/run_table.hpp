@@ -40,6 +40,11 @@ const ProgramRow* find_run_row(const std::string& name);
 // `iccs run ...` (argv: the arguments after "run").
 int cmd_run(int argc, char** argv);
 
+// run_row.cpp, linked by iccs-run too: the PATH row, and `iccs run NAME ...` for a row found
+// (argv[0]: NAME as typed; parsed against the row once, then launched).
+ProgramRow path_row();
+int run_row(const ProgramRow& row, int argc, char** argv);
+
 // The launch functions of the rows, each in the file of its level.
 int launch_convergence(const ProgramRow& row, const std::string& name, const cli::Args& p);  // run.cpp
 int launch_exchange(const ProgramRow& row, const std::string& name, const cli::Args& p);     // run_builtin.cpp

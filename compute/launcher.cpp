@@ -27,6 +27,17 @@
 
 namespace iccs {
 
+#ifdef ICCS_LAUNCHER_EXEC_ONLY
+// In cli/'s iccs-run (compute/meson.build): a forked cluster process of a program given by path
+// runs plan.process_main (an exec), never the built-in programs' cluster, so it is named weakly
+// and neither it nor the proxies, nor DPDK's libraries with their constructors, are linked.
+ClusterReport run_cluster(const ClusterPlan& plan) __attribute__((weak));
+void print_report(const ClusterPlan& plan, const ClusterReport& r, FILE* out) __attribute__((weak));
+// (the proxies' pools sized by DPDK's rules: checked for runs over the fabric only, which iccs-run
+// hands to iccs-cli: cli/run_rt.cpp)
+bool run_memory_fits(const ClusterPlan& plan, std::string& err) __attribute__((weak));
+#endif
+
 bool pcap_dir_ready(const std::string& dir, std::string& err) {
     std::error_code ec;
     if (!std::filesystem::exists(dir, ec)) {
@@ -177,6 +188,13 @@ static int prepare_run(ClusterPlan& plan) {
         // Issue 34: a run this host cannot hold stops here with the figures (cluster_memory.hpp),
         // not inside DPDK in one cluster while the others wait for it.
         std::string err;
+#ifdef ICCS_LAUNCHER_EXEC_ONLY
+        if (run_memory_fits == nullptr) {
+            std::fprintf(stderr, "iccs: this launcher runs over shared memory only (use iccs-cli)\n");
+            std::filesystem::remove_all(plan.sock_dir, ec);
+            return 2;
+        }
+#endif
         if (!run_memory_fits(plan, err)) {
             std::fprintf(stderr, "iccs: %s\n", err.c_str());
             std::filesystem::remove_all(plan.sock_dir, ec);
@@ -235,6 +253,12 @@ static int prepare_run(ClusterPlan& plan) {
         std::fflush(stderr);
         _exit(rc);
     }
+#ifdef ICCS_LAUNCHER_EXEC_ONLY
+    if (run_cluster == nullptr) {  // (a built-in program asked of iccs-run: its callers never do)
+        std::fprintf(stderr, "iccs: this launcher runs programs given by path only (use iccs-cli)\n");
+        _exit(2);
+    }
+#endif
     const ClusterReport r = run_cluster(mine);
     if (!plan.quiet || !r.ok) print_report(mine, r);  // benchmarks print their own figures
     std::fflush(stdout);

@@ -180,7 +180,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="compute threads per cluster")
     ap.add_argument("--transport", default="direct", choices=["direct", "iccs", "delay"])
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
-    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "cli", "iccs-cli"))
+    # iccs-run: the launcher of programs given by path without DPDK (cli/README.md); any other
+    # launcher of this command line can be given (build/cli/iccs-cli, an older build's).
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "cli", "iccs-run"))
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--runs", type=int, default=1, help="runs of each build, alternated; medians")
     ap.add_argument("--json", help="write each program's times, ratio and counters to this file")

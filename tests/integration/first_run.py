@@ -97,7 +97,8 @@ exit 0
                        (["bench", "dsm", "--help"], ["cli/iccs-cli", "perf/iccs-dsm-vs-argo"]),
                        (["bench", "mpi-collectives", "--help"], []),
                        (["run", "sor", "--help"], ["cli/iccs-cli"]),
-                       (["run", "water", "--help"], ["apps/iccs-app-water-dsm", "cli/iccs-cli"])):
+                       (["run", "water", "--help"], ["apps/iccs-app-water-dsm", "cli/iccs-cli"]),
+                       (["run", "./no-such-program", "--help"], ["cli/iccs-cli", "cli/iccs-run"])):
         open(record, "w").close()
         q = subprocess.run([os.path.join(src, "iccs")] + args, env=env, capture_output=True, text=True, timeout=120)
         calls = open(record).read().splitlines()
