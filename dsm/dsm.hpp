@@ -111,6 +111,9 @@ struct DsmCounters {
     std::atomic<uint64_t> lock_returns_to_thread{0};
     // Of lock_returns: idle tokens that went home with a recalled one, unasked (tokens_ahead).
     std::atomic<uint64_t> lock_returns_ahead{0};
+    // Idle tokens granted to this cluster along with the one it asked for, unasked (its requests
+    // walk the home's ids: grants ahead), and of them those a LOCK here took before they left.
+    std::atomic<uint64_t> lock_grants_ahead{0}, lock_grants_ahead_used{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (a message to the variable's home, or made on it when it is this cluster).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

@@ -92,6 +92,9 @@ struct LockWaiter {
     ReplyToken tok;
     VC acq;                        // the acquirer's time at its request
     LocalGrant* local = nullptr;   // non-null: a thread of the home cluster, granted in place
+    // +1 / -1: the acquirer's requests to this home walk its ids up / down (grants ahead go with
+    // its grant: grants_ahead); 0: not a walk.
+    int8_t walk = 0;
 };
 struct SyncObj {
     // lock: its token is at cluster `owner` (-1: here at the home) until that cluster gives it back
@@ -180,6 +183,12 @@ struct LockToken {
     // Where its return goes at the home (named by the recall): the thread of the home cluster that
     // waits for it (a request made on the home itself), else the home's service thread.
     uint16_t return_to = kRtService;
+    // Granted ahead (with another lock's grant, unasked) and not yet taken here: a LOCK that takes
+    // it counts it (lock_grants_ahead_used).
+    bool came_ahead = false;
+    // A recall found the token neither here nor asked for: it went home ahead, or a grant ahead of
+    // it is still on the way here. Such a grant, when it comes, gives the token back at once.
+    bool recall_unmatched = false;
 };
 
 // A token leaving this cluster (DsmNode::Impl::token_return): the messages that give it back.
@@ -200,6 +209,11 @@ inline constexpr uint32_t kMaxLocalPasses = 16;
 // up to this many next ids of that home (DsmNode::Impl::tokens_ahead; PROTOCOL.md, "Tokens home
 // ahead").
 inline constexpr uint32_t kTokensAhead = 16;
+
+// A grant to a cluster whose requests walk a home's ids carries, unasked, the tokens of up to this
+// many next ids of that home in the walk's direction that are idle there (grants_ahead, dsm_sync.cpp;
+// PROTOCOL.md, "Grants ahead").
+inline constexpr uint32_t kGrantsAhead = 16;
 
 struct LocalBarrier {
     uint32_t arrived = 0;
@@ -273,12 +287,22 @@ struct DsmNode::Impl {
     // Per home cluster, the id of its last recall here (h_lock_recall: tokens go home ahead only
     // along a walk of that home's ids). Under tok_mu.
     std::vector<uint32_t> last_recall_from;
+    // At the home, per cluster: the ids of its last two lock requests here (h_lock_acq: a walk of
+    // this home's ids gets grants ahead). Under home_mu.
+    std::vector<std::array<uint32_t, 2>> last_requests_from;
     // At the home, per cluster: tokens that came home ahead from it (kHLockAhead) and were then
     // granted to another cluster (useful) or back to it (wasted). Its recalls say whether to send
     // more (ahead_welcome). Under home_mu.
     std::vector<uint32_t> ahead_useful, ahead_wasted;
     bool ahead_welcome(int32_t from) const {
         return uint64_t(ahead_wasted[size_t(from)]) * 4 <= uint64_t(ahead_useful[size_t(from)]) + 16;
+    }
+    // A token that came home ahead from o.ahead_from is granted to cluster `to`: of use there, or
+    // wasted (back to the cluster that sent it).
+    void count_ahead_use(SyncObj& o, uint16_t to) {
+        if (o.ahead_from < 0) return;
+        (int32_t(to) == o.ahead_from ? ahead_wasted : ahead_useful)[size_t(o.ahead_from)]++;
+        o.ahead_from = -1;
     }
     // Locks taken outside the parallel section (lock_outside_parallel: no token involved).
     std::vector<uint32_t> held_outside_parallel;
@@ -488,7 +512,8 @@ struct DsmNode::Impl {
     DsmStatus unlock_outside_parallel(uint32_t id);
     // CREATE: false (with `err`) when a lock taken before it is still held.
     bool locks_free_at_create(std::string& err);
-    DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc);  // from the home; lock_vc: its time
+    // From the home; lock_vc: its time; granted_ahead: the ids whose tokens came with the grant.
+    DsmStatus request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc, std::vector<uint32_t>& granted_ahead);
     // The messages that give token `id` back to its home (notices that do not fit go ahead, then
     // the kHLockRel); the token leaves this cluster. tok_mu held. `own_interval` (non-zero): the
     // interval of this cluster the token carries is that one, closed by a flush not yet acked
@@ -497,6 +522,12 @@ struct DsmNode::Impl {
     // With a recalled token `id` given back at once: the idle tokens of the next ids of its home
     // (kTokensAhead of them) that go home too. tok_mu held.
     std::vector<TokenReturn> tokens_ahead(uint32_t id, uint64_t now);
+    // The token of `id` leaves this cluster: its state here reset (token_return's, no message).
+    void token_leaves(LockToken& t);
+    // The tokens granted ahead with a grant whose time was `lock_vc` (applied): here and free. One
+    // already recalled goes back at once (sent with `g`, tok_mu, released and taken again).
+    void take_granted_ahead(const std::vector<uint32_t>& ids, const VC& lock_vc, RtEndpoint& ep,
+                            std::unique_lock<std::mutex>& g);
     // `behind_diffs`: to the home's service thread whatever the recall named, behind this
     // endpoint's diffs to it (dsm_diff.cpp, send_diffs_with_tokens).
     void send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs = false);

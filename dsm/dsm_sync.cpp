@@ -23,16 +23,74 @@ namespace {
 
 // ---- home side ---------------------------------------------------------------------------------
 
-// The token to `to`: the lock's time and the intervals the acquirer lacks. A waiter of this cluster
-// that acted on the home itself (LockWaiter::local) finds the grant left for it and is woken; another
-// cluster's gets a kHLockGrant message (its request was one-way). home_mu held.
-void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
-    if (o.ahead_from >= 0) {  // it came home ahead: was that of use?
-        (int32_t(to.tok.to.cluster) == o.ahead_from ? I.ahead_wasted : I.ahead_useful)[size_t(o.ahead_from)]++;
-        o.ahead_from = -1;
+// Grants ahead: for a cluster whose requests walk this home's ids (LockWaiter::walk), the next ids
+// of this home in the walk's direction (id +- C, +- 2C, ... up to kGrantsAhead of them) whose locks
+// are in use (a token that went out once), with nobody queued or recalled, and whose token is here at
+// the home (owner -1) or at this cluster idle (free, not in a burst of use here: the grace's test,
+// asked for by no thread here, its last release covered by a flush): each is granted to `to` with its
+// own. Their times join the grant's (`lock_vc` grows to cover them): the acquirer applies one time
+// that covers every lock it is given. barnes's centre-of-mass pass takes the lock of each of its
+// leaves and cells in reverse order, the two clusters' ids the same (`seqnum % 2048`, each cluster's
+// numbers a multiple of 2,048 apart): a request a lock, half of them to the other cluster's home.
+// home_mu held; takes tok_mu (never held by a thread taking home_mu).
+std::vector<uint32_t> grants_ahead(DsmNode::Impl& I, uint32_t id, const LockWaiter& to, VC& lock_vc) {
+    std::vector<uint32_t> out;
+    if (to.walk == 0 || to.local || id == kFenceLock) return out;
+    const uint32_t C = I.n.clusters();
+    const int32_t here = int32_t(I.n.cluster());
+    const uint64_t grace = uint64_t(I.n.config().lock_grace_us) * 1000, now = now_ns();
+    std::unique_lock<std::mutex> g(I.tok_mu, std::defer_lock);
+    VC mine;
+    for (uint32_t k = 1; k <= kGrantsAhead; k++) {
+        const int64_t next = int64_t(id) + int64_t(to.walk) * int64_t(k) * C;
+        if (next <= int64_t(kFenceLock) || next >= int64_t(I.n.config().max_sync_ids)) break;
+        auto oit = I.objs.find(uint32_t(next));
+        if (oit == I.objs.end()) continue;
+        SyncObj& oj = oit->second;
+        if (!oj.queue.empty() || oj.recalling || (oj.owner < 0 && oj.vc.empty())) continue;
+        if (oj.owner == here) {
+            if (!g.owns_lock()) {
+                g.lock();
+                mine = I.snapshot_vc();
+            }
+            auto tit = I.tokens.find(uint32_t(next));
+            if (tit == I.tokens.end()) continue;
+            LockToken& t = tit->second;
+            const bool in_use = t.reuse_gap_ns < grace && now - t.acquired_ns < grace;
+            if (!t.here || t.held || t.recalled || t.requesting || t.waiters > 0 || in_use ||
+                t.released > I.flushed_clock.load())
+                continue;
+            // Given back to this home in place: the lock's time takes this cluster's, which covers
+            // every release of it here (flushed, so those intervals are in `mine`).
+            I.token_leaves(t);
+            if (oj.vc.empty()) oj.vc.assign(C, 0);
+            for (size_t c = 0; c < C; c++) oj.vc[c] = std::max(oj.vc[c], mine[c]);
+        } else if (oj.owner >= 0) {
+            continue;
+        }
+        // A token that came home ahead and now goes out ahead is no sample of the gauge of tokens
+        // home ahead (ahead_welcome): counted as wasted when it goes back to the cluster that sent it,
+        // it turned that off in a walk both clusters make (dsm-lock-array: 791 recalls a run answered
+        // to a waiting thread instead of about 60).
+        oj.ahead_from = -1;
+        oj.owner = to.tok.to.cluster;
+        for (size_t c = 0; c < C && c < oj.vc.size(); c++) lock_vc[c] = std::max(lock_vc[c], oj.vc[c]);
+        out.push_back(uint32_t(next));
     }
+    if (g.owns_lock() && !out.empty()) I.tokens_changed();
+    return out;
+}
+
+// The token to `to`: the lock's time and the intervals the acquirer lacks, then the ids granted with
+// it (grants_ahead). A waiter of this cluster that acted on the home itself (LockWaiter::local) finds
+// the grant left for it and is woken; another cluster's gets a kHLockGrant message (its request was
+// one-way). home_mu held.
+void grant(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o, LockWaiter& to) {
+    I.count_ahead_use(o, to.tok.to.cluster);  // it came home ahead: was that of use?
     Wr w;
     VC lock_vc = o.vc.empty() ? VC(I.n.clusters(), 0) : o.vc;
+    o.owner = to.tok.to.cluster;  // before grants_ahead, which looks at other ids only
+    const std::vector<uint32_t> ahead = grants_ahead(I, id, to, lock_vc);
     I.encode_vc(w, lock_vc);
     VC from = to.acq;
     for (size_t c = 0; c < from.size(); c++)
@@ -41,7 +99,8 @@ void grant(DsmNode::Impl& I, RtEndpoint& self, SyncObj& o, LockWaiter& to) {
     // lock's time is all it needs (its acquire invalidates what that time names beyond its own).
     if (to.local) from = lock_vc;
     I.encode_intervals(w, from, lock_vc);
-    o.owner = to.tok.to.cluster;
+    w.put<uint16_t>(uint16_t(ahead.size()));
+    for (uint32_t a : ahead) w.put<uint32_t>(a);
     if (to.local) {
         to.local->bytes = std::move(w.b);
         to.local->ready.store(true, std::memory_order_release);  // its waiter may return at once
@@ -95,12 +154,26 @@ void h_lock_acq(RtEndpoint& self, const AmMsg& m, void* ctx) {
         return;
     }
     LockWaiter w{m.token(), I.decode_vc(r)};
+    if (r.bad || id >= I.n.config().max_sync_ids || m.src.cluster >= I.n.clusters()) {
+        fprintf(stderr, "iccs dsm: cluster %u: malformed lock request from cluster %u (dropped)\n",
+                unsigned(I.n.cluster()), unsigned(m.src.cluster));
+        return;
+    }
     Wr own;  // a recall of a token this cluster holds: run below, not sent to this very thread
     {
         std::lock_guard<std::mutex> hg(I.home_mu);
+        // A walk: this request and the two before it from that cluster step the same way through
+        // this home's ids, each step at most kGrantsAhead + 1 of them (a walk past its last grants
+        // ahead steps that far).
+        std::array<uint32_t, 2>& last = I.last_requests_from[m.src.cluster];
+        const int64_t span = int64_t(kGrantsAhead + 1) * I.n.clusters();
+        const int64_t d1 = int64_t(id) - int64_t(last[1]), d0 = int64_t(last[1]) - int64_t(last[0]);
+        if (d1 != 0 && d0 != 0 && (d1 > 0) == (d0 > 0) && std::abs(d1) <= span && std::abs(d0) <= span)
+            w.walk = d1 > 0 ? 1 : -1;
+        last = {last[1], id};
         SyncObj& o = I.objs[id];
         if (o.owner < 0) {
-            grant(I, self, o, w);
+            grant(I, self, id, o, w);
             return;
         }
         o.queue.push_back(std::move(w));
@@ -144,7 +217,7 @@ void lock_back(DsmNode::Impl& I, RtEndpoint& self, const AmMsg& m, bool ahead) {
     if (!o.queue.empty()) {
         LockWaiter next = std::move(o.queue.front());
         o.queue.pop_front();
-        grant(I, self, o, next);
+        grant(I, self, id, o, next);
         recall(I, self, id, o);
     }
 }
@@ -177,8 +250,12 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
         std::lock_guard<std::mutex> g(I.tok_mu);
         LockToken& t = I.tokens[id];
         // Neither here nor asked for: it went home ahead (tokens_ahead) before this recall arrived,
-        // and the home gives it to the waiter from there.
-        if (!t.here && !t.requesting) return;
+        // and the home gives it to the waiter from there; or it was granted here ahead (grants_ahead)
+        // and that grant is still on the way: it goes back when it comes (recall_unmatched).
+        if (!t.here && !t.requesting) {
+            t.recall_unmatched = true;
+            return;
+        }
         t.recalled = true;  // also when its grant is still on the way here
         t.return_to = to;
         // In a burst of use here (its last LOCK here called within the grace of the release before
@@ -316,6 +393,7 @@ void h_cond(RtEndpoint& self, const AmMsg& m, void* ctx) {
 
 void register_sync_handlers(DsmNode::Impl& I) {
     I.last_recall_from.assign(I.n.clusters(), UINT32_MAX);  // before any recall can come
+    I.last_requests_from.assign(I.n.clusters(), {UINT32_MAX, UINT32_MAX});
     I.ahead_useful.assign(I.n.clusters(), 0);
     I.ahead_wasted.assign(I.n.clusters(), 0);
     I.rt.set_handler(I.h(kHLockAhead), h_lock_ahead, &I);
@@ -342,15 +420,20 @@ TokenReturn DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_
     encode_vc(w, mine);
     split_intervals(w, from_for_home(home, t.at_grant, mine), mine, msgs);
     msgs.push_back(std::move(w));
+    token_leaves(t);
+    tokens_changed();  // its local waiters ask the home now
+    n.ctr_.lock_returns.fetch_add(1, std::memory_order_relaxed);
+    return ret;
+}
+
+void DsmNode::Impl::token_leaves(LockToken& t) {
     t.here = false;
     t.recalled = false;
     t.passed = false;
     t.passes = 0;
     t.grace_until_ns = 0;
-    tokens_changed();  // its local waiters ask the home now
+    t.came_ahead = false;
     t.return_to = kRtService;
-    n.ctr_.lock_returns.fetch_add(1, std::memory_order_relaxed);
-    return ret;
 }
 
 // A recall from another cluster's home that finds its token free here: the next ids homed there
@@ -377,6 +460,34 @@ std::vector<TokenReturn> DsmNode::Impl::tokens_ahead(uint32_t id, uint64_t now) 
     }
     n.ctr_.lock_returns_ahead.fetch_add(out.size(), std::memory_order_relaxed);
     return out;
+}
+
+void DsmNode::Impl::take_granted_ahead(const std::vector<uint32_t>& ids, const VC& lock_vc, RtEndpoint& ep,
+                                       std::unique_lock<std::mutex>& g) {
+    if (ids.empty()) return;
+    std::vector<TokenReturn> back;
+    for (uint32_t a : ids) {
+        LockToken& t = tokens[a];
+        if (t.here) continue;  // the home had it elsewhere: not so
+        t.here = true;
+        t.at_grant = lock_vc;
+        t.came_ahead = true;
+        n.ctr_.lock_grants_ahead.fetch_add(1, std::memory_order_relaxed);
+        // Recalled before it came (its recall found it neither here nor asked for), or while a thread
+        // here asked for it: it goes back now, free (its last release here was flushed before it
+        // left), as a recall finding it free would send it.
+        if (!t.recall_unmatched && !t.recalled) continue;
+        if (t.recall_unmatched) t.return_to = kRtService;  // the waiter it named may be gone
+        t.recall_unmatched = false;
+        t.recalled = true;
+        if (t.released <= flushed_clock.load()) back.push_back(token_return(a, t));
+        else want_return(a, 0);
+    }
+    tokens_changed();
+    if (back.empty()) return;
+    g.unlock();
+    for (TokenReturn& ret : back) send_token_return(ep, ret);
+    g.lock();
 }
 
 void DsmNode::Impl::send_token_return(RtEndpoint& ep, TokenReturn& ret, bool behind_diffs) {
@@ -498,9 +609,10 @@ DsmStatus DsmNode::lock(uint32_t id) {
     Impl& I = *impl_;
     const uint64_t t0 = now_ns();
     I.serve_recalls_after_grace();
+    std::vector<uint32_t> granted_ahead;
     if (id == kFenceLock) {
         VC lock_vc;
-        if (const DsmStatus st = I.request_lock(id, ep, lock_vc); st != DsmStatus::kOk) return st;
+        if (const DsmStatus st = I.request_lock(id, ep, lock_vc, granted_ahead); st != DsmStatus::kOk) return st;
         std::lock_guard<std::mutex> g(I.held_mu);
         I.held[id] = std::move(lock_vc);
     } else {
@@ -511,6 +623,10 @@ DsmStatus DsmNode::lock(uint32_t id) {
             if (t.here && !t.held && (!t.recalled || t.passed || now_ns() < t.grace_until_ns)) {
                 t.held = true;
                 t.passed = false;
+                if (t.came_ahead) {
+                    t.came_ahead = false;
+                    ctr_.lock_grants_ahead_used.fetch_add(1, std::memory_order_relaxed);
+                }
                 t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
                 t.acquired_ns = t0;
                 break;
@@ -519,13 +635,15 @@ DsmStatus DsmNode::lock(uint32_t id) {
                 t.requesting = true;
                 g.unlock();
                 VC lock_vc;
-                const DsmStatus st = I.request_lock(id, ep, lock_vc);
+                const DsmStatus st = I.request_lock(id, ep, lock_vc, granted_ahead);
                 g.lock();
                 t.requesting = false;
                 I.tokens_changed();
                 if (st != DsmStatus::kOk) return st;
                 t.here = t.held = true;
-                t.at_grant = std::move(lock_vc);
+                t.recall_unmatched = false;
+                t.at_grant = lock_vc;
+                I.take_granted_ahead(granted_ahead, lock_vc, ep, g);
                 t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
                 t.acquired_ns = t0;
                 break;
@@ -558,7 +676,8 @@ DsmStatus DsmNode::lock(uint32_t id) {
 // covered by a flush (flush_wanted: the cluster waiting for that token may hold the one asked for
 // here). Before, it flushed whenever a lock had been released here since the last flush, a round
 // trip for the diffs' acks ahead of the request itself (barnes: most of its remote requests).
-DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) {
+DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc,
+                                      std::vector<uint32_t>& granted_ahead) {
     const uint16_t home = home_of_sync(id);
     LocalGrant& mine = grants[ep.self().thread];
     mine.ready.store(false, std::memory_order_relaxed);
@@ -572,7 +691,7 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) 
         std::lock_guard<std::mutex> hg(home_mu);
         SyncObj& o = objs[id];
         if (o.owner < 0) {
-            grant(*this, ep, o, w);
+            grant(*this, ep, id, o, w);
         } else {
             o.queue.push_back(std::move(w));
             recall(*this, ep, id, o);
@@ -624,6 +743,17 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc) 
     lock_vc = decode_vc(r);
     if (!apply(lock_vc, r, ep, home)) return DsmStatus::kRuntime;
     home_holds(home, lock_vc);  // the grant came from the home's store
+    // The tokens granted with it (grants_ahead): `lock_vc` covers their times, applied above.
+    const uint16_t nahead = r.get<uint16_t>();
+    for (uint16_t k = 0; k < nahead && !r.bad; k++) {
+        const uint32_t a = r.get<uint32_t>();
+        if (!r.bad && a != kFenceLock && a < n.config().max_sync_ids && home_of_sync(a) == home)
+            granted_ahead.push_back(a);
+    }
+    if (r.bad) {
+        set_error("LOCK " + std::to_string(id) + ": a malformed grant from cluster " + std::to_string(home));
+        return DsmStatus::kRuntime;
+    }
     n.ctr_.lock_requests.fetch_add(1, std::memory_order_relaxed);
     return DsmStatus::kOk;
 }
