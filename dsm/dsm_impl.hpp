@@ -572,6 +572,7 @@ void register_notice_handlers(DsmNode::Impl& I);
 void register_alloc_handlers(DsmNode::Impl& I);
 void register_start_handlers(DsmNode::Impl& I);
 void register_sync_handlers(DsmNode::Impl& I);
+void register_cond_handlers(DsmNode::Impl& I);  // dsm_conds.cpp: GETSUB, flags, condition variables
 void register_barrier_handlers(DsmNode::Impl& I);
 // A sync id within max_sync_ids, else false with set_error naming `what` (dsm_sync.cpp).
 bool check_id(const DsmNode& n, uint32_t id, const char* what);
