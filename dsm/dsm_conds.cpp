@@ -172,23 +172,22 @@ bool cond_here(DsmNode::Impl& I, RtEndpoint& ep, uint32_t cv, uint8_t op) {
 // wait = (flag seen, then) acquire.
 // SETPAUSE publishes: it flushes after its release, so the waiter's acquire of the id's lock gets
 // the token back from the service thread at once.
-DsmStatus DsmNode::flag_set(uint32_t id) {
-    if (!check_id(*this, id, "SETPAUSE flag")) return DsmStatus::kBadArg;
-    DsmStatus s = lock(id);
-    if (s == DsmStatus::kOk) s = simple_req(*this, *impl_, kHFlag, id, 1, "SETPAUSE");
-    DsmStatus u = unlock(id);
-    if (u == DsmStatus::kOk) u = flush();
+namespace {
+// SETPAUSE (value 1) and CLEARPAUSE (0): the value set at the home under the id's lock, then the
+// release flushed.
+DsmStatus flag_write(DsmNode& n, DsmNode::Impl& I, uint32_t id, uint8_t value, const char* what) {
+    if (!check_id(n, id, (std::string(what) + " flag").c_str())) return DsmStatus::kBadArg;
+    DsmStatus s = n.lock(id);
+    if (s == DsmStatus::kOk) s = simple_req(n, I, kHFlag, id, value, what);
+    DsmStatus u = n.unlock(id);
+    if (u == DsmStatus::kOk) u = n.flush();
     return s != DsmStatus::kOk ? s : u;
 }
+}  // namespace
 
-DsmStatus DsmNode::flag_clear(uint32_t id) {
-    if (!check_id(*this, id, "CLEARPAUSE flag")) return DsmStatus::kBadArg;
-    DsmStatus s = lock(id);
-    if (s == DsmStatus::kOk) s = simple_req(*this, *impl_, kHFlag, id, 0, "CLEARPAUSE");
-    DsmStatus u = unlock(id);
-    if (u == DsmStatus::kOk) u = flush();
-    return s != DsmStatus::kOk ? s : u;
-}
+DsmStatus DsmNode::flag_set(uint32_t id) { return flag_write(*this, *impl_, id, 1, "SETPAUSE"); }
+
+DsmStatus DsmNode::flag_clear(uint32_t id) { return flag_write(*this, *impl_, id, 0, "CLEARPAUSE"); }
 
 DsmStatus DsmNode::flag_wait(uint32_t id) {
     if (!check_id(*this, id, "WAITPAUSE flag")) return DsmStatus::kBadArg;
