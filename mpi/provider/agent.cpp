@@ -1,6 +1,7 @@
 // agent.cpp: the agent's life (agent.hpp): region, cluster, socket, ranks, end.
 #include "agent.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "agent_link.hpp"
 #include "ipv4_frag.hpp"
@@ -79,6 +81,36 @@ int listen_on(const std::string& path, std::string& err) {
         return -1;
     }
     return s;
+}
+
+// Fabric udp binds fixed ports (udp_port + 64*c + p). The agents of the run before on this host
+// hold this cluster's until they end, about 1 s after their last rank left (the linger, then the
+// end's flush), while mpirun returns as soon as the ranks exited: the README's mpirun line run
+// twice in a row over udp failed the second run ("Address already in use", test
+// mpi-again-2x1-udp). Wait for them a while; a port still taken then (another run that goes on)
+// is the proxy's bind's to say, with the address and the advice.
+constexpr uint32_t kUdpPortWaitMs = 4'000;
+
+bool udp_port_taken(Ipv4Addr ip, uint16_t port) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(ip.v);
+    a.sin_port = htons(port);
+    const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return taken;
+}
+
+void wait_for_udp_ports(const ClusterPlan& plan, uint16_t cluster, size_t proxies) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kUdpPortWaitMs);
+    for (size_t p = 0; p < proxies; ++p) {
+        const auto proxy = static_cast<uint16_t>(p);
+        while (udp_port_taken(udp_ip(plan, cluster, proxy), udp_port(plan, cluster, proxy)) &&
+               std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
 }
 
 }  // namespace
@@ -172,6 +204,7 @@ bool Agent::start_cluster(std::string& err) {
     }
     plan_.run_id = m_.run_id;
     plan_.sock_dir = m_.run_dir;
+    if (plan_.fabric == "udp") wait_for_udp_ports(plan_, static_cast<uint16_t>(domain_), plan_.proxy_cores.size());
     // The process ends after (the agent _exit()s; a rank soon after its MPI_Finalize).
     plan_.exit_without_teardown = true;
     plan_.quiet = true;

@@ -32,6 +32,9 @@ Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
                                   fail with the one line naming both counts, said once
   --no-config                     ICCS_CONFIG not passed: the run must fail with the one line that
                                   says so, said once
+  --again                         mpirun twice, the second started as soon as the first returned
+                                  (a new run id, the same machine file: a script running one
+                                  program after another); both must pass and leave nothing
   --timeout S                     seconds for the whole run (default 240)
 Exit status 77 (skip) when mpirun is not installed.
 """
@@ -191,7 +194,7 @@ def main():
         argv, prog_args = argv[:i], argv[i + 1:]
     provider_dir, program = argv[0], argv[1]
     opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
-            "--drop": None, "--mtu": None, "--polling": "adaptive", "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240"}
+            "--drop": None, "--mtu": None, "--polling": "adaptive", "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240", "--again": None}
     key = None
     no_config = False
     i = 2
@@ -202,6 +205,8 @@ def main():
             if i + 1 < len(argv) and argv[i + 1] == "encrypt":
                 key = "encrypt"
                 i += 1
+        elif a == "--again":
+            opts[a] = "yes"
         elif a == "--no-config":
             no_config = True
         elif a in opts:
@@ -225,6 +230,10 @@ def main():
     try:
         cfg = os.path.join(tmp, "machine.toml")
         lines = ["[machine]", f"clusters = {clusters}", f'fabric = "{opts["--fabric"]}"']
+        if opts["--fabric"] == "udp":
+            # fabric udp binds fixed ports (udp_port + 64*cluster + proxy): a range of this test's
+            # own, so that a test of another worktree or a program run beside it is not met there
+            lines += [f"udp_port = {20000 + (os.getpid() % 48) * 256}"]
         if opts["--mtu"] is not None:
             lines += [f"mtu_bytes = {opts['--mtu']}"]
         lines += ["[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", f'polling = "{opts["--polling"]}"']
@@ -302,14 +311,32 @@ def main():
                 fail("a rank ran to its end without an error", out)
             print(f"every survivor ({survivors}) ended with an MPI error, {took:.1f} s in all")
         else:
-            if p.returncode != 0:
-                fail(f"mpirun exited {p.returncode}", out)
-            for r in range(ranks):
-                n = len(re.findall(rf"PASS rank {r} of {ranks}$", out, re.M))
-                if n != 1:
-                    fail(f"rank {r} printed its PASS line {n} times", out)
-            sys.stdout.write("".join(l + "\n" for l in out.splitlines() if "PASS" in l))
-            check_reports(rep, clusters, size, opts, out)
+            runs = [(run, rep, p.returncode, out)]
+            if opts["--again"] is not None:
+                # The same command at once, as a script running one program after another does:
+                # a new run (mpirun's own job id under a real launcher), the same machine file.
+                again = f"m{os.getpid() % 10000000 + 10000000}"
+                env_again = dict(env, ICCS_RUN_ID=again[1:], ICCS_REPORT=rep + "-again")
+                try:
+                    p2 = subprocess.run(cmd, env=env_again, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, timeout=int(opts["--timeout"]))
+                except subprocess.TimeoutExpired as e:
+                    out2 = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+                    fail(f"the second mpirun did not end within {opts['--timeout']} s (a hang)", out2)
+                print(f"the same mpirun again at once: exited {p2.returncode}")
+                runs.append((again, rep + "-again", p2.returncode, p2.stdout))
+            for run_id, run_rep, status, run_out in runs:
+                if status != 0:
+                    fail(f"mpirun of run {run_id} exited {status}", run_out)
+                for r in range(ranks):
+                    n = len(re.findall(rf"PASS rank {r} of {ranks}$", run_out, re.M))
+                    if n != 1:
+                        fail(f"rank {r} of run {run_id} printed its PASS line {n} times", run_out)
+                sys.stdout.write("".join(l + "\n" for l in run_out.splitlines() if "PASS" in l))
+                check_reports(run_rep, clusters, size, opts, run_out)
+                left = left_behind(run_id)
+                if left:
+                    fail(f"left behind: {left}", run_out)
         left = left_behind(run)
         if left:
             fail(f"left behind: {left}", out)
