@@ -439,6 +439,18 @@ void Agent::report(bool ok) {
     std::fclose(out);
 }
 
+// A doorbell of another cluster that has no agent (none started, or it ended): this cluster's
+// proxies made it to ring that cluster (either side creates it, proxy/doorbell.cpp), and nobody
+// else would remove it (a one-process program on a machine file of two clusters left
+// bell-c1p0 behind).
+bool Agent::orphan_bell(const std::string& name) const {
+    unsigned d = 0, p = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "bell-c%up%u%c", &d, &p, &tail) != 2 || d == domain_) return false;
+    std::error_code ec;
+    return !std::filesystem::exists(m_.agent_lock(d), ec) && !std::filesystem::exists(m_.agent_socket(d), ec);
+}
+
 void Agent::cleanup() {
     std::error_code ec;
     std::filesystem::remove(m_.agent_socket(domain_), ec);
@@ -450,7 +462,8 @@ void Agent::cleanup() {
         const std::string memif = "memif-" + std::to_string(domain_) + ".";
         for (const auto& e : std::filesystem::directory_iterator(m_.run_dir, ec)) {
             const std::string name = e.path().filename().string();
-            if (name.rfind(bell, 0) == 0 || name.rfind(memif, 0) == 0) std::filesystem::remove(e.path(), ec);
+            if (name.rfind(bell, 0) == 0 || name.rfind(memif, 0) == 0 || orphan_bell(name))
+                std::filesystem::remove(e.path(), ec);
         }
     }
     // The last agent out takes the directory (it fails while another agent's files are there).

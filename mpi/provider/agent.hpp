@@ -102,6 +102,7 @@ class Agent {
     void mark_dead(uint32_t member);
     void report(bool ok);
     void cleanup();
+    bool orphan_bell(const std::string& name) const;
     bool start_region(std::string& err);
     bool start_cluster(std::string& err);
     void say_bridge_failure();
