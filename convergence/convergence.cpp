@@ -555,7 +555,8 @@ ConvError Convergence::recv_msg(Connection* c, RecvMsg& out, int64_t timeout_us)
     // One clock read per call; the deadline is looked at with the wait's own clock (wait_some:
     // under inline polling and the assist, read every few passes; a read per pass here was a
     // third of the assist spin's clock reads: perf/README.md, issue 21).
-    const uint64_t start = now_ns();
+    // A look without a wait (timeout 0: an MPI bridge's every step) reads none.
+    const uint64_t start = timeout_us == 0 ? 0 : now_ns();
     const uint64_t dl = timeout_us < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_us) * 1000;
     uint64_t now = start;
     const Unwatch unwatch{*this};  // the wait loop below ends watching (assist)
