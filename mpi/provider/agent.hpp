@@ -39,7 +39,10 @@ struct BridgeCounters {
 struct InRankBridge {
     static constexpr uint32_t kStandInMs = 20;  // the rank did not step for this long: step for it
     std::atomic<uint32_t> up{0};              // 0 coming up, 1 stepped by the rank, 2 failed, 3 ended
-    std::atomic<uint64_t> last_step_ns{0};
+    // Steps so far (the rank's and the stand-in's): the stand-in looks whether it moved since its
+    // last look, kStandInMs ago. A count, not a time: a clock read a step was a sixth of the
+    // rank's wait loop (perf, osu_latency 2 x 1 in-rank).
+    std::atomic<uint64_t> steps{0};
     std::mutex mu;                            // up's changes, the stand-in's sleep
     std::condition_variable state_changed;
     std::mutex step_mu;                       // one step at a time (the rank's or the stand-in's)

@@ -89,6 +89,7 @@ class Bridge {
     bool has_pending_ = false;
     bool announced_ = false;
     size_t next_in_ = 0;
+    uint64_t idle_since_ = 0;       // in the rank: the first step of this idle stretch (0: work)
     const std::function<bool()> no_other_work_ = [] { return false; };
 };
 
@@ -313,17 +314,23 @@ bool Bridge::step(uint32_t& work, bool poll_proxies) {
     // In the rank's thread under inline polling (InRankBridge) a pass of the proxies comes first
     // (what arrived is taken below), and again after records went out: they leave now, not at
     // the rank's next call. (One pass of the wait under inline polling: it never sleeps.)
-    if (poll_proxies) (void)conv.idle(now_ns(), UINT64_MAX, no_other_work_);
+    // The wait's clock: read when a step after work begins an idle stretch, then by the spin's
+    // own count (Convergence::spin_clock). A read a step was a sixth of the rank's wait loop.
+    if (poll_proxies) {
+        if (idle_since_ == 0) idle_since_ = now_ns();
+        (void)conv.idle(idle_since_, UINT64_MAX, no_other_work_);
+    }
     conv.progress();
     for (uint16_t c = 0; c < m_.clusters; ++c)
         if (c != sh_.cluster && !lost_[c] && env_.rings->cluster_down(c)) cluster_lost(c);
     if (rank_dead() && !announced_) announce_death();
     uint32_t taken = 0, arrived = 0;
     if (!rank_dead() && !forward_out(taken)) return false;
-    if (poll_proxies && taken != 0) (void)conv.idle(now_ns(), UINT64_MAX, no_other_work_);
+    if (poll_proxies && taken != 0) (void)conv.idle(idle_since_, UINT64_MAX, no_other_work_);
     if (!forward_in(arrived)) return false;
     work = taken + arrived;
     if (work != 0) {
+        idle_since_ = 0;
         // The rank may sleep in a CQ read (its wait blocks: mpi/provider/README.md, "Waiting"):
         // for an arrival, or for room after what we took only when it said so (kDoorbellRoom;
         // a rank that sent and sleeps for the answer is left asleep). Woken, it often waits
@@ -407,10 +414,15 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     // does not make the other clusters count this one as gone.
     bool ok = true;
     std::unique_lock<std::mutex> lk(ir.mu);
+    uint64_t steps_seen = ir.steps.load(std::memory_order_relaxed);
     while (!sh.stop.load(std::memory_order_acquire)) {
         ir.state_changed.wait_for(lk, std::chrono::milliseconds(InRankBridge::kStandInMs));
         if (sh.stop.load(std::memory_order_acquire)) break;
-        if (now_ns() - ir.last_step_ns.load(std::memory_order_relaxed) < InRankBridge::kStandInMs * 1'000'000ull) continue;
+        const uint64_t steps = ir.steps.load(std::memory_order_relaxed);
+        if (steps != steps_seen) {  // the rank stepped since the last look
+            steps_seen = steps;
+            continue;
+        }
         lk.unlock();
         {
             std::unique_lock<std::mutex> step_lk(ir.step_mu, std::try_to_lock);
@@ -433,7 +445,7 @@ uint32_t bridge_step_in_rank(BridgeShared& sh) {
     if (ir.up.load(std::memory_order_acquire) != 1) return 0;
     std::lock_guard<std::mutex> lk(ir.step_mu);
     if (ir.up.load(std::memory_order_relaxed) != 1) return 0;
-    ir.last_step_ns.store(now_ns(), std::memory_order_relaxed);
+    ir.steps.store(ir.steps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // under step_mu
     uint32_t work = 0;
     if (!ir.step(work)) {
         ir.up.store(3, std::memory_order_release);

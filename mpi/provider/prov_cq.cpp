@@ -2,8 +2,6 @@
 // is room: a full CQ stops progress, nothing is lost); every read first moves the engine (manual
 // progress). Entries leave in order; an error entry at the head makes fi_cq_read say
 // -FI_EAVAIL until fi_cq_readerr takes it.
-#include <sched.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -154,9 +152,12 @@ ssize_t sread_common(IccsCq* cq, void* buf, size_t count, fi_addr_t* src, int ti
         const uint64_t now = mono_ms();
         if (now >= deadline) return -FI_EAGAIN;
         const uint64_t wait_us = std::min<uint64_t>(deadline - now, 10) * 1000;
-        // A rank that runs its cluster's proxies (InRankLink) polls: nobody would wake it.
+        // A rank that runs its cluster's proxies (InRankLink) polls, as fi_cq_read's wait does
+        // (IccsDomain::idle_read: the core given away every kIdleReadsPerYield empty reads, not
+        // every one): nobody else would take its frames off the fabric to wake it.
         if (cq->domain->att->in_rank.active()) {
-            sched_yield();
+            DomainLock lk(cq->domain);
+            (void)cq->domain->idle_read();
             continue;
         }
         RankEngine* e = cq->domain->att->engine.get();
