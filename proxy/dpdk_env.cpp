@@ -88,13 +88,18 @@ void eal_stop(const std::string& file_prefix) {
 
 EalThreadScope::EalThreadScope(bool on) { registered_ = on && rte_thread_register() == 0; }
 
-EalThreadScope::~EalThreadScope() {
-    if (!registered_) return;
+void eal_thread_flush_caches() {
+    if (rte_lcore_id() == LCORE_ID_ANY) return;  // not registered: nothing parked
     rte_mempool_walk(
         [](rte_mempool* mp, void*) {
             if (rte_mempool_cache* c = rte_mempool_default_cache(mp, rte_lcore_id())) rte_mempool_cache_flush(c, mp);
         },
         nullptr);
+}
+
+EalThreadScope::~EalThreadScope() {
+    if (!registered_) return;
+    eal_thread_flush_caches();
     rte_thread_unregister();
 }
 

@@ -60,4 +60,8 @@ class EalThreadScope {
     bool registered_ = false;
 };
 
+// The calling thread's cache of every mempool back to its pool (a registered thread that took
+// buffers on another's behalf and parks none between: an in-rank MPI cluster's stand-in).
+void eal_thread_flush_caches();
+
 }  // namespace iccs

@@ -3,8 +3,10 @@
 // `[cluster] polling = "inline"` owns its EAL and proxies in that rank's process, and the rank's
 // own thread steps its bridge (and so runs the proxies) from its provider calls. The provider loads
 // this module only then (prov_in_rank.cpp), so a rank process links no DPDK otherwise.
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +19,15 @@ namespace {
 struct InRankAgent {
     iccs::mpi::MpiMachine machine;  // the agent refers to it: it lives as long
     std::unique_ptr<iccs::mpi::Agent> agent;
+    // The rank's thread runs the proxies' iterations from its provider calls: the first thread
+    // that steps registers with the EAL (an lcore id, so a cache of its own in every mempool), as
+    // the runtime's inline compute threads do (compute/cluster.cpp). Unregistered, each buffer it
+    // took or gave back was a compare-and-swap on the pool's ring. One thread only: the receive
+    // pools count one cache per compute thread (compute/cluster_memory.cpp), and the stand-in
+    // (bridge.cpp) parks none between its steps.
+    std::atomic<bool> eal_thread_claimed{false};
+    std::unique_ptr<iccs::EalThreadScope> eal_thread;
+    pthread_t eal_thread_id{};
 };
 
 void say(char* err, size_t cap, const std::string& what) {
@@ -63,13 +74,24 @@ int iccs_mpi_in_rank_files(const iccs::mpi::MpiMachine* m, char* out, size_t cap
 }
 
 // One step of the bridge on the calling (the rank's) thread: the records it moved.
-uint32_t iccs_mpi_in_rank_step(void* handle) { return static_cast<InRankAgent*>(handle)->agent->step_in_rank(); }
+uint32_t iccs_mpi_in_rank_step(void* handle) {
+    auto* h = static_cast<InRankAgent*>(handle);
+    if (!h->eal_thread_claimed.load(std::memory_order_relaxed) && !h->eal_thread_claimed.exchange(true)) {
+        h->eal_thread = std::make_unique<iccs::EalThreadScope>();
+        h->eal_thread_id = pthread_self();
+    }
+    return h->agent->step_in_rank();
+}
 
 // The rank closed its last domain (finished) or its process is going: flush, end the cluster,
 // report, remove the run's files of this cluster. The exit status the agent would have had.
 int iccs_mpi_in_rank_end(void* handle, int finished) {
     std::unique_ptr<InRankAgent> h(static_cast<InRankAgent*>(handle));
     const int rc = h->agent->end_in_rank(finished != 0);
+    // Its caches go back and its lcore id is let go on the thread that holds them; ended from
+    // another thread, they stay parked (the cluster has ended: nobody draws on them).
+    if (h->eal_thread && !pthread_equal(h->eal_thread_id, pthread_self())) (void)h->eal_thread.release();
+    h->eal_thread.reset();
     return rc;
 }
 

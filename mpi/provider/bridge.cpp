@@ -13,6 +13,7 @@
 
 #include "agent.hpp"
 #include "clock.hpp"
+#include "dpdk_env.hpp"
 #include "mpi_wire.hpp"
 
 namespace iccs::mpi {
@@ -398,6 +399,7 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     Bridge b(env, sh);
     InRankBridge& ir = sh.in_rank;
     const bool started = b.start();
+    eal_thread_flush_caches();  // the rank's thread holds the pools' one counted cache
     {
         std::lock_guard<std::mutex> lk(ir.mu);
         if (started) ir.step = [&b](uint32_t& work) { return b.step(work, true); };
@@ -428,6 +430,7 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
             std::unique_lock<std::mutex> step_lk(ir.step_mu, std::try_to_lock);
             uint32_t work = 0;
             if (step_lk.owns_lock() && !b.step(work, true)) ok = false;
+            eal_thread_flush_caches();  // the rank's thread holds the pools' one counted cache
         }
         lk.lock();
         if (!ok) break;
