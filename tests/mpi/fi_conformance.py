@@ -5,7 +5,7 @@ configuration: both must print every "ok" line and "conformance PASS", none "FAI
 the run may be left.
 
 Usage: fi_conformance.py PROVIDER_DIR EXE [--transport iccs|direct|delay] [--fabric memif|udp]
-                         CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged, or
+                         [--polling adaptive|inline] CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged, or
                          --sent-and-left: rank 1 sends and ends before rank 0 starts)
 """
 import os
@@ -26,13 +26,17 @@ def expect_nothing_left(run):
         sys.exit(1)
 
 
-def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2):
+def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2, polling="adaptive"):
+    """polling inline: each cluster (of one rank) runs in its rank's process (mpi/provider/README.md)."""
     cfg = os.path.join(tmp, "machine.toml")
     with open(cfg, "w") as f:
         f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = {proxies}\n'
-                'polling = "adaptive"\n')
-    return dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
-                ICCS_TRANSPORT=transport, ICCS_MPI_AGENT_LOG=os.path.join(tmp, "agents.log"))
+                f'polling = "{polling}"\n')
+    env = dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
+               ICCS_TRANSPORT=transport, ICCS_MPI_AGENT_LOG=os.path.join(tmp, "agents.log"))
+    if polling == "inline" and transport == "iccs":
+        env["ICCS_CONFORMANCE_IN_RANK"] = "1"  # the checks expect no agent process
+    return env
 
 
 def agents_log(tmp):
@@ -79,7 +83,7 @@ def sent_and_left(exe, provider_dir, transport, fabric):
 def main():
     provider_dir, exe = sys.argv[1], sys.argv[2]
     rest = sys.argv[3:]
-    transport, fabric, configs = "iccs", "memif", []
+    transport, fabric, polling, configs = "iccs", "memif", "adaptive", []
     i = 0
     while i < len(rest):
         if rest[i] == "--sent-and-left":
@@ -90,6 +94,9 @@ def main():
             i += 2
         elif rest[i] == "--fabric":
             fabric = rest[i + 1]
+            i += 2
+        elif rest[i] == "--polling":
+            polling = rest[i + 1]
             i += 2
         else:
             configs.append(rest[i].split(","))
@@ -102,7 +109,7 @@ def main():
         tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
         run = f"c{os.getpid() % 100000}{len(av)}{len(cq)}"
         try:
-            env = machine_env(tmp, provider_dir, transport, fabric, run)
+            env = machine_env(tmp, provider_dir, transport, fabric, run, polling=polling)
             procs = [subprocess.Popen([exe, tmp, av, threading, cq], env=dict(env, ICCS_RANK=str(r)),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
             outs = []
@@ -115,7 +122,7 @@ def main():
                         q.kill()
                     print("FAIL: a hang\n" + "".join(q.communicate()[0] or "" for q in procs) + agents_log(tmp))
                     sys.exit(1)
-            print(f"== {av} {threading} {cq} over {transport}/{fabric}: {time.monotonic() - t0:.1f} s")
+            print(f"== {av} {threading} {cq} over {transport}/{fabric}, polling {polling}: {time.monotonic() - t0:.1f} s")
             print(outs[0] + ("" if procs[1].returncode == 0 else "rank 1:\n" + outs[1]))
             for r, p in enumerate(procs):
                 if p.returncode != 0 or f"conformance PASS rank {r}" not in outs[r] or "FAIL" in outs[r]:
