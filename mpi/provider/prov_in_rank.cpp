@@ -78,8 +78,8 @@ bool in_rank_wanted(const MpiMachine& m) {
 
 bool InRankLink::start(const MpiMachine& m, Region& region, std::string& err) {
     if (g_in_rank_used.exchange(true)) {
-        err = "rank " + std::to_string(m.rank) +
-              ": its cluster ran in this process and ended (a cluster of one rank under inline polling comes up once "
+        // (fi_domain's caller names the rank: prov_domain.cpp)
+        err = "its cluster ran in this process and ended (a cluster of one rank under inline polling comes up once "
               "a process)";
         return false;
     }
