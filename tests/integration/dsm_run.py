@@ -343,8 +343,10 @@ def stat(cli, stat_py, litmus):
     """While a PARMACS program runs, `iccs stat --json` shows its DSM counters: over iccs from
     telemetry /iccs/dsm, over direct from the live file; both clusters, counters growing."""
     # Over direct 400 rounds end in ~2 s, and one `iccs stat` takes ~1 s on a loaded host: the run
-    # was over before a second sample (CI-like load 13, once). Direct gets 3x the rounds.
-    for t, rounds in (("iccs", "400"), ("direct", "1200")):
+    # was over before a second sample (CI-like load 13, once). Direct gets more rounds: the live file
+    # is rewritten once a second, so two samples within one second see the same counts, and 1,200
+    # rounds (2.2 s with session 17's fewer lock requests, load 15) ended after two such samples.
+    for t, rounds in (("iccs", "400"), ("direct", "3000")):
         p = subprocess.Popen([cli, "run", litmus, "--clusters", "2", "--threads", "2", "--transport", t, "--",
                               "stress", "-p", "4", "-r", rounds], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
