@@ -23,6 +23,7 @@
 #include "clock.hpp"
 #include "cluster.hpp"
 #include "config.hpp"
+#include "../mpi/provider/mpi_machine.hpp"  // inline_agent_falls_back
 #include "runtime_launch.hpp"
 
 namespace iccs {
@@ -235,6 +236,14 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
                  cfg.machine.clusters, cfg.cluster.compute_threads, to_string(transport),
                  transport == RtTransport::kIccs ? (", fabric " + std::string(to_string(cfg.machine.fabric))).c_str() : "",
                  magpie ? "MagPIe's (libiccs-magpie.so)" : "Open MPI's");
+    const uint32_t world = cfg.machine.clusters * cfg.cluster.compute_threads;
+    if (transport == RtTransport::kIccs && cfg.cluster.polling == Polling::kInline &&
+        mpi::inline_agent_falls_back(cfg.cluster.compute_threads, world, host_core_count()))
+        std::fprintf(stderr,
+                     "iccs run --mpi: polling inline needs a core for each rank and each agent's bridge (%u); this "
+                     "host has %u: the agents poll adaptively (mpi/provider/README.md; --cluster-size 1 keeps "
+                     "inline, in the rank)\n",
+                     2 * world, host_core_count());
     std::fflush(stderr);
 
     // A closed stdout or stderr (`| head`) must not kill this launcher before it removes the run's

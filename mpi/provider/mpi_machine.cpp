@@ -51,6 +51,14 @@ bool mpi_machine_from_env(const std::function<const char*(const char*)>& get, bo
         err = env_bad(kEnvDelayNs, d, "expected nanoseconds from 0 to 60000000000");
         return false;
     }
+    // Inline polling that would keep more threads spinning than the host has cores: adaptive
+    // (mpi_machine.hpp says why). `cfg` names the file's config, which this replaces: not used after.
+    if (out.bridged() && cfg.cluster.polling == Polling::kInline &&
+        inline_agent_falls_back(out.cluster_size, out.world, host_core_count())) {
+        auto adaptive = std::make_shared<MachineConfig>(cfg);
+        adaptive->cluster.polling = Polling::kAdaptive;
+        out.config = std::move(adaptive);
+    }
     // "m" + the launcher's id: a run id that is all digits is taken for a pid by the launchers'
     // clean-up of stale runs (compute/cluster.cpp), which would remove a live MPI run's files.
     // 8 characters at most, as every run id (DPDK's object names are short).

@@ -38,7 +38,7 @@ struct MpiMachine {
     std::string run_dir;        // /tmp/iccs-<run_id>: agent sockets, memif sockets, doorbells
     std::string config_path;    // ICCS_CONFIG
     std::vector<std::pair<std::string, std::string>> overrides;  // ICCS_OVERRIDES
-    std::shared_ptr<const MachineConfig> config;
+    std::shared_ptr<const MachineConfig> config;  // polling as the clusters run it (below)
 
     uint32_t cluster_of(uint32_t r) const { return r / cluster_size; }
     // Shared-memory domains: a cluster under iccs, the whole machine under direct and delay.
@@ -53,6 +53,18 @@ struct MpiMachine {
     std::string agent_lock(uint32_t d) const { return run_dir + "/mpi-d" + std::to_string(d) + ".lock"; }
     std::string agent_error_file(uint32_t d) const { return run_dir + "/mpi-d" + std::to_string(d) + ".err"; }
 };
+
+// Inline polling in an agent process (a cluster of more than one rank) makes each bridge thread
+// spin, running its cluster's proxies, and never sleep (no proxy thread would take a frame off the
+// fabric): the run keeps a rank and a bridge busy per rank. With fewer cores than that, a thread
+// with work waits for a scheduler slice behind spinning bridges: 2 clusters x 2 ranks on 2 cores,
+// an 8-byte MPI_Allreduce took ~31 ms a call against ~0.2 ms adaptive (osu_allreduce, load ~15)
+// (mpi/provider/README.md, "Inline polling with an agent process"). Such a run's clusters poll
+// adaptively instead (mpi_machine_from_env rewrites [cluster] polling; `iccs run --mpi` says so).
+// A cluster of one rank under inline runs in its rank (prov_in_rank.cpp) and keeps inline.
+inline bool inline_agent_falls_back(uint32_t cluster_size, uint32_t world, uint32_t cores) {
+    return cluster_size > 1 && uint64_t{2} * world > cores;
+}
 
 // The machine of this process's run from its environment (`get` reads a variable): ICCS_CONFIG
 // (required), ICCS_OVERRIDES, ICCS_TRANSPORT, ICCS_DELAY_NS, the run id (ICCS_RUN_ID, else the

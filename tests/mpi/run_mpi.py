@@ -286,7 +286,7 @@ def main():
                                timeout=int(opts["--timeout"]))
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            fail(f"mpirun did not end within {opts['--timeout']} s (a hang)", out)
+            fail(f"mpirun did not end within {opts['--timeout']} s (a hang, or a run far slower than it should be)", out)
         took = time.monotonic() - t0
         out = p.stdout
         print(f"mpirun exited {p.returncode} after {took:.1f} s")
