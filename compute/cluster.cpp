@@ -118,6 +118,7 @@ ProxyConfig proxy_config(const ClusterPlan& plan, uint16_t p, uint64_t run_token
         pc.wan = std::move(wan);
     }
     pc.peer_timeout_ms = plan.peer_timeout_ms;
+    pc.start_grace_ms = plan.link_timeout_ms;  // a peer not started yet: as long as memif waits for its link
     pc.proxies_per_cluster = plan.proxies_per_cluster;
     // Only the proxies this one exchanges traffic with (cluster_memory.hpp: with equal proxy
     // counts, those of its own index): a sub-connection, and over memif a link, to each.

@@ -47,6 +47,7 @@ Proxy::Proxy(const ProxyConfig& cfg, MempoolPktPool& pool, ClusterRings& rings)
     routes_.resize(cfg_.proxies_per_cluster.size());
     for (size_t c = 0; c < routes_.size(); ++c) routes_[c].cluster = static_cast<uint16_t>(c);
     last_heard_ns_.assign(routes_.size(), 0);
+    heard_once_.assign(routes_.size(), 0);
     open_.resize(routes_.size());
     // A bundle is one datagram within the MTU: IPv4 and UDP headers, slidwin's header, then it.
     bundle_limit_ = cfg_.stack.mtu_bytes - 20 - 8 - kSlidwinHdrLen;

@@ -85,6 +85,12 @@ struct ProxyConfig {
     // when this cluster says it is done); a cluster heard of by no message for peer_timeout is
     // marked down (ClusterRings::cluster_down) and the compute threads are woken. 0: never.
     uint32_t peer_timeout_ms = 5000;
+    // A cluster never heard from yet is not silent: it may not have started (an MPI rank that
+    // enters MPI_Init seconds after the others starts its cluster's agent that much later). Until
+    // the first datagram of it, the time-out is this (never less than peer_timeout_ms), counted
+    // from open_subconnections; then it is reported down as never came (DownReason::kNeverCame).
+    // memif waits as long for its links: the runtime passes ClusterPlan::link_timeout_ms (20 s).
+    uint32_t start_grace_ms = 20'000;
     uint32_t keepalive_ms = 100;
     std::vector<ProxyAddr> peers;       // every proxy of every other cluster
     std::vector<uint16_t> proxies_per_cluster;  // by cluster id
@@ -362,6 +368,7 @@ class Proxy final : public SlidwinSink {
     // By cluster id: when it last proved alive (a valid datagram of one of its sub-connections,
     // folded in from slidwin by status_pass; shifted by our own stalls); 0: reported, or none.
     std::vector<uint64_t> last_heard_ns_;
+    std::vector<uint8_t> heard_once_;  // by cluster: anything of it came since open_subconnections (start_grace_ms)
     struct Heard {
         uint16_t cluster;
         const SubConnection* sc;

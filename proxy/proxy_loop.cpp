@@ -65,7 +65,10 @@ void Proxy::status_pass(uint64_t now_ns) {
     // deliver: a peer whose data waits behind a hole, a closed window or our full ring is alive.
     for (const Heard& f : heard_from_) {
         uint64_t& h = last_heard_ns_[f.cluster];
-        if (h != 0) h = std::max(h, f.sc->last_valid_rx_ns());
+        const uint64_t rx = f.sc->last_valid_rx_ns();
+        if (h == 0 || rx == 0) continue;
+        h = heard_once_[f.cluster] ? std::max(h, rx) : rx;  // the first word ends the start grace
+        heard_once_[f.cluster] = 1;
     }
     // A pass long after the last one: this proxy was not run meanwhile (a host that stopped the
     // process or gave it no core for seconds: perf/README.md, issue 21), so it did not listen;
@@ -85,11 +88,20 @@ void Proxy::status_pass(uint64_t now_ns) {
     last_pass_ns_ = now_ns;
     if (cfg_.peer_timeout_ms == 0) return;
     const uint64_t timeout_ns = uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
+    // A cluster that never said a word may not have started yet: it gets the start grace.
+    const uint32_t grace_ms = std::max(cfg_.start_grace_ms, cfg_.peer_timeout_ms);
     for (size_t c = 0; c < routes_.size(); ++c) {
-        if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns < last_heard_ns_[c] + timeout_ns) continue;
-        if (rings_.mark_cluster_down(static_cast<uint32_t>(c), ClusterRings::DownReason::kSilent)) {
+        const bool never = !heard_once_[c];
+        const uint64_t limit_ns = never ? uint64_t{grace_ms} * 1'000'000 : timeout_ns;
+        if (routes_[c].sc == nullptr || last_heard_ns_[c] == 0 || now_ns < last_heard_ns_[c] + limit_ns) continue;
+        const auto why = never ? ClusterRings::DownReason::kNeverCame : ClusterRings::DownReason::kSilent;
+        if (rings_.mark_cluster_down(static_cast<uint32_t>(c), why)) {
             ++ctr_.peers_down;
-            if (!rings_.cluster_done(static_cast<uint32_t>(c)))
+            if (never)
+                std::fprintf(stderr, "proxy %u.%u: cluster %zu never answered (nothing heard from it in the %u ms "
+                             "since this proxy started): reported to the compute threads\n", cfg_.cluster, cfg_.index,
+                             c, grace_ms);
+            else if (!rings_.cluster_done(static_cast<uint32_t>(c)))
                 std::fprintf(stderr, "proxy %u.%u: cluster %zu stopped answering (nothing heard for %u ms): "
                              "reported to the compute threads\n", cfg_.cluster, cfg_.index, c, cfg_.peer_timeout_ms);
             for (uint32_t t = 0; t < rings_.threads(); ++t) rings_.thread_waker(t).wake();

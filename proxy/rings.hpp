@@ -101,7 +101,7 @@ class ClusterRings {
     // process ended), or it came back as a new incarnation. Sticky; the first reason stays (what
     // the compute side tells its users: a silence may be a host that gave the proxies no core,
     // not a cluster that is gone). True if newly marked.
-    enum class DownReason : uint8_t { kUp = 0, kSilent, kHungUp, kRestarted };
+    enum class DownReason : uint8_t { kUp = 0, kSilent, kHungUp, kRestarted, kNeverCame };
     bool mark_cluster_down(uint32_t c, DownReason why) {
         uint8_t up = 0;
         return c < clusters_ && down_[c].compare_exchange_strong(up, static_cast<uint8_t>(why));

@@ -125,7 +125,12 @@ bool Bridge::open_connections() {
         ConnOptions o;
         o.order = ConnOptions::Order::kOrdered;
         while (true) {
-            const ConvError e = conv.connect(to, out_[r], o);
+            // One handshake waits for the whole time left, not connect_timeout_ms: a cluster whose
+            // rank enters MPI_Init late starts its agent late, and its proxies take the handshake
+            // when they come (proxy.hpp, start_grace_ms, ends the wait for one that never does).
+            // A handshake given up and sent again would reach it as a stale one besides.
+            const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline() - std::chrono::steady_clock::now());
+            const ConvError e = conv.connect(to, out_[r], o, std::max<int64_t>(left.count(), 1000));
             if (e == ConvError::kOk) break;
             if (e != ConvError::kRefused || std::chrono::steady_clock::now() > deadline())
                 return fail("connect to the bridge of rank " + std::to_string(r), e);
@@ -156,6 +161,9 @@ std::string Bridge::why_lost(uint16_t c) const {
                    "rides out a loaded host)";
         case ClusterRings::DownReason::kHungUp: return "its agent ended (its memif link hung up) while this rank needed it";
         case ClusterRings::DownReason::kRestarted: return "its agent came back as a new incarnation (not merged)";
+        case ClusterRings::DownReason::kNeverCame:
+            return "its proxies never answered (its ranks did not start, or not within the 20 s a cluster's start is "
+                   "waited for)";
         case ClusterRings::DownReason::kUp: break;
     }
     return "its proxies stopped answering, or its agent ended";
