@@ -103,7 +103,8 @@ class Agent {
     void on_hello(int sock);
     void on_member_event(uint32_t member);
     void mark_dead(uint32_t member);
-    void report(bool ok);
+    void report(bool ok, bool with_proxies);
+    bool may_leave_cluster() const;
     void cleanup();
     bool orphan_bell(const std::string& name) const;
     bool start_region(std::string& err);

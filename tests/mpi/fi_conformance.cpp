@@ -7,6 +7,8 @@
 //   DIR: where the two exchange their endpoint names (a file each)
 //        iccs-fi-conformance DIR sent-and-left
 //   rank 1 sends one message and ends before rank 0 starts (fi_conformance.py --sent-and-left)
+//        iccs-fi-conformance DIR alone
+//   rank 0 opens a domain and an endpoint and ends; rank 1 never comes (fi_conformance.py --alone)
 //
 // The harness is in fi_conformance.hpp; the checks in fi_conformance_setup.cpp,
 // fi_conformance_messaging.cpp and fi_conformance_limits.cpp.
@@ -16,9 +18,10 @@ using namespace fi_conformance;
 
 int main(int argc, char** argv) {
     const bool left = argc == 3 && std::strcmp(argv[2], "sent-and-left") == 0;
-    if (argc != 5 && !left) {
+    const bool alone = argc == 3 && std::strcmp(argv[2], "alone") == 0;
+    if (argc != 5 && !left && !alone) {
         std::fprintf(stderr, "usage: %s DIR map|table safe|domain context|msg|data|tagged\n"
-                             "       %s DIR sent-and-left\n", argv[0], argv[0]);
+                             "       %s DIR sent-and-left|alone\n", argv[0], argv[0]);
         return 2;
     }
     const char* r = std::getenv("ICCS_RANK");
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (left) return sent_and_left();
+    if (alone) return alone_and_done();
     const std::string dir = argv[1];
     const bool table = std::strcmp(argv[2], "table") == 0;
     const bool safe = std::strcmp(argv[3], "safe") == 0;

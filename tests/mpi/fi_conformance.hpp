@@ -158,5 +158,6 @@ void threads(Fab& f);
 void many_and_overrun(Fab& f);
 void selective(Fab& f);
 int sent_and_left();
+int alone_and_done();
 
 }  // namespace fi_conformance

@@ -6,7 +6,8 @@ the run may be left.
 
 Usage: fi_conformance.py PROVIDER_DIR EXE [--transport iccs|direct|delay] [--fabric memif|udp]
                          [--polling adaptive|inline] CONFIG... (CONFIG: AV,THREADING,CQ e.g. map,safe,tagged, or
-                         --sent-and-left: rank 1 sends and ends before rank 0 starts)
+                         --sent-and-left: rank 1 sends and ends before rank 0 starts;
+                         --alone: rank 0 alone, its agent must end within peer_timeout_ms + 2 s)
 """
 import os
 import shutil
@@ -16,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_mpi import left_behind  # noqa: E402
+from run_mpi import left_behind, leftovers  # noqa: E402
 
 
 def expect_nothing_left(run):
@@ -26,12 +27,12 @@ def expect_nothing_left(run):
         sys.exit(1)
 
 
-def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2, polling="adaptive"):
+def machine_env(tmp, provider_dir, transport, fabric, run, proxies=2, polling="adaptive", extra=""):
     """polling inline: each cluster (of one rank) runs in its rank's process (mpi/provider/README.md)."""
     cfg = os.path.join(tmp, "machine.toml")
     with open(cfg, "w") as f:
         f.write(f'[machine]\nclusters = 2\nfabric = "{fabric}"\n[cluster]\ncompute_threads = 1\nproxies = {proxies}\n'
-                f'polling = "{polling}"\n')
+                f'polling = "{polling}"\n{extra}')
     env = dict(os.environ, FI_PROVIDER_PATH=provider_dir, ICCS_CONFIG=cfg, ICCS_RUN_ID=run, ICCS_RANKS="2",
                ICCS_TRANSPORT=transport, ICCS_MPI_AGENT_LOG=os.path.join(tmp, "agents.log"))
     if polling == "inline" and transport == "iccs":
@@ -80,14 +81,47 @@ def sent_and_left(exe, provider_dir, transport, fabric):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+ALONE_PEER_TIMEOUT_MS = 1500
+
+
+def alone(exe, provider_dir, transport, fabric):
+    """Rank 0 alone on a machine file of two clusters (a one-process program, as fabtests'
+    fi_dom_test): it ends at once; its agent, whose peer cluster never came, must end within the
+    peer time-out + 2 s (its 1 s linger after the last rank, and the start-up) and leave nothing
+    behind. It waited for that cluster 20 s (memif's link, udp's start grace) before."""
+    tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
+    run = f"c{os.getpid() % 100000}al"
+    try:
+        env = machine_env(tmp, provider_dir, transport, fabric, run, proxies=1,
+                          extra=f"peer_timeout_ms = {ALONE_PEER_TIMEOUT_MS}\n")
+        t0 = time.monotonic()
+        p = subprocess.run([exe, tmp, "alone"], env=dict(env, ICCS_RANK="0"), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        t_rank = time.monotonic() - t0
+        if p.returncode != 0 or "conformance PASS rank 0" not in p.stdout:
+            print(f"FAIL: rank 0 exit {p.returncode}\n" + p.stdout + agents_log(tmp))
+            sys.exit(1)
+        while leftovers("m" + run) and time.monotonic() - t0 < 60:
+            time.sleep(0.05)
+        t_agent = time.monotonic() - t0
+        print(f"== alone over {transport}/{fabric}: rank 0 ended after {t_rank:.1f} s, its agent after {t_agent:.1f} s")
+        bound = t_rank + ALONE_PEER_TIMEOUT_MS / 1000 + 2
+        if t_agent > bound:
+            print(f"FAIL: the agent ended {t_agent:.1f} s after the start, later than {bound:.1f} s\n" + agents_log(tmp))
+            sys.exit(1)
+        expect_nothing_left(run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     provider_dir, exe = sys.argv[1], sys.argv[2]
     rest = sys.argv[3:]
     transport, fabric, polling, configs = "iccs", "memif", "adaptive", []
     i = 0
     while i < len(rest):
-        if rest[i] == "--sent-and-left":
-            configs.append(["sent-and-left"])
+        if rest[i] in ("--sent-and-left", "--alone"):
+            configs.append([rest[i][2:]])
             i += 1
         elif rest[i] == "--transport":
             transport = rest[i + 1]
@@ -104,6 +138,9 @@ def main():
     for config in configs:
         if config == ["sent-and-left"]:
             sent_and_left(exe, provider_dir, transport, fabric)
+            continue
+        if config == ["alone"]:
+            alone(exe, provider_dir, transport, fabric)
             continue
         av, threading, cq = config
         tmp = tempfile.mkdtemp(prefix="iccs-ficonf-")
