@@ -179,6 +179,16 @@ struct LockToken {
     // Recalled while in use here: this cluster may still take it, with no message, until then
     // (DsmConfig::lock_grace_us; 0: no grace).
     uint64_t grace_until_ns = 0;
+    // This lock's grace here is lock_grace_us << grace_doublings: a recall that meets a burst of use
+    // here, of a token this cluster asked for again within the grace of giving it away (back_soon)
+    // and that the other cluster asks for within the grace of its coming (or before), doubles it up
+    // to kMaxGraceDoublings; any other recall sets it back to lock_grace_us. A counter
+    // both clusters take all the time (SPLASH-3 raytrace's ray ids) stays longer where it is used;
+    // a lock taken in bursts by one cluster at a time keeps the configured grace.
+    uint8_t grace_doublings = 0;
+    bool back_soon = false;   // its last request here came within the grace of its leaving
+    uint64_t left_ns = 0;     // now_ns() when the token last left this cluster (0: never)
+    uint64_t arrived_ns = 0;  // now_ns() when the grant of its last request here came
     VC at_grant;              // the lock's time at this cluster's grant
     // Where its return goes at the home (named by the recall): the thread of the home cluster that
     // waits for it (a request made on the home itself), else the home's service thread.
@@ -204,6 +214,9 @@ struct TokenReturn {
 // two clusters contending for one lock otherwise move the token at every release (taskq of `bench
 // dsm --vs argo` over direct: 898 transfers in one run, 48 in another, 0.22 s against 0.05 s).
 inline constexpr uint32_t kMaxLocalPasses = 16;
+// A lock's grace grows to at most lock_grace_us << kMaxGraceDoublings (LockToken::grace_doublings):
+// raytrace's ray-id lock ran fastest near 3-10 ms of grace (dsm/SPLASH3.md, session 17).
+inline constexpr uint8_t kMaxGraceDoublings = 2;
 
 // A token given back at a recall from another cluster's home takes home with it the idle tokens of
 // up to this many next ids of that home (DsmNode::Impl::tokens_ahead; PROTOCOL.md, "Tokens home

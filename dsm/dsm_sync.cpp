@@ -266,7 +266,14 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
         const uint64_t grace = uint64_t(I.n.config().lock_grace_us) * 1000, now = now_ns();
         const bool in_use =
             t.reuse_gap_ns < grace && (t.held || !t.here || now - t.acquired_ns < grace);
-        t.grace_until_ns = grace && I.n.parallel() && in_use ? now + grace : 0;
+        // Asked for back soon after it left here, asked for by the other cluster soon after it came
+        // (or while its grant is on the way), and in a burst of use here: both clusters keep asking
+        // for it, so it stays longer at each crossing (LockToken::grace_doublings). Any other recall:
+        // a lock quiet for a while, or used by one cluster at a time, gets the configured grace.
+        const bool both_ask = t.back_soon && (!t.here || now - std::min(now, t.arrived_ns) < grace);
+        t.grace_doublings =
+            in_use && both_ask ? uint8_t(std::min<unsigned>(t.grace_doublings + 1u, kMaxGraceDoublings)) : 0;
+        t.grace_until_ns = grace && I.n.parallel() && in_use ? now + (grace << t.grace_doublings) : 0;
         if (t.here && !t.held) {
             if (!I.n.parallel() || t.released <= I.flushed_clock.load()) {
                 ret = I.token_return(id, t);
@@ -341,6 +348,7 @@ void DsmNode::Impl::token_leaves(LockToken& t) {
     t.passed = false;
     t.passes = 0;
     t.grace_until_ns = 0;
+    t.left_ns = now_ns();
     t.came_ahead = false;
     t.return_to = kRtService;
 }
@@ -542,6 +550,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
             }
             if (!t.here && !t.requesting) {
                 t.requesting = true;
+                t.back_soon = t.left_ns && t0 - std::min(t0, t.left_ns) < uint64_t(I.n.config().lock_grace_us) * 1000;
                 g.unlock();
                 VC lock_vc;
                 const DsmStatus st = I.request_lock(id, ep, lock_vc, granted_ahead);
@@ -550,6 +559,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
                 I.tokens_changed();
                 if (st != DsmStatus::kOk) return st;
                 t.here = t.held = true;
+                t.arrived_ns = now_ns();
                 t.recall_unmatched = false;
                 t.at_grant = lock_vc;
                 I.take_granted_ahead(granted_ahead, lock_vc, ep, g);

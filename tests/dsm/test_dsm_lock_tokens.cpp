@@ -2,9 +2,11 @@
 // last. Re-acquires there and hand-offs between its threads send nothing; a token that moves
 // between clusters carries the writes made under it; a cluster waiting for a lock while another
 // waits for a token it released (not yet flushed) does not deadlock.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "dsm_machine.hpp"
 
@@ -14,6 +16,12 @@ namespace {
 uint64_t offset_of(DsmNode& n, void* p) { return uint64_t(static_cast<uint8_t*>(p) - static_cast<uint8_t*>(n.base())); }
 
 uint64_t msgs_sent(Machine& m, uint16_t c) { return compute_endpoints_sum(m, c, &RtEndpointCounters::msgs_sent); }
+
+DsmConfig with_grace(uint32_t lock_grace_us) {
+    DsmConfig cfg = test_config();
+    cfg.lock_grace_us = lock_grace_us;
+    return cfg;
+}
 }  // namespace
 
 TEST_CASE("dsm locks: a lock re-acquired by the cluster that holds its token sends no message", "[dsm-locks]") {
@@ -398,9 +406,7 @@ TEST_CASE("dsm locks: a token recalled while its cluster uses it stays there for
     // burst false: cluster 1 takes L once only before the recall, so it is not in a burst of use:
     // its release gives the token back at once, as with no grace.
     const bool burst = GENERATE(true, false);
-    DsmConfig cfg = test_config();
-    cfg.lock_grace_us = 1'000'000;
-    Machine m(2, 1, cfg);
+    Machine m(2, 1, with_grace(1'000'000));
     uint64_t off = 0;
     for (auto& n : m.nodes) off = offset_of(*n, n->alloc(4096, 4096));
     constexpr uint32_t kL = 4;  // homed at cluster 0: cluster 1's first acquire asks it
@@ -468,14 +474,96 @@ TEST_CASE("dsm locks: a token recalled while its cluster uses it stays there for
     }
 }
 
+TEST_CASE("dsm locks: a lock both clusters keep asking for in bursts stays longer at each crossing (its grace "
+          "doubles up to 4x); after a quiet while it gets the configured grace again",
+          "[dsm-locks]") {
+    // Phase 1: both clusters take L in a loop (a counter, as SPLASH-3 raytrace's ray ids) for 1.2 s.
+    // Each stay of the token at a cluster (a tenure: from its first acquire there to the other
+    // cluster's first) lasted about the grace (50 ms) before; now the grace doubles at each
+    // crossing after the first two at each cluster, up to 200 ms.
+    // Phase 2, after a quiet 150 ms: cluster 1 takes L twice in a row and holds it when cluster 0
+    // asks: a burst at one cluster only, so the recall gives the configured 50 ms, not 200 ms.
+    Machine m(2, 1, with_grace(50'000));
+    uint64_t off = 0;
+    for (auto& n : m.nodes) off = offset_of(*n, n->alloc(4096, 4096));
+    constexpr uint32_t kL = 4;  // homed at cluster 0
+    using Clock = std::chrono::steady_clock;
+    Failures f;
+    std::vector<Clock::time_point> acquired[2];
+    uint32_t counted[2] = {0, 0}, total = 0;
+    std::atomic<int> step{0};
+    std::atomic<bool> got{false};
+    Clock::time_point asked{}, granted{};
+    const auto start = Clock::now();
+    m.run([&](uint16_t c, uint16_t, DsmNode& n) {
+        auto* x = m.at<uint32_t>(c, off);
+        while (Clock::now() - start < std::chrono::milliseconds(1200) && f.n.load() == 0) {
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+            acquired[c].push_back(Clock::now());
+            (*x)++;
+            counted[c]++;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+        }
+        if (n.barrier(1) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        if (c == 0) {
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("lock: " + DsmNode::error());
+            total = *x;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("unlock: " + DsmNode::error());
+        }
+        if (n.barrier(2) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        if (c == 1) {
+            if (n.lock(kL) != DsmStatus::kOk || n.unlock(kL) != DsmStatus::kOk || n.lock(kL) != DsmStatus::kOk)
+                f.fail("cluster 1 lock: " + DsmNode::error());
+            step = 1;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));  // cluster 0's request recalls L
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1 unlock: " + DsmNode::error());
+            const auto until = Clock::now() + std::chrono::seconds(30);
+            while (!got.load() && f.n.load() == 0 && Clock::now() < until)
+                if (n.lock(kL) != DsmStatus::kOk || n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 1: " + DsmNode::error());
+        } else {
+            while (step.load() < 1) std::this_thread::yield();
+            asked = Clock::now();
+            if (n.lock(kL) != DsmStatus::kOk) f.fail("cluster 0 lock: " + DsmNode::error());
+            granted = Clock::now();
+            got = true;
+            if (n.unlock(kL) != DsmStatus::kOk) f.fail("cluster 0 unlock: " + DsmNode::error());
+        }
+        if (n.barrier(3) != DsmStatus::kOk) f.fail("barrier: " + DsmNode::error());
+    });
+    f.check();
+    // The tenures, in order: merge both clusters' acquire times.
+    std::vector<std::pair<Clock::time_point, int>> all;
+    for (int c = 0; c < 2; c++)
+        for (const auto& at : acquired[c]) all.emplace_back(at, c);
+    std::sort(all.begin(), all.end());
+    std::vector<double> tenure_ms;
+    for (size_t i = 1, first = 0; i < all.size(); i++)
+        if (all[i].second != all[first].second) {
+            tenure_ms.push_back(std::chrono::duration<double, std::milli>(all[i].first - all[first].first).count());
+            first = i;
+        }
+    std::string seen;
+    for (double t : tenure_ms) seen += std::to_string(int(t)) + " ";
+    INFO("tenures (ms): " << seen);
+    INFO(m.nodes[0]->format_counters() << m.nodes[1]->format_counters());
+    CHECK(total == counted[0] + counted[1]);  // every increment under the lock, none lost
+    REQUIRE(tenure_ms.size() >= 6);           // the lock crossed in bursts both ways
+    std::vector<double> later(tenure_ms.begin() + 4, tenure_ms.end());
+    std::sort(later.begin(), later.end());
+    CHECK(later[later.size() / 2] > 125);  // grown past 2.5x the grace (before: about 1x, 50-60 ms)
+    CHECK(later[later.size() / 2] < 1000);  // bounded: at most 4x (200 ms) plus the host's noise
+    const double waited_ms = std::chrono::duration<double, std::milli>(granted - asked).count();
+    INFO("phase 2: cluster 0 waited " << waited_ms << " ms");
+    CHECK(waited_ms < 125);  // the configured 50 ms grace, not the grown 200 ms
+}
+
 TEST_CASE("dsm locks: a cluster keeping a token in its grace gives it back at once when it waits for another "
           "cluster (no deadlock, no wait for the grace)",
           "[dsm-locks]") {
     // Cluster 0 holds M and waits for L; cluster 1 released L in its grace (10 s) and asks for M.
     // Cluster 1 must give L back while it waits, not after the grace.
-    DsmConfig cfg = test_config();
-    cfg.lock_grace_us = 10'000'000;
-    Machine m(2, 1, cfg);
+    Machine m(2, 1, with_grace(10'000'000));
     uint64_t off = 0;
     for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
     constexpr uint32_t kL = 4, kM = 7;  // homes: cluster 0 and cluster 1
