@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "agent_link.hpp"
+#include "cluster.hpp"
+#include "dpdk_env.hpp"
 #include "ipv4_frag.hpp"
 #include "mpi_wire.hpp"
 #include "runtime_launch.hpp"
@@ -400,6 +402,9 @@ int Agent::finish() {
                          "ending without waiting for its bridges (%u ms, [cluster] peer_timeout_ms)\n",
                          domain_, m_.config->cluster.peer_timeout_ms);
             cluster_.detach();  // the process _exit()s (agent_main.cpp) with the thread still in its wait
+            // The EAL's runtime directory, which the cluster thread removes at its end, goes now
+            // (left, /var/run/dpdk/<prefix> stayed behind every such run).
+            eal_remove_runtime_dir(eal_prefix(plan_, static_cast<uint16_t>(domain_)));
             ok = false;
         } else {
             cluster_.join();
