@@ -70,6 +70,12 @@ struct DsmConfig {
     // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:
     // a recalled token leaves at its next release (or at once when free and flushed).
     uint32_t lock_grace_us = 1000;
+    // Grants ahead (ICCS_DSM_GRANTS_AHEAD, dsm/PROTOCOL.md "Grants ahead"): how many idle tokens
+    // of the next ids a home grants with a lock to a cluster walking its ids (at most
+    // kGrantsAhead, 16). 0, the default: none. On, barnes makes ~16 % fewer remote lock requests,
+    // but radiosity's come out twice as many in most runs and it runs ~2x slower (session 17's
+    // quiet-host A/B, dsm/SPLASH3.md), so it is left to the program that walks lock arrays.
+    uint32_t grants_ahead = 0;
     // The program's own writable globals: page-aligned ranges (address, bytes) shared like the
     // region once parallel, under the same consistency (start_parallel maps each range onto DSM
     // memory in place; PARMACS passes the .data and .bss of the program's object files, which

@@ -139,6 +139,14 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
         }
         cfg.lock_grace_us = uint32_t(v);
     }
+    if (const char* s = getenv("ICCS_DSM_GRANTS_AHEAD")) {
+        if (!parse_u64(s, v, false) || v > kGrantsAhead) {
+            err = std::string("ICCS_DSM_GRANTS_AHEAD=") + s + ": expected a count of locks, 0 .. " +
+                  std::to_string(kGrantsAhead);
+            return false;
+        }
+        cfg.grants_ahead = uint32_t(v);
+    }
     if (cfg.region_bytes == 0) cfg.region_bytes = dsm_default_region_bytes();
     if (!dsm_config_check(cfg, err)) {
         err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";

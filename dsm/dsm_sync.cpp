@@ -35,13 +35,14 @@ namespace {
 // home_mu held; takes tok_mu (never held by a thread taking home_mu).
 std::vector<uint32_t> grants_ahead(DsmNode::Impl& I, uint32_t id, const LockWaiter& to, VC& lock_vc) {
     std::vector<uint32_t> out;
-    if (to.walk == 0 || to.local || id == kFenceLock) return out;
+    const uint32_t ahead = I.n.config().grants_ahead;  // 0 (the default): none
+    if (ahead == 0 || to.walk == 0 || to.local || id == kFenceLock) return out;
     const uint32_t C = I.n.clusters();
     const int32_t here = int32_t(I.n.cluster());
     const uint64_t grace = uint64_t(I.n.config().lock_grace_us) * 1000, now = now_ns();
     std::unique_lock<std::mutex> g(I.tok_mu, std::defer_lock);
     VC mine;
-    for (uint32_t k = 1; k <= kGrantsAhead; k++) {
+    for (uint32_t k = 1; k <= ahead; k++) {
         const int64_t next = int64_t(id) + int64_t(to.walk) * int64_t(k) * C;
         if (next <= int64_t(kFenceLock) || next >= int64_t(I.n.config().max_sync_ids)) break;
         auto oit = I.objs.find(uint32_t(next));

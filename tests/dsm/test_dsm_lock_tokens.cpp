@@ -17,6 +17,13 @@ uint64_t offset_of(DsmNode& n, void* p) { return uint64_t(static_cast<uint8_t*>(
 
 uint64_t msgs_sent(Machine& m, uint16_t c) { return compute_endpoints_sum(m, c, &RtEndpointCounters::msgs_sent); }
 
+// Grants ahead are off unless asked for (DsmConfig::grants_ahead): these tests ask for all 16.
+DsmConfig with_grants_ahead() {
+    DsmConfig cfg = test_config();
+    cfg.grants_ahead = 16;  // kGrantsAhead (dsm_impl.hpp)
+    return cfg;
+}
+
 DsmConfig with_grace(uint32_t lock_grace_us) {
     DsmConfig cfg = test_config();
     cfg.lock_grace_us = lock_grace_us;
@@ -704,7 +711,7 @@ constexpr uint32_t kWalkFirst = 100, kWalkLocks = 64;
 TEST_CASE("dsm locks: a cluster walking down a lock array whose tokens the other cluster holds idle gets the next "
           "ids of their home with one grant (grants ahead), and each carries the writes made under it",
           "[dsm-locks]") {
-    Machine m(2, 1);
+    Machine m(2, 1, with_grants_ahead());
     uint64_t off = 0;
     for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
     Failures f;
@@ -757,7 +764,7 @@ TEST_CASE("dsm locks: clusters walking the same lock array down at once, in long
     const uint16_t C = GENERATE(2, 3);
     const uint16_t T = GENERATE(1, 2);
     constexpr uint32_t kRounds = 12;
-    Machine m(C, T);
+    Machine m(C, T, with_grants_ahead());
     uint64_t off = 0;
     for (auto& n : m.nodes) off = offset_of(*n, n->alloc(2 * 4096, 4096));
     Failures f;
