@@ -31,11 +31,20 @@ void h_getsub(RtEndpoint& self, const AmMsg& m, void* ctx) {
     self.reply(m.token(), RtBytes{&s, sizeof s});
 }
 
-void h_flag(RtEndpoint& self, const AmMsg& m, void* ctx) {
-    auto& I = *static_cast<DsmNode::Impl*>(ctx);
+// What a flag or condition message names: its sync id and the operation.
+struct IdOp {
+    uint32_t id;
+    uint8_t op;
+};
+IdOp id_and_op(const AmMsg& m) {
     Rd r(m.data.data(), m.data.size());
     const uint32_t id = r.get<uint32_t>();
-    const uint8_t op = r.get<uint8_t>();
+    return {id, r.get<uint8_t>()};
+}
+
+void h_flag(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto& I = *static_cast<DsmNode::Impl*>(ctx);
+    const auto [id, op] = id_and_op(m);
     std::lock_guard<std::mutex> hg(I.home_mu);
     SyncObj& o = I.objs[id];
     if (op == 2) {  // wait
@@ -53,9 +62,7 @@ void h_flag(RtEndpoint& self, const AmMsg& m, void* ctx) {
 
 void h_cond(RtEndpoint& self, const AmMsg& m, void* ctx) {
     auto& I = *static_cast<DsmNode::Impl*>(ctx);
-    Rd r(m.data.data(), m.data.size());
-    const uint32_t id = r.get<uint32_t>();
-    const uint8_t op = r.get<uint8_t>();
+    const auto [id, op] = id_and_op(m);
     std::lock_guard<std::mutex> hg(I.home_mu);
     SyncObj& o = I.objs[id];
     auto& ws = o.cond;
