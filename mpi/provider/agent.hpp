@@ -31,6 +31,7 @@ struct BridgeCounters {
     uint64_t window_waits = 0;                // a record waited for its connection's window
     uint64_t ring_full = 0;                   // an arrival waited for room in the rank's ring
     uint64_t dropped = 0;                     // records for dead ranks (dropped)
+    uint64_t direct_out = 0, direct_in = 0;   // in-rank: records that skipped the rank's rings
 };
 
 // A cluster of one rank under inline polling runs in the rank's process (mpi/provider/README.md,
@@ -46,7 +47,15 @@ struct InRankBridge {
     std::mutex mu;                            // up's changes, the stand-in's sleep
     std::condition_variable state_changed;
     std::mutex step_mu;                       // one step at a time (the rank's or the stand-in's)
-    std::function<bool(uint32_t&)> step;      // set before up = 1
+    std::function<bool(uint32_t&)> step;      // the rank's step; set before up = 1
+    // A record of the rank's straight onto its connection (RankEngine's DirectOut): true when it
+    // went, false when the ring must carry it. Set before up = 1.
+    std::function<bool(const uint8_t*, uint32_t)> send;
+    // The rank's engine, for records from other clusters that its own steps hand over without
+    // the ring (RankEngine::take_direct; the stand-in never does: it is another thread). Set by
+    // the rank's thread before its steps use it (nullptr: through the ring).
+    void* engine = nullptr;
+    int (*deliver)(void* engine, const uint8_t* rec, uint32_t len) = nullptr;
 };
 
 // What the agent and its bridge threads share.
@@ -70,6 +79,8 @@ bool bridge_program(ComputeEnv& env, BridgeShared& sh);
 bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh);
 // One step of that bridge on the rank's thread; the records moved (0 before it is up).
 uint32_t bridge_step_in_rank(BridgeShared& sh);
+// A record of the rank onto its connection from the rank's thread (InRankBridge::send).
+bool bridge_send_in_rank(BridgeShared& sh, const uint8_t* rec, uint32_t len);
 
 class Agent {
    public:
@@ -85,6 +96,13 @@ class Agent {
     int region_fd() const { return region_.fd(); }
     // One step of the bridge, and the agent's watch of its failure (serve()'s, said once).
     uint32_t step_in_rank();
+    // The rank's record onto its connection, no ring (bridge_send_in_rank); false: use the ring.
+    bool send_in_rank(const uint8_t* rec, uint32_t len) { return bridge_send_in_rank(shared_, rec, len); }
+    // The rank's engine takes records from other clusters straight from the bridge's steps.
+    void deliver_in_rank(void* engine, int (*deliver)(void*, const uint8_t*, uint32_t)) {
+        shared_.in_rank.engine = engine;
+        shared_.in_rank.deliver = deliver;
+    }
     // The rank closed its domain (finished): as serve() ends. Exit status.
     int end_in_rank(bool finished);
     // Serve the ranks until each of them finished or died (or none came within the attach

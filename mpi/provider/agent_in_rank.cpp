@@ -83,6 +83,19 @@ uint32_t iccs_mpi_in_rank_step(void* handle) {
     return h->agent->step_in_rank();
 }
 
+// The rank's record (header and payload) onto its connection from the rank's thread, no ring: 1
+// when it went, 0 when the rank's ring to the bridge must carry it (RankEngine's DirectOut).
+int iccs_mpi_in_rank_send(void* handle, const uint8_t* rec, uint32_t len) {
+    return static_cast<InRankAgent*>(handle)->agent->send_in_rank(rec, len) ? 1 : 0;
+}
+
+// The rank's engine: the rank's own steps hand it records from other clusters without the ring
+// (RankEngine::take_direct through deliver: 1 taken, 0 through the ring). Called by the rank's
+// thread before its steps.
+void iccs_mpi_in_rank_deliver_to(void* handle, void* engine, int (*deliver)(void*, const uint8_t*, uint32_t)) {
+    static_cast<InRankAgent*>(handle)->agent->deliver_in_rank(engine, deliver);
+}
+
 // The rank closed its last domain (finished) or its process is going: flush, end the cluster,
 // report, remove the run's files of this cluster. The exit status the agent would have had.
 int iccs_mpi_in_rank_end(void* handle, int finished) {

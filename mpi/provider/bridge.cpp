@@ -51,15 +51,19 @@ class Bridge {
     // Listen, connect to and accept every bridge of the other clusters (false: failed, said).
     bool start();
     // One pass: the proxies' news, lost clusters, the rank's records out, arrivals in, the rank's
-    // doorbell. work: records moved. False on a failure (said in sh_).
-    bool step(uint32_t& work, bool poll_proxies = false);
+    // doorbell. work: records moved. False on a failure (said in sh_). by_rank: the step runs on
+    // the rank's own thread (in-rank), so arrivals may go straight into its engine.
+    bool step(uint32_t& work, bool poll_proxies = false, bool by_rank = false);
+    // In-rank, from the rank's thread: the rank's record onto its connection now, no ring. False
+    // when the ring must carry it (forward_out then meets whatever stopped it here).
+    bool send_direct(const uint8_t* rec, uint32_t len);
     // The end: what the rank left goes out, the connections close once the peers took it.
     void finish();
 
    private:
     bool open_connections();
     bool forward_out(uint32_t& work);
-    bool forward_in(uint32_t& work);
+    bool forward_in(uint32_t& work, bool by_rank);
     bool deliver(const RecvMsg& msg);
     void on_control(const MpiRecHdr& h);
     void cluster_lost(uint16_t c);
@@ -243,6 +247,19 @@ bool Bridge::forward_out(uint32_t& work) {
     return true;
 }
 
+bool Bridge::send_direct(const uint8_t* rec, uint32_t len) {
+    if (len < kMpiRecHdrLen || rank_dead()) return false;
+    MpiRecHdr h;
+    std::memcpy(&h, rec, kMpiRecHdrLen);
+    const uint32_t dst = h.dst_rank.get();
+    if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) return false;
+    if (env_.conv.send(out_[dst], rec, len, 0) != ConvError::kOk) return false;
+    ++ctr_.records_out;
+    ++ctr_.direct_out;
+    ctr_.bytes_out += len;
+    return true;
+}
+
 bool Bridge::deliver(const RecvMsg& msg) {
     const uint32_t len = msg.size();
     uint8_t* at = from_agent_.reserve(len);
@@ -254,7 +271,7 @@ bool Bridge::deliver(const RecvMsg& msg) {
     return true;
 }
 
-bool Bridge::forward_in(uint32_t& work) {
+bool Bridge::forward_in(uint32_t& work, bool by_rank) {
     Convergence& conv = env_.conv;
     const bool dead = rank_dead() || slot_.state.load(std::memory_order_acquire) ==
                                          static_cast<uint32_t>(RankState::kFinished);
@@ -294,6 +311,18 @@ bool Bridge::forward_in(uint32_t& work) {
                 ++ctr_.dropped;
                 continue;
             }
+            // In-rank, on the rank's thread, with nothing of ours waiting in its ring (order): the
+            // engine matches the record where the proxy received it, no copy into the ring.
+            const InRankBridge& ir = sh_.in_rank;
+            if (by_rank && ir.deliver != nullptr && from_agent_.drained()) {
+                if (const uint8_t* bytes = msg.contiguous();
+                    bytes != nullptr && ir.deliver(ir.engine, bytes, msg.size()) != 0) {
+                    ++ctr_.records_in;
+                    ++ctr_.direct_in;
+                    ctr_.bytes_in += msg.size();
+                    continue;
+                }
+            }
             if (!deliver(msg)) {
                 ++ctr_.ring_full;
                 pending_ = std::move(msg);
@@ -318,7 +347,7 @@ bool Bridge::start() {
     return true;
 }
 
-bool Bridge::step(uint32_t& work, bool poll_proxies) {
+bool Bridge::step(uint32_t& work, bool poll_proxies, bool by_rank) {
     Convergence& conv = env_.conv;
     // In the rank's thread under inline polling (InRankBridge) a pass of the proxies comes first
     // (what arrived is taken below), and again after records went out: they leave now, not at
@@ -336,7 +365,7 @@ bool Bridge::step(uint32_t& work, bool poll_proxies) {
     uint32_t taken = 0, arrived = 0;
     if (!rank_dead() && !forward_out(taken)) return false;
     if (poll_proxies && taken != 0) (void)conv.idle(idle_since_, UINT64_MAX, no_other_work_);
-    if (!forward_in(arrived)) return false;
+    if (!forward_in(arrived, by_rank)) return false;
     work = taken + arrived;
     if (work != 0) {
         idle_since_ = 0;
@@ -410,7 +439,10 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     eal_thread_flush_caches();  // the rank's thread holds the pools' one counted cache
     {
         std::lock_guard<std::mutex> lk(ir.mu);
-        if (started) ir.step = [&b](uint32_t& work) { return b.step(work, true); };
+        if (started) {
+            ir.step = [&b](uint32_t& work) { return b.step(work, true, true); };
+            ir.send = [&b](const uint8_t* rec, uint32_t len) { return b.send_direct(rec, len); };
+        }
         ir.up = started ? 1 : 2;
     }
     ir.state_changed.notify_all();
@@ -449,6 +481,13 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     if (ok) b.finish();
     if (!ok) env.result.error = sh.error;
     return ok;
+}
+
+bool bridge_send_in_rank(BridgeShared& sh, const uint8_t* rec, uint32_t len) {
+    InRankBridge& ir = sh.in_rank;
+    if (ir.up.load(std::memory_order_acquire) != 1) return false;
+    std::lock_guard<std::mutex> lk(ir.step_mu);
+    return ir.up.load(std::memory_order_relaxed) == 1 && ir.send(rec, len);
 }
 
 uint32_t bridge_step_in_rank(BridgeShared& sh) {

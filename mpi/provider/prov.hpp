@@ -98,13 +98,21 @@ class InRankLink {
     uint32_t step() { return handle_ != nullptr ? step_(handle_) : 0; }
     // The rank is done (finished) or going: flush, end the cluster, report, clean up.
     int end(bool finished);
+    // The engine and the bridge hand records to each other directly, no ring between, while both
+    // run on the rank's thread (RankEngine's DirectOut and take_direct). Off with
+    // ICCS_MPI_IN_RANK_DIRECT=0, or with a module that does not offer it.
+    void connect(RankEngine& engine);
 
    private:
     using StepFn = uint32_t (*)(void*);
     using EndFn = int (*)(void*, int);
+    using SendFn = int (*)(void*, const uint8_t*, uint32_t);
+    using DeliverToFn = void (*)(void*, void*, int (*)(void*, const uint8_t*, uint32_t));
     void* handle_ = nullptr;
     StepFn step_ = nullptr;
     EndFn end_ = nullptr;
+    SendFn send_ = nullptr;
+    DeliverToFn deliver_to_ = nullptr;
 };
 // This run's cluster of this rank is one to run in the rank (InRankLink).
 bool in_rank_wanted(const MpiMachine& m);

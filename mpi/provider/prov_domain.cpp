@@ -83,6 +83,7 @@ std::shared_ptr<Attachment> attach(const fi_info* info, std::string& err) {
     ec.local_chunk = env_count("ICCS_MPI_LOCAL_CHUNK", "bytes", ec.local_chunk, 4096, 16u << 20);
     ec.remote_chunk = env_count("ICCS_MPI_REMOTE_CHUNK", "bytes", ec.remote_chunk, 4096, 16u << 20);
     a->engine = std::make_unique<RankEngine>(a->link.region, ec);
+    a->in_rank.connect(*a->engine);
     // A rank whose thread runs its cluster's proxies (in_rank) never sleeps: nobody else would
     // take a frame off the fabric for it.
     a->spin_ns = m->config->cluster.polling == Polling::kBusy || a->in_rank.active()

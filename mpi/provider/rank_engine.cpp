@@ -144,8 +144,11 @@ long RankEngine::send(const SendArgs& a) {
     // The common case: nothing queued on this ring, the message fits one record and the ring has
     // room: it goes now, and completes now. (A nearly full ring may take only a part: the rest
     // queues as any send.)
-    if (p.queue.empty() && total <= p.chunk && (!want_completion || tx_room()) && write_chunk(p, op)) {
-        futex_wake_shared(p.wake);
+    // In the rank (DirectOut) a record for another cluster goes onto its connection from here.
+    bool direct = false;
+    if (p.queue.empty() && total <= p.chunk && (!want_completion || tx_room()) &&
+        ((direct = &p == &out_agent_ && send_direct(op)) || write_chunk(p, op))) {
+        if (!direct) futex_wake_shared(p.wake);
         if (op.sent == total) {
             if (a.inject) add(slot_->counters.injects, 1);
             add(p.remote ? slot_->counters.sent_remote_msgs : slot_->counters.sent_local_msgs, 1);
@@ -171,16 +174,7 @@ long RankEngine::send(const SendArgs& a) {
     return 0;
 }
 
-bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
-    const uint64_t remaining = op.total - op.sent;
-    uint64_t n = std::min(remaining, p.chunk);
-    uint8_t* rec = p.ring.reserve(kMpiRecHdrLen + n);
-    // A full ring: a smaller chunk may fit now (the reader frees room record by record).
-    while (rec == nullptr && n > kMinPartialChunk) {
-        n /= 2;
-        rec = p.ring.reserve(kMpiRecHdrLen + n);
-    }
-    if (rec == nullptr) return false;
+void RankEngine::write_record(const SendOp& op, uint64_t n, uint8_t* rec) const {
     MpiRecHdr h{};
     h.version = kMpiWireVersion;
     h.type = static_cast<uint8_t>(RecType::kData);
@@ -195,8 +189,34 @@ bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
     h.send_ns.set(cfg_.delay_ns != 0 ? now_ns() : 0);
     std::memcpy(rec, &h, kMpiRecHdrLen);
     gather(op.iov, op.iov_count, op.sent, rec + kMpiRecHdrLen, n);
+}
+
+bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
+    const uint64_t remaining = op.total - op.sent;
+    uint64_t n = std::min(remaining, p.chunk);
+    uint8_t* rec = p.ring.reserve(kMpiRecHdrLen + n);
+    // A full ring: a smaller chunk may fit now (the reader frees room record by record).
+    while (rec == nullptr && n > kMinPartialChunk) {
+        n /= 2;
+        rec = p.ring.reserve(kMpiRecHdrLen + n);
+    }
+    if (rec == nullptr) return false;
+    write_record(op, n, rec);
     p.ring.commit();
     op.sent += n;
+    op.started = true;
+    return true;
+}
+
+bool RankEngine::send_direct(SendOp& op) {
+    // Only while the bridge has taken everything of this rank's ring: records to one rank keep
+    // their order (the bridge sends what it takes before it pops it).
+    if (direct_out_.send == nullptr || !out_agent_.ring.drained()) return false;
+    const uint64_t len = kMpiRecHdrLen + op.total;
+    if (direct_buf_.size() < len) direct_buf_.resize(len);
+    write_record(op, op.total, direct_buf_.data());
+    if (!direct_out_.send(direct_out_.ctx, direct_buf_.data(), static_cast<uint32_t>(len))) return false;
+    op.sent = op.total;
     op.started = true;
     return true;
 }
@@ -317,22 +337,32 @@ bool RankEngine::take_in(InPath& in, uint32_t& records) {
             add(slot_->counters.cq_full, 1);
             return false;
         }
-        MpiRecHdr h;
-        if (len < kMpiRecHdrLen) {
-            in.ring.pop();
-            continue;
-        }
-        std::memcpy(&h, rec, kMpiRecHdrLen);
-        const uint32_t src = h.src_rank.get();
-        const bool remote = src < cfg_.world && rank_is_remote(src);
-        if (cfg_.delay_ns != 0 && remote && now_ns() < h.send_ns.get() + cfg_.delay_ns) return true;  // not due yet
-        if (h.version == kMpiWireVersion && h.type == static_cast<uint8_t>(RecType::kData) &&
-            h.chunk_len.get() == len - kMpiRecHdrLen && h.dst_rank.get() == cfg_.my_rank)
-            on_record(h, rec + kMpiRecHdrLen, remote);
+        if (!take_record(rec, len)) return true;  // not due yet
         in.ring.pop();
         ++records;
     }
     return true;
+}
+
+bool RankEngine::take_record(const uint8_t* rec, uint32_t len) {
+    if (len < kMpiRecHdrLen) return true;
+    MpiRecHdr h;
+    std::memcpy(&h, rec, kMpiRecHdrLen);
+    const uint32_t src = h.src_rank.get();
+    const bool remote = src < cfg_.world && rank_is_remote(src);
+    if (cfg_.delay_ns != 0 && remote && now_ns() < h.send_ns.get() + cfg_.delay_ns) return false;
+    if (h.version == kMpiWireVersion && h.type == static_cast<uint8_t>(RecType::kData) &&
+        h.chunk_len.get() == len - kMpiRecHdrLen && h.dst_rank.get() == cfg_.my_rank)
+        on_record(h, rec + kMpiRecHdrLen, remote);
+    return true;
+}
+
+bool RankEngine::take_direct(const uint8_t* rec, uint32_t len) {
+    if (!rx_room()) {
+        add(slot_->counters.cq_full, 1);
+        return false;
+    }
+    return take_record(rec, len);
 }
 
 bool RankEngine::matches(const RecvOp& r, uint32_t src, bool tagged, uint64_t tag) const {

@@ -105,6 +105,16 @@ struct EngineConfig {
     uint64_t remote_chunk = kMpiRemoteChunkMax;  // ... in the ring to the agent (one datagram on the fabric)
 };
 
+// In a rank whose thread runs its cluster's bridge (InRankLink, prov.hpp): a record for another
+// cluster handed to that bridge at once, no ring between (mpi/provider/README.md, "Why an agent
+// process"). Returns true when the record went (onto its connection), false when the ring must
+// carry it (the bridge is not up, the window is full, the peer is lost: the bridge's reading of
+// the ring handles each as before).
+struct DirectOut {
+    void* ctx = nullptr;
+    bool (*send)(void* ctx, const uint8_t* rec, uint32_t len) = nullptr;
+};
+
 class RankEngine {
    public:
     // The engine of cfg.my_rank over a region the caller mapped (and keeps mapped).
@@ -113,6 +123,14 @@ class RankEngine {
     RankEngine& operator=(const RankEngine&) = delete;
 
     void bind_tx(CompletionSink* s) { tx_sink_ = s; }
+    // In-rank (DirectOut): single-record messages to other clusters skip the ring to the agent
+    // while nothing of this rank waits in it.
+    void set_direct_out(const DirectOut& d) { direct_out_ = d; }
+    // In-rank: a record from another cluster, straight from the bridge (the caller's thread runs
+    // this engine, and the ring from the agent is empty: order holds). True when taken (matched,
+    // kept unexpected, or dropped as take_in drops), false when the ring must carry it (a full CQ,
+    // or a record that transport delay holds).
+    bool take_direct(const uint8_t* rec, uint32_t len);
     void bind_rx(CompletionSink* s) { rx_sink_ = s; }
 
     // 0, or a negative FI_E*: -FI_EAGAIN (queues or CQ full: progress and retry), -FI_EMSGSIZE,
@@ -224,6 +242,12 @@ class RankEngine {
     bool push_out(OutPath& p);
     bool write_chunk(OutPath& p, SendOp& op);
     bool take_in(InPath& in, uint32_t& records);
+    // One record from the agent's ring or the bridge: false when it is not due yet (delay).
+    bool take_record(const uint8_t* rec, uint32_t len);
+    // A message of one record to another cluster, through DirectOut: true when it went.
+    bool send_direct(SendOp& op);
+    // The header and the payload of op's next n bytes at rec (a ring's frame or direct_buf_).
+    void write_record(const SendOp& op, uint64_t n, uint8_t* rec) const;
     void on_record(const MpiRecHdr& h, const uint8_t* payload, bool remote);
     void place(RecvOp& r, uint64_t offset, const uint8_t* p, uint64_t n);
     void finish_recv(std::list<RecvOp>::iterator r);
@@ -265,6 +289,8 @@ class RankEngine {
     uint32_t next_in_ = 0;  // round-robin start over the inbound rings
     CompletionSink* tx_sink_ = nullptr;
     CompletionSink* rx_sink_ = nullptr;
+    DirectOut direct_out_;
+    std::vector<uint8_t> direct_buf_;  // a record built for DirectOut (header and payload)
 };
 
 }  // namespace iccs::mpi

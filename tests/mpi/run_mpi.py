@@ -378,6 +378,17 @@ def check_reports(rep, clusters, size, opts, out):
                      f"{r.get('agent')!r}, pid {r.get('agent_pid')}, rank pids {rank_pids})", out)
             if any(p["msgs_tx"] == 0 or p["msgs_rx"] == 0 for p in r["proxies"]):
                 fail(f"domain {r['domain']}: a proxy carried nothing: {r['proxies']}", out)
+            # Messages of one record went between the engine and the bridge directly (no ring:
+            # the bridge's direct_out / direct_in); those of more records (more records than
+            # messages sent) still went through the rank's ring.
+            for k in r["ranks"]:
+                b = k["bridge"]
+                direct_out, direct_in = b.get("direct_out", 0), b.get("direct_in", 0)
+                if direct_out == 0 or direct_in == 0:
+                    fail(f"rank {k['rank']}: no record went between its engine and its bridge without the "
+                         f"rings (direct_out {direct_out}, direct_in {direct_in})", out)
+                if b["records_out"] > k["sent_remote_msgs"] and b["records_out"] <= direct_out:
+                    fail(f"rank {k['rank']}: its messages of several records skipped the ring ({b})", out)
         for k in r["ranks"]:
             if k["state"] != 2:
                 fail(f"rank {k['rank']} did not finish (state {k['state']})", out)
