@@ -93,6 +93,13 @@ struct StartOrder {
 StartOrder order;
 constexpr uint64_t kStartOrderWaitUs = 200'000;  // a backstop: waits are 0.1-40 ms on a loaded host
 thread_local bool t_before_first_lock = false;  // this thread of a CREATE has not passed yet
+// This thread of a CREATE, on a cluster that later clusters wait for, has not made its first
+// UNLOCK yet. That first lock is the one the later clusters' threads take next (the id lock), and
+// a released token goes back only once a flush covers its release (PROTOCOL.md, "Locks"): without
+// one it waited for this cluster's next sync operation, after whatever the thread computes between
+// (SPLASH-3 radix: cluster 1's first LOCK waited out cluster 0's whole key generation, 751 ms of
+// its 6 s parallel section on a loaded host). So that UNLOCK flushes.
+thread_local bool t_first_unlock_flushes = false;
 thread_local uint16_t t_local = 0;              // this thread's compute endpoint in its cluster
 // Clusters other than 0, outside the parallel section: the program's standard output and error
 // go to /dev/null; the real ones are kept here (our own diagnostics use saved_stderr). Plain ints,
@@ -314,6 +321,7 @@ void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
             t_pid = first + i;
             t_local = uint16_t(i);
             t_before_first_lock = ordered;
+            t_first_unlock_flushes = ordered && g.cluster + 1 < g.clusters;
             fn();
             order_passed();
             nd.unbind_thread();  // a release: this thread's writes go home
@@ -321,6 +329,7 @@ void run_share(dsm::DsmNode& nd, void (*fn)(void), long n) {
     if (mine > 0) {
         t_pid = first;
         t_before_first_lock = ordered;
+        t_first_unlock_flushes = ordered && g.cluster + 1 < g.clusters;
         g.main_in_share = true;
         fn();
         g.main_in_share = false;
@@ -586,7 +595,14 @@ void iccs_pm_lock(iccs_pm_lock_t* l) {
     parmacs::check(parmacs::need_node("LOCK").lock(parmacs::user_id(l->id, "LOCK", "LOCKINIT")), "LOCK");
     parmacs::order_passed();
 }
-void iccs_pm_unlock(iccs_pm_lock_t* l) { parmacs::check(parmacs::need_node("UNLOCK").unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK"); }
+void iccs_pm_unlock(iccs_pm_lock_t* l) {
+    dsm::DsmNode& nd = parmacs::need_node("UNLOCK");
+    parmacs::check(nd.unlock(parmacs::user_id(l->id, "UNLOCK", "LOCKINIT")), "UNLOCK");
+    if (parmacs::t_first_unlock_flushes) {  // (t_first_unlock_flushes says why)
+        parmacs::t_first_unlock_flushes = false;
+        parmacs::check(nd.flush(), "UNLOCK");
+    }
+}
 
 void iccs_pm_bar_init(iccs_pm_barrier_t* b, long) { b->id = parmacs::sync_id(b, 1, "BARINIT"); }
 

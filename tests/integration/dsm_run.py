@@ -257,6 +257,16 @@ def ids(cli, exe):
                 fail(f"{c} x {th} over {t} (run {k + 1}): the ids did not follow the clusters", out)
             if leftovers(pid):
                 fail(f"left behind: {leftovers(pid)}", out)
+    # Cluster 0's threads compute 400 ms with no sync operation after their UNLOCK of the id lock:
+    # the other clusters' threads get that lock at once, not when cluster 0 next syncs (parmacs.cpp,
+    # t_first_unlock_flushes; main before it: cluster 1 waited the 400 ms).
+    for t, c, th in [("direct", 2, 1), ("direct", 2, 2), ("direct", 3, 1)]:
+        rc, out, pid, _ = run([cli, "run", exe, "--clusters", str(c), "--threads", str(th), *transport_args(t),
+                               "--", str(c * th), str(th), "0", "400000"])
+        if rc != 0 or "dsm_ids: PASS" not in out:
+            fail(f"{c} x {th} over {t}: a later cluster's first LOCK waited for cluster 0's computing", out)
+        if leftovers(pid):
+            fail(f"left behind: {leftovers(pid)}", out)
     # The same program with the order switched off: cluster 0's late threads get later ids, so
     # the check above is one that can fail.
     env = dict(os.environ, ICCS_PARMACS_ORDERED_START="0")
@@ -270,6 +280,7 @@ def ids(cli, exe):
     if rc == 0 or "ICCS_PARMACS_ORDERED_START=yes: must be 0 or 1" not in out:
         fail("a bad ICCS_PARMACS_ORDERED_START must stop the run naming the variable and its values", out)
     print("PASS: thread ids taken under a lock follow the clusters (2 x 2 direct and iccs, 3 x 2, 2 x 1); "
+          "the id lock comes to later clusters while cluster 0 computes (2 x 1, 2 x 2, 3 x 1); "
           "not with the order off; a bad value refused")
 
 
