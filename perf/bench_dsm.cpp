@@ -23,10 +23,15 @@ namespace iccs {
 
 namespace {
 
-constexpr const char* kOps[] = {"fetch", "diff", "lock", "barrier"};
+constexpr const char* kOps[] = {"fetch", "diff", "lock", "barrier", "handoff_recall", "handoff_request", "lock_from_home"};
 constexpr const char* kOpNames[] = {"page fetch round trip (fault to data)", "release of 1 fully written page (diff)",
-                                    "lock acquire+release (home remote)", "barrier (2 clusters)"};
-constexpr int kNumOps = 4;
+                                    "lock acquire+release (home remote)", "barrier (2 clusters)",
+                                    "lock hand-off, home here (a recall)", "lock hand-off, home at the holder",
+                                    "LOCK of a token at its home (baseline)"};
+constexpr int kNumOps = 7;
+// The hand-off rows, also given as a ratio to the baseline row measured in the same rounds (a LOCK
+// of a never-used lock homed at the other cluster: one request to its service thread, one grant).
+constexpr int kFirstHandoff = 4, kLastHandoff = 5, kHandoffBase = 6;
 
 struct OpStats {
     double median_us = 0, p99_us = 0;
@@ -54,8 +59,11 @@ int dsm_bench_program(std::unique_ptr<Runtime> rt, uint32_t rounds, const std::s
     auto us = [](clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
     const uint16_t c = rt->cluster();
     DsmConfig cfg;
-    cfg.region_bytes = 64ull << 20;
     std::string err;
+    // The ICCS_DSM_* variables apply as to a PARMACS program (e.g. ICCS_DSM_LOCK_SPIN_US=0 for the
+    // hand-off rows without the grant spin); the region is the benchmark's own size.
+    if (!dsm_config_from_env(cfg, err)) std::fprintf(stderr, "bench dsm, cluster %u: %s\n", unsigned(c), err.c_str());
+    cfg.region_bytes = 64ull << 20;
     std::unique_ptr<DsmNode> n = DsmNode::attach(*rt, cfg, err);
     bool ok = n != nullptr && rt->endpoint(0).barrier() == RtStatus::kOk;  // every cluster attached
     if (!ok) std::fprintf(stderr, "bench dsm, cluster %u: %s\n", unsigned(c), n ? rt->endpoint(0).last_error().c_str() : err.c_str());
@@ -113,6 +121,38 @@ int dsm_bench_program(std::unique_ptr<Runtime> rt, uint32_t rounds, const std::s
             const auto t0 = clk::now();
             check(n->barrier(6), "barrier");
             if (c == 0) samples[3].push_back(us(t0, clk::now()));
+        }
+        // Lock hand-off: the LOCK of a token the other cluster holds (free), while that cluster's
+        // compute thread computes (it spins 500 us), as in a program whose clusters take each other's
+        // locks (SPLASH-3 barnes's cell locks). Rounds in fours, a barrier before each: lock 20 (homed
+        // at cluster 0) taken by 0, then 1; lock 21 (homed at 1) by 0, then 1. From the second four on,
+        // each LOCK of cluster 0 finds the token at cluster 1: lock 20's at its home here (its LOCK
+        // recalls it from 1), lock 21's at 1, its home (a request to 1). A word of a page is written
+        // under the lock, so the token carries a write notice. The baseline, in the same rounds: a
+        // lock homed at cluster 1 that nobody took yet (its token at the home): a request and a grant.
+        auto* word = reinterpret_cast<volatile uint64_t*>(base + cfg.page_bytes);
+        for (uint32_t r = 0; ok && r < 4 * (rounds + 1); r++) {
+            const uint16_t turn = r % 2;
+            const uint32_t id = 20 + (r / 2) % 2;
+            check(n->barrier(7), "barrier");
+            if (c != turn) {
+                const auto s0 = clk::now();
+                while (us(s0, clk::now()) < 500) {
+                }
+                continue;
+            }
+            if (c == 0 && r >= 4 && id == 20) {
+                const uint32_t fresh = 1001 + 2 * (r / 4);  // odd: homed at cluster 1
+                const auto b0 = clk::now();
+                check(n->lock(fresh), "lock");
+                samples[kHandoffBase].push_back(us(b0, clk::now()));
+                check(n->unlock(fresh), "unlock");
+            }
+            const auto t0 = clk::now();
+            check(n->lock(id), "lock");
+            if (c == 0 && r >= 4) samples[kFirstHandoff + (id - 20)].push_back(us(t0, clk::now()));
+            word[id - 20] = word[id - 20] + 1;
+            check(n->unlock(id), "unlock");
         }
         n->unbind_thread();
     }
@@ -222,13 +262,21 @@ int bench_dsm(const BenchDsmOptions& o) {
         std::printf("{\"rounds\": %u, \"runs\": %u, \"cores\": %u, \"threads_iccs\": %u, \"threads_direct\": %u, \"oversubscribed\": %s, "
                     "\"page_bytes\": 4096",
                     o.rounds, o.runs, cores, threads_iccs, threads_direct, over ? "true" : "false");
-        for (int i = 0; i < kNumOps; i++)
+        for (int i = 0; i < kNumOps; i++) {
             std::printf(", \"%s\": {\"iccs_median_us\": %.3f, \"iccs_p99_us\": %.3f, \"direct_median_us\": %.3f, "
                         "\"direct_p99_us\": %.3f, \"samples\": %llu, \"ratio_iccs_direct\": %.3f, "
-                        "\"direct_slower\": %s}",
+                        "\"direct_slower\": %s",
                         kOps[i], ic.op[i].median_us, ic.op[i].p99_us, di.op[i].median_us, di.op[i].p99_us,
                         (unsigned long long)ic.op[i].n, ratio(ic.op[i].median_us, di.op[i].median_us),
                         broken[i] ? "true" : "false");
+            // A hand-off against the baseline of the same rounds: both are one exchange with the
+            // other cluster's service thread at best (request, answer).
+            if (i >= kFirstHandoff && i <= kLastHandoff)
+                std::printf(", \"iccs_per_base\": %.3f, \"direct_per_base\": %.3f",
+                            ratio(ic.op[i].median_us, ic.op[kHandoffBase].median_us),
+                            ratio(di.op[i].median_us, di.op[kHandoffBase].median_us));
+            std::printf("}");
+        }
         std::printf(", \"floor_ok\": %s", nbroken == 0 ? "true" : "false");
         if (!ic.error.empty() || !di.error.empty())
             std::printf(", \"error\": \"%s%s%s\"", ic.error.c_str(), ic.error.empty() || di.error.empty() ? "" : "; ",
@@ -245,6 +293,11 @@ int bench_dsm(const BenchDsmOptions& o) {
                         di.op[i].median_us, di.op[i].p99_us, ratio(ic.op[i].median_us, di.op[i].median_us));
         std::printf("  ratio = iccs median / direct median (direct: shared memory between the cluster processes, no "
                     "proxy, no stack)\n");
+        std::printf("  hand-off (LOCK of a free token the other cluster holds while its compute thread runs) per baseline "
+                    "(medians, same rounds):");
+        for (int i = kFirstHandoff; i <= kLastHandoff; i++)
+            std::printf(" %s iccs %.2f, direct %.2f%s", kOps[i], ratio(ic.op[i].median_us, ic.op[kHandoffBase].median_us),
+                        ratio(di.op[i].median_us, di.op[kHandoffBase].median_us), i < kLastHandoff ? ";" : "\n");
         for (int i = 0; i < kNumOps; i++)
             if (broken[i])
                 std::printf("  FLOOR BROKEN: %s: direct (the no-delay baseline) is slower than iccs beyond noise "

@@ -35,6 +35,7 @@ CASE:
   stat STAT_PY LITMUS  while a stress program runs over iccs, then direct, `iccs stat --json` shows
                      both clusters' DSM counters (telemetry /iccs/dsm; the live file), growing
   bench              `iccs bench dsm --rounds 30 --runs 2 --json`: one JSON object, every figure positive
+                     (the lock hand-off rows with their ratios to the same rounds' baseline too)
 """
 import glob
 import json
@@ -397,7 +398,8 @@ def bench(cli):
         fail(f"stdout is not one JSON object: {e}")
     if j.get("cores", 0) < 1 or "oversubscribed" not in j:
         fail("cores and oversubscribed must be reported")
-    for op in ("fetch", "diff", "lock", "barrier"):
+    ops = ("fetch", "diff", "lock", "barrier", "handoff_recall", "handoff_request", "lock_from_home")
+    for op in ops:
         o = j.get(op, {})
         for k in ("iccs_median_us", "iccs_p99_us", "direct_median_us", "direct_p99_us", "ratio_iccs_direct"):
             if not o.get(k, 0) > 0:
@@ -407,7 +409,10 @@ def bench(cli):
         if not isinstance(o.get("direct_slower"), bool):
             fail(f"{op}.direct_slower is {o.get('direct_slower')}: the floor check must say true or false")
     # direct is the floor (perf/floor_check.hpp): floor_ok is true exactly when no operation broke it
-    if j.get("floor_ok") is not (not any(j[op]["direct_slower"] for op in ("fetch", "diff", "lock", "barrier"))):
+    for op in ("handoff_recall", "handoff_request"):  # against the baseline of the same rounds
+        if not all(j[op].get(k, 0) > 0 for k in ("iccs_per_base", "direct_per_base")):
+            fail(f"{op}: its ratios to lock_from_home are missing: {j[op]}")
+    if j.get("floor_ok") is not (not any(j[op]["direct_slower"] for op in ops)):
         fail(f"floor_ok is {j.get('floor_ok')}, not what the operations' direct_slower say")
     p = subprocess.run([cli, "bench", "dsm", "--rounds", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 2 or "--rounds" not in p.stderr:
