@@ -76,6 +76,12 @@ struct DsmConfig {
     // but radiosity's come out twice as many in most runs and it runs ~2x slower (session 17's
     // quiet-host A/B, dsm/SPLASH3.md), so it is left to the program that walks lock arrays.
     uint32_t grants_ahead = 0;
+    // A LOCK that asked another cluster waits for its grant awake, polling and yielding the core,
+    // this long before it sleeps (ICCS_DSM_LOCK_SPIN_US; dsm/PROTOCOL.md "The asker may wait awake
+    // first"). 0, the default: wait_until's own 20 us spin only. 200 was not told apart from 0 on
+    // a host at load 17-20 (barnes faster in 1 of 3 A/B pairs, fmm in 2 of 3: dsm/SPLASH3.md,
+    // session 18), so it is left to a quiet-host measurement.
+    uint32_t lock_spin_us = 0;
     // The program's own writable globals: page-aligned ranges (address, bytes) shared like the
     // region once parallel, under the same consistency (start_parallel maps each range onto DSM
     // memory in place; PARMACS passes the .data and .bss of the program's object files, which

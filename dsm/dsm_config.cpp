@@ -147,6 +147,13 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
         }
         cfg.grants_ahead = uint32_t(v);
     }
+    if (const char* s = getenv("ICCS_DSM_LOCK_SPIN_US")) {
+        if (!parse_u64(s, v, false) || v > 100'000) {
+            err = std::string("ICCS_DSM_LOCK_SPIN_US=") + s + ": expected microseconds, 0 .. 100000";
+            return false;
+        }
+        cfg.lock_spin_us = uint32_t(v);
+    }
     if (cfg.region_bytes == 0) cfg.region_bytes = dsm_default_region_bytes();
     if (!dsm_config_check(cfg, err)) {
         err += " (from ICCS_DSM_BASE / ICCS_DSM_SIZE / ICCS_DSM_PAGE)";

@@ -2,6 +2,7 @@
 // thread runs its manager: a lock queue whose grant carries the lock's knowledge (a vector time and
 // the write notices the acquirer lacks). Get-next-index counters, flags and condition variables:
 // dsm_conds.cpp; barriers: dsm_barrier.cpp; fences: dsm_fence.cpp.
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -632,6 +633,19 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc,
     // (every 10 ms, as barrier() does: a syscall over direct), and fail as a request would have.
     bool home_down = false;
     uint64_t next_down_check = now_ns() + 10'000'000;
+    // The grant usually comes within tens of microseconds: wait for it awake, yielding, up to
+    // lock_spin_us (0 by default: not told apart on a loaded host), before wait_until (whose own
+    // spin is 20 us) puts the thread to sleep. A grant
+    // to a sleeping thread costs a futex wake and the wait for a core: in barnes (2 x 1 over
+    // direct, a scratch build timing each stage) the median hand-off took 20 us, so about half of
+    // them found the thread asleep, and the grant's last leg took 32-80 us on average (load 7-19)
+    // against a median of 5 us (dsm/SPLASH3.md, session 18).
+    if (const uint64_t spin = uint64_t(n.config().lock_spin_us) * 1000; spin) {
+        const uint64_t until = now_ns() + spin;
+        while (!mine.ready.load(std::memory_order_acquire) && !flush_wanted.load(std::memory_order_acquire) &&
+               now_ns() < until)
+            if (ep.poll() == 0) sched_yield();
+    }
     while (!mine.ready.load(std::memory_order_acquire)) {
         if (flush_wanted.load(std::memory_order_acquire)) {
             // The grant may come meanwhile: its handler runs in the flush's waits.
