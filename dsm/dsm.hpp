@@ -145,6 +145,10 @@ struct DsmCounters {
     // Pages a fetch installed writable (changed here at one of the last two flushes: "Fetch for
     // write"); those left unchanged count in written_ahead_unchanged too.
     std::atomic<uint64_t> pages_fetched_writable{0};
+    // Home pages left writable (untracked) that a served fetch twinned instead of protecting (PROTOCOL.md,
+    // "A served home page is twinned, not protected"); those found unchanged at the next release
+    // count in written_ahead_unchanged too.
+    std::atomic<uint64_t> pages_served_twinned{0};
     // mprotect calls of the protocol in the parallel section (each splits or merges mappings and
     // flushes the TLB of every core running a thread of the process): one per run of pages whose
     // protection changes together, at a fault, a served fetch, a release, an invalidation or a move.

@@ -223,7 +223,10 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
     // each splits the mapping and flushes the TLB of every core running a thread of the process).
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    const uint32_t seq = flush_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Flushes run one at a time (coh_mu): this one is flush_seq + 1, made so below unless every page
+    // of it was twinned by a served fetch and found unchanged (such a flush changed nothing here).
+    const uint32_t seq = flush_seq.load(std::memory_order_relaxed) + 1;
+    bool advance = false;
     std::vector<uint32_t> noticed;
     noticed.reserve(list.size());
     for_each_page_run(list, [&](const uint32_t* run, size_t len) {
@@ -290,11 +293,14 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
                 }
             }
             if (noticed_page) noticed.push_back(p);
+            if (noticed_page || !pg.served_twin) advance = true;
             pg.twin = false;
             pg.ahead = false;
             pg.dirty = false;
+            pg.served_twin = false;
         }
     });
+    if (advance) flush_seq.store(seq, std::memory_order_relaxed);
     if (noticed.empty()) {
         covered();
         return true;

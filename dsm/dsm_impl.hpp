@@ -35,7 +35,7 @@ struct Page {
     std::mutex mu;                       // state transitions of this page in this cluster
     std::atomic<uint8_t> state{kReadOnly};
     std::atomic<bool> fetching{false};   // a thread of this cluster is fetching it; others wait
-    bool twin = false;                   // twin holds the page as of the interval's first write (non-home; home: written ahead)
+    bool twin = false;                   // twin holds the page as of the interval's first write (non-home; home: written ahead or served)
     bool dirty = false;                  // written in the current interval (a write notice to come)
     bool ahead = false;                  // made writable by a fault on a page before it (kWriteAhead)
     // A fetch of it was served here while this cluster was not its home: the requester had applied
@@ -46,6 +46,10 @@ struct Page {
     // named in none, so `wrote_at` says nothing of them: write-ahead takes such a page as written
     // lately ("Write-ahead").
     bool served_protected = false;
+    // Twinned by a served fetch while untracked (serve_run, "A served home page is twinned, not
+    // protected"), until the release that compares it: found unchanged, it does not make that
+    // release a flush of `flush_seq` (write-ahead's "written lately" counts flushes that changed).
+    bool served_twin = false;
     uint32_t epoch = 0;                  // bumped by every invalidation: a fetch that crossed one retries
     // The cluster's flush (flush_seq) at which its diff last carried a change (a home page: at which
     // it was last in a write notice); 0: never. A write fault makes the following pages written as
