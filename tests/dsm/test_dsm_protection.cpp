@@ -236,9 +236,9 @@ TEST_CASE("dsm: home pages written untracked for several intervals and then prot
 // A served home page is twinned, not protected (dsm/PROTOCOL.md): a fetch of untracked home pages
 // costs the home no mprotect, and its writes after the copy went out take no fault; its next
 // release compares them with their twins and names them, so the reader's next acquire invalidates
-// its copies and it reads the writes. SPLASH-3's ocean and fft: the other cluster reads a step's
-// boundary rows or transposed rows, then their home writes them (on main: a fault at the home
-// for each run of up to 16 such pages, and an mprotect at each serve).
+// its copies and it reads the writes. SPLASH-3's ocean: the other cluster reads a step's boundary
+// rows, then their home writes them (on main: a fault at the home for each run of up to 16 such
+// pages, and an mprotect at each serve).
 TEST_CASE("dsm: home pages another cluster fetched and the home then writes in the same interval cost the home no "
           "fault and no mprotect, and the reader sees the writes after the next barrier",
           "[dsm-protection]") {
