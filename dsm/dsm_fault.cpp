@@ -299,23 +299,23 @@ void fault_path_unregister(int slot) {
 
 namespace {
 
-// Under block homes, home pages are not write-protected at a release (flush_locked): once its
-// write notice is out, a home page stays writable and its later writes are not tracked. That is
-// safe while every valid copy elsewhere predates that notice: a cluster ordered after such a write
-// has applied the notice (a later release of this cluster carries it) and refetches. So a copy
-// handed out now makes the page tracked again first. Not by protecting it (its next write would
-// be a fault and an mprotect here, and the serve an mprotect too), but by a twin: the page is
-// copied into its twin, marked dirty and written ahead (`ahead`), and the copy handed out is the
-// twin's bytes. The next release compares the page with its twin, as for a home page written
-// ahead: changed (a write came after the copy), it is named in the release's notice and stays
-// writable; unchanged, it is protected there and named in none (PROTOCOL.md, "A served home page
-// is twinned, not protected"). A page a serve twinned earlier, served again before the release,
-// hands out its twin's bytes too: the writes since the twin was made belong to no release yet (a
-// release would have compared it and dropped the twin), and any of them that the copy lacks makes
-// the page differ from its twin at the next release, which names it. (A page written since its
-// last release, dirty, needs nothing: the notice to come covers later writes; one written ahead,
-// its twin made at a fault, is handed out as it is now, as before.) A run of more than kFetchPages pages has its untracked pages protected instead, one
-// mprotect, as before.
+// Under block homes, home pages are not write-protected at a release (flush_locked): once its write
+// notice is out, a home page stays writable and its later writes are not tracked. That is safe
+// while every valid copy elsewhere predates that notice: a cluster ordered after such a write has
+// applied the notice (a later release of this cluster carries it) and refetches. So a copy handed
+// out now makes the page tracked again first. Not by protecting it (its next write would be a fault
+// and an mprotect here, and the serve an mprotect too), but by a twin: the page is copied into its
+// twin, marked dirty and written ahead (`ahead`), and the copy handed out is the twin's bytes. The
+// next release compares the page with its twin, as for a home page written ahead: changed (a write
+// came after the copy), it is named in the release's notice and stays writable; unchanged, it is
+// protected there and named in none (PROTOCOL.md, "A served home page is twinned, not protected").
+// A page a serve twinned earlier, served again before the release, hands out its twin's bytes too:
+// the writes since the twin was made belong to no release yet (a release would have compared it and
+// dropped the twin), and any of them that the copy lacks makes the page differ from its twin at the
+// next release, which names it. (A page written since its last release, dirty, needs nothing: the
+// notice to come covers later writes; one written ahead, its twin made at a fault, is handed out as
+// it is now, as before.) A run of more than kFetchPages pages has its untracked pages protected
+// instead, one mprotect, as before.
 //
 // A page that moves here at a barrier and that its old home never wrote is left writable too
 // (apply_moves: every other cluster drops its copy there). A cluster that applied that barrier's
