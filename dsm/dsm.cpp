@@ -234,7 +234,7 @@ RtEndpoint& bound_or_die(DsmNode& n, const char* what) {
 }
 
 std::string DsmNode::format_counters() const {
-    char buf[1600];
+    char buf[2048];
     auto L = [](const std::atomic<uint64_t>& a) { return static_cast<unsigned long long>(a.load()); };
     const double fetch_us = ctr_.page_fetches.load() ? double(ctr_.page_fetch_ns.load()) / 1e3 / double(ctr_.page_fetches.load()) : 0;
     // One block a cluster, "name value" pairs (the names of DsmCounters): the caller writes it in
@@ -244,13 +244,13 @@ std::string DsmNode::format_counters() const {
              "  read_faults %llu  write_faults %llu  page_fetches %llu  page_fetch_mean_us %.1f\n"
              "  diffs_sent %llu  diff_bytes %llu  diffs_applied %llu  invalidations %llu  intervals %llu  "
              "notices_received %llu\n"
-             "  lock_acquires %llu  lock_requests %llu  lock_returns %llu  lock_returns_early %llu  lock_requests_here %llu  lock_returns_here %llu  lock_returns_to_thread %llu  lock_returns_ahead %llu  lock_grants_ahead %llu  lock_grants_ahead_used %llu  lock_wait_us %.1f  fences %llu  cond_ops %llu  barriers %llu  barriers_here %llu  barrier_wait_us %.1f  getsubs %llu  "
+             "  lock_acquires %llu  lock_requests %llu  lock_returns %llu  lock_returns_early %llu  lock_requests_here %llu  lock_returns_here %llu  lock_returns_to_thread %llu  lock_returns_ahead %llu  lock_grants_ahead %llu  lock_grants_ahead_used %llu  lock_graces %llu  lock_grace_reuses %llu  lock_grace_hold_us %.1f  lock_wait_us %.1f  fences %llu  cond_ops %llu  barriers %llu  barriers_here %llu  barrier_wait_us %.1f  getsubs %llu  "
              "remote_allocs %llu  shared_used_bytes %llu  private_global_words %llu  homes_moved %llu  pages_written_ahead %llu  written_ahead_unchanged %llu  pages_fetched_writable %llu  "
              "pages_served_twinned %llu  protection_changes %llu\n",
              unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
              L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
              L(ctr_.write_notices_received), L(ctr_.lock_acquires), L(ctr_.lock_requests), L(ctr_.lock_returns),
-             L(ctr_.lock_returns_early), L(ctr_.lock_requests_here), L(ctr_.lock_returns_here), L(ctr_.lock_returns_to_thread), L(ctr_.lock_returns_ahead), L(ctr_.lock_grants_ahead), L(ctr_.lock_grants_ahead_used), double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.fences), L(ctr_.cond_ops), L(ctr_.barriers), L(ctr_.barriers_here), double(ctr_.barrier_wait_ns.load()) / 1e3,
+             L(ctr_.lock_returns_early), L(ctr_.lock_requests_here), L(ctr_.lock_returns_here), L(ctr_.lock_returns_to_thread), L(ctr_.lock_returns_ahead), L(ctr_.lock_grants_ahead), L(ctr_.lock_grants_ahead_used), L(ctr_.lock_graces), L(ctr_.lock_grace_reuses), double(ctr_.lock_grace_hold_ns.load()) / 1e3, double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.fences), L(ctr_.cond_ops), L(ctr_.barriers), L(ctr_.barriers_here), double(ctr_.barrier_wait_ns.load()) / 1e3,
              L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()),
              L(ctr_.private_global_words), L(ctr_.homes_moved), L(ctr_.pages_written_ahead),
              L(ctr_.written_ahead_unchanged), L(ctr_.pages_fetched_writable), L(ctr_.pages_served_twinned),
@@ -281,6 +281,9 @@ std::vector<std::pair<std::string, uint64_t>> DsmNode::counter_pairs() const {
             {"lock_returns_ahead", c.lock_returns_ahead.load()},
             {"lock_grants_ahead", c.lock_grants_ahead.load()},
             {"lock_grants_ahead_used", c.lock_grants_ahead_used.load()},
+            {"lock_graces", c.lock_graces.load()},
+            {"lock_grace_reuses", c.lock_grace_reuses.load()},
+            {"lock_grace_hold_ns", c.lock_grace_hold_ns.load()},
             {"lock_wait_ns", c.lock_wait_ns.load()},
             {"fences", c.fences.load()},
             {"cond_ops", c.cond_ops.load()},

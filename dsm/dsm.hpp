@@ -70,6 +70,15 @@ struct DsmConfig {
     // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:
     // a recalled token leaves at its next release (or at once when free and flushed).
     uint32_t lock_grace_us = 1000;
+    // The grace's idle end (ICCS_DSM_LOCK_GRACE_IDLE_US; dsm/PROTOCOL.md "A grace ends when its
+    // cluster stops using the lock"): a recalled token in its grace leaves once this cluster has not
+    // taken it for this long (from the recall, or from its last release in the grace), the grace's
+    // full length above being the most it stays. In barnes, 44-66 % of the graces saw no re-acquire
+    // at all, and 82-93 % of those that did saw the first within 50 us of the recall
+    // (dsm/SPLASH3-LOCKS.md). 0, the default: no idle end (the token stays the whole grace). 100
+    // made barnes faster (3 of 3 A/B pairs) but raytrace slower (4 of 4: its ray-id lock is taken
+    // less often than that by each cluster, and crossed 2.4x as often), so it is left to the program.
+    uint32_t lock_grace_idle_us = 0;
     // Grants ahead (ICCS_DSM_GRANTS_AHEAD, dsm/PROTOCOL.md "Grants ahead"): how many idle tokens
     // of the next ids a home grants with a lock to a cluster walking its ids (at most
     // kGrantsAhead, 16). 0, the default: none. On, barnes makes ~16 % fewer remote lock requests,
@@ -126,6 +135,11 @@ struct DsmCounters {
     // Idle tokens granted to this cluster along with the one it asked for, unasked (its requests
     // walk the home's ids: grants ahead), and of them those a LOCK here took before they left.
     std::atomic<uint64_t> lock_grants_ahead{0}, lock_grants_ahead_used{0};
+    // Lock grace (DsmConfig::lock_grace_us): recalls that left a token here in its grace (not given
+    // back at once), acquires that took a recalled token in its grace (no message), and the time
+    // from such a recall to the token's leaving, summed (what the other cluster waited for it on
+    // account of the grace and the flush after it).
+    std::atomic<uint64_t> lock_graces{0}, lock_grace_reuses{0}, lock_grace_hold_ns{0};
     // FENCE macros (each an exchange with the fence lock's home), and condition-variable
     // operations (a message to the variable's home, or made on it when it is this cluster).
     std::atomic<uint64_t> fences{0}, cond_ops{0};

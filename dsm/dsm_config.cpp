@@ -139,6 +139,13 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
         }
         cfg.lock_grace_us = uint32_t(v);
     }
+    if (const char* s = getenv("ICCS_DSM_LOCK_GRACE_IDLE_US")) {
+        if (!parse_u64(s, v, false) || v > 1'000'000) {
+            err = std::string("ICCS_DSM_LOCK_GRACE_IDLE_US=") + s + ": expected microseconds, 0 .. 1000000";
+            return false;
+        }
+        cfg.lock_grace_idle_us = uint32_t(v);
+    }
     if (const char* s = getenv("ICCS_DSM_GRANTS_AHEAD")) {
         if (!parse_u64(s, v, false) || v > kGrantsAhead) {
             err = std::string("ICCS_DSM_GRANTS_AHEAD=") + s + ": expected a count of locks, 0 .. " +

@@ -180,9 +180,15 @@ struct LockToken {
     uint64_t acquired_ns = 0;        // now_ns() at its last acquire here
     uint64_t released_ns = 0;        // now_ns() at its last release here
     uint64_t reuse_gap_ns = ~0ull;   // from its last release here to the LOCK call that took it next
-    // Recalled while in use here: this cluster may still take it, with no message, until then
-    // (DsmConfig::lock_grace_us; 0: no grace).
+    // Recalled while in use here: the cluster's flushes keep it here until then (the idle end,
+    // DsmConfig::lock_grace_idle_us, after the recall or the release of a holder the recall met;
+    // once taken again in the grace, grace_full_until_ns), and a LOCK of it takes it, with no
+    // message, until grace_full_until_ns, the whole grace's end (DsmConfig::lock_grace_us <<
+    // grace_doublings after the recall; 0: none).
     uint64_t grace_until_ns = 0;
+    uint64_t grace_full_until_ns = 0;
+    uint64_t graced_at_ns = 0;  // now_ns() at a recall that left it here in its grace (0: none)
+    bool grace_reused = false;  // taken here since its recall, in its grace: it stays the whole grace
     // This lock's grace here is lock_grace_us << grace_doublings: a recall that meets a burst of use
     // here, of a token this cluster asked for again within the grace of giving it away (back_soon)
     // and that the other cluster asks for within the grace of its coming (or before), doubles it up
@@ -558,6 +564,12 @@ struct DsmNode::Impl {
     void serve_recalls_after_grace();
     // Under tok_mu: `id` enters recalled_idle, due at `due_ns` (0: now).
     void want_return(uint32_t id, uint64_t due_ns);
+    // A recalled token's grace end counted from `from_ns` (its recall, or a release in its grace):
+    // the idle end (DsmConfig::lock_grace_idle_us) after it, never past the whole grace.
+    uint64_t grace_idle_end(const LockToken& t, uint64_t from_ns) const;
+    // Under tok_mu: the earliest grace end of the free tokens in recalled_idle (0: one is due now;
+    // UINT64_MAX: none is free, and a held one's UNLOCK sets its own).
+    uint64_t earliest_grace_end();
     // Before a thread blocks on another cluster (WAITPAUSE, a condition variable): a flush when a
     // lock was released here since the last one, so every idle token can leave while it waits (the
     // service thread gives them back). A LOCK's wait flushes only when a recall needs it (request_lock).

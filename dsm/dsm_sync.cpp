@@ -275,7 +275,8 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
         const bool both_ask = t.back_soon && (!t.here || now - std::min(now, t.arrived_ns) < grace);
         t.grace_doublings =
             in_use && both_ask ? uint8_t(std::min<unsigned>(t.grace_doublings + 1u, kMaxGraceDoublings)) : 0;
-        t.grace_until_ns = grace && I.n.parallel() && in_use ? now + (grace << t.grace_doublings) : 0;
+        t.grace_full_until_ns = grace && I.n.parallel() && in_use ? now + (grace << t.grace_doublings) : 0;
+        t.grace_until_ns = I.grace_idle_end(t, now);
         if (t.here && !t.held) {
             if (!I.n.parallel() || t.released <= I.flushed_clock.load()) {
                 ret = I.token_return(id, t);
@@ -294,6 +295,10 @@ void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx) {
                     I.tokens_changed();  // a thread waiting here for a token flushes
                 }
             }
+        }
+        if (t.grace_full_until_ns && ret.msgs.empty()) {
+            t.graced_at_ns = now;
+            I.n.counters().lock_graces.fetch_add(1, std::memory_order_relaxed);
         }
         if (m.src.cluster != I.n.cluster()) {
             // Ahead only along a walk (this home's previous recall here was of one of its ids at most
@@ -345,11 +350,15 @@ TokenReturn DsmNode::Impl::token_return(uint32_t id, LockToken& t, uint32_t own_
 }
 
 void DsmNode::Impl::token_leaves(LockToken& t) {
+    if (t.graced_at_ns) n.ctr_.lock_grace_hold_ns.fetch_add(now_ns() - t.graced_at_ns, std::memory_order_relaxed);
+    t.graced_at_ns = 0;
+    t.grace_reused = false;
     t.here = false;
     t.recalled = false;
     t.passed = false;
     t.passes = 0;
     t.grace_until_ns = 0;
+    t.grace_full_until_ns = 0;
     t.left_ns = now_ns();
     t.came_ahead = false;
     t.return_to = kRtService;
@@ -471,6 +480,18 @@ void DsmNode::Impl::serve_recalls_after_grace() {
         n.flush();
 }
 
+uint64_t DsmNode::Impl::grace_idle_end(const LockToken& t, uint64_t from_ns) const {
+    const uint64_t idle = uint64_t(n.config().lock_grace_idle_us) * 1000;
+    return idle && t.grace_full_until_ns ? std::min(t.grace_full_until_ns, from_ns + idle) : t.grace_full_until_ns;
+}
+
+uint64_t DsmNode::Impl::earliest_grace_end() {
+    uint64_t due = UINT64_MAX;
+    for (uint32_t id : recalled_idle)
+        if (const LockToken& t = tokens[id]; !t.held) due = std::min(due, t.grace_until_ns);  // a held one: its UNLOCK
+    return due;
+}
+
 void DsmNode::Impl::want_return(uint32_t id, uint64_t due_ns) {
     if (recalled_idle.empty() || due_ns < grace_end_ns.load(std::memory_order_relaxed))
         grace_end_ns.store(due_ns, std::memory_order_release);
@@ -527,7 +548,6 @@ DsmStatus DsmNode::lock(uint32_t id) {
     RtEndpoint& ep = bound_or_die(*this, "LOCK");
     Impl& I = *impl_;
     const uint64_t t0 = now_ns();
-    I.serve_recalls_after_grace();
     std::vector<uint32_t> granted_ahead;
     if (id == kFenceLock) {
         VC lock_vc;
@@ -538,8 +558,14 @@ DsmStatus DsmNode::lock(uint32_t id) {
         std::unique_lock<std::mutex> g(I.tok_mu);
         for (;;) {
             LockToken& t = I.tokens[id];  // a node of the map: stays put while others are added
-            // Here and free: no message (a recalled one leaves first, unless passed to us or in its grace).
-            if (t.here && !t.held && (!t.recalled || t.passed || now_ns() < t.grace_until_ns)) {
+            // Here and free: no message (a recalled one leaves first, unless passed to us or in its
+            // grace: the whole grace, for the idle end counts the cluster's other work, not a pause
+            // of this thread, which a loaded host's scheduler makes at any time).
+            if (t.here && !t.held && (!t.recalled || t.passed || now_ns() < t.grace_full_until_ns)) {
+                if (t.recalled && !t.passed) {
+                    t.grace_reused = true;
+                    ctr_.lock_grace_reuses.fetch_add(1, std::memory_order_relaxed);
+                }
                 t.held = true;
                 t.passed = false;
                 if (t.came_ahead) {
@@ -587,6 +613,9 @@ DsmStatus DsmNode::lock(uint32_t id) {
             t.waiters--;
         }
     }
+    // A recalled token past its grace (or idle end) leaves with this flush: after the acquire, so
+    // that a LOCK of the recalled lock itself takes it first.
+    I.serve_recalls_after_grace();
     ctr_.lock_acquires.fetch_add(1, std::memory_order_relaxed);
     ctr_.lock_wait_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     return DsmStatus::kOk;
@@ -718,11 +747,17 @@ DsmStatus DsmNode::unlock(uint32_t id) {
         t.released_ns = now_ns();
         I.tokens_changed();
         bool kept = false;
-        if (t.recalled && t.grace_until_ns > t.released_ns) {
-            // This cluster may take it again meanwhile; listed once however often it does (a flush
-            // drops it from the list while held).
+        if (t.recalled && t.grace_full_until_ns > t.released_ns) {
+            // Taken again in its grace: in use here, so it stays the whole grace (the idle end is
+            // for a grace nobody uses; moved on at each release, it cut the stays of a lock two
+            // clusters take in loops whenever the scheduler paused the holder for longer). Held at
+            // the recall and not taken since: the idle end from this release. Listed once however
+            // often it is taken (a flush drops it from the list while held).
+            t.grace_until_ns = t.grace_reused ? t.grace_full_until_ns : I.grace_idle_end(t, t.released_ns);
             if (std::find(I.recalled_idle.begin(), I.recalled_idle.end(), id) == I.recalled_idle.end())
                 I.want_return(id, t.grace_until_ns);
+            else
+                I.grace_end_ns.store(I.earliest_grace_end(), std::memory_order_release);
             kept = true;
         } else if (t.recalled && t.waiters > 0 && t.passes < kMaxLocalPasses) {
             t.passes++;  // to a thread of this cluster (it takes it in LOCK): no flush, no message

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "dsm_machine.hpp"
 
@@ -94,17 +95,23 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     CHECK(dsm_config_from_env(cfg, err));
     CHECK_FALSE(cfg.migrate_homes);
     unsetenv("ICCS_DSM_MIGRATE");
-    cfg = DsmConfig{};
-    CHECK(cfg.lock_grace_us == 1000);
-    for (const char* bad : {"2000000", "-1", "1ms", ""}) {
-        setenv("ICCS_DSM_LOCK_GRACE_US", bad, 1);
-        CHECK_FALSE(dsm_config_from_env(cfg, err));
-        CHECK(err == std::string("ICCS_DSM_LOCK_GRACE_US=") + bad + ": expected microseconds, 0 .. 1000000");
+    // The lock grace and its idle end: microseconds, 0 .. 1 s.
+    const std::tuple<const char*, uint32_t DsmConfig::*, uint32_t> graces[] = {
+        {"ICCS_DSM_LOCK_GRACE_US", &DsmConfig::lock_grace_us, 1000},
+        {"ICCS_DSM_LOCK_GRACE_IDLE_US", &DsmConfig::lock_grace_idle_us, 0}};
+    for (const auto& [name, field, by_default] : graces) {
+        cfg = DsmConfig{};
+        CHECK(cfg.*field == by_default);
+        for (const char* bad : {"2000000", "-1", "1ms", ""}) {
+            setenv(name, bad, 1);
+            CHECK_FALSE(dsm_config_from_env(cfg, err));
+            CHECK(err == std::string(name) + "=" + bad + ": expected microseconds, 0 .. 1000000");
+        }
+        setenv(name, "70", 1);
+        CHECK(dsm_config_from_env(cfg, err));
+        CHECK(cfg.*field == 70);
+        unsetenv(name);
     }
-    setenv("ICCS_DSM_LOCK_GRACE_US", "0", 1);
-    CHECK(dsm_config_from_env(cfg, err));
-    CHECK(cfg.lock_grace_us == 0);
-    unsetenv("ICCS_DSM_LOCK_GRACE_US");
     setenv("ICCS_DSM_SIZE", "12X", 1);
     CHECK_FALSE(dsm_config_from_env(cfg, err));
     CHECK_THAT(err, Catch::StartsWith("ICCS_DSM_SIZE=12X"));
