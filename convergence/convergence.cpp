@@ -402,11 +402,15 @@ ConvError Convergence::count_pieces(uint32_t len, uint32_t piece_max, uint32_t& 
                                           " (raise the stripe threshold)");
 }
 
+uint32_t Convergence::contiguous_send_max() const {
+    const uint32_t seg_room = net_.pool->seg_size() - kPktHeadroom - kConvHdrLen;
+    return std::min(threshold_, seg_room);
+}
+
 ConvError Convergence::alloc_pieces(Connection* c, uint32_t len, SendBuffer& out, uint64_t deadline_ns) {
     // Copying sends cut at the threshold (a piece may chain segments); zero-copy pieces must be
     // contiguous, so they also fit one segment. Both ends derive offsets from (len, count) alone.
-    const uint32_t seg_room = net_.pool->seg_size() - kPktHeadroom - kConvHdrLen;
-    const uint32_t pmax = std::min(threshold_, seg_room);
+    const uint32_t pmax = contiguous_send_max();
     uint32_t cnt = 0;
     if (const ConvError e = count_pieces(len, pmax, cnt); e != ConvError::kOk) return e;
     const uint32_t psize = piece_size(len, cnt);

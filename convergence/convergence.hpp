@@ -155,6 +155,9 @@ class Convergence {
     // Zero-copy send: a buffer of len bytes to fill, then send_buffer() (which consumes it).
     ConvError alloc_send_buffer(Connection* c, uint32_t len, SendBuffer& out, int64_t timeout_us = kForever);
     ConvError send_buffer(Connection* c, SendBuffer& buf, int64_t timeout_us = kForever);
+    // The largest message alloc_send_buffer hands out as one contiguous piece (SendBuffer::data()
+    // not nullptr): one packet buffer's room after the headers, at most the stripe threshold.
+    uint32_t contiguous_send_max() const;
     // Receive into buf (cap bytes): len = the message's size; a message larger than cap is
     // truncated to cap (len still says its size).
     ConvError recv(Connection* c, void* buf, uint32_t cap, uint32_t& len, int64_t timeout_us = kForever);

@@ -32,6 +32,7 @@ struct BridgeCounters {
     uint64_t ring_full = 0;                   // an arrival waited for room in the rank's ring
     uint64_t dropped = 0;                     // records for dead ranks (dropped)
     uint64_t direct_out = 0, direct_in = 0;   // in-rank: records that skipped the rank's rings
+    uint64_t direct_out_zero_copy = 0;        // ... of direct_out: written by the engine into the packet buffer
 };
 
 // A cluster of one rank under inline polling runs in the rank's process (mpi/provider/README.md,
@@ -48,9 +49,10 @@ struct InRankBridge {
     std::condition_variable state_changed;
     std::mutex step_mu;                       // one step at a time (the rank's or the stand-in's)
     std::function<bool(uint32_t&)> step;      // the rank's step; set before up = 1
-    // A record of the rank's straight onto its connection (RankEngine's DirectOut): true when it
-    // went, false when the ring must carry it. Set before up = 1.
-    std::function<bool(const uint8_t*, uint32_t)> send;
+    // A record of the rank's straight onto its connection (RankEngine's DirectOut): room for it
+    // (nullptr: the ring must carry it), then its commit (true: it went). Set before up = 1.
+    std::function<uint8_t*(uint32_t dst, uint32_t len)> send_alloc;
+    std::function<bool()> send_commit;
     // The rank's engine, for records from other clusters that its own steps hand over without
     // the ring (RankEngine::take_direct; the stand-in never does: it is another thread). Set by
     // the rank's thread before its steps use it (nullptr: through the ring).
@@ -79,8 +81,11 @@ bool bridge_program(ComputeEnv& env, BridgeShared& sh);
 bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh);
 // One step of that bridge on the rank's thread; the records moved (0 before it is up).
 uint32_t bridge_step_in_rank(BridgeShared& sh);
-// A record of the rank onto its connection from the rank's thread (InRankBridge::send).
-bool bridge_send_in_rank(BridgeShared& sh, const uint8_t* rec, uint32_t len);
+// A record of the rank onto its connection from the rank's thread (InRankBridge::send_alloc and
+// send_commit). A non-null room holds the bridge (its step_mu) until the commit, which always
+// follows on the same thread.
+uint8_t* bridge_send_alloc_in_rank(BridgeShared& sh, uint32_t dst, uint32_t len);
+bool bridge_send_commit_in_rank(BridgeShared& sh);
 
 class Agent {
    public:
@@ -96,8 +101,10 @@ class Agent {
     int region_fd() const { return region_.fd(); }
     // One step of the bridge, and the agent's watch of its failure (serve()'s, said once).
     uint32_t step_in_rank();
-    // The rank's record onto its connection, no ring (bridge_send_in_rank); false: use the ring.
-    bool send_in_rank(const uint8_t* rec, uint32_t len) { return bridge_send_in_rank(shared_, rec, len); }
+    // The rank's record onto its connection, no ring (bridge_send_alloc_in_rank, then
+    // bridge_send_commit_in_rank); nullptr or false: use the ring.
+    uint8_t* send_alloc_in_rank(uint32_t dst, uint32_t len) { return bridge_send_alloc_in_rank(shared_, dst, len); }
+    bool send_commit_in_rank() { return bridge_send_commit_in_rank(shared_); }
     // The rank's engine takes records from other clusters straight from the bridge's steps.
     void deliver_in_rank(void* engine, int (*deliver)(void*, const uint8_t*, uint32_t)) {
         shared_.in_rank.engine = engine;

@@ -83,10 +83,19 @@ uint32_t iccs_mpi_in_rank_step(void* handle) {
     return h->agent->step_in_rank();
 }
 
-// The rank's record (header and payload) onto its connection from the rank's thread, no ring: 1
-// when it went, 0 when the rank's ring to the bridge must carry it (RankEngine's DirectOut).
-int iccs_mpi_in_rank_send(void* handle, const uint8_t* rec, uint32_t len) {
-    return static_cast<InRankAgent*>(handle)->agent->send_in_rank(rec, len) ? 1 : 0;
+// The rank's record (len bytes: header and payload) to rank dst onto its connection from the
+// rank's thread, no ring (RankEngine's DirectOut): room to write it into, in the packet buffer it
+// leaves in when it fits one, or nullptr when the rank's ring to the bridge must carry it. A
+// non-null room holds the bridge until iccs_mpi_in_rank_send_commit, which must follow on the
+// same thread.
+uint8_t* iccs_mpi_in_rank_send_alloc(void* handle, uint32_t dst, uint32_t len) {
+    return static_cast<InRankAgent*>(handle)->agent->send_alloc_in_rank(dst, len);
+}
+
+// Send the record written into the room: 1 when it went, 0 when it did not (the room is let go,
+// the ring must carry the record).
+int iccs_mpi_in_rank_send_commit(void* handle) {
+    return static_cast<InRankAgent*>(handle)->agent->send_commit_in_rank() ? 1 : 0;
 }
 
 // The rank's engine: the rank's own steps hand it records from other clusters without the ring

@@ -54,9 +54,15 @@ class Bridge {
     // doorbell. work: records moved. False on a failure (said in sh_). by_rank: the step runs on
     // the rank's own thread (in-rank), so arrivals may go straight into its engine.
     bool step(uint32_t& work, bool poll_proxies = false, bool by_rank = false);
-    // In-rank, from the rank's thread: the rank's record onto its connection now, no ring. False
+    // In-rank, from the rank's thread: the rank's record onto its connection now, no ring. Room
+    // for its len bytes (header first) to rank dst: a record that fits one packet buffer is
+    // written straight into it (convergence's zero-copy send); a larger one into direct_big_,
+    // sent by convergence's copying send (one datagram at jumbo frames, its sums kept). nullptr
     // when the ring must carry it (forward_out then meets whatever stopped it here).
-    bool send_direct(const uint8_t* rec, uint32_t len);
+    uint8_t* send_direct_alloc(uint32_t dst, uint32_t len);
+    // After a non-null send_direct_alloc: send what was written. False: it did not go (the
+    // window is full; the room is let go), the ring carries it.
+    bool send_direct_commit();
     // The end: what the rank left goes out, the connections close once the peers took it.
     void finish();
 
@@ -96,6 +102,12 @@ class Bridge {
     size_t next_in_ = 0;
     uint64_t idle_since_ = 0;       // in the rank: the first step of this idle stretch (0: work)
     const std::function<bool()> no_other_work_ = [] { return false; };
+    // send_direct_alloc's room until its commit
+    Connection* direct_conn_ = nullptr;
+    uint32_t direct_len_ = 0;
+    bool direct_zero_copy_ = false;
+    SendBuffer direct_buf_;            // a record in one packet buffer
+    std::vector<uint8_t> direct_big_;  // a record larger than one packet buffer
 };
 
 bool Bridge::open_connections() {
@@ -247,16 +259,29 @@ bool Bridge::forward_out(uint32_t& work) {
     return true;
 }
 
-bool Bridge::send_direct(const uint8_t* rec, uint32_t len) {
-    if (len < kMpiRecHdrLen || rank_dead()) return false;
-    MpiRecHdr h;
-    std::memcpy(&h, rec, kMpiRecHdrLen);
-    const uint32_t dst = h.dst_rank.get();
-    if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) return false;
-    if (env_.conv.send(out_[dst], rec, len, 0) != ConvError::kOk) return false;
+uint8_t* Bridge::send_direct_alloc(uint32_t dst, uint32_t len) {
+    if (len < kMpiRecHdrLen || rank_dead()) return nullptr;
+    if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) return nullptr;
+    direct_conn_ = out_[dst];
+    direct_len_ = len;
+    direct_zero_copy_ = len <= env_.conv.contiguous_send_max();
+    if (!direct_zero_copy_) {
+        if (direct_big_.size() < len) direct_big_.resize(len);
+        return direct_big_.data();
+    }
+    if (env_.conv.alloc_send_buffer(direct_conn_, len, direct_buf_, 0) != ConvError::kOk) return nullptr;
+    return direct_buf_.data();
+}
+
+bool Bridge::send_direct_commit() {
+    const ConvError e = direct_zero_copy_ ? env_.conv.send_buffer(direct_conn_, direct_buf_, 0)
+                                          : env_.conv.send(direct_conn_, direct_big_.data(), direct_len_, 0);
+    direct_buf_.reset();  // the buffer of a record that did not go (one that went is consumed)
+    if (e != ConvError::kOk) return false;
     ++ctr_.records_out;
     ++ctr_.direct_out;
-    ctr_.bytes_out += len;
+    if (direct_zero_copy_) ++ctr_.direct_out_zero_copy;
+    ctr_.bytes_out += direct_len_;
     return true;
 }
 
@@ -441,7 +466,8 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
         std::lock_guard<std::mutex> lk(ir.mu);
         if (started) {
             ir.step = [&b](uint32_t& work) { return b.step(work, true, true); };
-            ir.send = [&b](const uint8_t* rec, uint32_t len) { return b.send_direct(rec, len); };
+            ir.send_alloc = [&b](uint32_t dst, uint32_t len) { return b.send_direct_alloc(dst, len); };
+            ir.send_commit = [&b] { return b.send_direct_commit(); };
         }
         ir.up = started ? 1 : 2;
     }
@@ -483,11 +509,21 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     return ok;
 }
 
-bool bridge_send_in_rank(BridgeShared& sh, const uint8_t* rec, uint32_t len) {
+uint8_t* bridge_send_alloc_in_rank(BridgeShared& sh, uint32_t dst, uint32_t len) {
     InRankBridge& ir = sh.in_rank;
-    if (ir.up.load(std::memory_order_acquire) != 1) return false;
-    std::lock_guard<std::mutex> lk(ir.step_mu);
-    return ir.up.load(std::memory_order_relaxed) == 1 && ir.send(rec, len);
+    if (ir.up.load(std::memory_order_acquire) != 1) return nullptr;
+    // Held until the commit: the room is in the bridge's convergence, which the stand-in's steps
+    // use too (and the end waits for step_mu before it finishes the bridge).
+    ir.step_mu.lock();
+    uint8_t* room = ir.up.load(std::memory_order_relaxed) == 1 ? ir.send_alloc(dst, len) : nullptr;
+    if (room == nullptr) ir.step_mu.unlock();
+    return room;
+}
+
+bool bridge_send_commit_in_rank(BridgeShared& sh) {
+    InRankBridge& ir = sh.in_rank;
+    std::lock_guard<std::mutex> lk(ir.step_mu, std::adopt_lock);  // taken by the alloc
+    return ir.send_commit();
 }
 
 uint32_t bridge_step_in_rank(BridgeShared& sh) {

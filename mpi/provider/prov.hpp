@@ -106,12 +106,14 @@ class InRankLink {
    private:
     using StepFn = uint32_t (*)(void*);
     using EndFn = int (*)(void*, int);
-    using SendFn = int (*)(void*, const uint8_t*, uint32_t);
+    using SendAllocFn = uint8_t* (*)(void*, uint32_t, uint32_t);
+    using SendCommitFn = int (*)(void*);
     using DeliverToFn = void (*)(void*, void*, int (*)(void*, const uint8_t*, uint32_t));
     void* handle_ = nullptr;
     StepFn step_ = nullptr;
     EndFn end_ = nullptr;
-    SendFn send_ = nullptr;
+    SendAllocFn send_alloc_ = nullptr;
+    SendCommitFn send_commit_ = nullptr;
     DeliverToFn deliver_to_ = nullptr;
 };
 // This run's cluster of this rank is one to run in the rank (InRankLink).

@@ -211,11 +211,12 @@ bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
 bool RankEngine::send_direct(SendOp& op) {
     // Only while the bridge has taken everything of this rank's ring: records to one rank keep
     // their order (the bridge sends what it takes before it pops it).
-    if (direct_out_.send == nullptr || !out_agent_.ring.drained()) return false;
-    const uint64_t len = kMpiRecHdrLen + op.total;
-    if (direct_buf_.size() < len) direct_buf_.resize(len);
-    write_record(op, op.total, direct_buf_.data());
-    if (!direct_out_.send(direct_out_.ctx, direct_buf_.data(), static_cast<uint32_t>(len))) return false;
+    if (direct_out_.alloc == nullptr || !out_agent_.ring.drained()) return false;
+    // One record (op.total <= the agent ring's chunk), so the length fits 32 bits.
+    uint8_t* rec = direct_out_.alloc(direct_out_.ctx, op.dst, static_cast<uint32_t>(kMpiRecHdrLen + op.total));
+    if (rec == nullptr) return false;
+    write_record(op, op.total, rec);
+    if (!direct_out_.commit(direct_out_.ctx)) return false;
     op.sent = op.total;
     op.started = true;
     return true;

@@ -107,12 +107,16 @@ struct EngineConfig {
 
 // In a rank whose thread runs its cluster's bridge (InRankLink, prov.hpp): a record for another
 // cluster handed to that bridge at once, no ring between (mpi/provider/README.md, "Why an agent
-// process"). Returns true when the record went (onto its connection), false when the ring must
-// carry it (the bridge is not up, the window is full, the peer is lost: the bridge's reading of
-// the ring handles each as before).
+// process"). alloc gives room for the record (len bytes, header first) to rank dst, in the
+// packet buffer it leaves in when it fits one (no copy after the engine's), or nullptr when the
+// ring must carry it (the bridge is not up, no buffer, the peer is lost: the bridge's reading of
+// the ring handles each as before). After a non-null alloc the engine writes the record and
+// calls commit, always: true when the record went onto its connection, false when it did not
+// (the window is full; the room is let go, and the ring carries the record).
 struct DirectOut {
     void* ctx = nullptr;
-    bool (*send)(void* ctx, const uint8_t* rec, uint32_t len) = nullptr;
+    uint8_t* (*alloc)(void* ctx, uint32_t dst, uint32_t len) = nullptr;
+    bool (*commit)(void* ctx) = nullptr;
 };
 
 class RankEngine {
@@ -246,7 +250,7 @@ class RankEngine {
     bool take_record(const uint8_t* rec, uint32_t len);
     // A message of one record to another cluster, through DirectOut: true when it went.
     bool send_direct(SendOp& op);
-    // The header and the payload of op's next n bytes at rec (a ring's frame or direct_buf_).
+    // The header and the payload of op's next n bytes at rec (a ring's frame or DirectOut's room).
     void write_record(const SendOp& op, uint64_t n, uint8_t* rec) const;
     void on_record(const MpiRecHdr& h, const uint8_t* payload, bool remote);
     void place(RecvOp& r, uint64_t offset, const uint8_t* p, uint64_t n);
@@ -290,7 +294,6 @@ class RankEngine {
     CompletionSink* tx_sink_ = nullptr;
     CompletionSink* rx_sink_ = nullptr;
     DirectOut direct_out_;
-    std::vector<uint8_t> direct_buf_;  // a record built for DirectOut (header and payload)
 };
 
 }  // namespace iccs::mpi

@@ -389,6 +389,13 @@ def check_reports(rep, clusters, size, opts, out):
                          f"rings (direct_out {direct_out}, direct_in {direct_in})", out)
                 if b["records_out"] > k["sent_remote_msgs"] and b["records_out"] <= direct_out:
                     fail(f"rank {k['rank']}: its messages of several records skipped the ring ({b})", out)
+                # Its small records were written by the engine straight into the packet buffer
+                # they left in (convergence's zero-copy send), not copied there from a record
+                # built beside it.
+                zero_copy = b.get("direct_out_zero_copy", 0)
+                if zero_copy == 0 or zero_copy > direct_out:
+                    fail(f"rank {k['rank']}: no record went from its engine into a packet buffer without a "
+                         f"copy (direct_out_zero_copy {zero_copy} of direct_out {direct_out})", out)
         for k in r["ranks"]:
             if k["state"] != 2:
                 fail(f"rank {k['rank']} did not finish (state {k['state']})", out)
