@@ -26,6 +26,7 @@ void TimerWheel::arm(Timer& t, uint64_t expires_ns) {
     head = &t;
     t.armed = true;
     ++armed_;
+    if (expires_ns < due_ns_) due_ns_ = expires_ns;
 }
 
 void TimerWheel::cancel(Timer& t) {
@@ -38,14 +39,29 @@ void TimerWheel::cancel(Timer& t) {
     if (t.next != nullptr) t.next->prev = t.prev;
     t.next = t.prev = nullptr;
     t.armed = false;
-    --armed_;
+    if (--armed_ == 0) due_ns_ = UINT64_MAX;
 }
 
 uint32_t TimerWheel::advance(uint64_t now_ns) {
-    // Most calls (a poller's every iteration) fall in the current tick: no division then, and
-    // nothing to do when its slot is empty.
+    // Most calls (a poller's every iteration) fall in the current tick: no division then.
     const bool same_tick = now_ns < tick_end_ns_;
-    if (same_tick && slots_[cur_tick_ & mask_] == nullptr) return 0;
+    if (now_ns < due_ns_) {
+        // Nothing can be due: no slot is looked at. The wheel moves on all the same: every armed
+        // timer expires after now_ns, so the ticks passed over hold only a later turn's timers
+        // (a timer of now_tick sits in the current slot, looked at when due_ns_ comes).
+        if (!same_tick) {
+            const uint64_t now_tick = now_ns / tick_ns_;
+            if (now_tick > cur_tick_) {
+                cur_tick_ = now_tick;
+                tick_end_ns_ = (cur_tick_ + 1) * tick_ns_;
+            }
+        }
+        return 0;
+    }
+    if (same_tick && slots_[cur_tick_ & mask_] == nullptr) {
+        due_ns_ = next_expiry();  // the timer that set due_ns_ was cancelled
+        return 0;
+    }
     const uint64_t now_tick = same_tick ? cur_tick_ : now_ns / tick_ns_;
     if (now_tick < cur_tick_) return 0;
     uint32_t fired = 0;
@@ -68,6 +84,7 @@ uint32_t TimerWheel::advance(uint64_t now_ns) {
     }
     cur_tick_ = now_tick;
     tick_end_ns_ = (cur_tick_ + 1) * tick_ns_;
+    due_ns_ = next_expiry();  // exact again (a walk of the slots up to the earliest)
     return fired;
 }
 

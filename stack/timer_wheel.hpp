@@ -44,6 +44,12 @@ class TimerWheel {
     uint64_t cur_tick_;  // every slot before this tick has been processed
     uint64_t tick_end_ns_;  // (cur_tick_ + 1) * tick_ns_: where the current tick ends
     uint32_t armed_ = 0;
+    // No armed timer expires before this (UINT64_MAX: none armed). A lower bound: arm() lowers
+    // it, a cancel leaves it (until none is armed), and an advance() that reaches it walks the
+    // slots and sets it to next_expiry(). Until then advance() looks at no slot: a poller calls
+    // it every iteration, and the slot's load was most of its cost (a miss in the in-rank MPI
+    // rank's loop, whose iteration touches much else: mpi/provider/SPEED.md).
+    uint64_t due_ns_ = UINT64_MAX;
     std::unique_ptr<Timer*[]> slots_;
 };
 

@@ -98,3 +98,39 @@ TEST_CASE("advance within the current tick still fires what is due in it", "[tim
     REQUIRE(w.advance(8'301) == 1);
     REQUIRE(w.armed_count() == 0);
 }
+
+TEST_CASE("advance skips the slots until the earliest expiry, losing no timer", "[timer]") {
+    // advance() looks at no slot before the earliest armed expiry (a bound that a cancel leaves
+    // stale) and moves the wheel over the ticks it skips: a timer of a later turn in a skipped
+    // slot, and one armed after a skip, must still fire on time. (Guards that bound; main's
+    // wheel, which looked at the current slot every call, passes it too.)
+    fired.clear();
+    TimerWheel w(1000, 8, 0);  // ticks of 1 us, one turn = 8 us
+    Timer t[3];
+    for (int i = 0; i < 3; ++i) {
+        t[i].fn = record;
+        t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
+    }
+    w.arm(t[0], 3'000);
+    w.arm(t[1], 20'500);  // tick 20: slot 4, two turns on
+    w.cancel(t[0]);       // the bound stays at 3'000
+    REQUIRE(w.advance(2'000) == 0);
+    REQUIRE(w.advance(3'000) == 0);   // the stale bound: the slots are walked, nothing is due
+    REQUIRE(w.next_expiry() == 20'500);
+    REQUIRE(w.advance(4'500) == 0);   // tick 4, t[1]'s slot, a turn too early
+    REQUIRE(w.advance(12'600) == 0);  // tick 12, the same slot again
+    w.arm(t[2], 13'000);
+    REQUIRE(w.advance(12'999) == 0);
+    REQUIRE(w.advance(13'000) == 1);
+    REQUIRE(fired == std::vector<int>{2});
+    w.arm(t[0], 14'000);
+    w.cancel(t[0]);
+    REQUIRE(w.advance(20'499) == 0);
+    REQUIRE(w.advance(20'500) == 1);
+    REQUIRE(fired == std::vector<int>{2, 1});
+    REQUIRE(w.armed_count() == 0);
+    w.arm(t[0], 30'000);  // after none was armed: the bound comes down again
+    REQUIRE(w.advance(29'999) == 0);
+    REQUIRE(w.advance(30'000) == 1);
+    REQUIRE(fired == std::vector<int>{2, 1, 0});
+}
