@@ -47,6 +47,10 @@ inline constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_T
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;
 inline constexpr size_t kDefaultCqSize = 1024;
 inline constexpr uint32_t kIdleReadsPerYield = 16;
+// A rank that runs its cluster's proxies (InRankLink) on a host with a core for each rank: the
+// threads it waits for run in its own loop or on another core, so it gives the core away this
+// seldom (for the host's other work; a yield was ~15% of its wait loop: mpi/provider/SPEED.md).
+inline constexpr uint32_t kIdleReadsPerYieldOwnCore = 256;
 // A wait loop (empty CQ reads, each within kWaitLoopGapNs of the last) polls kWaitSpinNs, then
 // blocks on the rank's doorbell at most kWaitBlockUs at a time (mpi/provider/README.md, "Waiting").
 inline constexpr uint64_t kWaitLoopGapNs = 5'000;
@@ -130,6 +134,9 @@ struct Attachment {
     // How long a wait loop polls before it blocks on the doorbell (UINT64_MAX: never; [cluster]
     // polling = "busy"): ICCS_MPI_SPIN_US, else kWaitSpinNs.
     uint64_t spin_ns = 0;
+    // Empty reads of a wait between two yields: kIdleReadsPerYield, or
+    // kIdleReadsPerYieldOwnCore for an in-rank rank that has a core of its own.
+    uint32_t reads_per_yield = kIdleReadsPerYield;
 };
 
 struct IccsFabric {
@@ -148,7 +155,7 @@ struct IccsDomain {
     bool ep_open = false;
     // Progress of the engine and the agent check; the caller holds the lock. Returns the work done.
     uint32_t progress();
-    // A CQ read found nothing: the caller polls in a loop (MPI's progress). Every kIdleReadsPerYield
+    // A CQ read found nothing: the caller polls in a loop (MPI's progress). Every reads_per_yield
     // such reads in a row give the core away once (sched_yield), so the threads this rank waits for
     // (its cluster's bridge and proxies, the peer rank) run on a host with fewer cores than
     // threads; on an idle core the yield returns at once. Reads that come back to back (each

@@ -153,7 +153,7 @@ ssize_t sread_common(IccsCq* cq, void* buf, size_t count, fi_addr_t* src, int ti
         if (now >= deadline) return -FI_EAGAIN;
         const uint64_t wait_us = std::min<uint64_t>(deadline - now, 10) * 1000;
         // A rank that runs its cluster's proxies (InRankLink) polls, as fi_cq_read's wait does
-        // (IccsDomain::idle_read: the core given away every kIdleReadsPerYield empty reads, not
+        // (IccsDomain::idle_read: the core given away every reads_per_yield empty reads, not
         // every one): nobody else would take its frames off the fabric to wake it.
         if (cq->domain->att->in_rank.active()) {
             DomainLock lk(cq->domain);

@@ -89,6 +89,10 @@ std::shared_ptr<Attachment> attach(const fi_info* info, std::string& err) {
     a->spin_ns = m->config->cluster.polling == Polling::kBusy || a->in_rank.active()
                      ? UINT64_MAX
                      : env_count("ICCS_MPI_SPIN_US", "microseconds", default_spin_ns(*m) / 1000, 0, 10'000'000) * 1000;
+    // In the rank, the busy threads are the ranks alone (no bridge or proxy threads run beside).
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (a->in_rank.active() && cores > 0 && m->world <= static_cast<uint64_t>(cores))
+        a->reads_per_yield = kIdleReadsPerYieldOwnCore;
     g_att = a;
     return a;
 }
@@ -162,7 +166,7 @@ uint64_t IccsDomain::idle_read() {
     if (att->spin_ns == UINT64_MAX) {
         // A wait that never blocks (busy polling, a rank that runs its cluster's proxies) needs
         // no clock: a read per empty CQ read was a sixth of an in-rank rank's wait loop (perf).
-        if (++idle_reads % kIdleReadsPerYield == 0) sched_yield();
+        if (++idle_reads % att->reads_per_yield == 0) sched_yield();
         return 0;
     }
     const uint64_t now = now_ns();
