@@ -9,16 +9,21 @@ using namespace iccs;
 namespace {
 std::vector<int> fired;
 void record(Timer& t, uint64_t) { fired.push_back(static_cast<int>(reinterpret_cast<intptr_t>(t.ctx))); }
-}  // namespace
-
-TEST_CASE("timers fire once, in time, and not before", "[timer]") {
+// Timers 0 .. N-1 that record their number in `fired` (cleared) when they fire.
+template <size_t N>
+void recording(Timer (&t)[N]) {
     fired.clear();
-    TimerWheel w(1000, 16, 0);
-    Timer t[4];
-    for (int i = 0; i < 4; ++i) {
+    for (size_t i = 0; i < N; ++i) {
         t[i].fn = record;
         t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
     }
+}
+}  // namespace
+
+TEST_CASE("timers fire once, in time, and not before", "[timer]") {
+    TimerWheel w(1000, 16, 0);
+    Timer t[4];
+    recording(t);
     w.arm(t[0], 5'500);
     w.arm(t[1], 2'000);
     w.arm(t[2], 100'000);  // beyond one turn of the wheel (16 us)
@@ -77,13 +82,9 @@ TEST_CASE("advance within the current tick still fires what is due in it", "[tim
     // advance() skips the division while now stays in the current tick (a poller's usual call):
     // a timer due in the middle of that tick must still fire on time, and one a whole turn later
     // in the same slot must not.
-    fired.clear();
     TimerWheel w(1000, 8, 0);  // ticks of 1 us, one turn = 8 us
     Timer t[2];
-    for (int i = 0; i < 2; ++i) {
-        t[i].fn = record;
-        t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
-    }
+    recording(t);
     REQUIRE(w.advance(100) == 0);  // empty slot: the fast return
     w.arm(t[0], 600);              // tick 0, the current one
     w.arm(t[1], 8'300);            // tick 8: the same slot, one turn later
@@ -104,13 +105,9 @@ TEST_CASE("advance skips the slots until the earliest expiry, losing no timer", 
     // stale) and moves the wheel over the ticks it skips: a timer of a later turn in a skipped
     // slot, and one armed after a skip, must still fire on time. (Guards that bound; main's
     // wheel, which looked at the current slot every call, passes it too.)
-    fired.clear();
     TimerWheel w(1000, 8, 0);  // ticks of 1 us, one turn = 8 us
     Timer t[3];
-    for (int i = 0; i < 3; ++i) {
-        t[i].fn = record;
-        t[i].ctx = reinterpret_cast<void*>(static_cast<intptr_t>(i));
-    }
+    recording(t);
     w.arm(t[0], 3'000);
     w.arm(t[1], 20'500);  // tick 20: slot 4, two turns on
     w.cancel(t[0]);       // the bound stays at 3'000
