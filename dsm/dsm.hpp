@@ -70,15 +70,16 @@ struct DsmConfig {
     // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:
     // a recalled token leaves at its next release (or at once when free and flushed).
     uint32_t lock_grace_us = 1000;
-    // The grace's idle end (ICCS_DSM_LOCK_GRACE_IDLE_US; dsm/PROTOCOL.md "A grace ends when its
-    // cluster stops using the lock"): a recalled token in its grace leaves once this cluster has not
-    // taken it for this long (from the recall, or from its last release in the grace), the grace's
-    // full length above being the most it stays. In barnes, 44-66 % of the graces saw no re-acquire
-    // at all, and 82-93 % of those that did saw the first within 50 us of the recall
-    // (dsm/SPLASH3-LOCKS.md). 0, the default: no idle end (the token stays the whole grace). 100
-    // made barnes faster (3 of 3 A/B pairs) but raytrace slower (4 of 4: its ray-id lock is taken
-    // less often than that by each cluster, and crossed 2.4x as often), so it is left to the program.
-    uint32_t lock_grace_idle_us = 0;
+    // The grace's idle end (dsm/PROTOCOL.md "A grace ends when its cluster stops using the lock"):
+    // a recalled token in its grace leaves once this cluster has not taken it for kGraceIdleGaps
+    // (dsm_impl.hpp) of the lock's smoothed reuse gap here (from the recall, or from the release of
+    // the holder the recall met), the grace's full length above being the most it stays. This
+    // (ICCS_DSM_LOCK_GRACE_IDLE_US) is the least idle end: a lock taken every microsecond still gets
+    // this long for a thread the scheduler paused. At or above the grace: no idle end (the token
+    // stays the whole grace, as before session 19). A fixed 100 us made barnes faster but raytrace
+    // slower (its ray-id lock is taken less often than that by each cluster); the per-lock idle end
+    // keeps raytrace's whole grace (dsm/SPLASH3-LOCKS.md).
+    uint32_t lock_grace_idle_us = 50;
     // Grants ahead (ICCS_DSM_GRANTS_AHEAD, dsm/PROTOCOL.md "Grants ahead"): how many idle tokens
     // of the next ids a home grants with a lock to a cluster walking its ids (at most
     // kGrantsAhead, 16). 0, the default: none. On, barnes makes ~16 % fewer remote lock requests,

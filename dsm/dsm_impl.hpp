@@ -180,7 +180,11 @@ struct LockToken {
     uint64_t acquired_ns = 0;        // now_ns() at its last acquire here
     uint64_t released_ns = 0;        // now_ns() at its last release here
     uint64_t reuse_gap_ns = ~0ull;   // from its last release here to the LOCK call that took it next
+    // reuse_gap_ns smoothed over this lock's acquires here (each new gap weighs 1/4, capped at
+    // kReuseGapCapNs; 0: none yet): how often this cluster takes the lock, for its idle end.
+    uint64_t reuse_gap_avg_ns = 0;
     // Recalled while in use here: the cluster's flushes keep it here until then (the idle end,
+    // DsmNode::Impl::grace_idle_end: kGraceIdleGaps of its smoothed reuse gap, at least
     // DsmConfig::lock_grace_idle_us, after the recall or the release of a holder the recall met;
     // once taken again in the grace, grace_full_until_ns), and a LOCK of it takes it, with no
     // message, until grace_full_until_ns, the whole grace's end (DsmConfig::lock_grace_us <<
@@ -209,6 +213,9 @@ struct LockToken {
     // A recall found the token neither here nor asked for: it went home ahead, or a grant ahead of
     // it is still on the way here. Such a grant, when it comes, gives the token back at once.
     bool recall_unmatched = false;
+
+    // A LOCK called at t0_ns takes it here: its reuse gaps, its acquire time.
+    void taken(uint64_t t0_ns);
 };
 
 // A token leaving this cluster (DsmNode::Impl::token_return): the messages that give it back.
@@ -227,6 +234,16 @@ inline constexpr uint32_t kMaxLocalPasses = 16;
 // A lock's grace grows to at most lock_grace_us << kMaxGraceDoublings (LockToken::grace_doublings):
 // raytrace's ray-id lock ran fastest near 3-10 ms of grace (dsm/SPLASH3.md, session 17).
 inline constexpr uint8_t kMaxGraceDoublings = 2;
+// A recalled token in its grace that its cluster does not take again leaves after this many of the
+// lock's smoothed reuse gaps here (LockToken::reuse_gap_avg_ns; at least
+// DsmConfig::lock_grace_idle_us, at most the whole grace): a lock taken every few microseconds
+// (barnes's cell and body locks) leaves soon after its cluster stops taking it, one taken every
+// few hundred microseconds (raytrace's ray-id lock) keeps the whole grace (dsm/SPLASH3-LOCKS.md).
+inline constexpr uint64_t kGraceIdleGaps = 4;
+// A reuse gap counts at most this much in the smoothed gap (a lock quiet for a phase would
+// otherwise count as quiet for many acquires after it; any gap this long already means the whole
+// grace, at most 1 s << kMaxGraceDoublings).
+inline constexpr uint64_t kReuseGapCapNs = 4'000'000'000ull;
 
 // A token given back at a recall from another cluster's home takes home with it the idle tokens of
 // up to this many next ids of that home (DsmNode::Impl::tokens_ahead; PROTOCOL.md, "Tokens home
@@ -565,7 +582,8 @@ struct DsmNode::Impl {
     // Under tok_mu: `id` enters recalled_idle, due at `due_ns` (0: now).
     void want_return(uint32_t id, uint64_t due_ns);
     // A recalled token's grace end counted from `from_ns` (its recall, or a release in its grace):
-    // the idle end (DsmConfig::lock_grace_idle_us) after it, never past the whole grace.
+    // the idle end after it (kGraceIdleGaps of its smoothed reuse gap, at least
+    // DsmConfig::lock_grace_idle_us), never past the whole grace.
     uint64_t grace_idle_end(const LockToken& t, uint64_t from_ns) const;
     // Under tok_mu: the earliest grace end of the free tokens in recalled_idle (0: one is due now;
     // UINT64_MAX: none is free, and a held one's UNLOCK sets its own).

@@ -480,9 +480,21 @@ void DsmNode::Impl::serve_recalls_after_grace() {
         n.flush();
 }
 
+void LockToken::taken(uint64_t t0_ns) {
+    reuse_gap_ns = t0_ns - std::min(t0_ns, released_ns);
+    if (released_ns) {  // not its first acquire here
+        const uint64_t gap = std::min(reuse_gap_ns, kReuseGapCapNs);
+        reuse_gap_avg_ns = reuse_gap_avg_ns ? reuse_gap_avg_ns - reuse_gap_avg_ns / 4 + gap / 4 : gap;
+    }
+    acquired_ns = t0_ns;
+}
+
 uint64_t DsmNode::Impl::grace_idle_end(const LockToken& t, uint64_t from_ns) const {
-    const uint64_t idle = uint64_t(n.config().lock_grace_idle_us) * 1000;
-    return idle && t.grace_full_until_ns ? std::min(t.grace_full_until_ns, from_ns + idle) : t.grace_full_until_ns;
+    // No gap known yet (never released here before), or a grace grown because both clusters keep
+    // asking for the lock (raytrace's ray-id lock): the whole grace.
+    if (!t.grace_full_until_ns || !t.reuse_gap_avg_ns || t.grace_doublings) return t.grace_full_until_ns;
+    const uint64_t least = uint64_t(n.config().lock_grace_idle_us) * 1000;
+    return std::min(t.grace_full_until_ns, from_ns + std::max(least, kGraceIdleGaps * t.reuse_gap_avg_ns));
 }
 
 uint64_t DsmNode::Impl::earliest_grace_end() {
@@ -572,8 +584,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
                     t.came_ahead = false;
                     ctr_.lock_grants_ahead_used.fetch_add(1, std::memory_order_relaxed);
                 }
-                t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
-                t.acquired_ns = t0;
+                t.taken(t0);
                 break;
             }
             if (!t.here && !t.requesting) {
@@ -591,8 +602,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
                 t.recall_unmatched = false;
                 t.at_grant = lock_vc;
                 I.take_granted_ahead(granted_ahead, lock_vc, ep, g);
-                t.reuse_gap_ns = t0 - std::min(t0, t.released_ns);
-                t.acquired_ns = t0;
+                t.taken(t0);
                 break;
             }
             // Held by another thread of this cluster, on its way here, or leaving: sleep on this

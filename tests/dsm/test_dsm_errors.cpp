@@ -98,7 +98,7 @@ TEST_CASE("dsm: configuration errors name the value", "[dsm-errors]") {
     // The lock grace and its idle end: microseconds, 0 .. 1 s.
     const std::tuple<const char*, uint32_t DsmConfig::*, uint32_t> graces[] = {
         {"ICCS_DSM_LOCK_GRACE_US", &DsmConfig::lock_grace_us, 1000},
-        {"ICCS_DSM_LOCK_GRACE_IDLE_US", &DsmConfig::lock_grace_idle_us, 0}};
+        {"ICCS_DSM_LOCK_GRACE_IDLE_US", &DsmConfig::lock_grace_idle_us, 50}};
     for (const auto& [name, field, by_default] : graces) {
         cfg = DsmConfig{};
         CHECK(cfg.*field == by_default);
