@@ -52,14 +52,40 @@ template <class Out> void diff_page(const uint8_t* cur, const uint8_t* old, uint
 // cut at a word, so any release fits any max_message() (a jacobi paper release is 8 MB for one
 // home).
 constexpr uint32_t kRunMasked = 0x80000000u;
+// A release's messages are written into buffers kept from the releases before
+// (Impl::spare_diff_buffers, under coh_mu, as every release; at most kSpareDiffBuffers), with their
+// capacity: a new buffer grew by doubling to its size (SPLASH-3 lu-nc: ~200 KB to one home at each
+// of its 69 releases), the allocator took each size's fresh pages from the kernel (a page fault and
+// a zeroed page each) and trimmed them again after the send.
+constexpr size_t kSpareDiffBuffers = 4;
 struct DiffBatch {
     size_t limit;
+    std::vector<std::vector<uint8_t>>* spare;  // the node's kept buffers (coh_mu held)
     std::vector<Wr> msgs;
     uint32_t cnt = 0, runs = 0, page = 0;
     size_t runs_at = 0;
     bool open = false;  // an entry of `page` is open in msgs.back()
 
-    explicit DiffBatch(size_t lim) : limit(lim) {}
+    DiffBatch(size_t lim, std::vector<std::vector<uint8_t>>& kept) : limit(lim), spare(&kept) {}
+    DiffBatch(const DiffBatch&) = default;
+    DiffBatch& operator=(const DiffBatch&) = delete;
+    ~DiffBatch() {
+        for (Wr& w : msgs) {
+            if (spare->size() >= kSpareDiffBuffers) break;
+            w.b.clear();
+            spare->push_back(std::move(w.b));
+        }
+    }
+    // A new message, in a kept buffer when there is one (else one with room for a whole message).
+    void new_msg() {
+        msgs.emplace_back();
+        if (!spare->empty()) {
+            msgs.back().b = std::move(spare->back());
+            spare->pop_back();
+        } else {
+            msgs.back().b.reserve(std::min<size_t>(limit, size_t(1) << 20));
+        }
+    }
     void start_page(uint32_t p) {
         close_entry();
         page = p;
@@ -79,7 +105,7 @@ struct DiffBatch {
             // Room for an entry header (if none is open), a run header and one word (and its mask).
             if (msgs.empty() || msgs.back().b.size() + (open ? 0 : 8) + 8 + 9 > limit) {
                 close_msg();
-                msgs.emplace_back();
+                new_msg();
                 msgs.back().put<uint32_t>(0);
                 cnt = 0;
             }
@@ -217,7 +243,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
         covered();
         return true;
     }
-    std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message()));
+    std::vector<DiffBatch> per_home(n.clusters_, DiffBatch(rt.max_message(), spare_diff_buffers));
     // In page order, a run of consecutive pages at a time: its pages locked together, so one
     // mprotect covers every writable page of the run (one per page was most of a release's cost:
     // each splits the mapping and flushes the TLB of every core running a thread of the process).
@@ -343,7 +369,7 @@ void DsmNode::Impl::protect_deferred(const std::vector<uint32_t>& deferred, RtEn
 bool DsmNode::Impl::send_page_diff(uint32_t p, RtEndpoint& ep) {
     protect(p, 1, PROT_READ);
     leave_out_private(p);
-    DiffBatch b(rt.max_message());
+    DiffBatch b(rt.max_message(), spare_diff_buffers);
     const size_t bytes = b.diff(p, page_priv(p), page_twin(p), page_len(p));
     if (bytes == 0 && pages[p].ahead) return false;
     n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);

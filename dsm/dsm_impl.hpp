@@ -302,6 +302,9 @@ struct DsmNode::Impl {
 
     // Flushes and the application of write notices run one at a time per cluster.
     std::mutex coh_mu;
+    // Message buffers of earlier releases, kept with their capacity for the next ones (dsm_diff.cpp,
+    // DiffBatch); under coh_mu.
+    std::vector<std::vector<uint8_t>> spare_diff_buffers;
     std::mutex know_mu;  // vc and store
     VC vc;
     std::vector<std::map<uint32_t, std::vector<uint32_t>>> store;  // [cluster][interval] -> pages
