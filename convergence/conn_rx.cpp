@@ -47,6 +47,23 @@ const uint8_t* RecvMsg::contiguous() const {
     return nullptr;
 }
 
+uint32_t RecvMsg::segments(iovec* out, uint32_t max) const {
+    if (len_ == 0 || max == 0) return 0;
+    if (pkt_ == nullptr) {
+        out[0] = iovec{heap_.get(), len_};
+        return 1;
+    }
+    uint32_t n = 0, left = len_;
+    for (const PktBuf* s = pkt_; s != nullptr && left > 0; s = s->next) {
+        if (s->data_len == 0) continue;
+        if (n == max) return 0;
+        const uint32_t k = std::min(s->data_len, left);
+        out[n++] = iovec{const_cast<uint8_t*>(s->data()), k};
+        left -= k;
+    }
+    return left == 0 ? n : 0;
+}
+
 void RecvMsg::set_packet(PktBuf* p, uint32_t len, uint32_t seq, uint32_t* budget) {
     reset();
     pkt_ = p;

@@ -10,6 +10,8 @@
 // once (this copy is the receiver's one read of the payload).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -36,6 +38,11 @@ class RecvMsg {
     // The bytes, when they sit in one piece of memory (one segment, or a striped message's
     // buffer); nullptr when the packet is a chain of segments (use copy_to).
     const uint8_t* contiguous() const;
+    // The bytes as the pieces of memory they sit in (a packet's segments, or the one buffer),
+    // into out: how many there are, 0 when more than max or none (use copy_to). For a reader that copies
+    // them straight to where they go (mpi/provider/'s in-rank bridge: a record into the user's
+    // buffer) without first making them contiguous.
+    uint32_t segments(iovec* out, uint32_t max) const;
     uint32_t conn_seq() const { return seq_; }
 
     // for ConnRx

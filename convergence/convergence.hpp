@@ -15,6 +15,8 @@
 // threads that send to each other cannot deadlock inside the library.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -152,6 +154,10 @@ class Convergence {
     // Copying send: waits (up to timeout_us) for window and buffers; a message is sent whole
     // or not at all. A message may be as large as the receiver's byte window (kNoMemory beyond).
     ConvError send(Connection* c, const void* data, uint32_t len, int64_t timeout_us = kForever);
+    // The same for a message whose bytes lie in several places (a header and a user's buffers:
+    // mpi/provider/'s in-rank bridge): each piece is copied from them straight into its packet
+    // buffers, with the sums kept as send's copy keeps them. The message is their concatenation.
+    ConvError sendv(Connection* c, std::span<const iovec> parts, int64_t timeout_us = kForever);
     // Zero-copy send: a buffer of len bytes to fill, then send_buffer() (which consumes it).
     ConvError alloc_send_buffer(Connection* c, uint32_t len, SendBuffer& out, int64_t timeout_us = kForever);
     ConvError send_buffer(Connection* c, SendBuffer& buf, int64_t timeout_us = kForever);

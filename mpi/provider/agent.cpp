@@ -442,9 +442,9 @@ void Agent::report(bool ok, bool with_proxies) {
                          ",\"bridge\":{\"records_out\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"records_in\":%" PRIu64
                          ",\"bytes_in\":%" PRIu64 ",\"window_waits\":%" PRIu64 ",\"ring_full\":%" PRIu64
                          ",\"dropped\":%" PRIu64 ",\"direct_out\":%" PRIu64 ",\"direct_out_zero_copy\":%" PRIu64
-                         ",\"direct_in\":%" PRIu64 "}",
+                         ",\"direct_out_multi\":%" PRIu64 ",\"direct_in\":%" PRIu64 ",\"direct_in_chained\":%" PRIu64 "}",
                          b.records_out, b.bytes_out, b.records_in, b.bytes_in, b.window_waits, b.ring_full, b.dropped,
-                         b.direct_out, b.direct_out_zero_copy, b.direct_in);
+                         b.direct_out, b.direct_out_zero_copy, b.direct_out_multi, b.direct_in, b.direct_in_chained);
         }
         std::fprintf(out, "}");
     }

@@ -6,11 +6,14 @@
 // carries the rank's records to and from the ranks of other clusters.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,7 +35,9 @@ struct BridgeCounters {
     uint64_t ring_full = 0;                   // an arrival waited for room in the rank's ring
     uint64_t dropped = 0;                     // records for dead ranks (dropped)
     uint64_t direct_out = 0, direct_in = 0;   // in-rank: records that skipped the rank's rings
-    uint64_t direct_out_zero_copy = 0;        // ... of direct_out: written by the engine into the packet buffer
+    uint64_t direct_out_zero_copy = 0;        // ... of direct_out: in one packet buffer (convergence's zero-copy send)
+    uint64_t direct_out_multi = 0;            // ... of direct_out: records of messages of several records
+    uint64_t direct_in_chained = 0;           // ... of direct_in: in more than one packet segment
 };
 
 // A cluster of one rank under inline polling runs in the rank's process (mpi/provider/README.md,
@@ -49,15 +54,16 @@ struct InRankBridge {
     std::condition_variable state_changed;
     std::mutex step_mu;                       // one step at a time (the rank's or the stand-in's)
     std::function<bool(uint32_t&)> step;      // the rank's step; set before up = 1
-    // A record of the rank's straight onto its connection (RankEngine's DirectOut): room for it
-    // (nullptr: the ring must carry it), then its commit (true: it went). Set before up = 1.
-    std::function<uint8_t*(uint32_t dst, uint32_t len)> send_alloc;
-    std::function<bool()> send_commit;
+    // A record of the rank's straight onto its connection (RankEngine's DirectOut): its bytes
+    // (header first) in pieces, len in all; of_several: one of a message of several records.
+    // 1 it went, 0 the ring must carry it, -1 not now (window or buffers). Set before up = 1.
+    std::function<int(uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several)> send;
     // The rank's engine, for records from other clusters that its own steps hand over without
-    // the ring (RankEngine::take_direct; the stand-in never does: it is another thread). Set by
-    // the rank's thread before its steps use it (nullptr: through the ring).
+    // the ring (RankEngine::take_direct; the stand-in never does: it is another thread), as the
+    // pieces of memory they arrived in. Set by the rank's thread before its steps use it
+    // (nullptr: through the ring).
     void* engine = nullptr;
-    int (*deliver)(void* engine, const uint8_t* rec, uint32_t len) = nullptr;
+    int (*deliver)(void* engine, const iovec* rec, uint32_t pieces, uint32_t len) = nullptr;
 };
 
 // What the agent and its bridge threads share.
@@ -81,11 +87,9 @@ bool bridge_program(ComputeEnv& env, BridgeShared& sh);
 bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh);
 // One step of that bridge on the rank's thread; the records moved (0 before it is up).
 uint32_t bridge_step_in_rank(BridgeShared& sh);
-// A record of the rank onto its connection from the rank's thread (InRankBridge::send_alloc and
-// send_commit). A non-null room holds the bridge (its step_mu) until the commit, which always
-// follows on the same thread.
-uint8_t* bridge_send_alloc_in_rank(BridgeShared& sh, uint32_t dst, uint32_t len);
-bool bridge_send_commit_in_rank(BridgeShared& sh);
+// A record of the rank onto its connection from the rank's thread (InRankBridge::send): 1 it
+// went, 0 the ring must carry it, -1 not now.
+int bridge_send_in_rank(BridgeShared& sh, uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several);
 
 class Agent {
    public:
@@ -101,12 +105,12 @@ class Agent {
     int region_fd() const { return region_.fd(); }
     // One step of the bridge, and the agent's watch of its failure (serve()'s, said once).
     uint32_t step_in_rank();
-    // The rank's record onto its connection, no ring (bridge_send_alloc_in_rank, then
-    // bridge_send_commit_in_rank); nullptr or false: use the ring.
-    uint8_t* send_alloc_in_rank(uint32_t dst, uint32_t len) { return bridge_send_alloc_in_rank(shared_, dst, len); }
-    bool send_commit_in_rank() { return bridge_send_commit_in_rank(shared_); }
+    // The rank's record onto its connection, no ring (bridge_send_in_rank).
+    int send_in_rank(uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several) {
+        return bridge_send_in_rank(shared_, dst, rec, len, of_several);
+    }
     // The rank's engine takes records from other clusters straight from the bridge's steps.
-    void deliver_in_rank(void* engine, int (*deliver)(void*, const uint8_t*, uint32_t)) {
+    void deliver_in_rank(void* engine, int (*deliver)(void*, const iovec*, uint32_t, uint32_t)) {
         shared_.in_rank.engine = engine;
         shared_.in_rank.deliver = deliver;
     }

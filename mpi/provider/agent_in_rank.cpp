@@ -83,25 +83,20 @@ uint32_t iccs_mpi_in_rank_step(void* handle) {
     return h->agent->step_in_rank();
 }
 
-// The rank's record (len bytes: header and payload) to rank dst onto its connection from the
-// rank's thread, no ring (RankEngine's DirectOut): room to write it into, in the packet buffer it
-// leaves in when it fits one, or nullptr when the rank's ring to the bridge must carry it. A
-// non-null room holds the bridge until iccs_mpi_in_rank_send_commit, which must follow on the
-// same thread.
-uint8_t* iccs_mpi_in_rank_send_alloc(void* handle, uint32_t dst, uint32_t len) {
-    return static_cast<InRankAgent*>(handle)->agent->send_alloc_in_rank(dst, len);
+// The rank's record to rank dst onto its connection from the rank's thread, no ring (RankEngine's
+// DirectOut): its len bytes (header first) as `pieces` pieces of memory (its header, the user's
+// buffer), copied straight into the packet buffers it leaves in. of_several: one record of a
+// message of several. 1 it went, 0 the rank's ring to the bridge must carry it, -1 not now (the
+// connection's window is full or no buffer is free: the rank tries again after progress).
+int iccs_mpi_in_rank_send(void* handle, uint32_t dst, const iovec* rec, uint32_t pieces, uint32_t len, int of_several) {
+    return static_cast<InRankAgent*>(handle)->agent->send_in_rank(dst, {rec, pieces}, len, of_several != 0);
 }
 
-// Send the record written into the room: 1 when it went, 0 when it did not (the room is let go,
-// the ring must carry the record).
-int iccs_mpi_in_rank_send_commit(void* handle) {
-    return static_cast<InRankAgent*>(handle)->agent->send_commit_in_rank() ? 1 : 0;
-}
-
-// The rank's engine: the rank's own steps hand it records from other clusters without the ring
-// (RankEngine::take_direct through deliver: 1 taken, 0 through the ring). Called by the rank's
-// thread before its steps.
-void iccs_mpi_in_rank_deliver_to(void* handle, void* engine, int (*deliver)(void*, const uint8_t*, uint32_t)) {
+// The rank's engine: the rank's own steps hand it records from other clusters without the ring,
+// as the pieces of memory they arrived in (RankEngine::take_direct through deliver: 1 taken, 0
+// through the ring). Called by the rank's thread before its steps.
+void iccs_mpi_in_rank_deliver_pieces_to(void* handle, void* engine,
+                                        int (*deliver)(void*, const iovec*, uint32_t, uint32_t)) {
     static_cast<InRankAgent*>(handle)->agent->deliver_in_rank(engine, deliver);
 }
 

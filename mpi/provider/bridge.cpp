@@ -28,6 +28,9 @@ namespace {
 
 constexpr uint32_t kConnectTimeoutMs = 30'000;  // every agent of the run starts within this
 constexpr int64_t kCloseFlushUs = 2'000'000;    // at the end: what the peers have not taken
+// The most segments of a record handed to the rank's engine in place (in-rank): a record of
+// 64 KiB at MTU 9000 arrives as 8 frames of ~5 receive buffers of 2 KiB. More: through the ring.
+constexpr uint32_t kDeliverPiecesMax = 64;
 
 struct Inbound {
     Connection* conn = nullptr;
@@ -54,15 +57,14 @@ class Bridge {
     // doorbell. work: records moved. False on a failure (said in sh_). by_rank: the step runs on
     // the rank's own thread (in-rank), so arrivals may go straight into its engine.
     bool step(uint32_t& work, bool poll_proxies = false, bool by_rank = false);
-    // In-rank, from the rank's thread: the rank's record onto its connection now, no ring. Room
-    // for its len bytes (header first) to rank dst: a record that fits one packet buffer is
-    // written straight into it (convergence's zero-copy send); a larger one into direct_big_,
-    // sent by convergence's copying send (one datagram at jumbo frames, its sums kept). nullptr
-    // when the ring must carry it (forward_out then meets whatever stopped it here).
-    uint8_t* send_direct_alloc(uint32_t dst, uint32_t len);
-    // After a non-null send_direct_alloc: send what was written. False: it did not go (the
-    // window is full; the room is let go), the ring carries it.
-    bool send_direct_commit();
+    // In-rank, from the rank's thread: the rank's record to rank dst onto its connection now, no
+    // ring, copied from where its pieces lie (its header, the user's buffer) straight into the
+    // packet buffers it leaves in: one buffer (convergence's zero-copy send) when it fits one,
+    // else a chain (the gather send: bulk buffers, one datagram at jumbo frames, the sums kept
+    // while copying). 1 it went; -1 not now (the window is full or no buffer is free: the rank
+    // tries again after progress); 0 the ring must carry it (forward_out then meets whatever
+    // stopped it here: a lost peer, the rank's death).
+    int send_direct(uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several);
     // The end: what the rank left goes out, the connections close once the peers took it.
     void finish();
 
@@ -102,12 +104,7 @@ class Bridge {
     size_t next_in_ = 0;
     uint64_t idle_since_ = 0;       // in the rank: the first step of this idle stretch (0: work)
     const std::function<bool()> no_other_work_ = [] { return false; };
-    // send_direct_alloc's room until its commit
-    Connection* direct_conn_ = nullptr;
-    uint32_t direct_len_ = 0;
-    bool direct_zero_copy_ = false;
-    SendBuffer direct_buf_;            // a record in one packet buffer
-    std::vector<uint8_t> direct_big_;  // a record larger than one packet buffer
+    SendBuffer direct_buf_;  // send_direct's record of one packet buffer
 };
 
 bool Bridge::open_connections() {
@@ -259,30 +256,38 @@ bool Bridge::forward_out(uint32_t& work) {
     return true;
 }
 
-uint8_t* Bridge::send_direct_alloc(uint32_t dst, uint32_t len) {
-    if (len < kMpiRecHdrLen || rank_dead()) return nullptr;
-    if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) return nullptr;
-    direct_conn_ = out_[dst];
-    direct_len_ = len;
-    direct_zero_copy_ = len <= env_.conv.contiguous_send_max();
-    if (!direct_zero_copy_) {
-        if (direct_big_.size() < len) direct_big_.resize(len);
-        return direct_big_.data();
+int Bridge::send_direct(uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several) {
+    if (len < kMpiRecHdrLen || rank_dead()) return 0;
+    if (dst >= m_.world || out_[dst] == nullptr || region_.dead_flag(dst).load(std::memory_order_acquire)) return 0;
+    Convergence& conv = env_.conv;
+    Connection* c = out_[dst];
+    const bool one_buffer = len <= conv.contiguous_send_max();
+    ConvError e;
+    if (one_buffer) {
+        e = conv.alloc_send_buffer(c, len, direct_buf_, 0);
+        if (e == ConvError::kOk) {
+            uint8_t* at = direct_buf_.data();
+            for (const iovec& v : rec) {
+                if (v.iov_len != 0) std::memcpy(at, v.iov_base, v.iov_len);
+                at += v.iov_len;
+            }
+            e = conv.send_buffer(c, direct_buf_, 0);
+            direct_buf_.reset();  // the buffer of a record that did not go (one that went is consumed)
+        }
+    } else {
+        e = conv.sendv(c, rec, 0);
     }
-    if (env_.conv.alloc_send_buffer(direct_conn_, len, direct_buf_, 0) != ConvError::kOk) return nullptr;
-    return direct_buf_.data();
-}
-
-bool Bridge::send_direct_commit() {
-    const ConvError e = direct_zero_copy_ ? env_.conv.send_buffer(direct_conn_, direct_buf_, 0)
-                                          : env_.conv.send(direct_conn_, direct_big_.data(), direct_len_, 0);
-    direct_buf_.reset();  // the buffer of a record that did not go (one that went is consumed)
-    if (e != ConvError::kOk) return false;
+    if (e == ConvError::kWouldBlock) {
+        ++ctr_.window_waits;
+        return -1;
+    }
+    if (e != ConvError::kOk) return 0;
     ++ctr_.records_out;
     ++ctr_.direct_out;
-    if (direct_zero_copy_) ++ctr_.direct_out_zero_copy;
-    ctr_.bytes_out += direct_len_;
-    return true;
+    if (one_buffer) ++ctr_.direct_out_zero_copy;
+    if (of_several) ++ctr_.direct_out_multi;
+    ctr_.bytes_out += len;
+    return 1;
 }
 
 bool Bridge::deliver(const RecvMsg& msg) {
@@ -337,13 +342,16 @@ bool Bridge::forward_in(uint32_t& work, bool by_rank) {
                 continue;
             }
             // In-rank, on the rank's thread, with nothing of ours waiting in its ring (order): the
-            // engine matches the record where the proxy received it, no copy into the ring.
+            // engine matches the record where the proxy received it (one segment, or the chain of
+            // a datagram of several frames), no copy into the ring.
             const InRankBridge& ir = sh_.in_rank;
             if (by_rank && ir.deliver != nullptr && from_agent_.drained()) {
-                if (const uint8_t* bytes = msg.contiguous();
-                    bytes != nullptr && ir.deliver(ir.engine, bytes, msg.size()) != 0) {
+                iovec pieces[kDeliverPiecesMax];
+                if (const uint32_t n = msg.segments(pieces, kDeliverPiecesMax);
+                    n != 0 && ir.deliver(ir.engine, pieces, n, msg.size()) != 0) {
                     ++ctr_.records_in;
                     ++ctr_.direct_in;
+                    if (n > 1) ++ctr_.direct_in_chained;
                     ctr_.bytes_in += msg.size();
                     continue;
                 }
@@ -466,8 +474,9 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
         std::lock_guard<std::mutex> lk(ir.mu);
         if (started) {
             ir.step = [&b](uint32_t& work) { return b.step(work, true, true); };
-            ir.send_alloc = [&b](uint32_t dst, uint32_t len) { return b.send_direct_alloc(dst, len); };
-            ir.send_commit = [&b] { return b.send_direct_commit(); };
+            ir.send = [&b](uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several) {
+                return b.send_direct(dst, rec, len, of_several);
+            };
         }
         ir.up = started ? 1 : 2;
     }
@@ -509,21 +518,13 @@ bool bridge_program_in_rank(ComputeEnv& env, BridgeShared& sh) {
     return ok;
 }
 
-uint8_t* bridge_send_alloc_in_rank(BridgeShared& sh, uint32_t dst, uint32_t len) {
+int bridge_send_in_rank(BridgeShared& sh, uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several) {
     InRankBridge& ir = sh.in_rank;
-    if (ir.up.load(std::memory_order_acquire) != 1) return nullptr;
-    // Held until the commit: the room is in the bridge's convergence, which the stand-in's steps
-    // use too (and the end waits for step_mu before it finishes the bridge).
-    ir.step_mu.lock();
-    uint8_t* room = ir.up.load(std::memory_order_relaxed) == 1 ? ir.send_alloc(dst, len) : nullptr;
-    if (room == nullptr) ir.step_mu.unlock();
-    return room;
-}
-
-bool bridge_send_commit_in_rank(BridgeShared& sh) {
-    InRankBridge& ir = sh.in_rank;
-    std::lock_guard<std::mutex> lk(ir.step_mu, std::adopt_lock);  // taken by the alloc
-    return ir.send_commit();
+    if (ir.up.load(std::memory_order_acquire) != 1) return 0;
+    // The record goes into the bridge's convergence, which the stand-in's steps use too (and the
+    // end waits for step_mu before it finishes the bridge).
+    std::lock_guard<std::mutex> lk(ir.step_mu);
+    return ir.up.load(std::memory_order_relaxed) == 1 ? ir.send(dst, rec, len, of_several) : 0;
 }
 
 uint32_t bridge_step_in_rank(BridgeShared& sh) {

@@ -110,14 +110,12 @@ class InRankLink {
    private:
     using StepFn = uint32_t (*)(void*);
     using EndFn = int (*)(void*, int);
-    using SendAllocFn = uint8_t* (*)(void*, uint32_t, uint32_t);
-    using SendCommitFn = int (*)(void*);
-    using DeliverToFn = void (*)(void*, void*, int (*)(void*, const uint8_t*, uint32_t));
+    using SendFn = int (*)(void*, uint32_t, const iovec*, uint32_t, uint32_t, int);
+    using DeliverToFn = void (*)(void*, void*, int (*)(void*, const iovec*, uint32_t, uint32_t));
     void* handle_ = nullptr;
     StepFn step_ = nullptr;
     EndFn end_ = nullptr;
-    SendAllocFn send_alloc_ = nullptr;
-    SendCommitFn send_commit_ = nullptr;
+    SendFn send_ = nullptr;
     DeliverToFn deliver_to_ = nullptr;
 };
 // This run's cluster of this rank is one to run in the rank (InRankLink).

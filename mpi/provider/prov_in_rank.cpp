@@ -98,10 +98,9 @@ bool InRankLink::start(const MpiMachine& m, Region& region, std::string& err) {
     end_ = reinterpret_cast<EndFn>(dlsym(dl, "iccs_mpi_in_rank_end"));
     using FilesFn = int (*)(const MpiMachine*, char*, size_t);
     const auto files_fn = reinterpret_cast<FilesFn>(dlsym(dl, "iccs_mpi_in_rank_files"));
-    // (A module without these three, an older build's, runs every record through the rings.)
-    send_alloc_ = reinterpret_cast<SendAllocFn>(dlsym(dl, "iccs_mpi_in_rank_send_alloc"));
-    send_commit_ = reinterpret_cast<SendCommitFn>(dlsym(dl, "iccs_mpi_in_rank_send_commit"));
-    deliver_to_ = reinterpret_cast<DeliverToFn>(dlsym(dl, "iccs_mpi_in_rank_deliver_to"));
+    // (A module without these two, an older build's, runs every record through the rings.)
+    send_ = reinterpret_cast<SendFn>(dlsym(dl, "iccs_mpi_in_rank_send"));
+    deliver_to_ = reinterpret_cast<DeliverToFn>(dlsym(dl, "iccs_mpi_in_rank_deliver_pieces_to"));
     if (start_fn == nullptr || step_ == nullptr || end_ == nullptr || files_fn == nullptr) {
         err = path + ": not the in-rank agent module of this provider (iccs_mpi_in_rank_* missing)";
         return false;
@@ -128,20 +127,15 @@ bool InRankLink::start(const MpiMachine& m, Region& region, std::string& err) {
 }
 
 void InRankLink::connect(RankEngine& engine) {
-    if (handle_ == nullptr || send_alloc_ == nullptr || send_commit_ == nullptr || deliver_to_ == nullptr) return;
+    if (handle_ == nullptr || send_ == nullptr || deliver_to_ == nullptr) return;
     if (const char* v = std::getenv("ICCS_MPI_IN_RANK_DIRECT"); v != nullptr && std::strcmp(v, "0") == 0) return;
     engine.set_direct_out(DirectOut{
-        this,
-        [](void* link, uint32_t dst, uint32_t len) -> uint8_t* {
+        this, [](void* link, uint32_t dst, const iovec* rec, uint32_t pieces, uint32_t len, bool of_several) {
             auto* l = static_cast<InRankLink*>(link);
-            return l->handle_ != nullptr ? l->send_alloc_(l->handle_, dst, len) : nullptr;
-        },
-        [](void* link) {
-            auto* l = static_cast<InRankLink*>(link);  // handle_ stays while a room is held (one thread)
-            return l->send_commit_(l->handle_) != 0;
+            return l->handle_ != nullptr ? l->send_(l->handle_, dst, rec, pieces, len, of_several ? 1 : 0) : 0;
         }});
-    deliver_to_(handle_, &engine, [](void* e, const uint8_t* rec, uint32_t len) {
-        return static_cast<RankEngine*>(e)->take_direct(rec, len) ? 1 : 0;
+    deliver_to_(handle_, &engine, [](void* e, const iovec* rec, uint32_t pieces, uint32_t len) {
+        return static_cast<RankEngine*>(e)->take_direct(rec, pieces, len) ? 1 : 0;
     });
 }
 

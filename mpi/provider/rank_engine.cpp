@@ -19,7 +19,7 @@ uint64_t iov_total(const iovec* iov, uint32_t n) {
     return t;
 }
 
-// Copy n bytes of the message that starts at `offset` out of (gather) or into (scatter) an iovec.
+// Copy n bytes of the message that starts at `offset` out of an iovec.
 void gather(const iovec* iov, uint32_t cnt, uint64_t offset, uint8_t* dst, uint64_t n) {
     for (uint32_t i = 0; i < cnt && n > 0; ++i) {
         if (offset >= iov[i].iov_len) {
@@ -33,18 +33,46 @@ void gather(const iovec* iov, uint32_t cnt, uint64_t offset, uint8_t* dst, uint6
         offset = 0;
     }
 }
-void scatter(const iovec* iov, uint32_t cnt, uint64_t offset, const uint8_t* src, uint64_t n) {
+// Copy n bytes from the message at src_off of one list of pieces to dst_off of another (a
+// record's payload as it arrived into the user's buffer; the bytes past the end of either list
+// are not copied).
+void copy_pieces(const iovec* dst, uint32_t dst_cnt, uint64_t dst_off, const iovec* src, uint32_t src_cnt,
+                 uint64_t src_off, uint64_t n) {
+    uint32_t d = 0, s = 0;
+    while (d < dst_cnt && dst_off >= dst[d].iov_len) dst_off -= dst[d++].iov_len;
+    while (s < src_cnt && src_off >= src[s].iov_len) src_off -= src[s++].iov_len;
+    while (n > 0 && d < dst_cnt && s < src_cnt) {
+        const uint64_t k = std::min({n, dst[d].iov_len - dst_off, src[s].iov_len - src_off});
+        std::memcpy(static_cast<uint8_t*>(dst[d].iov_base) + dst_off, static_cast<const uint8_t*>(src[s].iov_base) + src_off, k);
+        n -= k;
+        dst_off += k;
+        src_off += k;
+        if (dst_off == dst[d].iov_len) {
+            ++d;
+            dst_off = 0;
+        }
+        if (src_off == src[s].iov_len) {
+            ++s;
+            src_off = 0;
+        }
+    }
+}
+
+// The pieces of an iovec that hold n bytes of its message from offset, into out (at most cnt of
+// them: the iovec's own count); returns how many.
+uint32_t iov_slice(const iovec* iov, uint32_t cnt, uint64_t offset, uint64_t n, iovec* out) {
+    uint32_t k = 0;
     for (uint32_t i = 0; i < cnt && n > 0; ++i) {
         if (offset >= iov[i].iov_len) {
             offset -= iov[i].iov_len;
             continue;
         }
         const uint64_t m = std::min<uint64_t>(iov[i].iov_len - offset, n);
-        std::memcpy(static_cast<uint8_t*>(iov[i].iov_base) + offset, src, m);
-        src += m;
+        out[k++] = iovec{static_cast<uint8_t*>(iov[i].iov_base) + offset, m};
         n -= m;
         offset = 0;
     }
+    return k;
 }
 
 uint64_t op_flags(bool send, bool tagged, bool has_data) {
@@ -144,12 +172,13 @@ long RankEngine::send(const SendArgs& a) {
     // The common case: nothing queued on this ring, the message fits one record and the ring has
     // room: it goes now, and completes now. (A nearly full ring may take only a part: the rest
     // queues as any send.)
-    // In the rank (DirectOut) a record for another cluster goes onto its connection from here.
-    bool direct = false;
-    if (p.queue.empty() && total <= p.chunk && (!want_completion || tx_room()) &&
-        ((direct = &p == &out_agent_ && send_direct(op)) || write_chunk(p, op))) {
-        if (!direct) futex_wake_shared(p.wake);
-        if (op.sent == total) {
+    // In the rank (DirectOut) a record for another cluster goes onto its connection from here;
+    // when it cannot go now (kLater), the send waits in the queue, not in the ring.
+    Direct direct = Direct::kRing;
+    if (p.queue.empty() && total <= p.chunk && (!want_completion || tx_room())) {
+        if (&p == &out_agent_) direct = send_direct(op);
+        if (direct == Direct::kRing && write_chunk(p, op)) futex_wake_shared(p.wake);
+        if (op.started && op.sent == total) {
             if (a.inject) add(slot_->counters.injects, 1);
             add(p.remote ? slot_->counters.sent_remote_msgs : slot_->counters.sent_local_msgs, 1);
             add(p.remote ? slot_->counters.sent_remote_bytes : slot_->counters.sent_local_bytes, total);
@@ -170,11 +199,11 @@ long RankEngine::send(const SendArgs& a) {
     }
     ++sends_outstanding_;
     p.queue.push_back(std::move(op));
-    push_out(p);
+    if (direct != Direct::kLater) push_out(p);  // (it just said not now: progress tries again)
     return 0;
 }
 
-void RankEngine::write_record(const SendOp& op, uint64_t n, uint8_t* rec) const {
+MpiRecHdr RankEngine::record_header(const SendOp& op, uint64_t n) const {
     MpiRecHdr h{};
     h.version = kMpiWireVersion;
     h.type = static_cast<uint8_t>(RecType::kData);
@@ -187,6 +216,11 @@ void RankEngine::write_record(const SendOp& op, uint64_t n, uint8_t* rec) const 
     h.total_len.set(op.total);
     h.offset.set(op.sent);
     h.send_ns.set(cfg_.delay_ns != 0 ? now_ns() : 0);
+    return h;
+}
+
+void RankEngine::write_record(const SendOp& op, uint64_t n, uint8_t* rec) const {
+    const MpiRecHdr h = record_header(op, n);
     std::memcpy(rec, &h, kMpiRecHdrLen);
     gather(op.iov, op.iov_count, op.sent, rec + kMpiRecHdrLen, n);
 }
@@ -208,26 +242,38 @@ bool RankEngine::write_chunk(OutPath& p, SendOp& op) {
     return true;
 }
 
-bool RankEngine::send_direct(SendOp& op) {
+RankEngine::Direct RankEngine::send_direct(SendOp& op) {
     // Only while the bridge has taken everything of this rank's ring: records to one rank keep
     // their order (the bridge sends what it takes before it pops it).
-    if (direct_out_.alloc == nullptr || !out_agent_.ring.drained()) return false;
-    // One record (op.total <= the agent ring's chunk), so the length fits 32 bits.
-    uint8_t* rec = direct_out_.alloc(direct_out_.ctx, op.dst, static_cast<uint32_t>(kMpiRecHdrLen + op.total));
-    if (rec == nullptr) return false;
-    write_record(op, op.total, rec);
-    if (!direct_out_.commit(direct_out_.ctx)) return false;
-    op.sent = op.total;
+    if (direct_out_.send == nullptr || !out_agent_.ring.drained()) return Direct::kRing;
+    const uint64_t n = std::min(op.total - op.sent, out_agent_.chunk);  // a record's payload: fits 32 bits
+    const MpiRecHdr h = record_header(op, n);
+    iovec rec[1 + kMaxIov];
+    rec[0] = iovec{const_cast<MpiRecHdr*>(&h), kMpiRecHdrLen};
+    const uint32_t pieces = 1 + iov_slice(op.iov, op.iov_count, op.sent, n, rec + 1);
+    const int went = direct_out_.send(direct_out_.ctx, op.dst, rec, pieces, static_cast<uint32_t>(kMpiRecHdrLen + n),
+                                      op.total > out_agent_.chunk);
+    if (went == 0) return Direct::kRing;
+    if (went < 0) return Direct::kLater;
+    op.sent += n;
     op.started = true;
-    return true;
+    return Direct::kSent;
 }
 
 bool RankEngine::push_out(OutPath& p) {
-    bool wrote = false;
+    bool wrote = false, moved = false;  // into the ring; onto a connection (DirectOut)
     while (!p.queue.empty()) {
         SendOp& op = p.queue.front();
         if (!op.failed) {
             while (!op.started || op.sent < op.total) {
+                if (&p == &out_agent_) {
+                    const Direct d = send_direct(op);
+                    if (d == Direct::kSent) {
+                        moved = true;
+                        continue;
+                    }
+                    if (d == Direct::kLater) goto out;  // progress tries again
+                }
                 if (!write_chunk(p, op)) {
                     if (!op.waited) add(slot_->counters.send_ring_full, 1);
                     op.waited = true;
@@ -251,7 +297,7 @@ bool RankEngine::push_out(OutPath& p) {
     }
 out:
     if (wrote) futex_wake_shared(p.wake);
-    return wrote;
+    return wrote || moved;
 }
 
 uint32_t RankEngine::progress() {
@@ -338,32 +384,38 @@ bool RankEngine::take_in(InPath& in, uint32_t& records) {
             add(slot_->counters.cq_full, 1);
             return false;
         }
-        if (!take_record(rec, len)) return true;  // not due yet
+        const iovec whole{const_cast<uint8_t*>(rec), len};
+        if (!take_record(&whole, 1, len)) return true;  // not due yet
         in.ring.pop();
         ++records;
     }
     return true;
 }
 
-bool RankEngine::take_record(const uint8_t* rec, uint32_t len) {
+bool RankEngine::take_record(const iovec* rec, uint32_t pieces, uint32_t len) {
     if (len < kMpiRecHdrLen) return true;
     MpiRecHdr h;
-    std::memcpy(&h, rec, kMpiRecHdrLen);
+    if (rec[0].iov_len >= kMpiRecHdrLen) {
+        std::memcpy(&h, rec[0].iov_base, kMpiRecHdrLen);
+    } else {
+        const iovec to{&h, kMpiRecHdrLen};
+        copy_pieces(&to, 1, 0, rec, pieces, 0, kMpiRecHdrLen);
+    }
     const uint32_t src = h.src_rank.get();
     const bool remote = src < cfg_.world && rank_is_remote(src);
     if (cfg_.delay_ns != 0 && remote && now_ns() < h.send_ns.get() + cfg_.delay_ns) return false;
     if (h.version == kMpiWireVersion && h.type == static_cast<uint8_t>(RecType::kData) &&
         h.chunk_len.get() == len - kMpiRecHdrLen && h.dst_rank.get() == cfg_.my_rank)
-        on_record(h, rec + kMpiRecHdrLen, remote);
+        on_record(h, Payload{rec, pieces, kMpiRecHdrLen}, remote);
     return true;
 }
 
-bool RankEngine::take_direct(const uint8_t* rec, uint32_t len) {
+bool RankEngine::take_direct(const iovec* rec, uint32_t pieces, uint32_t len) {
     if (!rx_room()) {
         add(slot_->counters.cq_full, 1);
         return false;
     }
-    return take_record(rec, len);
+    return take_record(rec, pieces, len);
 }
 
 bool RankEngine::matches(const RecvOp& r, uint32_t src, bool tagged, uint64_t tag) const {
@@ -372,12 +424,12 @@ bool RankEngine::matches(const RecvOp& r, uint32_t src, bool tagged, uint64_t ta
     return !tagged || ((tag ^ r.tag) & ~r.ignore) == 0;
 }
 
-void RankEngine::place(RecvOp& r, uint64_t offset, const uint8_t* p, uint64_t n) {
+void RankEngine::place(RecvOp& r, uint64_t offset, const Payload& p, uint64_t n) {
     if (offset >= r.cap) return;
-    scatter(r.iov, r.iov_count, offset, p, std::min(n, r.cap - offset));
+    copy_pieces(r.iov, r.iov_count, offset, p.piece, p.pieces, p.skip, std::min(n, r.cap - offset));
 }
 
-void RankEngine::on_record(const MpiRecHdr& h, const uint8_t* payload, bool remote) {
+void RankEngine::on_record(const MpiRecHdr& h, const Payload& payload, bool remote) {
     const uint32_t src = h.src_rank.get();
     if (src >= cfg_.world) return;
     Incoming& in = incoming_[src];
@@ -421,7 +473,8 @@ void RankEngine::on_record(const MpiRecHdr& h, const uint8_t* payload, bool remo
         u.total = total;
         u.got = n;
         u.bytes.resize(total);
-        if (n) std::memcpy(u.bytes.data(), payload, n);
+        const iovec kept{u.bytes.data(), total};
+        copy_pieces(&kept, 1, 0, payload.piece, payload.pieces, payload.skip, n);
         unexpected_.push_back(std::move(u));
         add(slot_->counters.unexpected, 1);
         if (n < total) {
@@ -438,10 +491,12 @@ void RankEngine::on_record(const MpiRecHdr& h, const uint8_t* payload, bool remo
             in.recv->got += n;
             if (in.got == in.total) finish_recv(in.recv);
             break;
-        case Incoming::kUnexpected:
-            std::memcpy(in.unx->bytes.data() + off, payload, n);
+        case Incoming::kUnexpected: {
+            const iovec kept{in.unx->bytes.data(), in.unx->total};
+            copy_pieces(&kept, 1, off, payload.piece, payload.pieces, payload.skip, n);
             in.unx->got += n;
             break;
+        }
         default:
             break;
     }
@@ -493,7 +548,8 @@ long RankEngine::take_unexpected(std::list<Unexpected>::iterator u, RecvOp r) {
     r.msg_data = u->data;
     r.msg_has_data = u->has_data;
     r.msg_len = u->total;
-    place(r, 0, u->bytes.data(), u->got);
+    const iovec kept{u->bytes.data(), u->got};
+    place(r, 0, Payload{&kept, 1, 0}, u->got);
     r.got = u->got;
     active_.push_back(r);
     const auto it = std::prev(active_.end());

@@ -107,16 +107,16 @@ struct EngineConfig {
 
 // In a rank whose thread runs its cluster's bridge (InRankLink, prov.hpp): a record for another
 // cluster handed to that bridge at once, no ring between (mpi/provider/README.md, "Why an agent
-// process"). alloc gives room for the record (len bytes, header first) to rank dst, in the
-// packet buffer it leaves in when it fits one (no copy after the engine's), or nullptr when the
-// ring must carry it (the bridge is not up, no buffer, the peer is lost: the bridge's reading of
-// the ring handles each as before). After a non-null alloc the engine writes the record and
-// calls commit, always: true when the record went onto its connection, false when it did not
-// (the window is full; the room is let go, and the ring carries the record).
+// process"). send gives the bridge the record to rank dst as `pieces` pieces of memory (its
+// header, then the part of the user's buffer it carries), len bytes in all; the bridge copies
+// them straight into the packet buffers the record leaves in. of_several: the record is one of a
+// message of several. Returns 1 when it went onto its connection, -1 when it cannot go now (the
+// window is full or no packet buffer is free: the send waits in its queue and progress tries
+// again), 0 when the ring must carry it (the bridge is not up, the peer is lost: the bridge's
+// reading of the ring handles each as before).
 struct DirectOut {
     void* ctx = nullptr;
-    uint8_t* (*alloc)(void* ctx, uint32_t dst, uint32_t len) = nullptr;
-    bool (*commit)(void* ctx) = nullptr;
+    int (*send)(void* ctx, uint32_t dst, const iovec* rec, uint32_t pieces, uint32_t len, bool of_several) = nullptr;
 };
 
 class RankEngine {
@@ -127,14 +127,14 @@ class RankEngine {
     RankEngine& operator=(const RankEngine&) = delete;
 
     void bind_tx(CompletionSink* s) { tx_sink_ = s; }
-    // In-rank (DirectOut): single-record messages to other clusters skip the ring to the agent
-    // while nothing of this rank waits in it.
+    // In-rank (DirectOut): records to other clusters skip the ring to the agent while nothing of
+    // this rank waits in it (those of one message keep its order: the queue sends them in turn).
     void set_direct_out(const DirectOut& d) { direct_out_ = d; }
-    // In-rank: a record from another cluster, straight from the bridge (the caller's thread runs
-    // this engine, and the ring from the agent is empty: order holds). True when taken (matched,
-    // kept unexpected, or dropped as take_in drops), false when the ring must carry it (a full CQ,
-    // or a record that transport delay holds).
-    bool take_direct(const uint8_t* rec, uint32_t len);
+    // In-rank: a record from another cluster, straight from the bridge, as the pieces of memory it
+    // arrived in (len bytes; the caller's thread runs this engine, and the ring from the agent is
+    // empty: order holds). True when taken (matched, kept unexpected, or dropped as take_in
+    // drops), false when the ring must carry it (a full CQ, or a record that transport delay holds).
+    bool take_direct(const iovec* rec, uint32_t pieces, uint32_t len);
     void bind_rx(CompletionSink* s) { rx_sink_ = s; }
 
     // 0, or a negative FI_E*: -FI_EAGAIN (queues or CQ full: progress and retry), -FI_EMSGSIZE,
@@ -246,14 +246,24 @@ class RankEngine {
     bool push_out(OutPath& p);
     bool write_chunk(OutPath& p, SendOp& op);
     bool take_in(InPath& in, uint32_t& records);
-    // One record from the agent's ring or the bridge: false when it is not due yet (delay).
-    bool take_record(const uint8_t* rec, uint32_t len);
-    // A message of one record to another cluster, through DirectOut: true when it went.
-    bool send_direct(SendOp& op);
-    // The header and the payload of op's next n bytes at rec (a ring's frame or DirectOut's room).
+    // One record (len bytes in `pieces` pieces of memory) from a ring or the bridge: false when it
+    // is not due yet (delay).
+    bool take_record(const iovec* rec, uint32_t pieces, uint32_t len);
+    // The next record of op (to another cluster) through DirectOut.
+    enum class Direct : uint8_t { kSent, kLater, kRing };
+    Direct send_direct(SendOp& op);
+    // The record header of op's next n bytes.
+    MpiRecHdr record_header(const SendOp& op, uint64_t n) const;
+    // The header and the payload of op's next n bytes at rec (a ring's frame).
     void write_record(const SendOp& op, uint64_t n, uint8_t* rec) const;
-    void on_record(const MpiRecHdr& h, const uint8_t* payload, bool remote);
-    void place(RecvOp& r, uint64_t offset, const uint8_t* p, uint64_t n);
+    // A record's payload: the bytes of `pieces` pieces of memory after the first `skip`.
+    struct Payload {
+        const iovec* piece;
+        uint32_t pieces;
+        uint64_t skip;
+    };
+    void on_record(const MpiRecHdr& h, const Payload& payload, bool remote);
+    void place(RecvOp& r, uint64_t offset, const Payload& p, uint64_t n);
     void finish_recv(std::list<RecvOp>::iterator r);
     bool matches(const RecvOp& r, uint32_t src, bool tagged, uint64_t tag) const;
     std::list<Unexpected>::iterator find_unexpected(const RecvArgs& a);

@@ -378,17 +378,25 @@ def check_reports(rep, clusters, size, opts, out):
                      f"{r.get('agent')!r}, pid {r.get('agent_pid')}, rank pids {rank_pids})", out)
             if any(p["msgs_tx"] == 0 or p["msgs_rx"] == 0 for p in r["proxies"]):
                 fail(f"domain {r['domain']}: a proxy carried nothing: {r['proxies']}", out)
-            # Messages of one record went between the engine and the bridge directly (no ring:
-            # the bridge's direct_out / direct_in); those of more records (more records than
-            # messages sent) still went through the rank's ring.
+            # Records went between the engine and the bridge directly (no ring: the bridge's
+            # direct_out / direct_in), those of messages of several records too (direct_out_multi:
+            # each written from the user's buffer into the packet buffers it left in), and records
+            # that arrived as a chain of packet segments (a datagram of several jumbo frames) went
+            # from them into the engine (direct_in_chained). Main's build ran both through the
+            # rank's rings (mpi/provider/README.md, "Why an agent process").
             for k in r["ranks"]:
                 b = k["bridge"]
                 direct_out, direct_in = b.get("direct_out", 0), b.get("direct_in", 0)
                 if direct_out == 0 or direct_in == 0:
                     fail(f"rank {k['rank']}: no record went between its engine and its bridge without the "
                          f"rings (direct_out {direct_out}, direct_in {direct_in})", out)
-                if b["records_out"] > k["sent_remote_msgs"] and b["records_out"] <= direct_out:
-                    fail(f"rank {k['rank']}: its messages of several records skipped the ring ({b})", out)
+                multi, chained = b.get("direct_out_multi", 0), b.get("direct_in_chained", 0)
+                if b["records_out"] > k["sent_remote_msgs"] and not 0 < multi <= direct_out:
+                    fail(f"rank {k['rank']}: its messages of several records went through the ring "
+                         f"(direct_out_multi {multi} of direct_out {direct_out}: {b})", out)
+                if opts["--mtu"] == "9000" and b["records_in"] > k["recv_remote_msgs"] and not 0 < chained <= direct_in:
+                    fail(f"rank {k['rank']}: no record that arrived in several packet segments went straight "
+                         f"into its engine (direct_in_chained {chained} of direct_in {direct_in}: {b})", out)
                 # Its small records were written by the engine straight into the packet buffer
                 # they left in (convergence's zero-copy send), not copied there from a record
                 # built beside it.

@@ -225,3 +225,31 @@ TEST_CASE("the packet budget bounds receive buffers kept for zero copy; beyond i
     REQUIRE(budget == 2);  // the connection's end gives back what it held
     REQUIRE(pool.in_use() == 0);
 }
+
+TEST_CASE("a message's segments cover its bytes in order, or say 0 when they do not fit", "[convergence]") {
+    HeapPktPool pool(256, 512);
+    {
+        ConnRx rx(true, 64);
+        // One piece of 3000 bytes in segments of 512: a chain (as a datagram of several frames).
+        for (PktBuf* p : cut(pool, 0, 3000, 65535)) REQUIRE(feed(rx, p) == PieceResult::kTaken);
+        // Three pieces: assembled into one buffer.
+        for (PktBuf* p : cut(pool, 1, 3000, 1400)) REQUIRE(feed(rx, p) == PieceResult::kTaken);
+        for (uint32_t seq = 0; seq < 2; ++seq) {
+            RecvMsg m;
+            REQUIRE(rx.pop(m));
+            iovec seg[16];
+            const uint32_t n = m.segments(seg, 16);
+            REQUIRE(n >= 1);
+            REQUIRE((seq == 0 ? n > 1 : n == 1));
+            std::vector<uint8_t> b;
+            for (uint32_t i = 0; i < n; ++i) {
+                const auto* at = static_cast<const uint8_t*>(seg[i].iov_base);
+                b.insert(b.end(), at, at + seg[i].iov_len);
+            }
+            REQUIRE(b.size() == 3000);
+            for (uint32_t k = 0; k < b.size(); ++k) REQUIRE(b[k] == byte_of(seq, k));
+            if (seq == 0) REQUIRE(m.segments(seg, n - 1) == 0);  // more than max: use copy_to
+        }
+    }
+    REQUIRE(pool.in_use() == 0);
+}
