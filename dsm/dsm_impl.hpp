@@ -292,15 +292,7 @@ struct DsmNode::Impl {
     Page* pages = nullptr;
     uint64_t pages_map_bytes = 0;  // 0: pages came from new[] (the zero-record check failed)
     std::vector<std::pair<uint64_t, uint64_t>> pre_allocs;  // (offset, bytes) of every alloc before CREATE
-    // Block policies: the homes of the pages used at CREATE (fix_homes), in chunks of
-    // kHomeChunkPages: a chunk all of whose pages one cluster homes holds that cluster's number
-    // (< kMixedHomeChunk); any other holds kMixedHomeChunk + i, its pages' homes at chunk i of
-    // `home_mixed`.
-    static constexpr uint32_t kHomeChunkShift = 12, kHomeChunkPages = 1u << kHomeChunkShift;
-    static constexpr uint32_t kMixedHomeChunk = 0x10000;
-    uint64_t home_table_pages = 0;
-    std::vector<uint32_t> home_chunks;
-    std::vector<uint16_t> home_mixed;
+    std::vector<uint16_t> homes;  // block policies: the home of each page used at CREATE
     int slot = -1;            // in the process-wide node registry
 
     std::mutex dirty_mu;
@@ -425,11 +417,7 @@ struct DsmNode::Impl {
         if (const uint16_t m = pages[p].moved_home.load(std::memory_order_acquire)) return uint16_t(m - 1);
         // Block policies: a table of the part used at CREATE (start_parallel; the region itself is
         // mostly unused address space). Round-robin, and pages allocated later: p mod C.
-        if (p < home_table_pages) {
-            const uint32_t c = home_chunks[p >> kHomeChunkShift];
-            if (c < kMixedHomeChunk) return uint16_t(c);
-            return home_mixed[(uint64_t(c - kMixedHomeChunk) << kHomeChunkShift) + (p & (kHomeChunkPages - 1))];
-        }
+        if (p < homes.size()) return homes[p];
         return uint16_t(p % n.clusters_);
     }
     uint16_t home_of_sync(uint32_t id) const { return uint16_t(id % n.clusters_); }

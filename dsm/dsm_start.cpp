@@ -306,74 +306,32 @@ DsmStatus DsmNode::Impl::agree_private_words(RtEndpoint& ep, const std::vector<u
 // The homes of the pages used at CREATE (later ones go round-robin). Every cluster replayed the
 // same allocations (the start-up exchange compared the used part), so every cluster computes the
 // same table.
-// The table is filled a block at a time (std::fill, and the round-robin pattern), not with a
-// division per page: ocean-nc uses 29.5 GB of the region before CREATE (7.2 M pages), and the two
-// loops of a division per page were 15 % of its run's CPU (perf, 2 x 1 over direct). It is kept
-// in chunks (Impl::home_chunks), a chunk one cluster homes whole being one number: a flat table of
-// ocean-nc's 7.2 M pages was 14 MB written three times at CREATE in every cluster (zeroed, the
-// round-robin pattern, the allocations' blocks), 3,600 page faults and ~15 ms a cluster; its
-// chunks are nearly all whole (a few hundred entries, a few mixed chunks).
+// The table is filled a block at a time (std::fill, and the round-robin pattern doubled by copies),
+// not with a division per page: ocean-nc uses 29.5 GB of the region before CREATE (7.2 M pages),
+// and the two loops of a division per page were 15 % of its run's CPU (perf, 2 x 1 over direct).
 void DsmNode::Impl::fix_homes(uint64_t used) {
     const uint16_t C = n.clusters_;
     const uint64_t used_pages = (used + page - 1) / page;
-    const uint64_t chunks = (used_pages + kHomeChunkPages - 1) >> kHomeChunkShift;
-    home_table_pages = used_pages;
-    home_chunks.assign(chunks, 0);
-    home_mixed.clear();
-    const uint64_t per = std::max<uint64_t>(1, (used_pages + C - 1) / C);  // kBlock: page p at p / per
-    uint16_t chunk[kHomeChunkPages];
-    size_t a = 0;  // the first allocation that ends after the chunk's start (offsets only grow)
-    for (uint64_t k = 0; k < chunks; k++) {
-        const uint64_t lo = k << kHomeChunkShift, hi = std::min(used_pages, lo + kHomeChunkPages);
-        if (n.cfg_.home == HomePolicy::kBlock) {
-            if (lo / per == (hi - 1) / per) {
-                home_chunks[k] = uint32_t(lo / per);
-                continue;
-            }
-            for (uint64_t c = lo / per; c * per < hi; c++)
-                std::fill(chunk + (std::max(lo, c * per) - lo), chunk + (std::min(hi, (c + 1) * per) - lo), uint16_t(c));
-        } else {
-            // Each allocation in C blocks; one of fewer than C pages round-robin; a page two
-            // allocations share goes with the later one.
-            while (a < pre_allocs.size() && (pre_allocs[a].first + pre_allocs[a].second + page - 1) / page <= lo) a++;
-            // Inside one block of the only allocation it meets: whole, no page written (nearly
-            // every chunk of a large allocation).
-            size_t meets = 0, only = a;
-            for (size_t j = a; j < pre_allocs.size() && pre_allocs[j].first / page < hi && meets < 2; j++)
-                if (pre_allocs[j].second != 0) meets++, only = j;
-            if (meets == 1) {
-                const uint64_t first = pre_allocs[only].first / page;
-                const uint64_t np = (pre_allocs[only].first + pre_allocs[only].second + page - 1) / page - first;
-                uint64_t c = 0;
-                while (c < C && first + ((c + 1) * np + C - 1) / C <= lo) c++;
-                if (np >= C && c < C && first + (c * np + C - 1) / C <= lo && hi <= first + ((c + 1) * np + C - 1) / C) {
-                    home_chunks[k] = uint32_t(c);
-                    continue;
-                }
-            }
-            // Round-robin first: page p at p mod C.
-            for (uint64_t p = lo, h = lo % C; p < hi; p++, h = h + 1 == C ? 0 : h + 1) chunk[p - lo] = uint16_t(h);
-            for (size_t j = a; j < pre_allocs.size() && pre_allocs[j].first / page < hi; j++) {
-                const auto& [off, bytes] = pre_allocs[j];
-                const uint64_t first = off / page, end = (off + bytes + page - 1) / page;
-                const uint64_t np = end - first;
-                if (bytes == 0 || np < C) continue;
-                // Page k of the allocation at k * C / np: cluster c from ceil(c * np / C) to ceil((c + 1) * np / C).
-                for (uint64_t c = 0; c < C; c++) {
-                    const uint64_t from = std::max(lo, first + (c * np + C - 1) / C);
-                    const uint64_t to = std::min(hi, first + ((c + 1) * np + C - 1) / C);
-                    if (from < to) std::fill(chunk + (from - lo), chunk + (to - lo), uint16_t(c));
-                }
-            }
-        }
-        const uint64_t len = hi - lo;
-        if (std::all_of(chunk, chunk + len, [&](uint16_t h) { return h == chunk[0]; })) {
-            home_chunks[k] = chunk[0];
-            continue;
-        }
-        home_chunks[k] = uint32_t(kMixedHomeChunk + (home_mixed.size() >> kHomeChunkShift));
-        home_mixed.insert(home_mixed.end(), chunk, chunk + len);
-        home_mixed.resize(home_mixed.size() + (kHomeChunkPages - len));  // the last chunk padded
+    homes.resize(used_pages);
+    if (n.cfg_.home == HomePolicy::kBlock) {  // the used part in C blocks: page p at p / per
+        const uint64_t per = std::max<uint64_t>(1, (used_pages + C - 1) / C);
+        for (uint64_t c = 0; c * per < used_pages; c++)
+            std::fill(homes.begin() + c * per, homes.begin() + std::min(used_pages, (c + 1) * per), uint16_t(c));
+        return;
+    }
+    // Each allocation in C blocks; one of fewer than C pages round-robin; a page two allocations
+    // share goes with the later one. Round-robin first: page p at p mod C.
+    for (uint64_t p = 0; p < std::min<uint64_t>(C, used_pages); p++) homes[p] = uint16_t(p);
+    for (uint64_t len = C; len < used_pages; len *= 2)  // a multiple of C: the pattern continues
+        std::copy_n(homes.begin(), std::min(len, used_pages - len), homes.begin() + len);
+    for (const auto& [off, bytes] : pre_allocs) {
+        const uint64_t first = off / page, end = (off + bytes + page - 1) / page;
+        const uint64_t np = end - first;
+        if (bytes == 0 || np < C) continue;
+        // Page k of the allocation at k * C / np: cluster c from ceil(c * np / C) to ceil((c + 1) * np / C).
+        for (uint64_t c = 0; c < C; c++)
+            std::fill(homes.begin() + first + (c * np + C - 1) / C, homes.begin() + first + ((c + 1) * np + C - 1) / C,
+                      uint16_t(c));
     }
     std::vector<std::pair<uint64_t, uint64_t>>().swap(pre_allocs);
 }
