@@ -396,10 +396,9 @@ ConvError Convergence::wait_window(Connection* c, uint32_t len, int64_t timeout_
         if (const ConvError e = check_open(c, true); e != ConvError::kOk) return e;
         ask_credit(*c);
         const uint64_t now = now_ns();
-        if (now >= dl)
-            return timeout_us == 0 ? would_block(WouldBlock::kWindowFull, c->remote_)
-                                   : fail(ConvError::kTimeout, "the window of " + to_string(c->remote_) +
-                                                                   " stayed full (the receiver does not take)");
+        if (now >= dl)  // (a look with time-out 0 returned above)
+            return fail(ConvError::kTimeout,
+                        "the window of " + to_string(c->remote_) + " stayed full (the receiver does not take)");
         wait_some(start, dl);
     }
 }
