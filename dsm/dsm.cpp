@@ -246,14 +246,14 @@ std::string DsmNode::format_counters() const {
              "notices_received %llu\n"
              "  lock_acquires %llu  lock_requests %llu  lock_returns %llu  lock_returns_early %llu  lock_requests_here %llu  lock_returns_here %llu  lock_returns_to_thread %llu  lock_returns_ahead %llu  lock_grants_ahead %llu  lock_grants_ahead_used %llu  lock_graces %llu  lock_grace_reuses %llu  lock_grace_hold_us %.1f  lock_wait_us %.1f  fences %llu  cond_ops %llu  barriers %llu  barriers_here %llu  barrier_wait_us %.1f  getsubs %llu  "
              "remote_allocs %llu  shared_used_bytes %llu  private_global_words %llu  homes_moved %llu  pages_written_ahead %llu  written_ahead_unchanged %llu  pages_fetched_writable %llu  "
-             "pages_served_twinned %llu  protection_changes %llu\n",
+             "pages_served_twinned %llu  pages_kept_writable %llu  protection_changes %llu\n",
              unsigned(cluster_), L(ctr_.read_faults), L(ctr_.write_faults), L(ctr_.page_fetches), fetch_us,
              L(ctr_.diffs_sent), L(ctr_.diff_bytes), L(ctr_.diffs_applied), L(ctr_.invalidations), L(ctr_.intervals),
              L(ctr_.write_notices_received), L(ctr_.lock_acquires), L(ctr_.lock_requests), L(ctr_.lock_returns),
              L(ctr_.lock_returns_early), L(ctr_.lock_requests_here), L(ctr_.lock_returns_here), L(ctr_.lock_returns_to_thread), L(ctr_.lock_returns_ahead), L(ctr_.lock_grants_ahead), L(ctr_.lock_grants_ahead_used), L(ctr_.lock_graces), L(ctr_.lock_grace_reuses), double(ctr_.lock_grace_hold_ns.load()) / 1e3, double(ctr_.lock_wait_ns.load()) / 1e3, L(ctr_.fences), L(ctr_.cond_ops), L(ctr_.barriers), L(ctr_.barriers_here), double(ctr_.barrier_wait_ns.load()) / 1e3,
              L(ctr_.getsubs), L(ctr_.remote_allocs), static_cast<unsigned long long>(used_.load()),
              L(ctr_.private_global_words), L(ctr_.homes_moved), L(ctr_.pages_written_ahead),
-             L(ctr_.written_ahead_unchanged), L(ctr_.pages_fetched_writable), L(ctr_.pages_served_twinned),
+             L(ctr_.written_ahead_unchanged), L(ctr_.pages_fetched_writable), L(ctr_.pages_served_twinned), L(ctr_.pages_kept_writable),
              L(ctr_.protection_changes));
     return buf;
 }
@@ -299,6 +299,7 @@ std::vector<std::pair<std::string, uint64_t>> DsmNode::counter_pairs() const {
             {"written_ahead_unchanged", c.written_ahead_unchanged.load()},
             {"pages_fetched_writable", c.pages_fetched_writable.load()},
             {"pages_served_twinned", c.pages_served_twinned.load()},
+            {"pages_kept_writable", c.pages_kept_writable.load()},
             {"protection_changes", c.protection_changes.load()}};
 }
 

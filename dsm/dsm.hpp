@@ -65,6 +65,12 @@ struct DsmConfig {
     // home page (its writes then need no twin, no diff and, under block homes, no fault). false:
     // homes stay where the home policy put them.
     bool migrate_homes = true;
+    // Pages kept writable across releases (ICCS_DSM_KEEP_WRITTEN; dsm/PROTOCOL.md "A page written
+    // at every release stays writable"): a page of another home that this cluster changed at its
+    // last release and changes again is diffed from a copy at the release and stays writable with
+    // that copy as its twin, instead of being protected and faulting at its next write. false:
+    // every released page is protected, as before session 21.
+    bool keep_written = true;
     // Lock grace (ICCS_DSM_LOCK_GRACE_US): a token recalled while its lock is in use here (acquired
     // here within the grace before the recall) may still be taken again by this cluster for this
     // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:
@@ -164,6 +170,7 @@ struct DsmCounters {
     // "A served home page is twinned, not protected"); those found unchanged at the next release
     // count in written_ahead_unchanged too.
     std::atomic<uint64_t> pages_served_twinned{0};
+    std::atomic<uint64_t> pages_kept_writable{0};  // released pages left writable with a new twin (keep_written)
     // mprotect calls of the protocol in the parallel section (each splits or merges mappings and
     // flushes the TLB of every core running a thread of the process): one per run of pages whose
     // protection changes together, at a fault, a served fetch, a release, an invalidation or a move.

@@ -132,6 +132,15 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
             return false;
         }
     }
+    if (const char* s = getenv("ICCS_DSM_KEEP_WRITTEN")) {
+        const std::string m = s;
+        if (m == "on") cfg.keep_written = true;
+        else if (m == "off") cfg.keep_written = false;
+        else {
+            err = "ICCS_DSM_KEEP_WRITTEN=" + m + ": allowed values are on, off";
+            return false;
+        }
+    }
     if (const char* s = getenv("ICCS_DSM_LOCK_GRACE_US")) {
         if (!parse_u64(s, v, false) || v > 1'000'000) {
             err = std::string("ICCS_DSM_LOCK_GRACE_US=") + s + ": expected microseconds, 0 .. 1000000";

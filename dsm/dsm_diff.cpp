@@ -253,7 +253,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
     // of it was twinned by a served fetch and found unchanged (such a flush changed nothing here).
     const uint32_t seq = flush_seq.load(std::memory_order_relaxed) + 1;
     bool advance = false;
-    std::vector<uint32_t> noticed;
+    std::vector<uint32_t> noticed, kept;
     noticed.reserve(list.size());
     for_each_page_run(list, [&](const uint32_t* run, size_t len) {
         // Protect a twinned page before diffing it, so no write of another thread slips between
@@ -283,10 +283,28 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
             defer[k] = pages[p].state.load() == kWritable && home_of_page(p) != n.cluster_;
             if (defer[k]) defer_ro->push_back(p);
         }
+        // A page of another home that changed at this cluster's last flush and has changed again
+        // ("A page written at every release stays writable"): diffed from a copy taken now, which
+        // becomes its twin, and left writable. Threads of the cluster may write it meanwhile:
+        // whatever the copy missed differs from the new twin and goes with the next flush. One
+        // found unchanged is protected as before.
+        bool keep[kPageRun] = {};
+        uint8_t* copy = nullptr;
+        for (size_t k = 0; !defer_ro && n.cfg_.keep_written && k < len; k++) {
+            const uint32_t p = run[k];
+            const Page& pg = pages[p];
+            if (!(pg.dirty && pg.twin && pg.wrote_at != 0 && pg.wrote_at + kKeepFlushes >= seq &&
+                  pg.state.load() == kWritable && home_of_page(p) != n.cluster_))
+                continue;
+            if (copy == nullptr) copy = kept_copy(len);
+            leave_out_private(p);
+            std::memcpy(copy + k * page, page_priv(p), page_len(p));
+            keep[k] = true;
+        }
         protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
             const size_t k = size_t(std::lower_bound(run, run + len, p) - run);
             if (same[k]) return true;
-            return !defer[k] && pages[p].state.load() == kWritable &&
+            return !defer[k] && !keep[k] && pages[p].state.load() == kWritable &&
                    (home_of_page(p) != n.cluster_ || !untracked_homes());
         });
         for (size_t k = 0; k < len; k++) {
@@ -306,6 +324,22 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
                 if (noticed_page) pg.wrote_at = seq;
             } else if (pg.dirty && home_page) {
                 pg.wrote_at = seq;
+            } else if (pg.dirty && pg.twin && keep[k]) {
+                // Kept writable, twinned and in the dirty list, maybe unchanged: as a page written
+                // ahead (an unchanged one sends no diff and is named in no notice).
+                const size_t bytes = per_home[home_of_page(p)].diff(p, copy + k * page, page_twin(p), page_len(p));
+                kept.push_back(p);
+                pg.ahead = true;
+                pg.served_twin = false;
+                if (bytes == 0) continue;
+                std::memcpy(page_twin(p), copy + k * page, page_len(p));
+                pg.wrote_at = seq;
+                n.ctr_.diff_bytes.fetch_add(bytes, std::memory_order_relaxed);
+                n.ctr_.diffs_sent.fetch_add(1, std::memory_order_relaxed);
+                n.ctr_.pages_kept_writable.fetch_add(1, std::memory_order_relaxed);
+                noticed.push_back(p);
+                advance = true;
+                continue;
             } else if (pg.dirty && pg.twin) {
                 leave_out_private(p);
                 const size_t bytes = per_home[home_of_page(p)].diff(p, page_priv(p), page_twin(p), page_len(p));
@@ -326,6 +360,10 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
             pg.served_twin = false;
         }
     });
+    if (!kept.empty()) {  // still dirty: the next flush compares them with their new twins
+        std::lock_guard<std::mutex> d(dirty_mu);
+        dirty_list.insert(dirty_list.end(), kept.begin(), kept.end());
+    }
     if (advance) flush_seq.store(seq, std::memory_order_relaxed);
     if (noticed.empty()) {
         covered();

@@ -68,6 +68,9 @@ struct Page {
 
 // A page's home moves at most this many times, to a cluster that alone wrote it in the last
 // kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_home_moves.cpp).
+// A page of another home that this cluster changed at one of its last kKeepFlushes flushes stays
+// writable through the next one (DsmConfig::keep_written, DsmNode::Impl::flush_locked).
+inline constexpr uint32_t kKeepFlushes = 4;
 inline constexpr uint8_t kMaxHomeMoves = 2;
 inline constexpr size_t kMoveEpochs = 3;
 // A move's new home (in the barrier reply's list) with this bit: no write notice the barrier's
@@ -297,6 +300,13 @@ struct DsmNode::Impl {
 
     std::mutex dirty_mu;
     std::vector<uint32_t> dirty_list;  // pages whose dirty flag is set (and some whose flag an invalidation cleared)
+    // Copies of the pages a flush keeps writable (keep_written), one run of kPageRun at a time;
+    // flushes run one at a time (coh_mu).
+    std::vector<uint8_t> kept_copies;
+    uint8_t* kept_copy(size_t) {
+        if (kept_copies.empty()) kept_copies.resize(kPageRun * size_t(page));
+        return kept_copies.data();
+    }
     // Flushes that had pages to release (flush_locked, under coh_mu); Page::wrote_at names one.
     std::atomic<uint32_t> flush_seq{0};
 
