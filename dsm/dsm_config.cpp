@@ -37,6 +37,19 @@ bool parse_u64(const char* s, uint64_t& v, bool suffixes) {
     v = uint64_t(x) * mul;
     return true;
 }
+
+// A variable of two values (`yes` sets `out`, `no` clears it); false with `err` when it has another.
+bool parse_choice(const char* name, const char* yes, const char* no, bool& out, std::string& err) {
+    const char* s = getenv(name);
+    if (s == nullptr) return true;
+    if (std::strcmp(s, yes) == 0) out = true;
+    else if (std::strcmp(s, no) == 0) out = false;
+    else {
+        err = std::string(name) + "=" + s + ": allowed values are " + yes + ", " + no;
+        return false;
+    }
+    return true;
+}
 }  // namespace
 
 uint64_t dsm_default_region_bytes() {
@@ -114,33 +127,9 @@ bool dsm_config_from_env(DsmConfig& cfg, std::string& err) {
             return false;
         }
     }
-    if (const char* s = getenv("ICCS_DSM_GETSUB")) {
-        const std::string g = s;
-        if (g == "ordered") cfg.getsub_orders = true;
-        else if (g == "counter") cfg.getsub_orders = false;
-        else {
-            err = "ICCS_DSM_GETSUB=" + g + ": allowed values are ordered, counter";
-            return false;
-        }
-    }
-    if (const char* s = getenv("ICCS_DSM_MIGRATE")) {
-        const std::string m = s;
-        if (m == "barrier") cfg.migrate_homes = true;
-        else if (m == "off") cfg.migrate_homes = false;
-        else {
-            err = "ICCS_DSM_MIGRATE=" + m + ": allowed values are barrier, off";
-            return false;
-        }
-    }
-    if (const char* s = getenv("ICCS_DSM_KEEP_WRITTEN")) {
-        const std::string m = s;
-        if (m == "on") cfg.keep_written = true;
-        else if (m == "off") cfg.keep_written = false;
-        else {
-            err = "ICCS_DSM_KEEP_WRITTEN=" + m + ": allowed values are on, off";
-            return false;
-        }
-    }
+    if (!parse_choice("ICCS_DSM_GETSUB", "ordered", "counter", cfg.getsub_orders, err)) return false;
+    if (!parse_choice("ICCS_DSM_MIGRATE", "barrier", "off", cfg.migrate_homes, err)) return false;
+    if (!parse_choice("ICCS_DSM_KEEP_WRITTEN", "on", "off", cfg.keep_written, err)) return false;
     if (const char* s = getenv("ICCS_DSM_LOCK_GRACE_US")) {
         if (!parse_u64(s, v, false) || v > 1'000'000) {
             err = std::string("ICCS_DSM_LOCK_GRACE_US=") + s + ": expected microseconds, 0 .. 1000000";
