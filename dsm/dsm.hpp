@@ -68,9 +68,11 @@ struct DsmConfig {
     // Pages kept writable across releases (ICCS_DSM_KEEP_WRITTEN; dsm/PROTOCOL.md "A page written
     // at every release stays writable"): a page of another home that this cluster changed at its
     // last release and changes again is diffed from a copy at the release and stays writable with
-    // that copy as its twin, instead of being protected and faulting at its next write. false:
-    // every released page is protected, as before session 21.
-    bool keep_written = true;
+    // that copy as its twin, instead of being protected and faulting at its next write. false, the
+    // default: every released page is protected, as before session 21 (on, fmm's and radiosity's
+    // write faults fell by a fifth and a half, but barnes was not shown not slower at load 6-15:
+    // dsm/SPLASH3-LOCKS.md, session 21).
+    bool keep_written = false;
     // Lock grace (ICCS_DSM_LOCK_GRACE_US): a token recalled while its lock is in use here (acquired
     // here within the grace before the recall) may still be taken again by this cluster for this
     // long after the recall, with no message, before it leaves (dsm/PROTOCOL.md, "Lock grace"). 0:

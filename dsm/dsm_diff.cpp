@@ -287,8 +287,9 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
         // ("A page written at every release stays writable"): diffed from a copy taken now, which
         // becomes its twin, and left writable. Threads of the cluster may write it meanwhile:
         // whatever the copy missed differs from the new twin and goes with the next flush. One
-        // found unchanged is protected as before.
-        bool keep[kPageRun] = {};
+        // unchanged since its twin stays so with nothing sent, until it has not changed for
+        // kKeepFlushes flushes: then it is protected as before.
+        bool keep[kPageRun] = {}, changed[kPageRun] = {};
         uint8_t* copy = nullptr;
         for (size_t k = 0; !defer_ro && n.cfg_.keep_written && k < len; k++) {
             const uint32_t p = run[k];
@@ -296,10 +297,14 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
             if (!(pg.dirty && pg.twin && pg.wrote_at != 0 && pg.wrote_at + kKeepFlushes >= seq &&
                   pg.state.load() == kWritable && home_of_page(p) != n.cluster_))
                 continue;
-            if (copy == nullptr) copy = kept_copy(len);
-            leave_out_private(p);
-            std::memcpy(copy + k * page, page_priv(p), page_len(p));
             keep[k] = true;
+            leave_out_private(p);
+            // Unchanged since its twin: nothing to copy or send (a write after this compare is
+            // for the next flush, the page staying in the dirty list).
+            if (std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0) continue;
+            if (copy == nullptr) copy = kept_copy(len);
+            std::memcpy(copy + k * page, page_priv(p), page_len(p));
+            changed[k] = true;
         }
         protect_runs(run, len, PROT_READ, kReadOnly, [&](uint32_t p) {
             const size_t k = size_t(std::lower_bound(run, run + len, p) - run);
@@ -327,10 +332,11 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
             } else if (pg.dirty && pg.twin && keep[k]) {
                 // Kept writable, twinned and in the dirty list, maybe unchanged: as a page written
                 // ahead (an unchanged one sends no diff and is named in no notice).
-                const size_t bytes = per_home[home_of_page(p)].diff(p, copy + k * page, page_twin(p), page_len(p));
                 kept.push_back(p);
                 pg.ahead = true;
                 pg.served_twin = false;
+                if (!changed[k]) continue;
+                const size_t bytes = per_home[home_of_page(p)].diff(p, copy + k * page, page_twin(p), page_len(p));
                 if (bytes == 0) continue;
                 std::memcpy(page_twin(p), copy + k * page, page_len(p));
                 pg.wrote_at = seq;
