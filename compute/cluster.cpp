@@ -77,6 +77,7 @@ EalOptions eal_options(const ClusterPlan& plan, const PoolPlan& pools) {
     if (plan.polling != Polling::kInline)
         for (uint16_t p = 0; p < nprox; ++p) eo.lcore_cpus.push_back(plan.proxy_cores[p]);
     eo.memory_mb = pools.memory.dpdk_mb;
+    eo.single_file_segments = memif_lends_buffers(plan, me);  // memif's zero-copy client: its memory in a file
     if (plan.fabric == "pci")
         for (uint16_t p = 0; p < nprox; ++p) eo.pci_allow.push_back(pci_address(plan, me, p));
     return eo;
@@ -164,13 +165,19 @@ bool add_fabric_ports(const ClusterPlan& plan, Proxy& px, uint16_t p, rte_mempoo
         // lower cluster id serves the socket. Every frame in one memif buffer: frames
         // chained over several buffers (MTU above 2034 with the default 2048) came out
         // of DPDK 22.11's memif many times over (millions of duplicates, then a crash).
+        // [machine] memif_zero_copy (memif_zero_copy_link: clusters of one proxy each): the client
+        // end (the higher cluster id) lends its RX mbufs and
+        // its frames to the link, which the server copies into and out of: one copy a frame, not
+        // two. Its RX mbufs then hold a frame each (rx_mbuf_room), for the same reason: a frame
+        // the server wrote over several lent buffers came out with stale descriptor flags.
         const uint32_t memif_bsize = std::max<uint32_t>(2048, std::bit_ceil(plan.mtu_bytes + 14));
         for (const ProxyAddr& peer : peers) {
             const std::string name = "net_memif_" + std::to_string(p) + "_" + std::to_string(peer.cluster) +
                                      "_" + std::to_string(peer.index);
             const std::string socket = link_socket(plan, me, p, peer.cluster, peer.index);
             const std::string args = name + ",role=" + (me < peer.cluster ? "server" : "client") + ",socket=" + socket +
-                                     ",socket-abstract=no,bsize=" + std::to_string(memif_bsize);
+                                     ",socket-abstract=no,bsize=" + std::to_string(memif_bsize) +
+                                     (me > peer.cluster && memif_zero_copy_link(plan, me, peer.cluster) ? ",zero-copy=yes" : "");
             if (me > peer.cluster && !wait_for_memif_server(plan, socket, peer.cluster, err)) return false;
             if (!px.add_port(args, rx, desc, {peer.mac}, plan.link_timeout_ms, err)) return false;
             // Adaptive polling: wake the peer proxy after a burst to it (doorbell.hpp;
@@ -250,7 +257,7 @@ bool make_proxies(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& 
             continue;
         }
         rte_mempool* rx = mbuf_pool_create(pn + "rx", pools.memory.rx.objects, kPoolCache, rx_priv_size(),
-                                           RTE_MBUF_DEFAULT_BUF_SIZE, err);
+                                           rx_mbuf_room(plan, plan.cluster_id), err);
         rte_mempool* desc = rx != nullptr ? mbuf_pool_create(pn + "txd", pools.memory.tx_desc.objects, kPoolCache, 0, 0, err)
                                           : nullptr;
         if (rx == nullptr || desc == nullptr) {

@@ -76,6 +76,7 @@ struct ClusterPlan {
     uint32_t base_ip = 0x0a000000;              // proxy p of cluster c: base + c*256 + p + 1
     uint16_t udp_port = 9410;                   // fabric udp: proxy p of cluster c binds udp_port + 64*c + p
     bool udp_sqpoll = false;                    // fabric udp: SQPOLL rings ([machine] udp_sqpoll)
+    bool memif_zero_copy = false;               // fabric memif: client ends lend their buffers ([machine] memif_zero_copy)
     std::vector<Ipv4Addr> udp_addresses;        // fabric udp: [] (127.0.0.1), per cluster, or per proxy
     SlidwinConfig slidwin;
     ReassemblyConfig reass;

@@ -85,7 +85,8 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t me) {
     const uint32_t largest = std::min(plan.max_size, threshold);
     // DPDK fabrics: frames of a datagram, each in ceil((mtu + 14) / 2048) mbufs (a 9000-byte frame
     // takes 5: counting frames alone starved the port at MTU 9000).
-    const uint32_t mbufs_per_frame = (plan.mtu_bytes + 14 + 2047) / 2048;
+    const uint32_t mbufs_per_frame = (plan.mtu_bytes + 14 + rx_mbuf_room(plan, me) - RTE_PKTMBUF_HEADROOM - 1) /
+                                     (rx_mbuf_room(plan, me) - RTE_PKTMBUF_HEADROOM);
     const uint32_t frags_per_msg =
         kernel_udp ? (largest + kConvHdrLen + kSlidwinHdrLen + kDgramAddrLen) / 2048 + 1
                    : ((largest + kConvHdrLen + kSlidwinHdrLen + 8) / (plan.mtu_bytes - 28) + 1) * mbufs_per_frame;
@@ -99,7 +100,7 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t me) {
                    1024 * (m.peers_per_proxy + 1) +
                    (plan.wan ? static_cast<uint32_t>(plan.wan->hold_limit_bytes / 2048) : 0);
     m.rx.obj_bytes = kernel_udp ? pool_obj_bytes(MempoolPktPool::elt_bytes(2048 + kPktHeadroom))
-                                : pool_obj_bytes(mbuf_elt_bytes(rx_priv_size(), RTE_MBUF_DEFAULT_BUF_SIZE));
+                                : pool_obj_bytes(mbuf_elt_bytes(rx_priv_size(), rx_mbuf_room(plan, me)));
     m.stack = {kStackSegs, pool_obj_bytes(MempoolPktPool::elt_bytes(kStackSegBytes + kPktHeadroom))};
     if (!kernel_udp) m.tx_desc = {kTxDescs, pool_obj_bytes(mbuf_elt_bytes(0, 0))};
     m.messages = {plan.pool_segments, pool_obj_bytes(MempoolPktPool::elt_bytes(2048 + kPktHeadroom))};
@@ -124,6 +125,23 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t me) {
     m.process_bytes = kProcessBytes;
     m.total_bytes = uint64_t{m.dpdk_mb} * kMiB + m.memif_links_served * m.memif_link_bytes + m.process_bytes;
     return m;
+}
+
+bool memif_lends_buffers(const ClusterPlan& plan, uint16_t cluster) {
+    for (uint16_t d = 0; d < cluster; ++d)
+        if (memif_zero_copy_link(plan, cluster, d)) return true;
+    return false;
+}
+
+uint16_t rx_mbuf_room(const ClusterPlan& plan, uint16_t cluster) {
+    if (!memif_lends_buffers(plan, cluster)) return RTE_MBUF_DEFAULT_BUF_SIZE;
+    const uint32_t frame = (plan.mtu_bytes + 14 + 63) & ~63u;  // a cache line multiple
+    return static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(frame, 2048));
+}
+
+bool memif_zero_copy_link(const ClusterPlan& plan, uint16_t client, uint16_t server) {
+    return plan.memif_zero_copy && client < plan.proxies_per_cluster.size() && server < plan.proxies_per_cluster.size() &&
+           plan.proxies_per_cluster[client] == 1 && plan.proxies_per_cluster[server] == 1;
 }
 
 std::string ClusterMemory::line() const {

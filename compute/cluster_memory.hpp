@@ -70,6 +70,20 @@ struct ClusterMemory {
 
 // The cost of cluster `cluster` of the plan (its own proxies, threads, peers and fabric).
 ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t cluster);
+// The data room of cluster `cluster`'s RX mbufs: DPDK's default (2 KiB after the headroom), or a
+// whole frame when the cluster is the client end of a zero-copy memif link (memif_lends_buffers):
+// it lends these mbufs to the link, and a frame the server writes over several of them is chained
+// by descriptor flags that DPDK 22.11's memif does not clear when it reuses a slot (cluster.cpp,
+// add_fabric_ports).
+uint16_t rx_mbuf_room(const ClusterPlan& plan, uint16_t cluster);
+// Whether the memif link between clusters `client` (the higher id) and `server` runs zero-copy:
+// [machine] memif_zero_copy, and one proxy on either side. With two proxies a cluster (two links
+// between the same two processes) the second link did not come up in zero-copy (DPDK 22.11, test
+// mpi-p2p-2x2-memif-jumbo-zc): such links copy as before.
+bool memif_zero_copy_link(const ClusterPlan& plan, uint16_t client, uint16_t server);
+// Whether cluster `cluster` is the client end of a zero-copy memif link (it lends its buffers;
+// its EAL then keeps its memory in one file per segment list: --single-file-segments).
+bool memif_lends_buffers(const ClusterPlan& plan, uint16_t cluster);
 
 // The run as a whole against this host, before any cluster starts: true when it fits. Else false
 // with err: what it needs (clusters x each, links), what the host has (MemAvailable), and what to

@@ -67,6 +67,9 @@ struct MachineSection {
     std::vector<Ipv4Addr> udp_addresses{};     // fabric udp: socket addresses: none (127.0.0.1), one per
                                                // cluster, or one per proxy of all clusters; else ignored
     bool udp_sqpoll = false;                   // fabric udp: SQPOLL rings (a kernel thread polls each; needs a spare core)
+    bool memif_zero_copy = false;              // fabric memif: each link's client end receives into (and
+                                               // sends from) its own buffers, which its peer copies to
+                                               // and from: one copy a frame instead of two
     std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
     std::string pcap_dir{};                    // capture every proxy's frames to DIR/cluster<C>-proxy<P>.pcapng
                                                // ("" = off; DPDK fabrics only, not udp)

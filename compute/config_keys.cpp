@@ -540,6 +540,10 @@ std::vector<Key> make_keys() {
     t.push_back(bool_key("machine", "udp_sqpoll", &M::machine, &MachineSection::udp_sqpoll,
                          "fabric udp: a kernel thread polls each proxy's io_uring (IORING_SETUP_SQPOLL), "
                          "so sends need no system call; it takes a core of its own while busy"));
+    t.push_back(bool_key("machine", "memif_zero_copy", &M::machine, &MachineSection::memif_zero_copy,
+                         "fabric memif: the client end of each link (the higher cluster id) lends its own "
+                         "buffers to the link (DPDK's zero-copy=yes), so its peer copies each frame once, "
+                         "straight into or out of them; the peer maps all of that cluster's DPDK memory"));
     t.push_back(pci_addresses_key());
     t.push_back(pcap_dir_key());
     t.push_back(int_key("machine", "pcap_max_bytes", &M::machine, &MachineSection::pcap_max_bytes, 65536,

@@ -128,6 +128,7 @@ bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& p
     plan.base_ip = cfg.machine.base_ip.v;
     plan.udp_port = cfg.machine.udp_port;
     plan.udp_sqpoll = cfg.machine.udp_sqpoll;
+    plan.memif_zero_copy = cfg.machine.memif_zero_copy && cfg.machine.fabric == Fabric::kMemif;
     plan.udp_addresses = cfg.machine.udp_addresses;
     plan.slidwin = to_slidwin_config(cfg.slidwin);
     if (!load_security(cfg, plan, err)) return false;

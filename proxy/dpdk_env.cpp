@@ -55,6 +55,7 @@ std::vector<std::string> eal_args(const EalOptions& o) {
     // Without hugepages: --no-huge (EAL then refuses --in-memory). With them: --in-memory, so no
     // hugepage files are left behind by a cluster that dies.
     a.push_back(hugepages_available() ? "--in-memory" : "--no-huge");
+    if (o.single_file_segments) a.push_back("--single-file-segments");
     a.push_back("-m");
     a.push_back(std::to_string(o.memory_mb));
     if (o.pci_allow.empty()) {

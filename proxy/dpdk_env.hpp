@@ -18,6 +18,9 @@ struct EalOptions {
     uint32_t memory_mb = 256;           // -m: all pools of this process must fit
     std::vector<std::string> pci_allow; // -a PCI addresses (fabric pci); none: --no-pci
     std::string log_level = "*:warning";
+    // --single-file-segments: DPDK's memory in one file per segment list, which memif's zero-copy
+    // mode hands to the peer ([machine] memif_zero_copy)
+    bool single_file_segments = false;
 };
 
 // True when hugepages are configured and mounted (then --no-huge is not used).

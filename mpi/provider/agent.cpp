@@ -17,6 +17,7 @@
 
 #include "agent_link.hpp"
 #include "cluster.hpp"
+#include "cluster_memory.hpp"
 #include "dpdk_env.hpp"
 #include "ipv4_frag.hpp"
 #include "mpi_wire.hpp"
@@ -424,11 +425,18 @@ void Agent::report(bool ok, bool with_proxies) {
     const std::string path = std::string(base) + ".mpi.c" + std::to_string(domain_);
     FILE* out = std::fopen(path.c_str(), "w");
     if (out == nullptr) return;
+    unsigned zero_copy_links = 0;
+    if (m_.config->machine.fabric == Fabric::kMemif)
+        for (uint16_t d = 0; d < domain_; ++d) zero_copy_links += memif_zero_copy_link(plan_, static_cast<uint16_t>(domain_), d);
     // "agent": where the domain's agent ran: its own process, or its only rank's (the rank's
-    // thread ran the bridge and the proxies: InRankBridge), with that process's id.
-    std::fprintf(out, "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"agent\":\"%s\",\"agent_pid\":%d,\"ranks\":[",
+    // thread ran the bridge and the proxies: InRankBridge), with that process's id;
+    // "memif_zero_copy_links": the memif links whose client end it was that ran in DPDK's
+    // zero-copy mode ([machine] memif_zero_copy: memif_zero_copy_link).
+    std::fprintf(out,
+                 "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"agent\":\"%s\",\"agent_pid\":%d,"
+                 "\"memif_zero_copy_links\":%u,\"ranks\":[",
                  domain_, ok ? "true" : "false", to_string(m_.transport), in_rank_ ? "in-rank" : "process",
-                 static_cast<int>(getpid()));
+                 static_cast<int>(getpid()), zero_copy_links);
     for (uint32_t k = 0; k < region_.hdr().members; ++k) {
         const RankSlot& s = region_.slot(k);
         std::fprintf(out, "%s{\"rank\":%u,\"state\":%u,\"pid\":%u", k ? "," : "", region_.hdr().first_rank + k,

@@ -13,6 +13,9 @@ Usage: run_mpi.py PROVIDER_DIR PROGRAM [OPTIONS] [-- PROGRAM ARGS]
   --proxies P                     proxies per cluster (default 2)
   --transport iccs|direct|delay   (default iccs)
   --mtu N                         [machine] mtu_bytes (default: the file sets none, 1500)
+  --memif-zero-copy               [machine] memif_zero_copy = true: with one proxy a cluster every
+                                  link must have run zero-copy (its client end's report counts it:
+                                  memif_zero_copy_links), with more none (they copy as before)
   --polling adaptive|inline       [cluster] polling (default adaptive). inline with --cluster-size 1:
                                   each cluster runs in its rank's process (no agent process may
                                   start: ICCS_MPI_AGENT names none), and every report must say so
@@ -194,7 +197,8 @@ def main():
         argv, prog_args = argv[:i], argv[i + 1:]
     provider_dir, program = argv[0], argv[1]
     opts = {"--clusters": "2", "--cluster-size": "2", "--fabric": "memif", "--proxies": "2", "--transport": "iccs",
-            "--drop": None, "--mtu": None, "--polling": "adaptive", "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240", "--again": None}
+            "--drop": None, "--mtu": None, "--polling": "adaptive", "--killed": None, "--stopped-agent": None, "--bad-size": None, "--timeout": "240", "--again": None,
+            "--memif-zero-copy": None}
     key = None
     no_config = False
     i = 2
@@ -205,7 +209,7 @@ def main():
             if i + 1 < len(argv) and argv[i + 1] == "encrypt":
                 key = "encrypt"
                 i += 1
-        elif a == "--again":
+        elif a in ("--again", "--memif-zero-copy"):
             opts[a] = "yes"
         elif a == "--no-config":
             no_config = True
@@ -236,6 +240,8 @@ def main():
             lines += [f"udp_port = {20000 + (os.getpid() % 48) * 256}"]
         if opts["--mtu"] is not None:
             lines += [f"mtu_bytes = {opts['--mtu']}"]
+        if opts["--memif-zero-copy"] is not None:
+            lines += ["memif_zero_copy = true"]
         lines += ["[cluster]", f"compute_threads = {size}", f"proxies = {opts['--proxies']}", f'polling = "{opts["--polling"]}"']
         if opts["--stopped-agent"] is not None:
             lines += [f"peer_timeout_ms = {PEER_TIMEOUT_MS}"]
@@ -369,6 +375,11 @@ def check_reports(rep, clusters, size, opts, out):
     for r in reports:
         if not r["ok"]:
             fail(f"the agent of domain {r['domain']} says not ok: {r}", out)
+        if opts["--memif-zero-copy"] is not None:
+            want = r["domain"] if opts["--proxies"] == "1" else 0  # links to every lower cluster
+            if r.get("memif_zero_copy_links") != want:
+                fail(f"the agent of domain {r['domain']} ran {r.get('memif_zero_copy_links')!r} memif links "
+                     f"zero-copy, not {want}", out)
         if in_rank_expected(opts):
             # The agent ran in its rank's process: the report was written there, and that
             # process's thread carried the records (the bridge's counters) and ran the proxies.

@@ -428,6 +428,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"machine.udp_port", "12345"},
         {"machine.udp_addresses", "10.1.0.1,10.1.0.2,10.1.0.3,10.1.0.4,10.1.0.5"},
         {"machine.udp_sqpoll", "true"},
+        {"machine.memif_zero_copy", "true"},
         {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
         {"machine.pcap_dir", "/tmp/iccs capture"},
         {"machine.pcap_max_bytes", "1048576"},
