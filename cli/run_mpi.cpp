@@ -158,10 +158,9 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
         mf << "# iccs run --mpi: the defaults; the flags are in ICCS_OVERRIDES\n";
         // memif is a virtual link: jumbo frames. A 1 MiB stream (window 64, 2 x 1 ranks) moved
         // ~30% more at MTU 9000 than at 1500 (mpi/provider/README.md, "Speed"); --mtu still wins.
-        // And memif's zero-copy mode: each link's client end lends its buffers, one copy a frame
-        // instead of two (1 MiB in-rank: mpi/provider/SPEED.md, "memif's copies").
-        if (cfg.machine.fabric == Fabric::kMemif)
-            mf << "[machine]\nmtu_bytes = " << kMpiMemifMtuBytes << "\nmemif_zero_copy = true\n";
+        // (Not memif's zero-copy mode, [machine] memif_zero_copy: more bandwidth, but 8-byte
+        // ping-pongs were slower with it: mpi/provider/SPEED.md, "memif's copies".)
+        if (cfg.machine.fabric == Fabric::kMemif) mf << "[machine]\nmtu_bytes = " << kMpiMemifMtuBytes << "\n";
     } else {
         machine_file = std::filesystem::absolute(machine_file).string();
     }

@@ -140,7 +140,7 @@ uint16_t rx_mbuf_room(const ClusterPlan& plan, uint16_t cluster) {
 }
 
 bool memif_zero_copy_link(const ClusterPlan& plan, uint16_t client, uint16_t server) {
-    return plan.memif_zero_copy && client < plan.proxies_per_cluster.size() && server < plan.proxies_per_cluster.size() &&
+    return plan.memif_zero_copy && plan.proxies_per_cluster.size() == 2 && client < 2 && server < 2 &&
            plan.proxies_per_cluster[client] == 1 && plan.proxies_per_cluster[server] == 1;
 }
 

@@ -77,9 +77,11 @@ ClusterMemory cluster_memory(const ClusterPlan& plan, uint16_t cluster);
 // add_fabric_ports).
 uint16_t rx_mbuf_room(const ClusterPlan& plan, uint16_t cluster);
 // Whether the memif link between clusters `client` (the higher id) and `server` runs zero-copy:
-// [machine] memif_zero_copy, and one proxy on either side. With two proxies a cluster (two links
-// between the same two processes) the second link did not come up in zero-copy (DPDK 22.11, test
-// mpi-p2p-2x2-memif-jumbo-zc): such links copy as before.
+// [machine] memif_zero_copy, two clusters of one proxy each (one link). With two proxies a cluster
+// (two links between the same two processes) the second link did not come up in zero-copy (DPDK
+// 22.11, test mpi-p2p-2x2-memif-jumbo-zc), and with three clusters of one the process that served
+// one link and lent its buffers to another died once of SIGBUS in memif's transmit (1 run of 2):
+// such links copy as before.
 bool memif_zero_copy_link(const ClusterPlan& plan, uint16_t client, uint16_t server);
 // Whether cluster `cluster` is the client end of a zero-copy memif link (it lends its buffers;
 // its EAL then keeps its memory in one file per segment list: --single-file-segments).

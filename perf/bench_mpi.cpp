@@ -67,10 +67,7 @@ bool run_once(const BenchMpiOptions& o, const Path& p, const std::string& tmp, u
         run_id += p.fabric;
         const std::string machine = tmp + "/machine-" + p.fabric + ".toml";
         // memif: jumbo frames, as `iccs run --mpi` gives MPI runs (config.hpp, kMpiMemifMtuBytes)
-        // and memif's zero-copy mode (the same)
-        const std::string mtu = p.fabric == "memif"
-                                    ? "mtu_bytes = " + std::to_string(kMpiMemifMtuBytes) + "\nmemif_zero_copy = true\n"
-                                    : "";
+        const std::string mtu = p.fabric == "memif" ? "mtu_bytes = " + std::to_string(kMpiMemifMtuBytes) + "\n" : "";
         std::ofstream(machine) << "[machine]\nclusters = 2\nfabric = \"" << p.fabric << "\"\n"
                                << mtu << "udp_port = " << bench_udp_port() << "\n[cluster]\ncompute_threads = "
                                << o.ranks_per_cluster << "\nproxies = 1\npolling = \"" << o.polling << "\"\n";
