@@ -302,7 +302,7 @@ bool DsmNode::Impl::flush_locked(RtEndpoint& ep, std::vector<uint32_t>* defer_ro
             // Unchanged since its twin: nothing to copy or send (a write after this compare is
             // for the next flush, the page staying in the dirty list).
             if (std::memcmp(page_priv(p), page_twin(p), page_len(p)) == 0) continue;
-            if (copy == nullptr) copy = kept_copy(len);
+            if (copy == nullptr) copy = kept_copy();
             std::memcpy(copy + k * page, page_priv(p), page_len(p));
             changed[k] = true;
         }

@@ -66,11 +66,11 @@ struct Page {
     std::atomic<uint64_t> writers{0};
 };
 
-// A page's home moves at most this many times, to a cluster that alone wrote it in the last
-// kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_home_moves.cpp).
 // A page of another home that this cluster changed at one of its last kKeepFlushes flushes stays
 // writable through the next one (DsmConfig::keep_written, DsmNode::Impl::flush_locked).
 inline constexpr uint32_t kKeepFlushes = 4;
+// A page's home moves at most this many times, to a cluster that alone wrote it in the last
+// kMoveEpochs epochs between full barriers (DsmNode::Impl::home_moves, dsm_home_moves.cpp).
 inline constexpr uint8_t kMaxHomeMoves = 2;
 inline constexpr size_t kMoveEpochs = 3;
 // A move's new home (in the barrier reply's list) with this bit: no write notice the barrier's
@@ -303,7 +303,7 @@ struct DsmNode::Impl {
     // Copies of the pages a flush keeps writable (keep_written), one run of kPageRun at a time;
     // flushes run one at a time (coh_mu).
     std::vector<uint8_t> kept_copies;
-    uint8_t* kept_copy(size_t) {
+    uint8_t* kept_copy() {
         if (kept_copies.empty()) kept_copies.resize(kPageRun * size_t(page));
         return kept_copies.data();
     }
