@@ -109,6 +109,20 @@ inline uint64_t csum_native(const uint8_t* p, size_t len) {
     return len >= kCsumWideMinBytes ? csum_native_wide(p, len) : csum_native_words(p, len);
 }
 
+// Copies len bytes from src to dst (not overlapping) and returns csum_native of them, in one
+// pass: each vector is loaded once, stored and summed (the kernel's csum_partial_copy). The
+// sender's payload copy into packet buffers (pkt_write with PktSum::kKeep) read the bytes it had
+// just written a second time to sum them; the fold below is the same sum (same lanes, same
+// blocks), so the datagram's bytes and checksum are the ones the two passes gave (issue 35).
+// Below kCsumWideMinBytes: memcpy, then csum_native_words over the copy.
+[[gnu::noinline]] uint64_t csum_copy_wide(uint8_t* dst, const uint8_t* src, size_t len);
+uint64_t csum_copy_by(CsumPath path, uint8_t* dst, const uint8_t* src, size_t len);
+inline uint64_t csum_copy_native(uint8_t* dst, const uint8_t* src, size_t len) {
+    if (len >= kCsumWideMinBytes) return csum_copy_wide(dst, src, len);
+    std::memcpy(dst, src, len);
+    return csum_native_words(dst, len);
+}
+
 // Add the 16-bit big-endian words of [p, p+len) to sum (an odd tail byte counts as its high byte).
 inline uint64_t csum_add(uint64_t sum, const void* p, size_t len) {
     const uint16_t native = csum_fold(csum_native(static_cast<const uint8_t*>(p), len));
@@ -124,8 +138,8 @@ inline uint16_t csum_lane(uint16_t folded, bool odd) { return odd ? __builtin_bs
 
 // Keep the sum of the k bytes at p, which are [at, at + k) of s's buffer, in s (PktBuf::sum),
 // extending what it keeps when they follow those bytes (pkt_write into the same segment again).
-inline void csum_keep(PktBuf* s, uint32_t at, const uint8_t* p, uint32_t k) {
-    const uint16_t part = csum_fold(csum_add(0, p, k));
+// part: their folded sum in csum_add's (big-endian) word order.
+inline void csum_keep_part(PktBuf* s, uint32_t at, uint16_t part, uint32_t k) {
     if (s->sum_len != 0 && s->sum_at + s->sum_len == at) {
         s->sum = csum_fold(uint64_t{s->sum} + csum_lane(part, s->sum_len & 1u));
         s->sum_len += k;
@@ -134,6 +148,11 @@ inline void csum_keep(PktBuf* s, uint32_t at, const uint8_t* p, uint32_t k) {
         s->sum_len = k;
         s->sum = part;
     }
+}
+// Copy k bytes from src to dst = [at, at + k) of s's buffer and keep their sum, in one pass.
+inline void csum_keep_copy(PktBuf* s, uint32_t at, uint8_t* dst, const uint8_t* src, uint32_t k) {
+    const uint16_t native = csum_fold(csum_copy_native(dst, src, k));
+    csum_keep_part(s, at, __builtin_bswap16(native), k);
 }
 
 // Partial sum of len bytes of a chain from offset off (the one-segment case inline: every frame

@@ -120,9 +120,12 @@ bool pkt_write(PktBuf* head, PktPool& pool, const void* src, uint32_t len, PktSu
         }
         const uint32_t k = std::min(room, len);
         uint8_t* to = t->data() + t->data_len;
-        std::memcpy(to, in, k);
-        // Small writes are not kept: the proxy's one-segment checksum reads them as fast.
-        if (sums == PktSum::kKeep && k >= kPktSumMinBytes) csum_keep(t, t->data_off + t->data_len, to, k);
+        // Small writes are not kept: the proxy's one-segment checksum reads them as fast. Kept
+        // ones are summed as they are copied (one read of the bytes, csum_copy_native).
+        if (sums == PktSum::kKeep && k >= kPktSumMinBytes)
+            csum_keep_copy(t, t->data_off + t->data_len, to, in, k);
+        else
+            std::memcpy(to, in, k);
         t->data_len += k;
         head->pkt_len += k;
         in += k;
