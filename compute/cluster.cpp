@@ -105,6 +105,7 @@ ProxyConfig proxy_config(const ClusterPlan& plan, uint16_t p, uint64_t run_token
     pc.stack.ip = proxy_ip(plan, me, p);
     pc.stack.mtu_bytes = plan.mtu_bytes;
     pc.stack.reass = plan.reass;
+    pc.stack.udp_checksum_off = plan.udp_checksum_off;
     pc.slidwin = plan.slidwin;
     pc.slidwin.run_token = run_token;
     pc.auth = plan.auth;
@@ -428,7 +429,8 @@ ConvNet conv_net(const ClusterPlan& plan, ClusterParts& parts, bool assisting) {
     // The payload's sum taken where it is copied in (the sending compute thread, or the MPI
     // agent's bridge) rather than read again by the proxy from another core's cache: the UDP
     // checksum was a quarter of the sending proxy's time at 1 MiB MPI messages (issue 35).
-    net.payload_sums = plan.fabric != "udp";
+    // Not summed at all where the stack sends checksum 0 ([machine] udp_checksum).
+    net.payload_sums = plan.fabric != "udp" && !plan.udp_checksum_off;
     for (uint16_t c = 0; c < plan.clusters; ++c) {
         net.ni_addrs.emplace_back();
         for (uint16_t q = 0; q < plan.proxies_per_cluster[c]; ++q) net.ni_addrs[c].push_back(proxy_ip(plan, c, q));

@@ -77,6 +77,8 @@ struct ClusterPlan {
     uint16_t udp_port = 9410;                   // fabric udp: proxy p of cluster c binds udp_port + 64*c + p
     bool udp_sqpoll = false;                    // fabric udp: SQPOLL rings ([machine] udp_sqpoll)
     bool memif_zero_copy = false;               // fabric memif: client ends lend their buffers ([machine] memif_zero_copy)
+    bool udp_checksum_off = false;              // fabric memif and [machine] udp_checksum = "off-on-memif":
+                                                // datagrams go with UDP checksum 0 (StackConfig::udp_checksum_off)
     std::vector<Ipv4Addr> udp_addresses;        // fabric udp: [] (127.0.0.1), per cluster, or per proxy
     SlidwinConfig slidwin;
     ReassemblyConfig reass;

@@ -44,6 +44,14 @@ enum class Fabric {
 };
 // How a proxy waits for work (DESIGN.md §2 "Polling"): enum class Polling, in proxy/polling.hpp.
 
+// Whether the proxies' stacks sum their UDP datagrams (stack/README.md "UDP checksum").
+enum class UdpChecksum {
+    kOn,          // "on": every datagram carries its checksum and is checked (the default)
+    kOffOnMemif,  // "off-on-memif": fabric memif only (shared memory, no wire to corrupt a frame),
+                  // datagrams go with checksum 0 (RFC 768: none) and such datagrams are not checked
+};
+std::string_view to_string(UdpChecksum c);
+
 // How a compute thread picks its local proxy (DESIGN.md §1 "dispatch"): enum class Dispatch,
 // in convergence/dispatch.hpp.
 std::string_view to_string(Fabric f);
@@ -70,6 +78,7 @@ struct MachineSection {
     bool memif_zero_copy = false;              // fabric memif: each link's client end receives into (and
                                                // sends from) its own buffers, which its peer copies to
                                                // and from: one copy a frame instead of two
+    UdpChecksum udp_checksum = UdpChecksum::kOn;  // "off-on-memif": no UDP checksum on memif links
     std::vector<std::string> pci_addresses{};  // NIC ports for fabric = pci ("0000:03:00.0"); else ignored
     std::string pcap_dir{};                    // capture every proxy's frames to DIR/cluster<C>-proxy<P>.pcapng
                                                // ("" = off; DPDK fabrics only, not udp)

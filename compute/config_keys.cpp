@@ -450,6 +450,20 @@ Key pci_addresses_key() {
     return k;
 }
 
+Key udp_checksum_key() {
+    using M = MachineConfig;
+    Key k = enum_key("machine", "udp_checksum", &M::machine, &MachineSection::udp_checksum,
+                     {{"on", UdpChecksum::kOn}, {"off-on-memif", UdpChecksum::kOffOnMemif}},
+                     "\"off-on-memif\": on memif links (shared memory of one host) datagrams go with UDP "
+                     "checksum 0 (RFC 768: none) and are not checked; other fabrics always sum");
+    k.note = [](const MachineConfig& c) {
+        return c.machine.udp_checksum == UdpChecksum::kOffOnMemif && c.machine.fabric != Fabric::kMemif
+                   ? std::string("ignored: fabric is not \"memif\" (checksums stay on)")
+                   : std::string();
+    };
+    return k;
+}
+
 Key pcap_dir_key() {
     Key k{"machine", "pcap_dir", Kind::kPath, "a directory path (a string; \"\" = off)",
           "capture every proxy's frames to pcap_dir/cluster<C>-proxy<P>.pcapng (\"\" = off; not fabric udp)",
@@ -544,6 +558,7 @@ std::vector<Key> make_keys() {
                          "fabric memif: the client end of each link (the higher cluster id) lends its own "
                          "buffers to the link (DPDK's zero-copy=yes), so its peer copies each frame once, "
                          "straight into or out of them; the peer maps all of that cluster's DPDK memory"));
+    t.push_back(udp_checksum_key());
     t.push_back(pci_addresses_key());
     t.push_back(pcap_dir_key());
     t.push_back(int_key("machine", "pcap_max_bytes", &M::machine, &MachineSection::pcap_max_bytes, 65536,

@@ -46,6 +46,8 @@ std::string_view to_string(Fabric f) {
     return "?";
 }
 
+std::string_view to_string(UdpChecksum c) { return c == UdpChecksum::kOffOnMemif ? "off-on-memif" : "on"; }
+
 const char* to_string(CollFamily f) { return f == CollFamily::kFlat ? "flat" : "hier"; }
 
 std::string_view to_string(Polling p) {

@@ -129,6 +129,11 @@ bool plan_from_config(const MachineConfig& cfg, uint16_t cluster, ClusterPlan& p
     plan.udp_port = cfg.machine.udp_port;
     plan.udp_sqpoll = cfg.machine.udp_sqpoll;
     plan.memif_zero_copy = cfg.machine.memif_zero_copy && cfg.machine.fabric == Fabric::kMemif;
+    // memif only: a frame crosses shared memory of one host, where nothing corrupts it (the
+    // run's fault injection, [test] and the WAN emulation, drops, duplicates and reorders frames
+    // but never changes a byte); every other fabric has a wire or a kernel between the proxies.
+    plan.udp_checksum_off =
+        cfg.machine.udp_checksum == UdpChecksum::kOffOnMemif && cfg.machine.fabric == Fabric::kMemif;
     plan.udp_addresses = cfg.machine.udp_addresses;
     plan.slidwin = to_slidwin_config(cfg.slidwin);
     if (!load_security(cfg, plan, err)) return false;

@@ -49,6 +49,8 @@ namespace iccs {
     X(drop_udp_short, "UDP datagram shorter than its header")                         \
     X(drop_udp_len, "UDP length field inconsistent with IPv4")                        \
     X(drop_udp_csum, "UDP checksum wrong or missing")                                 \
+    X(udp_rx_no_csum, "UDP datagrams taken without a checksum (udp_checksum_off)")    \
+    X(udp_tx_no_csum, "UDP datagrams sent without a checksum (udp_checksum_off)")     \
     X(drop_udp_port, "UDP datagram for a port nobody bound")
 
 struct StackCounters {

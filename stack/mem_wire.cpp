@@ -5,6 +5,11 @@ namespace iccs {
 
 MemWire::MemWire(Stack& a, Stack& b, const WireImpairment& imp) : ends_{&a, &b}, imp_(imp), rng_(imp.seed) {
     ready_.reserve(64);
+    if (imp.corrupt > 0) sum_both_ends();
+}
+
+void MemWire::sum_both_ends() {
+    for (Stack* s : ends_) s->sum_every_datagram();
 }
 
 MemWire::~MemWire() {
@@ -15,6 +20,7 @@ MemWire::~MemWire() {
 void MemWire::set_impairment(const WireImpairment& imp) {
     imp_ = imp;
     rng_.seed(imp.seed);
+    if (imp.corrupt > 0) sum_both_ends();
 }
 
 uint32_t MemWire::pump(uint64_t now_ns, bool flush_held) {

@@ -5,7 +5,8 @@
 // NIC would: the receiver gets its own copy in buffers of its own pool and the sender's frame is
 // freed. On the way it can drop, duplicate, reorder (hold up to `reorder_window` frames and let
 // them out in random order) and corrupt (flip one random bit) frames, from a seeded generator,
-// so every run is reproducible; a test can also drop by a rule of its own (`drop_if`).
+// so every run is reproducible (corruption turns both stacks' UDP checksums on, whatever their
+// udp_checksum_off says); a test can also drop by a rule of its own (`drop_if`).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,9 @@ class MemWire {
 
    private:
     uint32_t move(int dir, uint64_t now_ns, bool flush_held);
+    // Corruption on: both stacks check every UDP checksum (Stack::sum_every_datagram; a
+    // StackConfig::udp_checksum_off of theirs is ignored).
+    void sum_both_ends();
     Stack* ends_[2];
     WireImpairment imp_;
     std::mt19937_64 rng_;

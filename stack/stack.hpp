@@ -42,6 +42,10 @@ struct StackConfig {
     uint32_t arp_pending_max = 64;       // packets held while their next hop is resolved
     uint64_t arp_retry_ns = 100'000'000; // resend an unanswered ARP request after this
     uint32_t tx_queue_frames = 4096;     // frames the device has not taken yet (rounded up to 2^n)
+    // The link cannot corrupt a frame (memif: shared memory of one host; [machine] udp_checksum):
+    // UDP datagrams go with checksum 0 (RFC 768: no checksum) and such datagrams are accepted
+    // unchecked; a nonzero checksum is still checked. Off: 0 is dropped as missing (DESIGN.md §3).
+    bool udp_checksum_off = false;
 };
 
 // UdpMeta and UdpHandler: in datagram_service.hpp.
@@ -106,6 +110,9 @@ class Stack final : public DatagramService {
     StackCounters& counters() { return ctr_; }
     const StackCounters& counters() const { return ctr_; }
     const StackConfig& config() const { return cfg_; }
+    // A wire that corrupts frames (MemWire's bit flips) is no link for udp_checksum_off: it turns
+    // the sums back on at both ends, so a flipped bit is still caught (drop_udp_csum).
+    void sum_every_datagram() { cfg_.udp_checksum_off = false; }
     PktPool& pool() override { return pool_; }
     Ipv4Reassembler& reassembler() { return reass_; }
 

@@ -1,5 +1,7 @@
-// udp.cpp: UDP input and output (RFC 768) of the Stack. The checksum is always computed on
-// send and always required on receive (DESIGN.md §3): a zero checksum is dropped as missing.
+// udp.cpp: UDP input and output (RFC 768) of the Stack. The checksum is computed on send and
+// required on receive (DESIGN.md §3: a zero checksum is dropped as missing), except on a link
+// that cannot corrupt a frame (StackConfig::udp_checksum_off: memif with [machine] udp_checksum =
+// "off-on-memif"), where datagrams go with checksum 0 and a 0 is taken unchecked.
 #include "checksum.hpp"
 #include "stack.hpp"
 #include "stamps.hpp"
@@ -29,7 +31,14 @@ void Stack::udp_input(PktBuf* p, Ipv4Addr src, Ipv4Addr dst, uint64_t now_ns) {
         return;
     }
     if (len < p->pkt_len) pkt_trim_to(p, len);
-    if (u.csum.raw == 0 || csum_chain_wire(p, 0, len, udp_pseudo_native(src, dst, len)) != 0) {
+    if (u.csum.raw == 0) {
+        if (!cfg_.udp_checksum_off) [[unlikely]] {
+            ++ctr_.drop_udp_csum;
+            pkt_free(p);
+            return;
+        }
+        ++ctr_.udp_rx_no_csum;
+    } else if (csum_chain_wire(p, 0, len, udp_pseudo_native(src, dst, len)) != 0) {
         ++ctr_.drop_udp_csum;
         pkt_free(p);
         return;
@@ -74,10 +83,15 @@ bool Stack::udp_output(PktBuf* p, uint16_t src_port, Ipv4Addr dst, uint16_t dst_
     }
     uint8_t* udp = mac != nullptr ? raw + kL2L3 : raw;
     // Header words summed from their values; the payload summed from memory (see be.hpp).
-    const uint64_t hdr_sum = udp_pseudo_native(cfg_.ip, dst, len) + wire16(src_port) + wire16(dst_port) +
-                             wire16(static_cast<uint16_t>(len));
-    uint16_t c = csum_chain_wire(p, static_cast<uint32_t>(udp - raw) + kUdpHdrLen, len - kUdpHdrLen, hdr_sum);
-    if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
+    uint16_t c = 0;  // RFC 768: "no checksum"
+    if (!cfg_.udp_checksum_off) [[likely]] {
+        const uint64_t hdr_sum = udp_pseudo_native(cfg_.ip, dst, len) + wire16(src_port) + wire16(dst_port) +
+                                 wire16(static_cast<uint16_t>(len));
+        c = csum_chain_wire(p, static_cast<uint32_t>(udp - raw) + kUdpHdrLen, len - kUdpHdrLen, hdr_sum);
+        if (c == 0) c = 0xffff;  // RFC 768: a computed zero is sent as all ones
+    } else {
+        ++ctr_.udp_tx_no_csum;
+    }
     store_u64(udp, wire16(src_port) | wire16(dst_port) << 16 | wire16(static_cast<uint16_t>(len)) << 32 |
                        uint64_t{c} << 48);
     if (mac != nullptr) {

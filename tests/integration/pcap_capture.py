@@ -17,7 +17,9 @@ Usage: pcap_capture.py ICCS_CLI SOURCE_ROOT --fabric memif|af_packet
    reassembled UDP datagram); af_packet stripes them into MTU-sized pieces (piece_cnt > 1).
 3. memif only (seconds): a tiny [machine] pcap_max_bytes stops the capture with one line naming the
    file and the limit, and the file stays complete; --pcap with fabric udp and an unwritable
-   directory stop at start with a clear message.
+   directory stop at start with a clear message. Then a run with [machine] udp_checksum =
+   "off-on-memif": it passes, every UDP datagram in the captures has checksum 0 (RFC 768: none)
+   and tshark finds no malformed or bad frame.
 tshark missing and not installable (./iccs installs it for the tests): exit 77 (meson: skipped).
 """
 import os
@@ -208,6 +210,26 @@ def main():
             if not re.search(r"capture \d\.\d: .*frames, stopped at \[machine\] pcap_max_bytes = 65536: \d+ frames "
                              r"missed", out):
                 failures.append("the report does not say the capture stopped")
+            # 4. [machine] udp_checksum = "off-on-memif": every datagram goes with checksum 0
+            # (RFC 768: none), the run passes, and tshark reads the captures without a bad or
+            # malformed frame (a zero checksum is not checked: "not present")
+            nosum = os.path.join(tmp, "nosum")
+            rc, out = run(cli, fabric, nosum, ["--stripe-threshold", "16000",
+                                               "--set", "machine.udp_checksum=off-on-memif"])
+            if rc != 0 or out.count(": PASS") != 2:
+                failures.append(f"the run with udp_checksum = off-on-memif failed (exit {rc})")
+            for f in sorted(os.listdir(nosum)) if os.path.isdir(nosum) else []:
+                path = os.path.join(nosum, f)
+                sums = tshark("-r", path, *PLAIN, "-Y", "udp", "-T", "fields", "-e", "udp.checksum")
+                bad = tshark("-r", path, *PLAIN, "-Y",
+                             '_ws.malformed || ip.checksum.status == "Bad" || udp.checksum.status == "Bad"')
+                nonzero = [x for x in sums if int(x, 16) != 0]
+                print(f"{f}: {len(sums)} UDP datagrams, {len(nonzero)} with a checksum, {len(bad)} malformed or bad")
+                if not sums or nonzero or bad:
+                    failures.append(f"{f} (udp_checksum off-on-memif): {len(sums)} datagrams, {len(nonzero)} with "
+                                    f"a checksum (want 0), {len(bad)} malformed or bad, e.g. {(nonzero + bad)[:3]}")
+            if not os.path.isdir(nosum) or len(os.listdir(nosum)) != 4:
+                failures.append(f"udp_checksum off-on-memif: expected 4 captures in {nosum}")
             # start-up errors
             for args, want in ((["--fabric", "udp", "--pcap", os.path.join(tmp, "u")], "fabric udp"),
                                (["--pcap", "/proc/iccs-cannot-be-here"], "--pcap /proc/iccs-cannot-be-here")):

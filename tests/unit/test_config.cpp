@@ -9,10 +9,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "config.hpp"
+#include "runtime_launch.hpp"
 
 using namespace iccs;
 
@@ -429,6 +431,7 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
         {"machine.udp_addresses", "10.1.0.1,10.1.0.2,10.1.0.3,10.1.0.4,10.1.0.5"},
         {"machine.udp_sqpoll", "true"},
         {"machine.memif_zero_copy", "true"},
+        {"machine.udp_checksum", "off-on-memif"},
         {"machine.pci_addresses", "0000:03:00.0,0000:03:00.1,0000:04:00.0"},
         {"machine.pcap_dir", "/tmp/iccs capture"},
         {"machine.pcap_max_bytes", "1048576"},
@@ -506,6 +509,8 @@ TEST_CASE("config: dump_config lists every key and round-trips", "[config]") {
     const std::string fixed = dump_config(c);
     CHECK_THAT(fixed, Catch::Contains("proxies = 2\n"));
     CHECK_THAT(fixed, Catch::Contains("  # ignored: fabric is not \"pci\"\n"));
+    CHECK_THAT(fixed, Catch::Contains("udp_checksum = \"off-on-memif\"  # ignored: fabric is not \"memif\" "
+                                      "(checksums stay on)\n"));
     CHECK_THAT(fixed, Catch::Contains("udp_addresses = [\"10.1.0.1\", \"10.1.0.2\", \"10.1.0.3\", \"10.1.0.4\", "
                                       "\"10.1.0.5\"]  # ports 12345 .. 12602\n"));
     REQUIRE(load_config(fixed, "dump").ok());
@@ -625,4 +630,26 @@ TEST_CASE("config: [wan] keys, their errors, and the emulator's setup", "[config
     REQUIRE(w != nullptr);  // loss alone turns the stage on
     CHECK(w->topo.at(0, 1) == WanLinkParams{1000, 1'000'000, true, 0.2});
     CHECK(w->topo.at(1, 0) == WanLinkParams{0, 0, true, 0.01});
+}
+
+TEST_CASE("config: udp_checksum = off-on-memif reaches the stacks on memif only", "[config]") {
+    // [machine] udp_checksum (issue 35): the plan's udp_checksum_off (the proxies' StackConfig)
+    // is on for fabric memif alone; "on" (the default) or any other fabric keeps the sums.
+    for (const auto& [fabric, setting, off] :
+         std::vector<std::tuple<std::string, std::string, bool>>{{"memif", "off-on-memif", true},
+                                                                 {"memif", "on", false},
+                                                                 {"udp", "off-on-memif", false},
+                                                                 {"af_packet", "off-on-memif", false}}) {
+        INFO(fabric << " " << setting);
+        MachineConfig c;
+        REQUIRE(!apply_override(c, "machine.fabric", fabric));
+        REQUIRE(!apply_override(c, "machine.udp_checksum", setting));
+        ClusterPlan plan;
+        std::string err;
+        REQUIRE(plan_from_config(c, 0, plan, err));
+        CHECK(plan.udp_checksum_off == off);
+    }
+    MachineConfig c;
+    CHECK(c.machine.udp_checksum == UdpChecksum::kOn);
+    CHECK(apply_override(c, "machine.udp_checksum", "off"));  // only the two values
 }
