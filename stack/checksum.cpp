@@ -18,8 +18,8 @@ namespace {
 typedef uint32_t Lanes32 __attribute__((vector_size(32)));
 typedef uint32_t Lanes64 __attribute__((vector_size(64)));
 
-template <class Lanes>
-[[gnu::always_inline]] inline uint64_t csum_lanes(const uint8_t* p, size_t len) {
+template <class Lanes, bool kCopy>
+[[gnu::always_inline]] inline uint64_t csum_lanes_impl(uint8_t* dst, const uint8_t* p, size_t len) {
     constexpr size_t kBytes = sizeof(Lanes);
     constexpr size_t kBlockSteps = size_t{1} << 14;
     uint64_t total = 0;
@@ -31,69 +31,46 @@ template <class Lanes>
             Lanes v, w;
             std::memcpy(&v, p, kBytes);
             std::memcpy(&w, p + kBytes, kBytes);
+            if constexpr (kCopy) {  // each vector stored where it is summed: one read of the bytes
+                std::memcpy(dst, &v, kBytes);
+                std::memcpy(dst + kBytes, &w, kBytes);
+            }
             lo_a += v & 0xffffu;
             hi_a += v >> 16;
             lo_b += w & 0xffffu;
             hi_b += w >> 16;
             p += 2 * kBytes;
+            if constexpr (kCopy) dst += 2 * kBytes;
         }
         if (i < steps) {
             Lanes v;
             std::memcpy(&v, p, kBytes);
+            if constexpr (kCopy) std::memcpy(dst, &v, kBytes);
             lo_a += v & 0xffffu;
             hi_a += v >> 16;
             p += kBytes;
+            if constexpr (kCopy) dst += kBytes;
         }
         len -= steps * kBytes;
         const Lanes sum = lo_a + hi_a + lo_b + hi_b;  // no lane carries out (above)
         for (size_t k = 0; k < kBytes / 4; ++k) total += sum[k];
     }
+    if constexpr (kCopy) std::memcpy(dst, p, len);
     total += csum_native_words(p, len);
     total = (total & 0xffffffffu) + (total >> 32);
     return (total & 0xffffffffu) + (total >> 32);
+}
+
+template <class Lanes>
+[[gnu::always_inline]] inline uint64_t csum_lanes(const uint8_t* p, size_t len) {
+    return csum_lanes_impl<Lanes, false>(nullptr, p, len);
 }
 
 // csum_lanes while copying: every vector loaded from src is stored to dst and summed, the same
 // lanes in the same blocks, so the result is csum_lanes(src, len)'s to the bit.
 template <class Lanes>
 [[gnu::always_inline]] inline uint64_t csum_copy_lanes(uint8_t* dst, const uint8_t* p, size_t len) {
-    constexpr size_t kBytes = sizeof(Lanes);
-    constexpr size_t kBlockSteps = size_t{1} << 14;
-    uint64_t total = 0;
-    while (len >= kBytes) {
-        const size_t steps = std::min(len / kBytes, kBlockSteps);
-        Lanes lo_a{}, hi_a{}, lo_b{}, hi_b{};
-        size_t i = 0;
-        for (; i + 2 <= steps; i += 2) {
-            Lanes v, w;
-            std::memcpy(&v, p, kBytes);
-            std::memcpy(&w, p + kBytes, kBytes);
-            std::memcpy(dst, &v, kBytes);
-            std::memcpy(dst + kBytes, &w, kBytes);
-            lo_a += v & 0xffffu;
-            hi_a += v >> 16;
-            lo_b += w & 0xffffu;
-            hi_b += w >> 16;
-            p += 2 * kBytes;
-            dst += 2 * kBytes;
-        }
-        if (i < steps) {
-            Lanes v;
-            std::memcpy(&v, p, kBytes);
-            std::memcpy(dst, &v, kBytes);
-            lo_a += v & 0xffffu;
-            hi_a += v >> 16;
-            p += kBytes;
-            dst += kBytes;
-        }
-        len -= steps * kBytes;
-        const Lanes sum = lo_a + hi_a + lo_b + hi_b;
-        for (size_t k = 0; k < kBytes / 4; ++k) total += sum[k];
-    }
-    std::memcpy(dst, p, len);
-    total += csum_native_words(dst, len);
-    total = (total & 0xffffffffu) + (total >> 32);
-    return (total & 0xffffffffu) + (total >> 32);
+    return csum_lanes_impl<Lanes, true>(dst, p, len);
 }
 
 // Measured: stack/README.md.
