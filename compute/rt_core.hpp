@@ -40,10 +40,16 @@ inline constexpr uint16_t kRtReplyHandler = 200;    // a reply: completes the re
 inline constexpr uint16_t kRtBarrierHandler = 201;  // a cluster's barrier contribution (to service endpoints)
 inline constexpr uint16_t kRtDoneHandler = 202;     // a cluster finished its program (runtime_finish)
 inline constexpr uint32_t kRtMaxMessage = 1u << 20;  // max_message() on every transport
+// RtHdr::flags: the sender waits for what this message causes (send_awaited, request): a transport
+// may leave the destination's doorbell unrung while its cluster's compute thread serves the service
+// endpoint (direct and delay; iccs ignores it).
+inline constexpr uint16_t kRtAwaitedFlag = 0x0001;
 
 class RtCore;
 
 class RtEp : public RtEndpoint {
+    friend class RtCore;  // the service thread's own sends take pumping_
+
    public:
     RtEp(RtCore& core, uint16_t local);
     ~RtEp() override = default;
@@ -52,6 +58,8 @@ class RtEp : public RtEndpoint {
     RtStatus request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b, std::vector<uint8_t>& reply,
                      uint64_t timeout_us = kRtForever) override;
     RtStatus reply(const ReplyToken& to, RtBytes a, RtBytes b = {}) override;
+    RtStatus send_awaited(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b = {}) override;
+    int serve_service() override;
     int poll() override;
     RtStatus wait_until(const std::function<bool()>& done, uint64_t timeout_us = kRtForever) override;
     void notify() override;
@@ -63,7 +71,7 @@ class RtEp : public RtEndpoint {
     bool cluster_down(uint16_t c) override;
 
     // The runtime's own sends (handler ids >= kRtUserHandlers allowed).
-    RtStatus send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBytes a, RtBytes b);
+    RtStatus send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBytes a, RtBytes b, uint16_t flags = 0);
     // A transport hands one arrived message here: runs its handler (or completes a request).
     void deliver(const RtHdr& h, const uint8_t* data);
     uint16_t local() const { return local_; }
@@ -78,6 +86,17 @@ class RtEp : public RtEndpoint {
     // transport's own prepare / re-check / sleep, so no wake-up is lost.
     virtual void block(uint64_t deadline_ns) = 0;
     virtual void wake() = 0;
+    // Awaited sends whose doorbell the transport left unrung (unrung_ of them): ring each one still
+    // unserved past its bound; returns the earliest bound of those left (UINT64_MAX: none).
+    // ring_unrung_now() rings every one still unserved (a wait that ends before its bound).
+    virtual uint64_t ring_overdue(uint64_t now) {
+        (void)now;
+        return UINT64_MAX;
+    }
+    virtual void ring_unrung_now() {}
+    // The service endpoint's pump, by whichever thread takes `pumping_` (the service thread, or a
+    // compute thread in serve_service()); 0 when another thread has it. Other endpoints: pump().
+    int pump_exclusive(int max);
     RtStatus fail(RtStatus s, std::string why);
 
     RtCore& core_;
@@ -86,6 +105,8 @@ class RtEp : public RtEndpoint {
     RtEndpointCounters ctr_;
     std::string err_;
     std::atomic<uint32_t> notified_{0};  // notify() since the last block(): block() must not sleep
+    std::atomic<bool> pumping_{false};   // the service endpoint: a thread runs its messages
+    uint32_t unrung_ = 0;                // awaited sends left unrung, not yet seen served or rung
 
    private:
     bool in_handler_ = false;
@@ -94,6 +115,7 @@ class RtEp : public RtEndpoint {
     bool pending_done_ = false;
     std::vector<uint8_t>* pending_out_ = nullptr;
     uint64_t unknown_handler_ = 0;
+    uint64_t promised_until_ = 0;  // a compute endpoint: what its serve_service() last promised
 };
 
 // One cluster's runtime; the transports subclass it (they make the endpoints).
@@ -150,6 +172,21 @@ class RtCore : public Runtime {
     // After shutdown(): this cluster's proxies' counters as a JSON array (iccs), or "null" (no
     // proxies: direct, delay). For runtime_finish's ICCS_REPORT file.
     virtual std::string proxies_json() const { return "null"; }
+    // A compute thread serves the service endpoint (serve_service): how long its promise lasts
+    // after each call (0: no compute thread serves, as before), and how long an awaited message
+    // may sit unserved before its sender rings the doorbell itself. Direct and delay set them
+    // (ICCS_RT_SERVE_WINDOW_US, ICCS_RT_SERVE_BOUND_US); tests may change them before any send.
+    void set_service_serving(uint64_t window_ns, uint64_t bound_ns) {
+        serve_window_ns_ = window_ns;
+        serve_bound_ns_ = bound_ns;
+    }
+    uint64_t serve_window_ns() const { return serve_window_ns_; }
+    uint64_t serve_bound_ns() const { return serve_bound_ns_; }
+    // The transport's side of that promise: senders see it (promise) until until_ns or until it is
+    // withdrawn (before the promising thread sleeps); a withdrawal wakes the service thread if a
+    // message already waits for it.
+    virtual void promise_service(uint64_t until_ns) { (void)until_ns; }
+    virtual void withdraw_service_promise() {}
     // The counters of this cluster's endpoints as report lines.
     std::string format_counters() const;  // one line per endpoint, for runtime_finish
 
@@ -162,6 +199,7 @@ class RtCore : public Runtime {
     std::atomic<bool> service_stop_{false}, service_send_done_{false};
     std::atomic<bool> service_sent_done_{false};
     int service_core_ = -1;  // RtSpec::service_core, for start_service
+    uint64_t serve_window_ns_ = 0, serve_bound_ns_ = 0;
     std::unique_ptr<std::atomic<bool>[]> done_by_;
 };
 

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -42,8 +43,19 @@ constexpr uint64_t kRingBytes = 2u << 20;  // per (source, destination) pair: on
 constexpr uint64_t kLapRestartBytes = 64u << 10;
 // RtHdr::flags of a pad record: no message; its length covers the rest of the lap.
 constexpr uint16_t kPadFlag = 0x8000;
-constexpr uint64_t kMagic = 0x69636373'72740001ull;  // "iccsrt", layout 1
+constexpr uint64_t kMagic = 0x69636373'72740002ull;  // "iccsrt", layout 2 (served_until)
 constexpr uint64_t kMaxSleepNs = 100'000'000;  // a sleeper re-checks (peer down) at least this often
+// serve_service's promise and the bound of an unrung awaited message (make_direct_runtime).
+constexpr uint64_t kServeWindowUs = 20;
+constexpr uint64_t kServeBoundUs = 30;
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return fallback;
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    return end != nullptr && *end == '\0' ? x : fallback;
+}
 
 struct alignas(64) Doorbell {
     std::atomic<uint32_t> seq{0};       // bumped by every sender (and notify) after publishing
@@ -56,7 +68,12 @@ struct RingCtl {
 struct ShmHeader {
     std::atomic<uint64_t> magic;
     std::atomic<int32_t> pid[64];  // cluster c's process (0: not up yet)
+    // Cluster c's compute thread serves c's service endpoint until this time [CLOCK_MONOTONIC ns]
+    // (RtEp::serve_service; 0: not now): an awaited message due before it need not ring c's
+    // service doorbell (its sender rings it after the bound if it is still unserved).
+    alignas(64) std::atomic<uint64_t> served_until[64];
 };
+static_assert(sizeof(ShmHeader) <= 4096);
 static_assert(sizeof(Doorbell) == 64 && sizeof(RingCtl) == 128);
 
 uint64_t page_up(uint64_t x) { return (x + 4095) & ~uint64_t{4095}; }
@@ -170,6 +187,15 @@ class DirectEp final : public RtEp {
     void drain_to_backlog();
     // xmit's first step: where the record goes (tail, or the next lap's start behind a pad).
     uint64_t restart_lap_if_empty(RingCtl& rc, uint8_t* ring, uint64_t tail, uint64_t rec);
+    uint64_t ring_overdue(uint64_t now) override;
+    void ring_unrung_now() override;
+    // An awaited send whose doorbell was left unrung: served once the ring's head passed `end`.
+    struct Unrung {
+        uint32_t dst;        // global endpoint index
+        uint64_t end;        // the ring position after its record
+        uint64_t ring_at;    // due time + the bound: rung by us then if still unserved
+    };
+    std::vector<Unrung> unrung_list_;
     DirectCore& d_;
     uint32_t me_;  // global endpoint index
     std::vector<std::deque<Held>> backlog_;
@@ -180,7 +206,7 @@ class DirectEp final : public RtEp {
 
 class DirectCore final : public RtCore {
    public:
-    DirectCore(const RtSpec& spec, uint8_t* base)
+    DirectCore(const RtSpec& spec, uint8_t* base, uint64_t serve_window_ns, uint64_t serve_bound_ns)
         : RtCore(spec.cluster, spec.clusters, spec.threads, spec.transport), L_(spec.clusters, spec.threads),
           base_(base), delay_ns_(spec.transport == RtTransport::kDelay ? spec.delay_ns : 0), name_(rt_shm_name(spec.run_id)),
           unlink_at_end_(spec.unlink_shm_at_end) {
@@ -188,6 +214,7 @@ class DirectCore final : public RtCore {
         hdr()->magic.store(kMagic);
         for (uint16_t l = 0; l <= threads_; ++l) eps_.push_back(std::make_unique<DirectEp>(*this, l, *this));
         service_core_ = spec.service_core;
+        set_service_serving(serve_window_ns, serve_bound_ns);
         start_service();
     }
     ~DirectCore() override {
@@ -218,6 +245,28 @@ class DirectCore final : public RtCore {
     }
     uint8_t* ring(uint32_t src, uint32_t dst) { return base_ + L_.data + (uint64_t{src} * L_.endpoints + dst) * kRingBytes; }
     uint64_t delay_ns() const { return delay_ns_; }
+    uint64_t served_until(uint16_t c) { return hdr()->served_until[c].load(std::memory_order_seq_cst); }
+    void promise_service(uint64_t until_ns) override {
+        hdr()->served_until[cluster_].store(until_ns, std::memory_order_release);
+    }
+    void withdraw_service_promise() override {
+        // seq_cst against a sender's publish, doorbell bump and look at served_until (xmit): either
+        // it sees 0 and rings, or this look finds its record.
+        hdr()->served_until[cluster_].store(0, std::memory_order_seq_cst);
+        const uint32_t svc = global(RtAddr{cluster_, kRtService});
+        for (uint32_t s = 0; s < endpoints(); ++s) {
+            RingCtl& rc = ctl(s, svc);
+            if (rc.tail.load(std::memory_order_seq_cst) != rc.head.load(std::memory_order_acquire)) {
+                ring_bell(svc);
+                return;
+            }
+        }
+    }
+    void ring_bell(uint32_t g) {
+        Doorbell& db = bell(g);
+        db.seq.fetch_add(1, std::memory_order_seq_cst);
+        if (db.sleeping.load(std::memory_order_seq_cst)) futex(&db.seq, FUTEX_WAKE, 1, nullptr);
+    }
     RtAddr addr_of(uint32_t g) const {
         const uint16_t l = static_cast<uint16_t>(g % (threads_ + 1u));
         return RtAddr{static_cast<uint16_t>(g / (threads_ + 1u)), l == threads_ ? kRtService : l};
@@ -278,8 +327,43 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
     rc.tail.store(tail + rec, std::memory_order_release);
     Doorbell& db = d_.bell(g);
     db.seq.fetch_add(1, std::memory_order_seq_cst);
-    if (db.sleeping.load(std::memory_order_seq_cst)) futex(&db.seq, FUTEX_WAKE, 1, nullptr);
+    if (db.sleeping.load(std::memory_order_seq_cst)) {
+        // A sleeping service thread need not be woken (a futex wake across cores: ~25 us here)
+        // for a message its cluster's compute thread will run before the promise it made ends;
+        // this sender waits next and rings it itself if that did not happen within the bound.
+        const uint64_t due = h.send_ns + d_.delay_ns();
+        if ((h.flags & kRtAwaitedFlag) && dst.thread == kRtService && due < d_.served_until(dst.cluster)) {
+            unrung_list_.push_back(Unrung{g, tail + rec, due + d_.serve_bound_ns()});
+            unrung_ = static_cast<uint32_t>(unrung_list_.size());
+            ++ctr_.bells_skipped;
+        } else {
+            futex(&db.seq, FUTEX_WAKE, 1, nullptr);
+        }
+    }
     return RtStatus::kOk;
+}
+
+uint64_t DirectEp::ring_overdue(uint64_t now) {
+    uint64_t next = UINT64_MAX;
+    size_t keep = 0;
+    for (const Unrung& u : unrung_list_) {
+        if (d_.ctl(me_, u.dst).head.load(std::memory_order_acquire) >= u.end) continue;  // served
+        if (now >= u.ring_at) {
+            d_.ring_bell(u.dst);
+            ++ctr_.bells_rung_late;
+            continue;
+        }
+        next = std::min(next, u.ring_at);
+        unrung_list_[keep++] = u;
+    }
+    unrung_list_.resize(keep);
+    unrung_ = static_cast<uint32_t>(keep);
+    return next;
+}
+
+void DirectEp::ring_unrung_now() {
+    for (Unrung& u : unrung_list_) u.ring_at = 0;
+    ring_overdue(now_ns());
 }
 
 bool DirectEp::due(uint32_t s, uint64_t now, uint64_t& next_due) {
@@ -388,6 +472,13 @@ void DirectEp::block(uint64_t deadline_ns) {
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
         slack_set = true;
     }
+    // The service endpoint's look at its rings and backlog is a pump's: not while a compute thread
+    // runs its messages (serve_service), which ends soon; then no sleep, only a turn.
+    const bool service = local_ == core_.threads();
+    if (service && pumping_.exchange(true, std::memory_order_acquire)) {
+        sched_yield();
+        return;
+    }
     Doorbell& db = d_.bell(me_);
     const uint32_t seq = db.seq.load(std::memory_order_seq_cst);
     db.sleeping.store(1, std::memory_order_seq_cst);
@@ -395,6 +486,7 @@ void DirectEp::block(uint64_t deadline_ns) {
     uint64_t until = std::min(deadline_ns, now + kMaxSleepNs);
     bool ready = notified_.exchange(0) != 0;
     for (uint32_t s = 0; s < d_.endpoints() && !ready; ++s) ready = due(s, now, until);
+    if (service) pumping_.store(false, std::memory_order_release);
     if (!ready && until > now && until - now < 20'000) {
         sched_yield();  // due within 20 us: a futex round trip would overshoot it
     } else if (!ready && until > now) {
@@ -418,9 +510,14 @@ std::unique_ptr<RtCore> make_direct_runtime(const RtSpec& spec, std::string& err
         err = "transport " + std::string(to_string(spec.transport)) + ": at most 64 clusters";
         return nullptr;
     }
+    // A compute thread serving its cluster's service endpoint (RtEp::serve_service): its promise
+    // lasts ICCS_RT_SERVE_WINDOW_US after each call (0: off, every message rings as before), and an
+    // awaited message left unrung is rung by its sender ICCS_RT_SERVE_BOUND_US after it was due.
+    const uint64_t window_us = env_u64("ICCS_RT_SERVE_WINDOW_US", kServeWindowUs);
+    const uint64_t bound_us = env_u64("ICCS_RT_SERVE_BOUND_US", kServeBoundUs);
     void* p = map_region(spec, true, err);
     if (p == nullptr) return nullptr;
-    return std::make_unique<DirectCore>(spec, static_cast<uint8_t*>(p));
+    return std::make_unique<DirectCore>(spec, static_cast<uint8_t*>(p), window_us * 1000, bound_us * 1000);
 }
 
 }  // namespace iccs

@@ -55,7 +55,12 @@ RtStatus RtEp::send(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b) {
     return send_internal(dst, handler, 0, a, b);
 }
 
-RtStatus RtEp::send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBytes a, RtBytes b) {
+RtStatus RtEp::send_awaited(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b) {
+    if (handler >= kRtUserHandlers) return send(dst, handler, a, b);  // refused there, with the reason
+    return send_internal(dst, handler, 0, a, b, kRtAwaitedFlag);
+}
+
+RtStatus RtEp::send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBytes a, RtBytes b, uint16_t flags) {
     if (dst.cluster >= core_.clusters() || (dst.thread != kRtService && dst.thread >= core_.threads()) ||
         handler >= kRtMaxHandlers)
         return fail(RtStatus::kBadAddr, "send to cluster " + std::to_string(dst.cluster) + " thread " +
@@ -71,6 +76,7 @@ RtStatus RtEp::send_internal(RtAddr dst, uint16_t handler, uint32_t req_id, RtBy
     h.src_thread = self_.thread;
     h.handler = handler;
     h.req_id = req_id;
+    h.flags = flags;
     h.len = static_cast<uint32_t>(len);
     h.send_ns = now_ns();
     const RtStatus s = xmit(dst, h, a, b);
@@ -91,7 +97,7 @@ RtStatus RtEp::request(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b, std::
     pending_done_ = false;
     pending_out_ = &reply;
     const ActivityScope doing("request to cluster", dst.cluster);
-    RtStatus s = send_internal(dst, handler, id, a, b);
+    RtStatus s = send_internal(dst, handler, id, a, b, kRtAwaitedFlag);  // it waits for the reply
     if (s == RtStatus::kOk) {
         ++ctr_.requests;
         // Whether the peer is down is a system call on direct and delay (kill(pid, 0)): looked at
@@ -154,18 +160,49 @@ void RtEp::deliver(const RtHdr& h, const uint8_t* data) {
 
 int RtEp::poll() {
     if (in_handler_) return 0;  // no re-entry: a handler's poll() would reorder its own source
-    return pump(64);
+    if (unrung_) ring_overdue(now_ns());
+    return pump_exclusive(64);
+}
+
+int RtEp::pump_exclusive(int max) {
+    if (local_ != core_.threads()) return pump(max);
+    // The service endpoint: one thread at a time runs its messages (per-source order is its rings'
+    // order, as with one thread); the other one does nothing now. Whoever takes it drains.
+    if (pumping_.exchange(true, std::memory_order_acquire)) return 0;
+    const int ran = pump(max);
+    pumping_.store(false, std::memory_order_release);
+    return ran;
+}
+
+int RtEp::serve_service() {
+    const uint64_t window = core_.serve_window_ns();
+    if (window == 0 || in_handler_ || local_ == core_.threads()) return 0;
+    const uint64_t now = now_ns();
+    // The promise first, so that a request sent while this thread drains finds it. Renewed once a
+    // quarter of it is used up: each renewal is a store to a line the other clusters' senders read.
+    if (now + window - std::min(now + window, promised_until_) > window / 4) {
+        core_.promise_service(now + window);
+        promised_until_ = now + window;
+    }
+    const int ran = core_.service().pump_exclusive(64);
+    ctr_.service_msgs_served += static_cast<uint64_t>(ran);
+    return ran;
 }
 
 RtStatus RtEp::wait_until(const std::function<bool()>& done, uint64_t timeout_us) {
     const uint64_t start = now_ns();
     const uint64_t dl = timeout_us == kRtForever ? UINT64_MAX : start + timeout_us * 1000;
     while (true) {
-        const int ran = in_handler_ ? 0 : pump(64);
+        const int ran = in_handler_ ? 0 : pump_exclusive(64);
         if (done()) return RtStatus::kOk;
         const uint64_t now = now_ns();
-        if (now >= dl)
+        // An awaited send of ours whose doorbell was left unrung and that still sits unserved past
+        // its bound (the promising compute thread went off computing): rung now.
+        const uint64_t ring_at = unrung_ ? ring_overdue(now) : UINT64_MAX;
+        if (now >= dl) {
+            if (unrung_) ring_unrung_now();  // nobody may wait for it after this
             return fail(RtStatus::kTimeout, "wait_until: not done after " + std::to_string(timeout_us) + " us");
+        }
         // Handlers ran: they may have sent, and a send may have taken arrivals off the transport's
         // doorbell (into its own buffers), so look again before any sleep.
         if (ran > 0) continue;
@@ -173,8 +210,14 @@ RtStatus RtEp::wait_until(const std::function<bool()>& done, uint64_t timeout_us
             sched_yield();  // a 2-core host: let the sender run
             continue;
         }
+        // A thread that promised to serve the service endpoint takes the promise back before it
+        // sleeps (a sender rings again; what came meanwhile wakes the service thread).
+        if (promised_until_) {
+            core_.withdraw_service_promise();
+            promised_until_ = 0;
+        }
         const uint64_t t0 = now_ns();
-        block(dl);
+        block(std::min(dl, ring_at));
         ++ctr_.sleeps;
         ctr_.sleep_ns += now_ns() - t0;
     }
@@ -329,9 +372,13 @@ void RtCore::start_service() {
         }
         while (!service_stop_.load()) {
             if (service_send_done_.load() && !service_sent_done_.load()) {
+                // The endpoint is this thread's alone while it sends (a compute thread serving it
+                // would send from its rings too).
+                while (s.pumping_.exchange(true, std::memory_order_acquire)) sched_yield();
                 for (uint16_t c = 0; c < clusters_; ++c)
                     if (c != cluster_ && !peer_down(c))
                         s.send_internal(RtAddr{c, kRtService}, kRtDoneHandler, 0, {}, {});
+                s.pumping_.store(false, std::memory_order_release);
                 service_sent_done_.store(true);
             }
             s.wait_until([this] { return service_stop_.load() || (service_send_done_.load() && !service_sent_done_.load()); },
@@ -404,10 +451,12 @@ std::string RtCore::format_counters() const {
         std::snprintf(line, sizeof line,
                       "  rt %u.%s: msgs sent %" PRIu64 " (%" PRIu64 " bytes) received %" PRIu64 " (%" PRIu64
                       " bytes), requests %" PRIu64 ", replies %" PRIu64 ", barriers %" PRIu64 " (%.3f ms waiting), "
-                      "handlers %.3f ms, sleeps %" PRIu64 " (%.3f ms), full-ring sends %" PRIu64 " (%.3f ms)%s\n",
+                      "handlers %.3f ms, sleeps %" PRIu64 " (%.3f ms), full-ring sends %" PRIu64 " (%.3f ms), "
+                      "service msgs served here %" PRIu64 ", doorbells skipped %" PRIu64 " (rung late %" PRIu64 ")%s\n",
                       cluster_, who.c_str(), c.msgs_sent, c.bytes_sent, c.msgs_received, c.bytes_received, c.requests,
                       c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6, c.sleeps,
-                      c.sleep_ns / 1e6, c.send_full_waits, c.send_full_ns / 1e6,
+                      c.sleep_ns / 1e6, c.send_full_waits, c.send_full_ns / 1e6, c.service_msgs_served,
+                      c.bells_skipped, c.bells_rung_late,
                       eps_[i]->unknown_handler_drops()
                           ? (", dropped for unregistered handlers " + std::to_string(eps_[i]->unknown_handler_drops())).c_str()
                           : "");

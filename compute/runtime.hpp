@@ -89,6 +89,12 @@ struct RtEndpointCounters {
     // 20 us spin) and their time; sends that found their ring full (direct) and the time waited.
     uint64_t sleeps = 0, sleep_ns = 0;
     uint64_t send_full_waits = 0, send_full_ns = 0;
+    // A compute thread serving its cluster's service endpoint (serve_service, direct and delay):
+    // the service endpoint's messages this thread ran; awaited sends (send_awaited, request) whose
+    // doorbell was left unrung because the destination cluster's compute thread said it serves,
+    // and of those the ones this endpoint rang itself once they sat unserved for the bound.
+    uint64_t service_msgs_served = 0;
+    uint64_t bells_skipped = 0, bells_rung_late = 0;
 };
 
 class RtEndpoint {
@@ -106,6 +112,23 @@ public:
                              std::vector<uint8_t>& reply, uint64_t timeout_us = kRtForever) = 0;
     // Answer a request. Any endpoint of the cluster that received the request may reply.
     virtual RtStatus reply(const ReplyToken& to, RtBytes a, RtBytes b = {}) = 0;
+    // As send(), for a one-way message after which this endpoint waits (wait_until, request) for
+    // what the message causes (a lock request and its grant). Sent to a service endpoint whose
+    // cluster's compute thread serves it (serve_service), the transport may leave the destination's
+    // doorbell unrung (no wake-up of its service thread); this endpoint's waits then ring it
+    // themselves if the message is still unserved a bound later (direct, delay: tens of us). So
+    // the sender must wait next; a message followed by other work is sent with send(). request()
+    // sends its request this way.
+    virtual RtStatus send_awaited(RtAddr dst, uint16_t handler, RtBytes a, RtBytes b = {}) {
+        return send(dst, handler, a, b);
+    }
+    // On a compute thread that holds none of the locks its cluster's handlers take: run the
+    // messages waiting at this cluster's service endpoint here, unless another thread (the service
+    // thread) is running them now (then nothing: an endpoint is used by one thread at a time), and
+    // tell senders this cluster's service endpoint is served for a short while (send_awaited).
+    // Returns how many ran. Never blocks; never from a handler or a signal handler. Direct and
+    // delay only (0 elsewhere: iccs, the DSM's loopback tests).
+    virtual int serve_service() { return 0; }
 
     // Run the handlers of messages that arrived; returns how many ran. Never blocks.
     virtual int poll() = 0;

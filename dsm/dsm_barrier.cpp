@@ -175,6 +175,7 @@ DsmStatus DsmNode::barrier(uint32_t id, uint16_t local, uint16_t nclusters) {
             bool down = false;
             uint64_t next_down_check = now_ns() + 10'000'000;
             const RtStatus ws = ep.wait_until([&] {
+                ep.serve_service();  // no DSM lock held in this wait (coh_mu released above)
                 if (mine.ready.load(std::memory_order_acquire)) return true;
                 if (const uint64_t now = now_ns(); now >= next_down_check) {
                     next_down_check = now + 10'000'000;

@@ -129,8 +129,10 @@ void h_lock_grant(RtEndpoint& self, const AmMsg& m, void* ctx) {
 }
 
 // A cluster waits for a token that is out: ask its cluster for it, once per tenure. The fence
-// lock's token always comes back at its release.
-void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o) {
+// lock's token always comes back at its release. `awaited`: sent by the thread that waits for the
+// token (request_lock on its own home), which rings the other cluster's service doorbell itself if
+// that cluster's compute thread, serving it, has not run the recall within the runtime's bound.
+void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o, bool awaited = false) {
     if (id == kFenceLock || o.queue.empty() || o.owner < 0 || o.recalling) return;
     o.recalling = true;
     // The token comes back to the thread that waits for it when that thread is of this cluster (a
@@ -140,7 +142,9 @@ void recall(DsmNode::Impl& I, RtEndpoint& self, uint32_t id, SyncObj& o) {
     w.put<uint32_t>(id);
     w.put<uint16_t>(o.queue.front().local ? o.queue.front().tok.to.thread : kRtService);
     w.put<uint8_t>(I.ahead_welcome(o.owner) ? 1 : 0);
-    self.send(I.service(uint16_t(o.owner)), I.h(kHLockRecall), RtBytes{w.b.data(), uint32_t(w.b.size())});
+    const RtBytes bytes{w.b.data(), uint32_t(w.b.size())};
+    if (awaited) self.send_awaited(I.service(uint16_t(o.owner)), I.h(kHLockRecall), bytes);
+    else self.send(I.service(uint16_t(o.owner)), I.h(kHLockRecall), bytes);
 }
 
 void h_lock_recall(RtEndpoint& self, const AmMsg& m, void* ctx);
@@ -560,6 +564,10 @@ DsmStatus DsmNode::lock(uint32_t id) {
     RtEndpoint& ep = bound_or_die(*this, "LOCK");
     Impl& I = *impl_;
     const uint64_t t0 = now_ns();
+    // This thread holds none of the DSM's locks here: it runs what waits at this cluster's service
+    // endpoint (a request or recall from the other cluster for a free, flushed token is answered
+    // without waking the service thread; the runtime's serve_service).
+    ep.serve_service();
     std::vector<uint32_t> granted_ahead;
     if (id == kFenceLock) {
         VC lock_vc;
@@ -615,6 +623,7 @@ DsmStatus DsmNode::lock(uint32_t id) {
             g.unlock();
             I.serve_recalls();
             ep.wait_until([&] {
+                ep.serve_service();  // tok_mu released above: none of the DSM's locks held
                 return I.tok_gen.load(std::memory_order_acquire) != seen ||
                        I.flush_wanted.load(std::memory_order_acquire);
             }, 2000);
@@ -654,14 +663,16 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc,
             grant(*this, ep, id, o, w);
         } else {
             o.queue.push_back(std::move(w));
-            recall(*this, ep, id, o);
+            recall(*this, ep, id, o, true);  // this thread waits for the token below
         }
         n.ctr_.lock_requests_here.fetch_add(1, std::memory_order_relaxed);
     } else {
         Wr req;
         req.put<uint32_t>(id);
         encode_vc(req, w.acq);
-        if (ep.send(service(home), h(kHLockAcq), RtBytes{req.b.data(), uint32_t(req.b.size())}) != RtStatus::kOk) {
+        // Awaited: this thread waits for the grant below.
+        if (ep.send_awaited(service(home), h(kHLockAcq), RtBytes{req.b.data(), uint32_t(req.b.size())}) !=
+            RtStatus::kOk) {
             set_error("LOCK " + std::to_string(id) + ": request to its home cluster failed: " + ep.last_error());
             return DsmStatus::kRuntime;
         }
@@ -683,7 +694,7 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc,
         const uint64_t until = now_ns() + spin;
         while (!mine.ready.load(std::memory_order_acquire) && !flush_wanted.load(std::memory_order_acquire) &&
                now_ns() < until)
-            if (ep.poll() == 0) sched_yield();
+            if (ep.poll() == 0 && ep.serve_service() == 0) sched_yield();
     }
     while (!mine.ready.load(std::memory_order_acquire)) {
         if (flush_wanted.load(std::memory_order_acquire)) {
@@ -695,6 +706,7 @@ DsmStatus DsmNode::Impl::request_lock(uint32_t id, RtEndpoint& ep, VC& lock_vc,
             continue;
         }
         st = ep.wait_until([&] {
+            ep.serve_service();  // no DSM lock held in this wait (the flush above is outside it)
             if (mine.ready.load(std::memory_order_acquire) || flush_wanted.load(std::memory_order_acquire)) return true;
             if (home == n.cluster_) return false;
             if (const uint64_t now = now_ns(); now >= next_down_check) {
@@ -740,7 +752,7 @@ DsmStatus DsmNode::unlock(uint32_t id) {
     if (id == kFenceLock) return impl_->release(id);
     if (!check_id(*this, id, "unlock")) return DsmStatus::kBadArg;
     if (!parallel()) return impl_->unlock_outside_parallel(id);
-    bound_or_die(*this, "UNLOCK");
+    bound_or_die(*this, "UNLOCK").serve_service();  // as at LOCK: no DSM lock held yet
     Impl& I = *impl_;
     bool flush_now = false;
     {

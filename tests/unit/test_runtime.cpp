@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
@@ -390,4 +391,99 @@ TEST_CASE("direct, one compute thread a cluster, placement asked for: each clust
     rt[1].reset();
     rt_shm_remove(s.run_id);
     unsetenv("ICCS_PLACE_THREADS");
+}
+
+namespace {
+
+// The thread a handler ran on, for the tests of a compute thread serving its service endpoint.
+struct RanOn {
+    std::atomic<std::thread::id> server{};  // the compute thread that calls serve_service()
+    std::atomic<uint32_t> on_server{0}, elsewhere{0};
+};
+void on_which_thread(RtEndpoint& self, const AmMsg& m, void* ctx) {
+    auto* r = static_cast<RanOn*>(ctx);
+    (std::this_thread::get_id() == r->server.load() ? r->on_server : r->elsewhere).fetch_add(1);
+    self.reply(m.token(), RtBytes{m.data.data(), static_cast<uint32_t>(m.data.size())});
+}
+// Both clusters' runtimes with serve_service's promise lasting `window_ns` and the bound `bound_ns`.
+void serving(TwoClusters& tc, uint64_t window_ns, uint64_t bound_ns) {
+    for (auto& r : tc.rt) {
+        auto* core = dynamic_cast<RtCore*>(r.get());
+        REQUIRE(core != nullptr);
+        core->set_service_serving(window_ns, bound_ns);
+    }
+}
+constexpr uint64_t kIdleForServiceSleepMs = 30;  // the service thread sleeps after 20 us idle
+
+}  // namespace
+
+TEST_CASE("direct and delay: a request to a cluster whose compute thread serves its service endpoint is run by that "
+          "thread, its doorbell left unrung (the service thread not woken), counted", "[runtime]") {
+    for (const auto& [t, d] : {std::pair{RtTransport::kDirect, uint64_t{0}}, std::pair{RtTransport::kDelay, uint64_t{50'000}}}) {
+        TwoClusters tc(t, d);
+        // A promise of 1 s and a bound of 1 s: on a loaded host neither ends within a request, so
+        // every request finds the promise and nothing rings the doorbell late.
+        serving(tc, 1'000'000'000, 1'000'000'000);
+        RanOn ran;
+        for (auto& r : tc.rt) r->set_handler(3, on_which_thread, &ran);
+        std::atomic<bool> stop{false};
+        std::thread server([&] {
+            ran.server = std::this_thread::get_id();
+            RtEndpoint& ep = tc.rt[1]->endpoint(0);
+            while (!stop.load()) ep.serve_service();
+        });
+        while (ran.server.load() == std::thread::id{}) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(kIdleForServiceSleepMs));
+        RtEndpoint& ep = tc.rt[0]->endpoint(0);
+        constexpr uint32_t kRequests = 50;
+        for (uint32_t i = 0; i < kRequests; ++i) {
+            std::vector<uint8_t> reply;
+            REQUIRE(ep.request(RtAddr{1, kRtService}, 3, RtBytes{&i, 4}, {}, reply, 5'000'000) == RtStatus::kOk);
+            REQUIRE(reply.size() == 4);
+            uint32_t back = 0;
+            std::memcpy(&back, reply.data(), 4);
+            CHECK(back == i);
+        }
+        stop = true;
+        server.join();
+        const RtEndpointCounters& sender = ep.counters();
+        const RtEndpointCounters& compute1 = tc.rt[1]->endpoint(0).counters();
+        INFO(to_string(t) << ": on the serving thread " << ran.on_server.load() << ", elsewhere " << ran.elsewhere.load()
+                          << "; doorbells skipped " << sender.bells_skipped << ", rung late " << sender.bells_rung_late
+                          << "; service messages run by the compute thread " << compute1.service_msgs_served);
+        // The service thread wakes by itself at most every 100 ms (it may take one or two then).
+        CHECK(ran.on_server.load() >= kRequests - 5);
+        CHECK(compute1.service_msgs_served >= kRequests - 5);
+        CHECK(sender.bells_skipped >= kRequests - 5);
+        CHECK(sender.bells_rung_late == 0);
+    }
+}
+
+TEST_CASE("direct and delay: a compute thread that promised to serve and went away strands no request: its sender "
+          "rings the service thread after the bound and the reply comes", "[runtime]") {
+    for (const auto& [t, d] : {std::pair{RtTransport::kDirect, uint64_t{0}}, std::pair{RtTransport::kDelay, uint64_t{50'000}}}) {
+        TwoClusters tc(t, d);
+        serving(tc, 1'000'000'000, 30'000);  // the promise outlives the thread; the bound is 30 us
+        RanOn ran;
+        for (auto& r : tc.rt) r->set_handler(3, on_which_thread, &ran);
+        std::thread([&] {
+            ran.server = std::this_thread::get_id();
+            tc.rt[1]->endpoint(0).serve_service();  // promises for 1 s, then ends: off computing
+        }).join();
+        std::this_thread::sleep_for(std::chrono::milliseconds(kIdleForServiceSleepMs));
+        RtEndpoint& ep = tc.rt[0]->endpoint(0);
+        std::vector<uint8_t> reply;
+        const uint32_t q = 77;
+        const uint64_t t0 = now_ns();
+        REQUIRE(ep.request(RtAddr{1, kRtService}, 3, RtBytes{&q, 4}, {}, reply, 5'000'000) == RtStatus::kOk);
+        const uint64_t took = now_ns() - t0;
+        CHECK(reply.size() == 4);
+        const RtEndpointCounters& sender = ep.counters();
+        INFO(to_string(t) << ": took " << took << " ns; doorbells skipped " << sender.bells_skipped << ", rung late "
+                          << sender.bells_rung_late);
+        CHECK(sender.bells_skipped == 1);
+        CHECK(sender.bells_rung_late == 1);
+        CHECK(ran.elsewhere.load() == 1);  // the service thread ran it
+        CHECK(took < 90'000'000);  // rung, not found by the service thread's own 100 ms look
+    }
 }
