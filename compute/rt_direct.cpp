@@ -45,8 +45,10 @@ constexpr uint64_t kLapRestartBytes = 64u << 10;
 constexpr uint16_t kPadFlag = 0x8000;
 constexpr uint64_t kMagic = 0x69636373'72740002ull;  // "iccsrt", layout 2 (served_until)
 constexpr uint64_t kMaxSleepNs = 100'000'000;  // a sleeper re-checks (peer down) at least this often
-// serve_service's promise and the bound of an unrung awaited message (make_direct_runtime).
-constexpr uint64_t kServeWindowUs = 20;
+// serve_service's promise and the bound of an unrung awaited message (make_direct_runtime). The
+// promise is off by default (0: every message rings as before; 20 turns it on): against main it
+// was not shown faster for barnes and fmm (dsm/SPLASH3-LOCKS.md, session 22), the lead decides.
+constexpr uint64_t kServeWindowUs = 0;
 constexpr uint64_t kServeBoundUs = 30;
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
