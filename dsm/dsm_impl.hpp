@@ -482,13 +482,19 @@ struct DsmNode::Impl {
     // only tries), so no deadlock. Lets a release or an invalidation change a run's protection
     // in one call.
     static constexpr size_t kPageRun = 64;
-    template <class Fn> void for_each_page_run(const std::vector<uint32_t>& sorted, Fn&& fn) {
+    // `after` runs once a chunk's locks are released (flush_locked sends its complete diff
+    // messages there).
+    template <class Fn, class After> void for_each_page_run(const std::vector<uint32_t>& sorted, Fn&& fn, After&& after) {
         for (size_t i = 0; i < sorted.size(); i += kPageRun) {
             const size_t len = std::min(kPageRun, sorted.size() - i);
             for (size_t k = 0; k < len; k++) pages[sorted[i + k]].mu.lock();
             fn(sorted.data() + i, len);
             for (size_t k = len; k-- > 0;) pages[sorted[i + k]].mu.unlock();
+            after();
         }
+    }
+    template <class Fn> void for_each_page_run(const std::vector<uint32_t>& sorted, Fn&& fn) {
+        for_each_page_run(sorted, fn, [] {});
     }
     void protect(uint32_t first, uint32_t count, int prot);  // mprotect of pages first .. first+count-1 (dsm_fault.cpp)
     // Within a chunk of for_each_page_run (locks held): each maximal run of consecutive pages
