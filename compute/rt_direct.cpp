@@ -340,6 +340,7 @@ RtStatus DirectEp::xmit(RtAddr dst, const RtHdr& h, RtBytes a, RtBytes b) {
             ++ctr_.bells_skipped;
         } else {
             futex(&db.seq, FUTEX_WAKE, 1, nullptr);
+            ++ctr_.bells_rung;
         }
     }
     return RtStatus::kOk;

@@ -452,11 +452,12 @@ std::string RtCore::format_counters() const {
                       "  rt %u.%s: msgs sent %" PRIu64 " (%" PRIu64 " bytes) received %" PRIu64 " (%" PRIu64
                       " bytes), requests %" PRIu64 ", replies %" PRIu64 ", barriers %" PRIu64 " (%.3f ms waiting), "
                       "handlers %.3f ms, sleeps %" PRIu64 " (%.3f ms), full-ring sends %" PRIu64 " (%.3f ms), "
-                      "service msgs served here %" PRIu64 ", doorbells skipped %" PRIu64 " (rung late %" PRIu64 ")%s\n",
+                      "service msgs served here %" PRIu64 ", doorbells rung %" PRIu64 ", skipped %" PRIu64 " (rung late %" PRIu64
+                      ")%s\n",
                       cluster_, who.c_str(), c.msgs_sent, c.bytes_sent, c.msgs_received, c.bytes_received, c.requests,
                       c.replies, c.barrier_waits, c.barrier_wait_ns / 1e6, c.handler_ns / 1e6, c.sleeps,
                       c.sleep_ns / 1e6, c.send_full_waits, c.send_full_ns / 1e6, c.service_msgs_served,
-                      c.bells_skipped, c.bells_rung_late,
+                      c.bells_rung, c.bells_skipped, c.bells_rung_late,
                       eps_[i]->unknown_handler_drops()
                           ? (", dropped for unregistered handlers " + std::to_string(eps_[i]->unknown_handler_drops())).c_str()
                           : "");

@@ -92,9 +92,11 @@ struct RtEndpointCounters {
     // A compute thread serving its cluster's service endpoint (serve_service, direct and delay):
     // the service endpoint's messages this thread ran; awaited sends (send_awaited, request) whose
     // doorbell was left unrung because the destination cluster's compute thread said it serves,
-    // and of those the ones this endpoint rang itself once they sat unserved for the bound.
+    // and of those the ones this endpoint rang itself once they sat unserved for the bound;
+    // bells_rung: sends that found the destination's thread asleep and woke it (a futex wake) at
+    // once. A send that finds the thread awake counts in neither (nothing to ring).
     uint64_t service_msgs_served = 0;
-    uint64_t bells_skipped = 0, bells_rung_late = 0;
+    uint64_t bells_skipped = 0, bells_rung_late = 0, bells_rung = 0;
 };
 
 class RtEndpoint {

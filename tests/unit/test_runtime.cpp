@@ -449,13 +449,18 @@ TEST_CASE("direct and delay: a request to a cluster whose compute thread serves 
         const RtEndpointCounters& sender = ep.counters();
         const RtEndpointCounters& compute1 = tc.rt[1]->endpoint(0).counters();
         INFO(to_string(t) << ": on the serving thread " << ran.on_server.load() << ", elsewhere " << ran.elsewhere.load()
-                          << "; doorbells skipped " << sender.bells_skipped << ", rung late " << sender.bells_rung_late
-                          << "; service messages run by the compute thread " << compute1.service_msgs_served);
+                          << "; doorbells rung " << sender.bells_rung << ", skipped " << sender.bells_skipped
+                          << ", rung late " << sender.bells_rung_late << "; service messages run by the compute thread "
+                          << compute1.service_msgs_served);
         // The service thread wakes by itself at most every 100 ms (it may take one or two then).
         CHECK(ran.on_server.load() >= kRequests - 5);
         CHECK(compute1.service_msgs_served >= kRequests - 5);
-        CHECK(sender.bells_skipped >= kRequests - 5);
+        // A send that finds the service thread asleep leaves its doorbell unrung; one that finds it
+        // still awake (just back from its own wake-up, or not yet asleep on a loaded host: CI saw
+        // 40 of 50 skipped) has nothing to ring. None may wake it, early or late.
+        CHECK(sender.bells_rung == 0);
         CHECK(sender.bells_rung_late == 0);
+        CHECK(sender.bells_skipped >= kRequests / 2);
     }
 }
 
