@@ -431,12 +431,13 @@ void Agent::report(bool ok, bool with_proxies) {
     // "agent": where the domain's agent ran: its own process, or its only rank's (the rank's
     // thread ran the bridge and the proxies: InRankBridge), with that process's id;
     // "memif_zero_copy_links": the memif links whose client end it was that ran in DPDK's
-    // zero-copy mode ([machine] memif_zero_copy: memif_zero_copy_link).
+    // zero-copy mode ([machine] memif_zero_copy: memif_zero_copy_link); "rank_lcore": in-rank, the
+    // lcore id the rank's thread registered as with the EAL (mempool caches of its own), -1 none.
     std::fprintf(out,
                  "{\"domain\":%u,\"ok\":%s,\"transport\":\"%s\",\"agent\":\"%s\",\"agent_pid\":%d,"
-                 "\"memif_zero_copy_links\":%u,\"ranks\":[",
+                 "\"memif_zero_copy_links\":%u,\"rank_lcore\":%d,\"ranks\":[",
                  domain_, ok ? "true" : "false", to_string(m_.transport), in_rank_ ? "in-rank" : "process",
-                 static_cast<int>(getpid()), zero_copy_links);
+                 static_cast<int>(getpid()), zero_copy_links, rank_lcore_);
     for (uint32_t k = 0; k < region_.hdr().members; ++k) {
         const RankSlot& s = region_.slot(k);
         std::fprintf(out, "%s{\"rank\":%u,\"state\":%u,\"pid\":%u", k ? "," : "", region_.hdr().first_rank + k,

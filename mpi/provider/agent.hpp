@@ -105,6 +105,10 @@ class Agent {
     int region_fd() const { return region_.fd(); }
     // One step of the bridge, and the agent's watch of its failure (serve()'s, said once).
     uint32_t step_in_rank();
+    // The bridge is up and stepped by the rank (its cluster's EAL has finished its init).
+    bool in_rank_up() const { return shared_.in_rank.up.load(std::memory_order_acquire) == 1; }
+    // The lcore id the rank's thread registered as (its own mempool caches), for the report.
+    void set_rank_lcore(int lcore) { rank_lcore_ = lcore; }
     // The rank's record onto its connection, no ring (bridge_send_in_rank).
     int send_in_rank(uint32_t dst, std::span<const iovec> rec, uint32_t len, bool of_several) {
         return bridge_send_in_rank(shared_, dst, rec, len, of_several);
@@ -141,6 +145,7 @@ class Agent {
     void say_bridge_failure();
     int finish();
     bool in_rank_ = false;
+    int rank_lcore_ = -1;  // in-rank: the rank's thread's lcore id (-1: none)
     const MpiMachine& m_;
     uint32_t domain_;
     Region region_;

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <rte_lcore.h>
+
 #include "agent.hpp"
 #include "dpdk_env.hpp"
 #include "owner_only.hpp"
@@ -20,7 +22,7 @@ struct InRankAgent {
     iccs::mpi::MpiMachine machine;  // the agent refers to it: it lives as long
     std::unique_ptr<iccs::mpi::Agent> agent;
     // The rank's thread runs the proxies' iterations from its provider calls: the first thread
-    // that steps registers with the EAL (an lcore id, so a cache of its own in every mempool), as
+    // that steps once the bridge is up registers with the EAL (an lcore id, so a cache of its own in every mempool), as
     // the runtime's inline compute threads do (compute/cluster.cpp). Unregistered, each buffer it
     // took or gave back was a compare-and-swap on the pool's ring. One thread only: the receive
     // pools count one cache per compute thread (compute/cluster_memory.cpp), and the stand-in
@@ -76,9 +78,14 @@ int iccs_mpi_in_rank_files(const iccs::mpi::MpiMachine* m, char* out, size_t cap
 // One step of the bridge on the calling (the rank's) thread: the records it moved.
 uint32_t iccs_mpi_in_rank_step(void* handle) {
     auto* h = static_cast<InRankAgent*>(handle);
-    if (!h->eal_thread_claimed.load(std::memory_order_relaxed) && !h->eal_thread_claimed.exchange(true)) {
+    // Not before the bridge is up: the cluster comes up behind the rank's first calls, and a
+    // registration before the EAL's init completes fails (rte_thread_register: EINVAL). Claimed at
+    // the first step, as before 2 Dec 2026, it failed in every run: the rank never had an lcore.
+    if (!h->eal_thread_claimed.load(std::memory_order_relaxed) && h->agent->in_rank_up() &&
+        !h->eal_thread_claimed.exchange(true)) {
         h->eal_thread = std::make_unique<iccs::EalThreadScope>();
         h->eal_thread_id = pthread_self();
+        if (h->eal_thread->registered()) h->agent->set_rank_lcore(static_cast<int>(rte_lcore_id()));
     }
     return h->agent->step_in_rank();
 }

@@ -387,6 +387,13 @@ def check_reports(rep, clusters, size, opts, out):
             if r.get("agent") != "in-rank" or rank_pids != [r.get("agent_pid")]:
                 fail(f"domain {r['domain']}: its agent did not run in its rank's process (agent "
                      f"{r.get('agent')!r}, pid {r.get('agent_pid')}, rank pids {rank_pids})", out)
+            # The rank's thread registered with the EAL (mempool caches of its own: each packet
+            # buffer taken or given back was a compare-and-swap on the pool's ring without one).
+            # Main's build before 2 Dec 2026 registered at the rank's first step, before its
+            # cluster's EAL had finished coming up, and never had one.
+            if not isinstance(r.get("rank_lcore"), int) or r["rank_lcore"] < 0:
+                fail(f"domain {r['domain']}: the rank's thread has no lcore of the EAL (rank_lcore "
+                     f"{r.get('rank_lcore')!r})", out)
             if any(p["msgs_tx"] == 0 or p["msgs_rx"] == 0 for p in r["proxies"]):
                 fail(f"domain {r['domain']}: a proxy carried nothing: {r['proxies']}", out)
             # Records went between the engine and the bridge directly (no ring: the bridge's
