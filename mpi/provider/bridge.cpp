@@ -282,6 +282,14 @@ int Bridge::send_direct(uint32_t dst, std::span<const iovec> rec, uint32_t len, 
         return -1;
     }
     if (e != ConvError::kOk) return 0;
+    // A record of a message of several: out now, one pass of the proxies, before the engine
+    // copies the next (RankEngine::push_out sends them all in one call): the peer takes and copies
+    // this one while we copy that, where before nothing left until the last record was copied
+    // (a 1 MiB ping-pong: the copies of both sides one after the other).
+    if (of_several) {
+        if (idle_since_ == 0) idle_since_ = now_ns();
+        (void)conv.idle(idle_since_, UINT64_MAX, no_other_work_);
+    }
     ++ctr_.records_out;
     ++ctr_.direct_out;
     if (one_buffer) ++ctr_.direct_out_zero_copy;
