@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +30,7 @@
 #include "cluster_programs.hpp"
 #include "cluster_telemetry.hpp"
 #include "dpdk_env.hpp"
+#include "dpdk_pool.hpp"
 #include "fault_inject.hpp"
 #include "memif_guard.hpp"
 #include "wan_script.hpp"
@@ -332,6 +334,15 @@ bool bring_up(const ClusterPlan& plan, const PoolPlan& pools, ClusterParts& part
     for (auto& px : parts.proxies)
         if (!px->wait_links(plan.link_timeout_ms, err)) return false;
     if (plan.fabric == "memif" && !guard_memif_links(plan, parts, err)) return false;
+    // Every buffer and ring slot mapped now, not at its first use (proxy/dpdk_pool.hpp);
+    // ICCS_NO_POPULATE=1 leaves them to their first touch (for an A/B of it).
+    if (const char* np = std::getenv("ICCS_NO_POPULATE"); np == nullptr || std::strcmp(np, "1") != 0) {
+        activity_phase(ClusterPhase::kLinks, "starting: mapping its pools");
+        const PopulateResult pr = populate_dpdk_memory();
+        if (!plan.quiet)
+            std::fprintf(stderr, "cluster %u: pools and memif regions mapped: %.0f MiB in %.0f ms%s%s\n", me,
+                         pr.bytes / 1048576.0, pr.ns / 1e6, pr.fallback.empty() ? "" : "; ", pr.fallback.c_str());
+    }
     if (!start_recording(plan, parts, err)) return false;
     const uint64_t now = now_ns();
     for (auto& px : parts.proxies) px->open_subconnections(now);

@@ -2,12 +2,19 @@
 #include "dpdk_pool.hpp"
 
 #include "dpdk_env.hpp"
+#include "clock.hpp"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -55,6 +62,64 @@ rte_mempool* mbuf_pool_create(const std::string& name, uint32_t n, uint32_t cach
     }
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
     return mp;
+}
+
+namespace {
+
+struct Populator {
+    PopulateResult res;
+    uintptr_t page = 4096;
+    void range(void* addr, size_t len) {
+        if (addr == nullptr || len == 0) return;
+        const uintptr_t lo = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+        const uintptr_t hi = (reinterpret_cast<uintptr_t>(addr) + len + page - 1) & ~(page - 1);
+        if (res.fallback.empty() && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) == 0) {
+            res.bytes += hi - lo;
+            return;
+        }
+        if (res.fallback.empty())
+            res.fallback = std::string("madvise(MADV_POPULATE_WRITE): ") + std::strerror(errno) + ": pages read instead";
+        // A read, not a write: a peer may already write into a shared page (memif's regions, a
+        // zero-copy memif's lent buffers), and a read fault maps a page of a memfd writable.
+        for (uintptr_t a = lo; a < hi; a += page) (void)*reinterpret_cast<volatile const uint8_t*>(a);
+        res.bytes += hi - lo;
+    }
+};
+
+void populate_pool(rte_mempool* mp, void* arg) {
+    rte_mempool_mem_iter(
+        mp,
+        [](rte_mempool*, void* a, rte_mempool_memhdr* h, unsigned) { static_cast<Populator*>(a)->range(h->addr, h->len); },
+        arg);
+}
+
+// memif's regions are the PMD's own (it exposes no address): the memfds it names memif_region_N.
+void populate_memif_regions(Populator& p) {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (f == nullptr) return;
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::strstr(line, "/memfd:memif_region_") == nullptr) continue;
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {};
+        if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= lo || perms[0] != 'r' || perms[1] != 'w')
+            continue;
+        p.range(reinterpret_cast<void*>(lo), hi - lo);
+    }
+    std::fclose(f);
+}
+
+}  // namespace
+
+PopulateResult populate_dpdk_memory() {
+    Populator p;
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (ps > 0) p.page = static_cast<uintptr_t>(ps);
+    const uint64_t t0 = now_ns();
+    if (!hugepages_available()) rte_mempool_walk(populate_pool, &p);
+    populate_memif_regions(p);
+    p.res.ns = now_ns() - t0;
+    return p.res;
 }
 
 uint32_t MempoolPktPool::elt_bytes(uint32_t room_bytes) { return kObjHdr + room_bytes; }

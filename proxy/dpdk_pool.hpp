@@ -84,6 +84,22 @@ rte_mbuf* tx_lend(PktBuf* frame, rte_mempool* desc_pool);
 // Take back a lent frame the driver did not accept: the frame keeps its references.
 void tx_unlend(PktBuf* frame, rte_mbuf* m);
 
+// Map now every page of this process's mempools and of its memif regions, so that no packet
+// buffer or ring slot costs a page fault at its first use. Without hugepages all of them are
+// 4 KiB pages of memfds the kernel maps at the first touch (each process its own page tables),
+// and a pool hands out every buffer once before any twice (its ring cycles): until then every
+// message paid one or two faults a side, ~2.5 us each on this VM (the host maps the page too),
+// for the first ~1000 messages of each size class (mpi/provider/SPEED.md, "First touches").
+// With hugepages the pools are left alone (a fault per 2 MiB). After the links are up (memif maps
+// its regions when it connects). The bytes populated, the time it took; err when the kernel
+// refused (it then touches each page by reading it, which maps a shared page writable).
+struct PopulateResult {
+    uint64_t bytes = 0;
+    uint64_t ns = 0;
+    std::string fallback;  // empty, or why MADV_POPULATE_WRITE was not used
+};
+PopulateResult populate_dpdk_memory();
+
 // Where a mempool's objects are, for a report when something stalls (slow path: it walks every
 // lcore's cache): "c0p1rx: 5890 of 6400 free (5506 in its ring, in lcore caches: l1 300, l3 84)".
 // A port whose pool's ring holds fewer than a burst receives nothing (memif allocates a burst of

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -34,6 +35,17 @@ void region_layout(RegionGeometry& g) {
     g.total = align_up(at, 4096);
 }
 
+namespace {
+// The rings' pages mapped now, not at their first use: a ring cycles through its whole span once
+// before it reuses a byte, so its first laps cost a page fault per 4 KiB in each process, as the
+// proxies' buffers did (proxy/dpdk_pool.hpp, populate_dpdk_memory; ICCS_NO_POPULATE=1 the same
+// A/B switch). A read fault on a shared memfd maps its page writable, so MAP_POPULATE serves both.
+int populate_flag() {
+    const char* np = std::getenv("ICCS_NO_POPULATE");
+    return np != nullptr && std::strcmp(np, "1") == 0 ? 0 : MAP_POPULATE;
+}
+}  // namespace
+
 bool Region::create(const RegionGeometry& g, uint32_t transport, uint64_t delay_ns, uint64_t run_hash,
                     std::string& err) {
     const int fd = memfd_create("iccs-mpi-region", MFD_CLOEXEC);
@@ -46,7 +58,7 @@ bool Region::create(const RegionGeometry& g, uint32_t transport, uint64_t delay_
         close(fd);
         return false;
     }
-    void* p = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED | populate_flag(), fd, 0);
     if (p == MAP_FAILED) {
         err = std::string("mmap of the shared region: ") + std::strerror(errno);
         close(fd);
@@ -83,7 +95,7 @@ bool Region::attach(int fd, std::string& err) {
         err = "the agent's shared region is missing or too small";
         return false;
     }
-    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED | populate_flag(), fd, 0);
     if (p == MAP_FAILED) {
         err = std::string("mmap of the shared region: ") + std::strerror(errno);
         return false;
