@@ -344,7 +344,9 @@ def lock_array(cli, exe):
         print(f"{c} x {th} over {t}: lock_returns_to_thread {to_thread}, lock_returns_ahead {ahead}")
         # 2 x 1: each cluster takes the 256 locks homed at it 4 times, the token at the other
         # cluster nearly every time; one recall answered to the waiting thread each was ~900 a cluster.
-        if (t, c, th) == ("direct", 2, 1) and (len(to_thread) != 2 or max(to_thread) > 200 or min(ahead or [0]) == 0):
+        # With tokens home ahead: 100-240 (how often the walker already waits when a token comes
+        # back is the scheduler's: 238 in a CI run on 2 cores), so the bound is half of the 900.
+        if (t, c, th) == ("direct", 2, 1) and (len(to_thread) != 2 or max(to_thread) > 450 or min(ahead or [0]) == 0):
             fail(f"2 x 1 over direct: returns to a waiting thread {to_thread}, ahead {ahead}: the tokens did not go "
                  "home ahead", out)
     print("PASS: a lock array walked by every pid: right values (2 x 1, 2 x 2, 3 x 1 direct; 2 x 1 iccs), its tokens "
