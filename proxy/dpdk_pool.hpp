@@ -91,8 +91,8 @@ void tx_unlend(PktBuf* frame, rte_mbuf* m);
 // message paid one or two faults a side, ~2.5 us each on this VM (the host maps the page too),
 // for the first ~1000 messages of each size class (mpi/provider/SPEED.md, "First touches").
 // With hugepages the pools are left alone (a fault per 2 MiB). After the links are up (memif maps
-// its regions when it connects). The bytes populated, the time it took; err when the kernel
-// refused (it then touches each page by reading it, which maps a shared page writable).
+// its regions when it connects). The bytes populated, the time it took, and in fallback why the
+// kernel refused MADV_POPULATE_WRITE (each page is then read, which maps a memfd's page writable).
 struct PopulateResult {
     uint64_t bytes = 0;
     uint64_t ns = 0;

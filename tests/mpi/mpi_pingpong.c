@@ -54,8 +54,10 @@ int main(int argc, char** argv) {
             CHECK(in == (((uint64_t)peer << 32) | (uint64_t)i));
         }
         const long faults = page_faults() - faults_before;
-        printf("rank %d: %ld page faults over %ld rounds\n", rank, faults, rounds);
-        fflush(stdout);
+        if (max_faults >= 0) {
+            printf("rank %d: %ld page faults over %ld rounds\n", rank, faults, rounds);
+            fflush(stdout);
+        }
         if (max_faults >= 0 && faults > max_faults) {
             fprintf(stderr, "FAIL rank %d: %ld page faults over %ld rounds, more than %ld\n", rank, faults, rounds,
                     max_faults);
