@@ -291,16 +291,23 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
     // The agents write their reports after their last rank left, which may be after mpirun ended.
+    // A cluster of one rank under inline polling runs in its rank (mpi/provider/README.md), which
+    // writes the cluster's report at MPI_Finalize, before it exits and so before mpirun ends: a
+    // report missing then never comes (a rank ended by a signal or an error writes none), and the
+    // 10 s wait for agents kept a Ctrl-C'd run 7.5 s after its ranks had gone.
+    const bool in_rank = transport == RtTransport::kIccs && cfg.cluster.compute_threads == 1 &&
+                         cfg.cluster.polling == Polling::kInline;
+    const int report_wait_ms = in_rank ? 0 : 10'000;
     const uint32_t domains = transport == RtTransport::kIccs ? cfg.machine.clusters : 1;
     std::vector<std::string> docs;
-    for (int wait_ms = 0; wait_ms <= 10'000; wait_ms += 50) {
+    for (int wait_ms = 0; wait_ms <= report_wait_ms; wait_ms += 50) {
         docs.clear();
         for (uint32_t d = 0; d < domains; ++d) {
             const std::string f = report_base + ".mpi.c" + std::to_string(d);
             struct stat st {};
             if (stat(f.c_str(), &st) == 0 && st.st_size > 0) docs.push_back(read_file(f));
         }
-        if (docs.size() == domains) break;
+        if (docs.size() == domains || wait_ms >= report_wait_ms) break;
         usleep(50'000);
     }
     if (!report_file.empty()) {
@@ -325,11 +332,6 @@ int launch_mpi(const ProgramRow& row, const std::string& program, const cli::Arg
         print_report(docs, stderr);
     }
     if (docs.size() != domains) {
-        // A cluster of one rank under inline polling runs in its rank (mpi/provider/README.md), which
-        // writes the cluster's report when it closes its last domain: a rank ended by a signal (a
-        // SIGINT handed to mpirun) or by an error writes none, where an agent process outlives it.
-        const bool in_rank = transport == RtTransport::kIccs && cfg.cluster.compute_threads == 1 &&
-                             cfg.cluster.polling == Polling::kInline;
         if (in_rank)
             std::fprintf(stderr,
                          "iccs run --mpi: %zu of %u clusters' reports came (each cluster runs in its rank, which writes "

@@ -86,6 +86,34 @@ def check_signalled(cli, program, tmp):
           "nothing left")
 
 
+def check_interrupted_in_rank(cli, program, tmp):
+    """Ctrl-C (SIGINT) to the launcher of 2 clusters x 1 rank under inline polling, each cluster in
+    its rank: the run ends with mpirun, the report says no cluster's report came, nothing is left.
+    It waited up to 10 s after mpirun ended for reports that a cluster in its rank writes at
+    MPI_Finalize or never (IMB's PingPong: 10.3 s from the signal, plain mpirun over TCP 3.0 s), so
+    more than 9 s from the signal to the launcher's end fails."""
+    run_tmp = os.path.join(tmp, "tmpdir-int")
+    os.mkdir(run_tmp)
+    p = subprocess.Popen([cli, "run", "--mpi", program, "--clusters", "2", "--cluster-size", "1", "--polling",
+                          "inline", "--", "64", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=dict(os.environ, TMPDIR=run_tmp))
+    time.sleep(5)  # the ranks in their loop
+    if p.poll() is not None:
+        fail(f"the run ended by itself before the signal (exit {p.returncode})", p.communicate()[0])
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out = p.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the launcher did not end within 120 s of SIGINT", p.communicate()[0])
+    took = time.monotonic() - t0
+    left = [f for f in os.listdir(run_tmp) if f.startswith("iccs-")]
+    if p.returncode == 0 or left or took > 9 or "clusters' reports came" not in out:
+        fail(f"SIGINT to a run in the ranks: exit {p.returncode} after {took:.1f} s, left under TMPDIR {left}", out)
+    print(f"SIGINT to a run in the ranks: exit {p.returncode} {took:.1f} s after the signal, nothing left")
+
+
 def check_magpie(cli, program, tmp):
     """--collectives magpie: the program's collectives are MagPIe's (libiccs-magpie.so preloaded by
     the mpirun line), every one checked by the program against its sequential result, none handed
@@ -282,6 +310,7 @@ def main():
             fail(f"closed output after one line: exit {rc}, first line {first!r}, left under TMPDIR: {left}")
         print(f"closed output after one line: exit {rc}, nothing left under TMPDIR")
         check_signalled(cli, jacobi_program, tmp)
+        check_interrupted_in_rank(cli, jacobi_program, tmp)
     print("PASS")
 
 
